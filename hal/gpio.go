@@ -1,0 +1,122 @@
+package hal
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"periph.io/x/conn/v3/gpio"
+)
+
+// Level, Pull and Edge are periph.io's own types, so a line from
+// periph.io/x/host/v3/gpioioctl satisfies the contracts below without
+// conversion.
+type (
+	// Level is Low or High.
+	Level = gpio.Level
+	// Pull is the bias of an input: Float, PullDown or PullUp.
+	Pull = gpio.Pull
+	// Edge is RisingEdge, FallingEdge or BothEdges.
+	Edge = gpio.Edge
+)
+
+// Levels, pulls and edges, re-exported so consumers need not import periph.
+const (
+	Low          = gpio.Low
+	High         = gpio.High
+	Float        = gpio.Float
+	PullDown     = gpio.PullDown
+	PullUp       = gpio.PullUp
+	PullNoChange = gpio.PullNoChange
+	NoEdge       = gpio.NoEdge
+	RisingEdge   = gpio.RisingEdge
+	FallingEdge  = gpio.FallingEdge
+	BothEdges    = gpio.BothEdges
+)
+
+// InConfig is how an input line is requested.
+type InConfig struct {
+	Pull Pull
+	// Edge selects which edges WaitForEdge reports; NoEdge turns edge
+	// detection off and WaitForEdge returns ErrUnsupported.
+	Edge Edge
+	// Debounce drops changes that do not hold for this long; 0 is off.
+	Debounce time.Duration
+}
+
+// OutConfig is how an output line is requested. The driver drives the line
+// to Safe in the same request that claims it, so there is no moment where
+// the body owns the line at an unknown level.
+type OutConfig struct {
+	Safe Level
+}
+
+// EdgeEvent is one change of an input line.
+type EdgeEvent struct {
+	Line  string
+	Edge  Edge  // RisingEdge or FallingEdge
+	Level Level // the level after the edge
+	// Time is the kernel's timestamp of the edge where the driver has one,
+	// otherwise the time it was read.
+	Time Mono
+	// Seq counts the edges of this line from 1. A gap means the driver lost
+	// edges (a kernel buffer overflow); the level is then re-read.
+	Seq uint64
+}
+
+func (e EdgeEvent) String() string {
+	return fmt.Sprintf("%s %s->%s #%d at %s", e.Line, edgeName(e.Edge), e.Level, e.Seq, e.Time)
+}
+
+func edgeName(e Edge) string {
+	switch e {
+	case RisingEdge:
+		return "rising"
+	case FallingEdge:
+		return "falling"
+	case BothEdges:
+		return "both"
+	}
+	return "none"
+}
+
+// LineIn is a GPIO line requested as an input.
+type LineIn interface {
+	Halter
+	// Name is the line's name on its chip, as the board profile names it.
+	Name() string
+	// Read returns the level of the line now.
+	Read() (Level, error)
+	// WaitForEdge blocks until the line changes, ctx is done (ctx.Err()),
+	// or the line is halted (ErrHalted). Edges that arrive while nobody
+	// waits are queued by the driver up to a bound, then counted as lost
+	// (see EdgeEvent.Seq).
+	WaitForEdge(ctx context.Context) (EdgeEvent, error)
+}
+
+// LineOut is a GPIO line requested as an output. Halt drives it to its safe
+// level.
+type LineOut interface {
+	Halter
+	Name() string
+	// Out drives the line. It returns after the kernel accepted the value;
+	// ReadBack tells whether the line is at it.
+	Out(Level) error
+	// ReadBack reads the level back from the line, not from memory.
+	ReadBack() (Level, error)
+	// Safe is the level Halt drives the line to.
+	Safe() Level
+}
+
+// Chip is a GPIO controller found by its label (never by number: chip
+// numbers change between kernels). Lines are requested by name.
+type Chip interface {
+	Label() string
+	// In requests the named line as an input. ErrAbsent: no such line;
+	// ErrBusy: another consumer holds it (the error names the consumer).
+	In(line string, cfg InConfig) (LineIn, error)
+	// Out requests the named line as an output at cfg.Safe.
+	Out(line string, cfg OutConfig) (LineOut, error)
+	// Close halts and releases every line requested from the chip.
+	Close() error
+}
