@@ -1,0 +1,165 @@
+package haltest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/tobe-body/tobe-body/hal"
+)
+
+// Camera is a fake camera that delivers the frames a test pushes.
+type Camera struct {
+	halter
+	format hal.FrameFormat
+	frames chan *hal.Frame
+
+	mu       sync.Mutex
+	released int
+}
+
+// NewCamera returns a camera of format f with room for n pushed frames.
+func NewCamera(f hal.FrameFormat, n int) *Camera {
+	return &Camera{halter: newHalter(), format: f, frames: make(chan *hal.Frame, n)}
+}
+
+// Push queues a frame; it blocks when the queue is full.
+func (c *Camera) Push(data []byte, seq uint64, t hal.Mono) {
+	c.frames <- hal.NewFrame(c.format, data, seq, t, func() {
+		c.mu.Lock()
+		c.released++
+		c.mu.Unlock()
+	})
+}
+
+// Released counts frames the consumer gave back.
+func (c *Camera) Released() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.released
+}
+
+func (c *Camera) Name() string            { return "test-camera" }
+func (c *Camera) Format() hal.FrameFormat { return c.format }
+func (c *Camera) Close() error            { return c.Halt() }
+
+func (c *Camera) NextFrame(ctx context.Context) (*hal.Frame, error) {
+	return wait(ctx, &c.halter, c.frames)
+}
+
+// Capture is a fake microphone that delivers the frames a test pushes.
+type Capture struct {
+	halter
+	format hal.AudioFormat
+	frames chan hal.AudioFrame
+}
+
+// NewCapture returns a microphone of format f with room for n frames.
+func NewCapture(f hal.AudioFormat, n int) *Capture {
+	return &Capture{halter: newHalter(), format: f, frames: make(chan hal.AudioFrame, n)}
+}
+
+// Push queues a frame; len(samples) must be f.Len().
+func (c *Capture) Push(samples []int16, seq uint64, t hal.Mono) {
+	if len(samples) != c.format.Len() {
+		panic(fmt.Sprintf("haltest: pushed %d samples, the format holds %d", len(samples), c.format.Len()))
+	}
+	c.frames <- hal.AudioFrame{Samples: samples, Seq: seq, Time: t}
+}
+
+func (c *Capture) Name() string            { return "test-mic" }
+func (c *Capture) Format() hal.AudioFormat { return c.format }
+func (c *Capture) Close() error            { return c.Halt() }
+
+func (c *Capture) ReadFrame(ctx context.Context, f *hal.AudioFrame) error {
+	if len(f.Samples) != c.format.Len() {
+		return fmt.Errorf("haltest: frame holds %d samples, want %d", len(f.Samples), c.format.Len())
+	}
+	got, err := wait(ctx, &c.halter, c.frames)
+	if err != nil {
+		return err
+	}
+	copy(f.Samples, got.Samples)
+	f.Seq, f.Time, f.Overruns = got.Seq, got.Time, got.Overruns
+	return nil
+}
+
+// Playback is a fake speaker that records what it was asked to play.
+type Playback struct {
+	format hal.AudioFormat
+
+	mu     sync.Mutex
+	played [][]int16
+	halts  int
+}
+
+// NewPlayback returns a speaker of format f.
+func NewPlayback(f hal.AudioFormat) *Playback { return &Playback{format: f} }
+
+func (p *Playback) Name() string            { return "test-speaker" }
+func (p *Playback) Format() hal.AudioFormat { return p.format }
+func (p *Playback) Close() error            { return p.Halt() }
+
+func (p *Playback) Halt() error {
+	p.mu.Lock()
+	p.halts++
+	p.mu.Unlock()
+	return nil
+}
+
+func (p *Playback) Play(ctx context.Context, samples []int16) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.played = append(p.played, append([]int16(nil), samples...))
+	p.mu.Unlock()
+	return nil
+}
+
+// Played returns every buffer played, in order.
+func (p *Playback) Played() [][]int16 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([][]int16(nil), p.played...)
+}
+
+// Halts counts Halt calls.
+func (p *Playback) Halts() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.halts
+}
+
+// Input is a fake input device that delivers the events a test pushes.
+type Input struct {
+	halter
+	info   hal.InputInfo
+	events chan hal.InputEvent
+}
+
+// NewInput returns a device described by info with room for n events.
+func NewInput(info hal.InputInfo, n int) *Input {
+	return &Input{halter: newHalter(), info: info, events: make(chan hal.InputEvent, n)}
+}
+
+// Push queues an event.
+func (d *Input) Push(e hal.InputEvent) { d.events <- e }
+
+func (d *Input) Info() hal.InputInfo { return d.info }
+func (d *Input) Close() error        { return d.Halt() }
+
+func (d *Input) ReadEvent(ctx context.Context) (hal.InputEvent, error) {
+	return wait(ctx, &d.halter, d.events)
+}
+
+// Compile-time checks that the fakes keep the contracts.
+var (
+	_ hal.Chip          = (*Chip)(nil)
+	_ hal.LineIn        = (*LineIn)(nil)
+	_ hal.LineOut       = (*LineOut)(nil)
+	_ hal.Camera        = (*Camera)(nil)
+	_ hal.AudioCapture  = (*Capture)(nil)
+	_ hal.AudioPlayback = (*Playback)(nil)
+	_ hal.InputDevice   = (*Input)(nil)
+)
