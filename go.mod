@@ -7,4 +7,8 @@ require (
 	periph.io/x/conn/v3 v3.7.3
 )
 
-require go.uber.org/goleak v1.3.0 // indirect
+require (
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
+	golang.org/x/text v0.14.0 // indirect
+)
