@@ -434,3 +434,18 @@ func (s *Schema) Validate(d *Doc) error {
 	})
 	return out
 }
+
+// Into decodes a validated document into v, refusing fields v does not
+// have (a schema and its Go type that disagree are a bug worth hearing of).
+func Into(d *Doc, v any) error {
+	data, err := json.Marshal(d.Value)
+	if err != nil {
+		return fmt.Errorf("strictjson: %s: %w", d.File, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("strictjson: %s: %w", d.File, err)
+	}
+	return nil
+}

@@ -1,0 +1,190 @@
+package board
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tobe-body/tobe-body/hal"
+	"github.com/tobe-body/tobe-body/hal/probe"
+	"github.com/tobe-body/tobe-body/hal/sim"
+)
+
+func TestBuiltinProfilesValidate(t *testing.T) {
+	s, err := Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"generic-amd64", "jetson-orin-nano", "lab", "pi4", "pi5", "sim"}
+	if got := strings.Join(s.Names(), " "); got != strings.Join(want, " ") {
+		t.Fatalf("profiles %q, want %q", got, want)
+	}
+	chips := map[string]string{"pi4": "pinctrl-bcm2711", "pi5": "pinctrl-rp1", "jetson-orin-nano": "tegra234-gpio", "sim": sim.ChipLabel}
+	for _, n := range want {
+		p, _ := s.Get(n)
+		if c, ok := chips[n]; ok && (p.GPIO == nil || p.GPIO.Chip != c) {
+			t.Errorf("%s: chip %v, want label %q", n, p.GPIO, c)
+		}
+		if p.EStop != nil && (p.EStop.Wiring != "normally-closed") {
+			t.Errorf("%s: e-stop wiring %q", n, p.EStop.Wiring)
+		}
+		if p.GPIO != nil {
+			for _, o := range p.GPIO.Outputs {
+				if o.Safe == "" {
+					t.Errorf("%s: output %s has no safe level", n, o.Name)
+				}
+			}
+		}
+	}
+}
+
+func TestParseRefuses(t *testing.T) {
+	good, err := os.ReadFile("profiles/sim.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, file, from, to, want string
+	}{
+		{"unknown key", "sim.json", `"drivers": "sim",`, `"drivers": "sim", "colour": "red",`, `$.colour: unknown key "colour"`},
+		{"wrong type", "sim.json", `"fps": 10`, `"fps": "10"`, `$.cameras[0].fps: wrong type: got string, want integer`},
+		{"out of range", "sim.json", `"fps": 10`, `"fps": 1000`, `$.cameras[0].fps: out of range: 1000 is more than the maximum 120`},
+		{"bad pull", "sim.json", `"line": "ESTOP", "wiring": "normally-closed", "pull": "up"`, `"line": "ESTOP", "wiring": "normally-closed", "pull": "sideways"`, `$.estop.pull: not one of the allowed values "up", "down", "none"`},
+		{"normally open e-stop", "sim.json", `"wiring": "normally-closed"`, `"wiring": "normally-open"`, `$.estop.wiring: must be "normally-closed"`},
+		{"line used twice", "sim.json", `"line": "RELAY2"`, `"line": "RELAY1"`, `line "RELAY1" is already used`},
+		{"name used twice", "sim.json", `"name": "relay2"`, `"name": "relay1"`, `name "relay1" is already used`},
+		{"feedback of nothing", "sim.json", `"feedback_of": "relay1"`, `"feedback_of": "relay9"`, `no output is named "relay9"`},
+		{"file and name disagree", "other.json", ``, ``, `the profile is named "sim" but its file is "other.json"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := string(good)
+			if tc.from != "" {
+				if !strings.Contains(doc, tc.from) {
+					t.Fatalf("test edit %q does not apply", tc.from)
+				}
+				doc = strings.Replace(doc, tc.from, tc.to, 1)
+			}
+			_, err := Parse(tc.file, []byte(doc))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestUserProfiles(t *testing.T) {
+	dir := t.TempDir()
+	sim, _ := os.ReadFile("profiles/sim.json")
+	mine := strings.Replace(strings.Replace(string(sim), `"name": "sim"`, `"name": "garage"`, 1), `"fps": 10`, `"fps": 5`, 1)
+	os.WriteFile(filepath.Join(dir, "garage.json"), []byte(mine), 0o644)
+	os.WriteFile(filepath.Join(dir, "pi5.json"), []byte(strings.Replace(mine, `"name": "garage"`, `"name": "pi5"`, 1)), 0o644)
+	s, err := LoadSet(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.Get("garage")
+	if err != nil || g.Cameras[0].FPS != 5 || g.Source != filepath.Join(dir, "garage.json") {
+		t.Fatalf("garage: %+v, %v", g, err)
+	}
+	if len(s.Replaced) != 1 || s.Replaced[0] != "pi5" {
+		t.Errorf("replaced %v, want [pi5]", s.Replaced)
+	}
+	// One bad file fails the set, naming the file.
+	os.WriteFile(filepath.Join(dir, "bad.json"), []byte(`{"version": 1,}`), 0o644)
+	if _, err := LoadSet(dir); err == nil || !strings.Contains(err.Error(), "bad.json") {
+		t.Errorf("bad file: %v", err)
+	}
+	os.Remove(filepath.Join(dir, "bad.json"))
+	// A FIFO is not read.
+	if err := mkfifo(filepath.Join(dir, "fifo.json")); err == nil {
+		if _, err := LoadSet(dir); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("fifo: %v", err)
+		}
+	}
+	if _, err := s.Get("nope"); !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), "garage") {
+		t.Errorf("unknown name: %v", err)
+	}
+}
+
+func TestDetect(t *testing.T) {
+	s, _ := Builtin()
+	for _, tc := range []struct {
+		m    Machine
+		want string
+	}{
+		{Machine{Model: "Raspberry Pi 4 Model B Rev 1.5", Arch: "arm64"}, "pi4"},
+		{Machine{Model: "Raspberry Pi 400 Rev 1.0", Arch: "arm64"}, "pi4"},
+		{Machine{Model: "Raspberry Pi 5 Model B Rev 1.0", Arch: "arm64"}, "pi5"},
+		{Machine{Model: "Raspberry Pi Compute Module 5 Rev 1.0", Arch: "arm64"}, "pi5"},
+		{Machine{Model: "NVIDIA Jetson Orin Nano Engineering Reference Developer Kit Super", Arch: "arm64"}, "jetson-orin-nano"},
+		{Machine{SysVendor: "Dell Inc.", ProductName: "OptiPlex 7090", Arch: "amd64"}, "generic-amd64"},
+		{Machine{Model: "Raspberry Pi 3 Model B Plus Rev 1.3", Arch: "arm"}, ""},
+	} {
+		p, why, err := s.Detect(tc.m)
+		if tc.want == "" {
+			if err == nil || !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), "--board") {
+				t.Errorf("%v: got %v %v, want an error that says --board", tc.m, p, err)
+			}
+			continue
+		}
+		if err != nil || p.Name != tc.want || why == "" {
+			t.Errorf("%v: got %v (%s) %v, want %s", tc.m, p, why, err, tc.want)
+		}
+	}
+}
+
+func TestReadMachine(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "proc/device-tree"), 0o755)
+	os.WriteFile(filepath.Join(root, "proc/device-tree/model"), []byte("Raspberry Pi 5 Model B Rev 1.0\x00"), 0o644)
+	if m := ReadMachine(root); m.Model != "Raspberry Pi 5 Model B Rev 1.0" {
+		t.Errorf("model %q", m.Model)
+	}
+}
+
+func TestCheckSimBoardLoadsEverything(t *testing.T) {
+	s, _ := Builtin()
+	p, _ := s.Get("sim")
+	rs := Check(p, sim.New(1).Drivers(), nil)
+	if len(rs) < 12 {
+		t.Fatalf("%d reports, want every device: %+v", len(rs), rs)
+	}
+	for _, r := range rs {
+		if r.Status != Loaded {
+			t.Errorf("%s %s: %s %s", r.Kind, r.Name, r.Status, r.Reason)
+		}
+	}
+}
+
+func TestCheckPi5HereIsSkippedNotFailed(t *testing.T) {
+	s, _ := Builtin()
+	p, _ := s.Get("pi5")
+	rs := Check(p, hal.Drivers{Name: "linux"}, probe.Finder{Root: t.TempDir()})
+	for _, r := range rs {
+		if r.Status != Skipped || !strings.HasPrefix(r.Reason, "absent on this board: ") {
+			t.Errorf("%s %s: %s %q, want Skipped with a reason", r.Kind, r.Name, r.Status, r.Reason)
+		}
+	}
+	if got := Summary(rs); !strings.HasPrefix(got, "0 Loaded") || !strings.HasSuffix(got, "0 Failed") {
+		t.Errorf("summary %q", got)
+	}
+}
+
+func TestCheckBusyLineFails(t *testing.T) {
+	s, _ := Builtin()
+	p, _ := s.Get("sim")
+	b := sim.New(1)
+	d := b.Drivers()
+	held, _ := d.OpenChip(sim.ChipLabel)
+	defer held.Close()
+	if _, err := held.Out(sim.LineRelay1, hal.OutConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range Check(p, d, nil) {
+		if r.Name == "relay1" && (r.Status != Failed || !strings.Contains(r.Reason, "held by consumer")) {
+			t.Errorf("relay1: %s %q, want Failed naming the consumer", r.Status, r.Reason)
+		}
+	}
+}

@@ -1,0 +1,80 @@
+package board
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+)
+
+// Machine is what detection reads of the machine it runs on.
+type Machine struct {
+	Model       string // /proc/device-tree/model
+	SysVendor   string // /sys/class/dmi/id/sys_vendor
+	ProductName string // /sys/class/dmi/id/product_name
+	Arch        string // GOARCH
+}
+
+func (m Machine) String() string {
+	var parts []string
+	if m.Model != "" {
+		parts = append(parts, fmt.Sprintf("model %q", m.Model))
+	}
+	if m.SysVendor != "" || m.ProductName != "" {
+		parts = append(parts, fmt.Sprintf("DMI %q %q", m.SysVendor, m.ProductName))
+	}
+	parts = append(parts, "arch "+m.Arch)
+	return strings.Join(parts, ", ")
+}
+
+// ReadMachine reads the machine's identity under root ("/" normally; a test
+// directory in tests). Missing files leave fields empty.
+func ReadMachine(root string) Machine {
+	read := func(p string) string {
+		b, err := os.ReadFile(filepath.Join(root, p))
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(strings.TrimRight(string(b), "\x00"))
+	}
+	return Machine{
+		Model:       read("proc/device-tree/model"),
+		SysVendor:   read("sys/class/dmi/id/sys_vendor"),
+		ProductName: read("sys/class/dmi/id/product_name"),
+		Arch:        runtime.GOARCH,
+	}
+}
+
+// Detect picks the profile for m: a device-tree model match first (the
+// longest matching text wins), then a DMI match, then an architecture
+// match. why says what matched.
+func (s *Set) Detect(m Machine) (p *Profile, why string, err error) {
+	best, bestLen := (*Profile)(nil), 0
+	for _, n := range s.Names() {
+		q := s.byName[n]
+		for _, sub := range q.Match.DeviceTreeModel {
+			if m.Model != "" && strings.Contains(m.Model, sub) && len(sub) > bestLen {
+				best, bestLen, why = q, len(sub), fmt.Sprintf("device-tree model %q contains %q", m.Model, sub)
+			}
+		}
+	}
+	if best != nil {
+		return best, why, nil
+	}
+	for _, n := range s.Names() {
+		q := s.byName[n]
+		for _, d := range q.Match.DMI {
+			if (d.SysVendor == "" || strings.Contains(m.SysVendor, d.SysVendor)) &&
+				(d.ProductName == "" || strings.Contains(m.ProductName, d.ProductName)) {
+				return q, fmt.Sprintf("DMI %q %q", m.SysVendor, m.ProductName), nil
+			}
+		}
+	}
+	for _, n := range s.Names() {
+		if q := s.byName[n]; q.Match.Arch != "" && q.Match.Arch == m.Arch {
+			return q, "architecture " + m.Arch, nil
+		}
+	}
+	return nil, "", fmt.Errorf("%w matches this machine (%s); name one with --board (known: %s)", ErrUnknown, m, strings.Join(s.Names(), ", "))
+}

@@ -1,0 +1,199 @@
+// Package probe finds the kernel devices a board profile names and checks
+// that they answer, without streaming from them: GPIO chips by label and
+// lines by name through the GPIO character device, V4L2 capture devices by
+// path or driver, ALSA cards and their PCMs, evdev devices by name, thermal
+// zones by type and the throttling source. A device that is not there is
+// hal.ErrAbsent; one that is there but cannot be used (no permission, a
+// line held by another consumer) is another error that says why.
+package probe
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/tobe-body/tobe-body/hal"
+)
+
+// Finder looks under Root ("/" on a device; a prepared tree in tests).
+type Finder struct {
+	Root string
+}
+
+func (f Finder) path(p string) string { return filepath.Join(f.Root, p) }
+
+func (f Finder) read(p string) (string, error) {
+	b, err := os.ReadFile(f.path(p))
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// glob returns matches sorted by their trailing number (event2 < event10).
+func (f Finder) glob(pattern string) []string {
+	m, _ := filepath.Glob(f.path(pattern))
+	sort.Slice(m, func(i, j int) bool {
+		a, b := trailingNumber(m[i]), trailingNumber(m[j])
+		if a != b {
+			return a < b
+		}
+		return m[i] < m[j]
+	})
+	return m
+}
+
+func trailingNumber(s string) int {
+	i := len(s)
+	for i > 0 && s[i-1] >= '0' && s[i-1] <= '9' {
+		i--
+	}
+	n, err := strconv.Atoi(s[i:])
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// Input finds an evdev device by its name, or any device for "*".
+func (f Finder) Input(match string) (string, error) {
+	var names []string
+	var lastErr error
+	for _, dir := range f.glob("sys/class/input/event*") {
+		node := "/dev/input/" + filepath.Base(dir)
+		name, err := os.ReadFile(filepath.Join(dir, "device", "name"))
+		if err != nil {
+			continue
+		}
+		n := strings.TrimSpace(string(name))
+		names = append(names, n)
+		if match != "*" && n != match {
+			continue
+		}
+		fd, err := os.Open(f.path(node))
+		if err != nil {
+			lastErr = fmt.Errorf("%s (%s): %w", node, n, err)
+			continue
+		}
+		fd.Close()
+		return fmt.Sprintf("%s (%s)", node, n), nil
+	}
+	if lastErr != nil {
+		return "", lastErr
+	}
+	if match == "*" {
+		return "", fmt.Errorf("no input devices: %w", hal.ErrAbsent)
+	}
+	return "", fmt.Errorf("no input device named %q (present: %s): %w", match, list(names), hal.ErrAbsent)
+}
+
+func list(ss []string) string {
+	if len(ss) == 0 {
+		return "none"
+	}
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q, ", ")
+}
+
+// ThermalZone finds a thermal zone by type and reads its temperature.
+func (f Finder) ThermalZone(typ string) (string, error) {
+	var types []string
+	for _, dir := range f.glob("sys/class/thermal/thermal_zone*") {
+		t, err := os.ReadFile(filepath.Join(dir, "type"))
+		if err != nil {
+			continue
+		}
+		types = append(types, strings.TrimSpace(string(t)))
+		if strings.TrimSpace(string(t)) != typ {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join(dir, "temp"))
+		if err != nil {
+			return "", fmt.Errorf("thermal zone %s: %w", filepath.Base(dir), err)
+		}
+		milli, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+		if err != nil {
+			return "", fmt.Errorf("thermal zone %s: temperature %q is not a number", filepath.Base(dir), strings.TrimSpace(string(raw)))
+		}
+		return fmt.Sprintf("%s at %.1f °C", filepath.Base(dir), float64(milli)/1000), nil
+	}
+	return "", fmt.Errorf("no thermal zone of type %q (present: %s): %w", typ, list(types), hal.ErrAbsent)
+}
+
+// Throttle finds the throttling source and reads it once.
+func (f Finder) Throttle(source, glob string) (string, error) {
+	matches := f.glob(strings.TrimPrefix(glob, "/"))
+	if len(matches) == 0 {
+		return "", fmt.Errorf("%s: nothing at %s: %w", source, glob, hal.ErrAbsent)
+	}
+	p := matches[0]
+	switch source {
+	case "rpi-firmware":
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", source, err)
+		}
+		v, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(string(raw)), "0x"), 16, 32)
+		if err != nil {
+			return "", fmt.Errorf("%s: %s holds %q, not hex throttle bits", source, p, strings.TrimSpace(string(raw)))
+		}
+		return fmt.Sprintf("%s (bits %#x)", strings.TrimPrefix(p, f.Root), v), nil
+	case "cpufreq":
+		for _, file := range []string{"scaling_cur_freq", "cpuinfo_max_freq"} {
+			if _, err := os.ReadFile(filepath.Join(p, file)); err != nil {
+				if os.IsNotExist(err) {
+					return "", fmt.Errorf("%s: %s has no %s: %w", source, p, file, hal.ErrAbsent)
+				}
+				return "", fmt.Errorf("%s: %w", source, err)
+			}
+		}
+		return strings.TrimPrefix(p, f.Root), nil
+	}
+	return "", fmt.Errorf("unknown throttle source %q", source)
+}
+
+// Audio finds an ALSA card by id ("default": the first card with a PCM of
+// that direction) and checks its PCM device node.
+func (f Finder) Audio(device string, pcm int, capture bool) (string, error) {
+	dir, dirName := "p", "playback"
+	if capture {
+		dir, dirName = "c", "capture"
+	}
+	var ids []string
+	for _, card := range f.glob("proc/asound/card[0-9]*") {
+		id, err := os.ReadFile(filepath.Join(card, "id"))
+		if err != nil {
+			continue
+		}
+		cid := strings.TrimSpace(string(id))
+		ids = append(ids, cid)
+		n := trailingNumber(card)
+		if device == "default" {
+			pcms, _ := filepath.Glob(filepath.Join(card, "pcm*"+dir))
+			if len(pcms) == 0 {
+				continue
+			}
+			pcm = trailingNumber(strings.TrimSuffix(pcms[0], dir))
+		} else if cid != device {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(card, fmt.Sprintf("pcm%d%s", pcm, dir))); err != nil {
+			return "", fmt.Errorf("card %s has no %s PCM %d: %w", cid, dirName, pcm, hal.ErrAbsent)
+		}
+		node := fmt.Sprintf("/dev/snd/pcmC%dD%d%s", n, pcm, dir)
+		if err := access(f.path(node)); err != nil {
+			return "", fmt.Errorf("card %s %s PCM %d: %w", cid, dirName, pcm, err)
+		}
+		return fmt.Sprintf("card %d %s, %s (%s)", n, cid, node, dirName), nil
+	}
+	if device == "default" {
+		return "", fmt.Errorf("no sound card with a %s PCM (cards: %s): %w", dirName, list(ids), hal.ErrAbsent)
+	}
+	return "", fmt.Errorf("no sound card %q (cards: %s): %w", device, list(ids), hal.ErrAbsent)
+}
