@@ -9,4 +9,7 @@ require (
 	periph.io/x/conn/v3 v3.7.3
 )
 
-require golang.org/x/text v0.14.0 // indirect
+require (
+	github.com/google/uuid v1.6.0 // indirect
+	golang.org/x/text v0.14.0 // indirect
+)

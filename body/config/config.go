@@ -1,0 +1,272 @@
+// Package config reads the body's configuration: versioned, strict JSON in
+// layers (built-in defaults < the image's defaults < /etc < --config FILE
+// < flags), each layer checked against config.schema.json, the contract
+// that ships in the repository and in the binary.
+//
+// Errors name the file, line, JSON path and what was expected, and never
+// repeat a value from a file. Fields the schema marks "x-sensitive" are of
+// type Secret, which prints, logs and marshals as "[redacted]".
+package config
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/tobe-body/tobe-body/board/strictjson"
+)
+
+//go:embed config.schema.json
+var schemaJSON []byte
+
+// SchemaJSON returns the schema the config is checked against.
+func SchemaJSON() []byte { return slices.Clone(schemaJSON) }
+
+var schema = func() *strictjson.Schema {
+	s, err := strictjson.Compile("config.schema.json", schemaJSON)
+	if err != nil {
+		panic(err) // the embedded schema is tested
+	}
+	return s
+}()
+
+// Schema returns the compiled schema.
+func Schema() *strictjson.Schema { return schema }
+
+// Where the layers live on a device.
+const (
+	ImageDefaultPath = "/usr/share/tobe-body/config.default.json"
+	EtcPath          = "/etc/tobe-body/config.json"
+)
+
+// Config is the whole configuration. Field names follow the JSON.
+type Config struct {
+	Version int     `json:"version"`
+	Board   string  `json:"board"`
+	DataDir string  `json:"data_dir"`
+	Log     Log     `json:"log"`
+	Body    Body    `json:"body"`
+	Sim     Sim     `json:"sim"`
+	Monitor Monitor `json:"monitor"`
+	MQTT    MQTT    `json:"mqtt"`
+}
+
+// Log configures logging.
+type Log struct {
+	Level  string `json:"level"`
+	Format string `json:"format"`
+}
+
+// SlogLevel converts Level.
+func (l Log) SlogLevel() slog.Level {
+	var v slog.Level
+	if err := v.UnmarshalText([]byte(l.Level)); err != nil {
+		return slog.LevelInfo
+	}
+	return v
+}
+
+// Body names the body.
+type Body struct {
+	Name string `json:"name"`
+}
+
+// Sim configures the simulated board.
+type Sim struct {
+	Seed uint64 `json:"seed"`
+}
+
+// Monitor configures what run prints of the devices.
+type Monitor struct {
+	IntervalMS int  `json:"interval_ms"`
+	Quiet      bool `json:"quiet"`
+}
+
+// Interval is IntervalMS as a duration.
+func (m Monitor) Interval() time.Duration { return time.Duration(m.IntervalMS) * time.Millisecond }
+
+// MQTT configures the uplink to the home server's broker.
+type MQTT struct {
+	Enabled    bool   `json:"enabled"`
+	Broker     string `json:"broker"`
+	ClientID   string `json:"client_id"`
+	Username   string `json:"username"`
+	Password   Secret `json:"password"`
+	KeepaliveS int    `json:"keepalive_s"`
+}
+
+// Secret holds a value the schema marks sensitive. It never prints: not
+// with fmt, not in JSON, not in logs. Reveal gives the value to the one
+// place that needs it.
+type Secret string
+
+const redacted = "[redacted]"
+
+// Reveal returns the secret.
+func (s Secret) Reveal() string { return string(s) }
+
+func (s Secret) mask() string {
+	if s == "" {
+		return ""
+	}
+	return redacted
+}
+
+func (s Secret) String() string                { return s.mask() }
+func (s Secret) GoString() string              { return `config.Secret("` + s.mask() + `")` }
+func (s Secret) LogValue() slog.Value          { return slog.StringValue(s.mask()) }
+func (s Secret) MarshalJSON() ([]byte, error)  { return json.Marshal(s.mask()) }
+func (s Secret) MarshalText() ([]byte, error)  { return []byte(s.mask()), nil }
+func (s *Secret) UnmarshalJSON(b []byte) error { return json.Unmarshal(b, (*string)(s)) }
+func (s Secret) Format(f fmt.State, verb rune) { fmt.Fprint(f, s.mask()) }
+
+// Default returns the built-in defaults, the lowest layer. They are the
+// schema's "default" values; a test keeps the two equal.
+func Default() Config {
+	return Config{
+		Version: 1,
+		Board:   "auto",
+		DataDir: "/var/lib/tobe-body",
+		Log:     Log{Level: "info", Format: "auto"},
+		Body:    Body{Name: "tobe-body"},
+		Sim:     Sim{Seed: 1},
+		Monitor: Monitor{IntervalMS: 1000},
+		MQTT:    MQTT{Broker: "tcp://127.0.0.1:1883", KeepaliveS: 30},
+	}
+}
+
+// Sources says where the layers are read from. A missing ImageDefault or
+// Etc file is skipped; a missing File is an error.
+type Sources struct {
+	ImageDefault string
+	Etc          string
+	File         string
+	// Flags are the values given on the command line, as config keys
+	// ({"board": "pi5", "data_dir": "/x"}). Values must already be
+	// absolute where the schema wants it.
+	Flags map[string]any
+}
+
+// DeviceSources are the layers of an installed body.
+func DeviceSources() Sources { return Sources{ImageDefault: ImageDefaultPath, Etc: EtcPath} }
+
+// Loaded is a configuration with the layers it came from.
+type Loaded struct {
+	Config
+	// Layers lists the layers that were read, lowest first.
+	Layers []string
+}
+
+// Load reads the layers of src over the defaults.
+func Load(src Sources) (*Loaded, error) {
+	l := &Loaded{Layers: []string{"built-in"}}
+	merged := map[string]any{}
+	for _, layer := range []struct {
+		path     string
+		optional bool
+	}{{src.ImageDefault, true}, {src.Etc, true}, {src.File, false}} {
+		if layer.path == "" {
+			continue
+		}
+		doc, err := readLayer(layer.path, layer.optional)
+		if err != nil {
+			return nil, err
+		}
+		if doc == nil {
+			continue
+		}
+		merge(merged, doc.Value.(map[string]any))
+		l.Layers = append(l.Layers, layer.path)
+	}
+	if len(src.Flags) > 0 {
+		flags := map[string]any{"version": json.Number("1")}
+		for k, v := range src.Flags {
+			flags[k] = v
+		}
+		data, err := json.Marshal(flags)
+		if err != nil {
+			return nil, fmt.Errorf("config: flags: %w", err)
+		}
+		doc, err := Check("flags", data)
+		if err != nil {
+			var es strictjson.Errors
+			if errors.As(err, &es) {
+				for _, e := range es {
+					e.Line, e.Col = 0, 0 // positions in a document the user never wrote
+				}
+			}
+			return nil, err
+		}
+		merge(merged, doc.Value.(map[string]any))
+		l.Layers = append(l.Layers, "flags")
+	}
+	merged["version"] = json.Number("1")
+	l.Config = Default()
+	if err := strictjson.Into(&strictjson.Doc{File: "merged config", Value: merged}, &l.Config); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return l, nil
+}
+
+// readLayer reads and checks one file; a missing optional file is nil.
+func readLayer(path string, optional bool) (*strictjson.Doc, error) {
+	fi, err := os.Stat(path)
+	if optional && errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("config: %s: not a regular file (%s)", path, fi.Mode().Type())
+	}
+	if fi.Size() > strictjson.MaxSize {
+		return nil, fmt.Errorf("config: %s: %d bytes, more than the %d allowed", path, fi.Size(), strictjson.MaxSize)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Check(path, data)
+}
+
+// CheckFile checks one config file on its own, as `config check` does.
+func CheckFile(path string) error {
+	_, err := readLayer(path, false)
+	return err
+}
+
+// Check decodes and validates one layer. The error is a strictjson.Errors.
+func Check(file string, data []byte) (*strictjson.Doc, error) {
+	doc, err := strictjson.Decode(file, data)
+	if err != nil {
+		return nil, err
+	}
+	if err := schema.Validate(doc); err != nil {
+		return nil, err
+	}
+	return doc, nil
+}
+
+// merge lays src over dst: objects merge key by key, anything else
+// replaces.
+func merge(dst, src map[string]any) {
+	for k, v := range src {
+		if sm, ok := v.(map[string]any); ok {
+			if dm, ok := dst[k].(map[string]any); ok {
+				merge(dm, sm)
+				continue
+			}
+			cp := map[string]any{}
+			merge(cp, sm)
+			dst[k] = cp
+			continue
+		}
+		dst[k] = v
+	}
+}
