@@ -53,7 +53,7 @@ func statusOf(err error) (Status, string) {
 	case err == nil:
 		return Loaded, ""
 	case errors.Is(err, hal.ErrAbsent):
-		return Skipped, "absent on this board: " + err.Error()
+		return Skipped, "absent on this board: " + strings.TrimSuffix(err.Error(), ": "+hal.ErrAbsent.Error())
 	}
 	return Failed, err.Error()
 }
@@ -102,7 +102,10 @@ func Check(p *Profile, d hal.Drivers, f Finder) []Report {
 			chip, err := d.OpenChip(p.GPIO.Chip)
 			add("gpio-chip", p.GPIO.Chip, "chip labelled "+p.GPIO.Chip, p.GPIO.Chip, err)
 			for _, r := range reqs {
-				if err != nil {
+				if errors.Is(err, hal.ErrAbsent) {
+					add(r.kind, r.name, target(r), "", fmt.Errorf("its chip %s is absent: %w", p.GPIO.Chip, hal.ErrAbsent))
+					continue
+				} else if err != nil {
 					add(r.kind, r.name, target(r), "", fmt.Errorf("chip %s: %w", p.GPIO.Chip, err))
 					continue
 				}
@@ -124,6 +127,8 @@ func Check(p *Profile, d hal.Drivers, f Finder) []Report {
 				lerr := err
 				if err == nil {
 					lerr = f.Line(path, r.line)
+				} else if errors.Is(err, hal.ErrAbsent) {
+					lerr = fmt.Errorf("its chip %s is absent: %w", p.GPIO.Chip, hal.ErrAbsent)
 				} else {
 					lerr = fmt.Errorf("chip %s: %w", p.GPIO.Chip, err)
 				}
@@ -168,7 +173,10 @@ func Check(p *Profile, d hal.Drivers, f Finder) []Report {
 		if a.dev == nil {
 			continue
 		}
-		tgt := fmt.Sprintf("%s pcm %d", a.dev.Device, a.dev.PCM)
+		tgt := a.dev.Device
+		if a.dev.PCM != 0 {
+			tgt += fmt.Sprintf(" pcm %d", a.dev.PCM)
+		}
 		var found string
 		var err error
 		switch {

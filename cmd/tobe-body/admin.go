@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+)
+
+// adminSocket is the admin socket's name in the data directory.
+const adminSocket = "admin.sock"
+
+// maxRequest bounds one request line on the admin socket.
+const maxRequest = 64 << 10
+
+// rpcRequest and rpcResponse are JSON-RPC 2.0, one object a line.
+type rpcRequest struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params,omitempty"`
+}
+
+type rpcResponse struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  any             `json:"result,omitempty"`
+	Error   *rpcError       `json:"error,omitempty"`
+}
+
+type rpcError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+// JSON-RPC 2.0 error codes.
+const (
+	rpcParseError     = -32700
+	rpcInvalidRequest = -32600
+	rpcMethodNotFound = -32601
+)
+
+// adminServer answers on the admin socket. Who may connect is decided by
+// the socket's mode (0660: the daemon's user and the body's admin group).
+type adminServer struct {
+	ln      net.Listener
+	log     *slog.Logger
+	methods map[string]func() any
+
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+// listenAdmin listens on path. A socket left by a daemon that died is
+// removed; one that answers belongs to a running daemon and is an error.
+func listenAdmin(path string) (net.Listener, error) {
+	if _, err := os.Lstat(path); err == nil {
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("admin socket %s: another tobe-body is answering on it", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("admin socket: remove stale %s: %w", path, err)
+		}
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("admin socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o660); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("admin socket: %w", err)
+	}
+	return ln, nil
+}
+
+func newAdminServer(ln net.Listener, log *slog.Logger, methods map[string]func() any) *adminServer {
+	return &adminServer{ln: ln, log: log, methods: methods, conns: map[net.Conn]struct{}{}}
+}
+
+// serve accepts connections until close.
+func (s *adminServer) serve() {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := s.ln.Accept()
+			if err != nil {
+				if !errors.Is(err, net.ErrClosed) {
+					s.log.Error("admin socket accept", "err", err)
+				}
+				return
+			}
+			s.mu.Lock()
+			s.conns[c] = struct{}{}
+			s.mu.Unlock()
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.handle(c)
+				s.mu.Lock()
+				delete(s.conns, c)
+				s.mu.Unlock()
+				c.Close()
+			}()
+		}
+	}()
+}
+
+// handle answers requests on one connection, a line each, until EOF.
+func (s *adminServer) handle(c net.Conn) {
+	sc := bufio.NewScanner(c)
+	sc.Buffer(make([]byte, 4096), maxRequest)
+	enc := json.NewEncoder(c)
+	for sc.Scan() {
+		var req rpcRequest
+		resp := rpcResponse{JSONRPC: "2.0", ID: json.RawMessage("null")}
+		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
+			resp.Error = &rpcError{Code: rpcParseError, Message: "parse error: " + err.Error()}
+		} else if req.JSONRPC != "2.0" || req.Method == "" {
+			resp.Error = &rpcError{Code: rpcInvalidRequest, Message: `invalid request: want {"jsonrpc":"2.0","method":...}`}
+		} else if m, ok := s.methods[req.Method]; !ok {
+			resp.ID = req.ID
+			resp.Error = &rpcError{Code: rpcMethodNotFound, Message: fmt.Sprintf("method %q not found", req.Method)}
+		} else {
+			resp.ID = req.ID
+			resp.Result = m()
+		}
+		if resp.ID == nil {
+			resp.ID = json.RawMessage("null")
+		}
+		if err := enc.Encode(resp); err != nil {
+			return
+		}
+	}
+	if err := sc.Err(); err != nil {
+		enc.Encode(rpcResponse{JSONRPC: "2.0", ID: json.RawMessage("null"), Error: &rpcError{Code: rpcInvalidRequest, Message: err.Error()}})
+	}
+}
+
+// close stops accepting, ends open connections and waits for their
+// goroutines.
+func (s *adminServer) close() {
+	s.ln.Close()
+	s.mu.Lock()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// callAdmin sends one request to the daemon at path and decodes the result
+// into out.
+func callAdmin(ctx context.Context, path, method string, out any) error {
+	var d net.Dialer
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, errConnRefused) {
+			return fmt.Errorf("no tobe-body is running with admin socket %s (start it with 'tobe-body run', or pass --data or --socket)", path)
+		}
+		return fmt.Errorf("admin socket %s: %w", path, err)
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	}
+	if err := json.NewEncoder(c).Encode(rpcRequest{JSONRPC: "2.0", ID: json.RawMessage("1"), Method: method}); err != nil {
+		return fmt.Errorf("admin socket %s: %w", path, err)
+	}
+	var resp struct {
+		Result json.RawMessage `json:"result"`
+		Error  *rpcError       `json:"error"`
+	}
+	if err := json.NewDecoder(bufio.NewReader(c)).Decode(&resp); err != nil {
+		return fmt.Errorf("admin socket %s: reading the answer: %w", path, err)
+	}
+	if resp.Error != nil {
+		return fmt.Errorf("the daemon refused %s: %s (code %d)", method, resp.Error.Message, resp.Error.Code)
+	}
+	return json.Unmarshal(resp.Result, out)
+}

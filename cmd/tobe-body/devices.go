@@ -1,0 +1,229 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/tobe-body/tobe-body/board"
+	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/hal"
+)
+
+// Roles of the GPIO inputs the daemon watches.
+const (
+	roleEStop       = "estop"
+	roleEStopSecond = "estop-second"
+	roleEStopReset  = "estop-reset"
+)
+
+type inputLine struct {
+	id     string
+	role   string // button, sensor, feedback, or one of the e-stop roles
+	line   hal.LineIn
+	active hal.Level // the level that means pressed, on, or stop
+}
+
+type outputLine struct {
+	id   string
+	name string
+	line hal.LineOut
+}
+
+type camera struct {
+	id  string
+	cam hal.Camera
+}
+
+type inputDevice struct {
+	id   string
+	role string // control or activity
+	dev  hal.InputDevice
+}
+
+// devices are the hal devices the daemon opened for the board's profile.
+type devices struct {
+	chip    hal.Chip
+	ins     []inputLine
+	outs    []outputLine
+	cams    []camera
+	mic     hal.AudioCapture
+	micID   string
+	speaker hal.AudioPlayback
+	spkID   string
+	inputs  []inputDevice
+}
+
+// register adds a channel for a device that was tried: Loaded devices
+// start in state, Failed ones in error with the reason; Skipped devices
+// are not on this board and get no channel.
+func register(reg *body.Registry, log *slog.Logger, id, kind, device string, err error, state body.State) {
+	switch {
+	case err == nil:
+		reg.Register(body.Channel{ID: id, Kind: kind, Device: device, Driver: string(board.Loaded), State: state})
+	case errors.Is(err, hal.ErrAbsent):
+		log.Info("device absent on this board", "channel", id, "why", err)
+	default:
+		log.Warn("device failed", "channel", id, "err", err)
+		reg.Register(body.Channel{ID: id, Kind: kind, Device: device, Driver: string(board.Failed), State: body.Error, Health: err.Error()})
+	}
+}
+
+// openDevices opens every device p names with d and registers a channel
+// for each. A driver set with no openers at all (a build without the real
+// drivers) only finds the devices with f: they are registered discovered,
+// to be enabled when their driver is there.
+func openDevices(p *board.Profile, d hal.Drivers, f board.Finder, reg *body.Registry, log *slog.Logger) *devices {
+	ds := &devices{}
+	if d.OpenChip == nil && d.OpenCamera == nil && d.OpenCapture == nil && d.OpenPlayback == nil && d.OpenInput == nil {
+		for _, r := range board.Check(p, d, f) {
+			id := r.Kind + "." + r.Name
+			switch r.Status {
+			case board.Loaded:
+				reg.Register(body.Channel{ID: id, Kind: r.Kind, Device: r.Found, Driver: string(board.Loaded), State: body.Discovered,
+					Health: fmt.Sprintf("found; this build has no %q driver to stream from it", d.Name)})
+			case board.Failed:
+				reg.Register(body.Channel{ID: id, Kind: r.Kind, Device: r.Target, Driver: string(board.Failed), State: body.Error, Health: r.Reason})
+			default:
+				log.Info("device absent on this board", "channel", id, "why", r.Reason)
+			}
+		}
+		return ds
+	}
+
+	if g := p.GPIO; g != nil && d.OpenChip != nil {
+		chip, err := d.OpenChip(g.Chip)
+		if err != nil {
+			register(reg, log, "gpio-chip."+g.Chip, "gpio-chip", g.Chip, err, body.Enabled)
+		} else {
+			ds.chip = chip
+			in := func(id, role, line string, cfg hal.InConfig, active hal.Level) {
+				l, err := chip.In(line, cfg)
+				register(reg, log, id, "gpio-in", fmt.Sprintf("line %s on %s", line, g.Chip), err, body.Enabled)
+				if err == nil {
+					ds.ins = append(ds.ins, inputLine{id: id, role: role, line: l, active: active})
+				}
+			}
+			if e := p.EStop; e != nil {
+				in("estop.main", roleEStop, e.Line, hal.InConfig{Pull: e.Pull.HAL(), Edge: hal.BothEdges, Debounce: msec(e.DebounceMS)}, e.StopLevel.HAL())
+				if s := e.Second; s != nil {
+					in("estop.second", roleEStopSecond, s.Line, hal.InConfig{Pull: s.Pull.HAL(), Edge: hal.BothEdges}, s.StopLevel.HAL())
+				}
+				if r := e.Reset; r != nil {
+					in("estop.reset", roleEStopReset, r.Line, hal.InConfig{Pull: r.Pull.HAL(), Edge: hal.BothEdges, Debounce: msec(20)}, r.Active.HAL())
+				}
+			}
+			for _, l := range g.Inputs {
+				in("gpio."+l.Name, l.Role, l.Line, hal.InConfig{Pull: l.Pull.HAL(), Edge: hal.BothEdges, Debounce: l.Debounce()}, l.Active.HAL())
+			}
+			for _, o := range g.Outputs {
+				id := "gpio." + o.Name
+				l, err := chip.Out(o.Line, hal.OutConfig{Safe: o.Safe.HAL()})
+				register(reg, log, id, "gpio-out", fmt.Sprintf("line %s on %s, safe %s", o.Line, g.Chip, o.Safe), err, body.Enabled)
+				if err == nil {
+					ds.outs = append(ds.outs, outputLine{id: id, name: o.Name, line: l})
+				}
+			}
+		}
+	}
+	if d.OpenCamera != nil {
+		for _, c := range p.Cameras {
+			id := "camera." + c.Name
+			if c.Needs != "" {
+				register(reg, log, id, "camera", c.Driver, fmt.Errorf("a CSI camera that needs %s, which this body does not drive", c.Needs), body.Enabled)
+				continue
+			}
+			cam, err := d.OpenCamera(board.CameraConfig(c))
+			dev := c.Device + c.Driver
+			if err == nil {
+				dev = cam.Name() + " " + cam.Format().String()
+				ds.cams = append(ds.cams, camera{id: id, cam: cam})
+			}
+			register(reg, log, id, "camera", dev, err, body.Enabled)
+		}
+	}
+	if a := p.Audio.Capture; a != nil && d.OpenCapture != nil {
+		id := "audio." + a.Name
+		mic, err := d.OpenCapture(board.AudioConfig(*a))
+		dev := a.Device
+		if err == nil {
+			ds.mic, ds.micID, dev = mic, id, mic.Name()+" "+mic.Format().String()
+		}
+		register(reg, log, id, "audio-capture", dev, err, body.Enabled)
+	}
+	if a := p.Audio.Playback; a != nil && d.OpenPlayback != nil {
+		id := "audio." + a.Name
+		spk, err := d.OpenPlayback(board.AudioConfig(*a))
+		dev := a.Device
+		if err == nil {
+			ds.speaker, ds.spkID, dev = spk, id, spk.Name()+" "+spk.Format().String()
+		}
+		register(reg, log, id, "audio-playback", dev, err, body.Enabled)
+	}
+	if d.OpenInput != nil {
+		for _, in := range p.Inputs {
+			id := "input." + in.Name
+			if in.Match == "*" {
+				// Every device, as they come and go, is the hotplug
+				// watcher's job in the evdev driver; nothing to open here.
+				continue
+			}
+			dev, err := d.OpenInput(hal.InputConfig{Name: in.Match, Grab: in.Grab})
+			path := in.Match
+			if err == nil {
+				path = dev.Info().Path
+				ds.inputs = append(ds.inputs, inputDevice{id: id, role: in.Role, dev: dev})
+			}
+			register(reg, log, id, "input", path, err, body.Enabled)
+		}
+	}
+	return ds
+}
+
+// halt makes every device inert: outputs at their safe levels first, then
+// the streams stopped. It returns the first error of an output.
+func (ds *devices) halt() error {
+	var first error
+	for _, o := range ds.outs {
+		if err := o.line.Halt(); err != nil && first == nil {
+			first = fmt.Errorf("halt %s: %w", o.id, err)
+		}
+	}
+	if ds.speaker != nil {
+		ds.speaker.Halt()
+	}
+	for _, in := range ds.ins {
+		in.line.Halt()
+	}
+	for _, c := range ds.cams {
+		c.cam.Halt()
+	}
+	if ds.mic != nil {
+		ds.mic.Halt()
+	}
+	for _, in := range ds.inputs {
+		in.dev.Halt()
+	}
+	return first
+}
+
+// close halts and releases everything.
+func (ds *devices) close() error {
+	err := ds.halt()
+	for _, c := range ds.cams {
+		c.cam.Close()
+	}
+	if ds.mic != nil {
+		ds.mic.Close()
+	}
+	if ds.speaker != nil {
+		ds.speaker.Close()
+	}
+	for _, in := range ds.inputs {
+		in.dev.Close()
+	}
+	if ds.chip != nil {
+		ds.chip.Close()
+	}
+	return err
+}

@@ -1,0 +1,185 @@
+// Command tobe-body is the body runtime of a personal agent: one binary
+// with subcommands, and the composition root that builds every component
+// once and wires them together.
+//
+//	tobe-body run                 the daemon, in the foreground
+//	tobe-body status [--json]     ask the running daemon how it is
+//	tobe-body board [--json]      the board profile and each device's state
+//	tobe-body config check FILE   check a config file against the schema
+//	tobe-body config schema       print the config schema
+//	tobe-body version             version, commit, board and build tags
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/tobe-body/tobe-body/body/config"
+)
+
+// Set with -ldflags -X by the Makefile.
+var (
+	version    = "dev"
+	commit     = "unknown"
+	buildBoard = "auto" // the board an image was built for
+	buildTags  = ""     // build tags that change behaviour (portaudio, ...)
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// exitError carries an exit code; its message, if any, is printed.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+func usageError(format string, args ...any) error {
+	return &exitError{code: 2, err: fmt.Errorf(format, args...)}
+}
+
+// exitCode prints err and returns the process's exit status.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	code := 1
+	var ee *exitError
+	if errors.As(err, &ee) {
+		code = ee.code
+		if ee.err == nil {
+			return code
+		}
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	fmt.Fprintln(stderr, "tobe-body:", err)
+	return code
+}
+
+const usage = `usage: tobe-body <command> [flags]
+
+commands:
+  run                  run the body in the foreground
+  status [--json]      ask the running body how it is
+  board [--json]       show the board profile and each device's state
+  config check FILE    check a config file against the schema
+  config schema        print the config schema (JSON Schema 2020-12)
+  version              print version, commit, board and build tags
+
+common flags:
+  --data DIR           data directory (default /var/lib/tobe-body)
+  --board NAME         board profile, or auto (default from config: auto)
+  --config FILE        config file over /etc/tobe-body/config.json
+  --socket PATH        the daemon's admin socket (default DIR/admin.sock)
+
+Run 'tobe-body <command> --help' for a command's flags.
+`
+
+// run is main without the process: every subcommand is tested through it.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return &exitError{code: 2}
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "run":
+		return runDaemon(ctx, rest, stdout, stderr)
+	case "status":
+		return runStatus(ctx, rest, stdout, stderr)
+	case "board":
+		return runBoard(ctx, rest, stdout, stderr)
+	case "config":
+		return runConfig(rest, stdout, stderr)
+	case "version":
+		return runVersion(rest, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return usageError("unknown command %q", cmd)
+}
+
+// common holds the flags every command shares.
+type common struct {
+	data, board, config, socket string
+}
+
+func newFlagSet(name string, stderr io.Writer, c *common, withSocket bool) *flag.FlagSet {
+	fs := flag.NewFlagSet("tobe-body "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.data, "data", "", "data `DIR` (default from config: /var/lib/tobe-body)")
+	fs.StringVar(&c.board, "board", "", "board profile `NAME`, or auto")
+	fs.StringVar(&c.config, "config", "", "config `FILE` over /etc/tobe-body/config.json")
+	if withSocket {
+		fs.StringVar(&c.socket, "socket", "", "the daemon's admin socket `PATH` (default DIR/admin.sock)")
+	}
+	return fs
+}
+
+// parse parses flags and refuses stray arguments.
+func parse(fs *flag.FlagSet, args []string, maxArgs int) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &exitError{code: 2}
+	}
+	if fs.NArg() > maxArgs {
+		return usageError("%s: unexpected argument %q", fs.Name(), fs.Arg(maxArgs))
+	}
+	return nil
+}
+
+// loadConfig reads the layers with the common flags on top.
+func (c *common) loadConfig() (*config.Loaded, error) {
+	src := config.DeviceSources()
+	src.File = c.config
+	src.Flags = map[string]any{}
+	if c.board != "" {
+		src.Flags["board"] = c.board
+	}
+	if c.data != "" {
+		abs, err := filepath.Abs(c.data)
+		if err != nil {
+			return nil, fmt.Errorf("--data %s: %w", c.data, err)
+		}
+		src.Flags["data_dir"] = abs
+	}
+	return config.Load(src)
+}
+
+// socketPath is --socket, or admin.sock in the data directory.
+func (c *common) socketPath() (string, error) {
+	if c.socket != "" {
+		return c.socket, nil
+	}
+	cfg, err := c.loadConfig()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(cfg.DataDir, adminSocket), nil
+}

@@ -1,0 +1,227 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/tobe-body/tobe-body/body/config"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// daemon is a `tobe-body run` started by a test.
+type daemon struct {
+	data   string
+	cancel context.CancelFunc
+	done   chan error
+	lines  *bufio.Scanner
+	stderr *bytes.Buffer
+	pr     *io.PipeReader
+}
+
+// startDaemon runs the sim body in dir and returns once it printed its
+// first report, which it does after the admin socket listens.
+func startDaemon(t *testing.T, extraConfig string) *daemon {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.json")
+	os.WriteFile(cfg, []byte(`{"version": 1, "monitor": {"interval_ms": 100}`+extraConfig+`}`), 0o600)
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	d := &daemon{data: filepath.Join(dir, "data"), cancel: cancel, done: make(chan error, 1),
+		lines: bufio.NewScanner(pr), stderr: &bytes.Buffer{}, pr: pr}
+	go func() {
+		d.done <- run(ctx, []string{"run", "--board", "sim", "--data", d.data, "--config", cfg}, nil, pw, d.stderr)
+		pw.Close()
+	}()
+	if !d.lines.Scan() {
+		cancel()
+		t.Fatalf("the daemon printed nothing: %v\n%s", <-d.done, d.stderr)
+	}
+	return d
+}
+
+// stop cancels the daemon as Ctrl-C does and returns its result and how
+// long it took.
+func (d *daemon) stop(t *testing.T) (error, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	d.cancel()
+	drained := make(chan struct{})
+	go func() { io.Copy(io.Discard, d.pr); close(drained) }() // what it still prints
+	err := <-d.done
+	<-drained
+	return err, time.Since(start)
+}
+
+func runCmd(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := run(t.Context(), args, nil, &out, &errOut)
+	return out.String() + errOut.String(), err
+}
+
+func TestRunStatusAndCleanStop(t *testing.T) {
+	d := startDaemon(t, "")
+	out, err := runCmd(t, "status", "--data", d.data)
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	for _, want := range []string{"board     sim:", "channels  14, 14 healthy", "camera.front", "audio.mic", "estop.main", "gpio.relay1", "input.keypad"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = runCmd(t, "status", "--json", "--socket", filepath.Join(d.data, adminSocket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st statusReply
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, out)
+	}
+	if len(st.Channels) != 14 || st.Board != "sim" || st.BodyID == "" {
+		t.Errorf("status %+v", st)
+	}
+	for _, ch := range st.Channels {
+		if ch.Driver != "Loaded" || ch.State != "enabled" || ch.Health != "ok" {
+			t.Errorf("channel %s: %s %s %s, want Loaded enabled ok", ch.ID, ch.Driver, ch.State, ch.Health)
+		}
+	}
+	// A second daemon on the same data directory is refused.
+	if out, err := runCmd(t, "run", "--board", "sim", "--data", d.data); err == nil || !strings.Contains(err.Error(), "another tobe-body") {
+		t.Errorf("second daemon: %v %s", err, out)
+	}
+	err, took := d.stop(t)
+	if err != nil {
+		t.Fatalf("run returned %v after cancel\n%s", err, d.stderr)
+	}
+	if took > 2*time.Second {
+		t.Errorf("stopping took %v, want under 2 s", took)
+	}
+	if _, err := os.Stat(filepath.Join(d.data, adminSocket)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("admin socket left behind: %v", err)
+	}
+}
+
+func TestRunPrintsWhatTheBodySees(t *testing.T) {
+	d := startDaemon(t, "")
+	seen := map[string]bool{}
+	for d.lines.Scan() && len(seen) < 10 {
+		f := strings.Fields(d.lines.Text())
+		if len(f) > 2 {
+			seen[f[2]] = true
+		}
+	}
+	d.stop(t)
+	for _, want := range []string{"camera.front", "audio.mic", "estop.main", "estop.second", "estop.reset", "gpio.button", "input.keypad", "input.keyboard", "outputs"} {
+		if !seen[want] {
+			t.Errorf("run printed nothing about %s (saw %v)", want, seen)
+		}
+	}
+}
+
+func TestStatusWithoutDaemon(t *testing.T) {
+	out, err := runCmd(t, "status", "--data", t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "no tobe-body is running") {
+		t.Errorf("got %v %s", err, out)
+	}
+}
+
+func TestConfigCheck(t *testing.T) {
+	dir := t.TempDir()
+	const canary = "CANARY-9d2c"
+	for _, tc := range []struct {
+		name, doc string
+		code      int
+		want      string
+	}{
+		{"valid", `{"version": 1, "board": "pi5", "mqtt": {"password": "` + canary + `"}}`, 0, "valid"},
+		{"unknown key", `{"version": 1, "mqtt": {"passwd": "` + canary + `"}}`, 1, `$.mqtt.passwd: unknown key "passwd"`},
+		{"wrong type", `{"version": 1, "log": {"level": 3}}`, 1, `$.log.level: wrong type: got number, want string`},
+		{"out of range", `{"version": 1, "mqtt": {"keepalive_s": 99999}}`, 1, `$.mqtt.keepalive_s: out of range: 99999 is more than the maximum 3600`},
+		{"secret in a field not marked sensitive", `{"version": 1, "mqtt": {"client_id": "` + canary + ` x"}}`, 1, `$.mqtt.client_id: does not match the pattern`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".json")
+			os.WriteFile(p, []byte(tc.doc), 0o600)
+			var out, errOut bytes.Buffer
+			err := run(t.Context(), []string{"config", "check", p}, nil, &out, &errOut)
+			code := exitCode(err, &errOut)
+			all := out.String() + errOut.String()
+			if code != tc.code || !strings.Contains(all, tc.want) {
+				t.Errorf("exit %d, output %q; want %d and %q", code, all, tc.code, tc.want)
+			}
+			if tc.code != 0 && !strings.Contains(all, p) {
+				t.Errorf("%q does not name the file", all)
+			}
+			if strings.Contains(all, canary) {
+				t.Errorf("output shows the secret: %q", all)
+			}
+		})
+	}
+}
+
+func TestConfigSchema(t *testing.T) {
+	out, err := runCmd(t, "config", "schema")
+	if err != nil || out != string(config.SchemaJSON()) {
+		t.Errorf("config schema: %v, %d bytes", err, len(out))
+	}
+}
+
+func TestBoardPi5IsSkippedHere(t *testing.T) {
+	if _, err := os.Stat("/dev/gpiochip0"); err == nil {
+		t.Skip("this machine has GPIO chips")
+	}
+	out, err := runCmd(t, "board", "--board", "pi5", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Profile struct{ Name string }
+		Devices []struct{ Kind, Name, Status, Reason string }
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Profile.Name != "pi5" || len(rep.Devices) < 15 {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, d := range rep.Devices {
+		if d.Status != "Skipped" || d.Reason == "" {
+			t.Errorf("%s %s: %s %q, want Skipped with a reason", d.Kind, d.Name, d.Status, d.Reason)
+		}
+	}
+	out, _ = runCmd(t, "board", "--board", "pi5")
+	if !strings.Contains(out, "0 Loaded, 17 Skipped, 0 Failed") {
+		t.Errorf("board summary:\n%s", out)
+	}
+}
+
+func TestVersionAndUsage(t *testing.T) {
+	out, err := runCmd(t, "version")
+	if err != nil || !strings.Contains(out, "tobe-body dev") || !strings.Contains(out, "commit") || !strings.Contains(out, "tags") {
+		t.Errorf("version: %v %q", err, out)
+	}
+	for _, args := range [][]string{{}, {"fly"}, {"status", "extra"}, {"config"}, {"config", "check"}, {"run", "--nope"}} {
+		var errOut bytes.Buffer
+		err := run(t.Context(), args, nil, io.Discard, &errOut)
+		if code := exitCode(err, &errOut); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errOut.String())
+		}
+	}
+	if out, err := runCmd(t, "board", "--board", "no-such"); err == nil || !strings.Contains(out+err.Error(), "known:") {
+		t.Errorf("unknown board: %v %s", err, out)
+	}
+}

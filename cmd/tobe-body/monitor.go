@@ -1,0 +1,326 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/hal"
+)
+
+func msec(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+// monitor reads every opened stream and prints, once an interval, what the
+// body sees. It is the daemon's view until the sense channels turn the
+// streams into events. Readers are goroutines owned by the monitor: they
+// end when ctx ends or their device is halted, and wait returns after all.
+type monitor struct {
+	ds  *devices
+	reg *body.Registry
+	log *slog.Logger
+	out io.Writer
+
+	wg sync.WaitGroup
+
+	mu    sync.Mutex
+	cams  map[string]*camStats
+	mic   audioStats
+	lines map[string]*lineStats
+	keys  map[string]*keyStats
+}
+
+type camStats struct {
+	frames, dropped int
+	lastSeq         uint64
+	lumaSum         float64
+	format          hal.FrameFormat
+}
+
+type audioStats struct {
+	frames, overruns int
+	sumSquares       float64
+	samples          int
+	peak             float64
+}
+
+type lineStats struct {
+	edges []string
+	level hal.Level
+	lost  uint64
+	seq   uint64
+}
+
+type keyStats struct {
+	events int
+	names  []string
+}
+
+func newMonitor(ds *devices, reg *body.Registry, log *slog.Logger, out io.Writer) *monitor {
+	m := &monitor{ds: ds, reg: reg, log: log, out: out,
+		cams: map[string]*camStats{}, lines: map[string]*lineStats{}, keys: map[string]*keyStats{}}
+	for _, c := range ds.cams {
+		m.cams[c.id] = &camStats{format: c.cam.Format()}
+	}
+	for _, in := range ds.ins {
+		l, _ := in.line.Read()
+		m.lines[in.id] = &lineStats{level: l}
+	}
+	for _, d := range ds.inputs {
+		m.keys[d.id] = &keyStats{}
+	}
+	return m
+}
+
+// start launches one reader per stream.
+func (m *monitor) start(ctx context.Context) {
+	for _, c := range m.ds.cams {
+		m.goRead(ctx, c.id, func() error { return m.readCamera(ctx, c) })
+	}
+	if m.ds.mic != nil {
+		m.goRead(ctx, m.ds.micID, func() error { return m.readMic(ctx) })
+	}
+	for _, in := range m.ds.ins {
+		m.goRead(ctx, in.id, func() error { return m.readLine(ctx, in) })
+	}
+	for _, d := range m.ds.inputs {
+		m.goRead(ctx, d.id, func() error { return m.readInput(ctx, d) })
+	}
+}
+
+// goRead runs a reader; a reader that fails for a reason other than the
+// shutdown marks its channel offline with the error.
+func (m *monitor) goRead(ctx context.Context, id string, read func() error) {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		err := read()
+		if err == nil || ctx.Err() != nil || errors.Is(err, hal.ErrHalted) {
+			return
+		}
+		m.log.Error("device stopped", "channel", id, "err", err)
+		if serr := m.reg.Set(id, body.Offline, err.Error()); serr != nil {
+			m.log.Error("channel state", "channel", id, "err", serr)
+		}
+	}()
+}
+
+// wait returns when every reader has ended.
+func (m *monitor) wait() { m.wg.Wait() }
+
+func (m *monitor) readCamera(ctx context.Context, c camera) error {
+	for {
+		f, err := c.cam.NextFrame(ctx)
+		if err != nil {
+			return err
+		}
+		luma := meanLuma(f)
+		m.mu.Lock()
+		s := m.cams[c.id]
+		if s.lastSeq != 0 && f.Seq > s.lastSeq+1 {
+			s.dropped += int(f.Seq - s.lastSeq - 1)
+		}
+		s.lastSeq = f.Seq
+		s.frames++
+		s.lumaSum += luma
+		m.mu.Unlock()
+		f.Release()
+	}
+}
+
+// meanLuma samples every 16th pixel's luma.
+func meanLuma(f *hal.Frame) float64 {
+	step := 16
+	if f.Format.Pixel == hal.PixelYUYV {
+		step = 32 // luma at even bytes
+	} else if f.Format.Pixel != hal.PixelGrey {
+		return 0
+	}
+	var sum, n int
+	for i := 0; i < len(f.Data); i += step {
+		sum += int(f.Data[i])
+		n++
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(sum) / float64(n)
+}
+
+func (m *monitor) readMic(ctx context.Context) error {
+	f := hal.AudioFrame{Samples: make([]int16, m.ds.mic.Format().Len())}
+	for {
+		if err := m.ds.mic.ReadFrame(ctx, &f); err != nil {
+			return err
+		}
+		var sq, peak float64
+		for _, v := range f.Samples {
+			x := float64(v) / 32768
+			sq += x * x
+			peak = max(peak, math.Abs(x))
+		}
+		m.mu.Lock()
+		m.mic.frames++
+		m.mic.overruns += f.Overruns
+		m.mic.sumSquares += sq
+		m.mic.samples += len(f.Samples)
+		m.mic.peak = max(m.mic.peak, peak)
+		m.mu.Unlock()
+	}
+}
+
+func (m *monitor) readLine(ctx context.Context, in inputLine) error {
+	for {
+		e, err := in.line.WaitForEdge(ctx)
+		if err != nil {
+			return err
+		}
+		m.mu.Lock()
+		s := m.lines[in.id]
+		if s.seq != 0 && e.Seq > s.seq+1 {
+			s.lost += e.Seq - s.seq - 1
+		}
+		s.seq = e.Seq
+		s.level = e.Level
+		s.edges = append(s.edges, edgeWord(e.Edge))
+		m.mu.Unlock()
+	}
+}
+
+func edgeWord(e hal.Edge) string {
+	if e == hal.RisingEdge {
+		return "rising"
+	}
+	return "falling"
+}
+
+func (m *monitor) readInput(ctx context.Context, d inputDevice) error {
+	for {
+		ev, err := d.dev.ReadEvent(ctx)
+		if err != nil {
+			return err
+		}
+		if ev.Type != hal.EvKey {
+			continue
+		}
+		m.mu.Lock()
+		s := m.keys[d.id]
+		s.events++
+		// Only controls name their keys; a keyboard's keys are private.
+		if d.role == "control" && ev.Value != 2 {
+			s.names = append(s.names, fmt.Sprintf("%s %s", keyName(ev.Code), map[int32]string{0: "up", 1: "down"}[ev.Value]))
+		}
+		m.mu.Unlock()
+	}
+}
+
+var keyNames = map[uint16]string{hal.BtnMisc: "BTN_0", hal.BtnMisc + 1: "BTN_1", hal.BtnMisc + 2: "BTN_2", hal.KeyEnter: "KEY_ENTER", 1: "KEY_ESC", 57: "KEY_SPACE", 103: "KEY_UP", 108: "KEY_DOWN", 105: "KEY_LEFT", 106: "KEY_RIGHT"}
+
+func keyName(code uint16) string {
+	if n, ok := keyNames[code]; ok {
+		return n
+	}
+	return fmt.Sprintf("key %d", code)
+}
+
+// print writes one line per device for the interval that ended and starts
+// the next.
+func (m *monitor) print(since time.Duration, interval time.Duration) {
+	var b strings.Builder
+	stamp := fmt.Sprintf("[%6s]", since.Truncate(time.Second))
+	m.mu.Lock()
+	for _, c := range m.ds.cams {
+		s := m.cams[c.id]
+		fps := float64(s.frames) / interval.Seconds()
+		luma := 0.0
+		if s.frames > 0 {
+			luma = s.lumaSum / float64(s.frames)
+		}
+		fmt.Fprintf(&b, "%s %-20s %s %dx%d  %4.1f fps  %d frames (seq %d)  %d dropped  mean luma %.0f\n",
+			stamp, c.id, s.format.Pixel, s.format.Width, s.format.Height, fps, s.frames, s.lastSeq, s.dropped, luma)
+		s.frames, s.dropped, s.lumaSum = 0, 0, 0
+	}
+	if m.ds.mic != nil {
+		s := &m.mic
+		rms := -120.0
+		if s.samples > 0 && s.sumSquares > 0 {
+			rms = 10 * math.Log10(s.sumSquares/float64(s.samples))
+		}
+		peak := -120.0
+		if s.peak > 0 {
+			peak = 20 * math.Log10(s.peak)
+		}
+		f := m.ds.mic.Format()
+		fmt.Fprintf(&b, "%s %-20s %s x%d  level %6.1f dBFS  peak %6.1f dBFS  %d frames  %d overruns\n",
+			stamp, m.ds.micID, f.Rate, f.Channels, rms, peak, s.frames, s.overruns)
+		m.mic = audioStats{}
+	}
+	for _, in := range m.ds.ins {
+		s := m.lines[in.id]
+		fmt.Fprintf(&b, "%s %-20s %s  %s", stamp, in.id, levelWord(s.level), lineMeaning(in, s.level))
+		if len(s.edges) > 0 {
+			fmt.Fprintf(&b, "  edges: %s", strings.Join(s.edges, ", "))
+		}
+		if s.lost > 0 {
+			fmt.Fprintf(&b, "  %d edges lost", s.lost)
+		}
+		b.WriteString("\n")
+		s.edges, s.lost = nil, 0
+	}
+	for _, d := range m.ds.inputs {
+		s := m.keys[d.id]
+		fmt.Fprintf(&b, "%s %-20s %d key events", stamp, d.id, s.events)
+		if len(s.names) > 0 {
+			fmt.Fprintf(&b, ": %s", strings.Join(s.names, ", "))
+		}
+		b.WriteString("\n")
+		s.events, s.names = 0, nil
+	}
+	m.mu.Unlock()
+	if len(m.ds.outs) > 0 {
+		var outs []string
+		for _, o := range m.ds.outs {
+			l, err := o.line.ReadBack()
+			if err != nil {
+				outs = append(outs, o.name+"=?("+err.Error()+")")
+				continue
+			}
+			outs = append(outs, o.name+"="+levelWord(l))
+		}
+		fmt.Fprintf(&b, "%s %-20s %s (read back)\n", stamp, "outputs", strings.Join(outs, " "))
+	}
+	io.WriteString(m.out, b.String())
+}
+
+func levelWord(l hal.Level) string {
+	if l == hal.High {
+		return "high"
+	}
+	return "low "
+}
+
+func lineMeaning(in inputLine, l hal.Level) string {
+	on := l == in.active
+	switch in.role {
+	case roleEStop, roleEStopSecond:
+		if on {
+			return "STOP (contact open or wire broken)"
+		}
+		return "closed, no stop"
+	case roleEStopReset, "button":
+		if on {
+			return "pressed"
+		}
+		return "released"
+	}
+	if on {
+		return "active"
+	}
+	return "inactive"
+}

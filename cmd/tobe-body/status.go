@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c common
+	fs := newFlagSet("status", stderr, &c, true)
+	asJSON := fs.Bool("json", false, "print the daemon's answer as JSON")
+	if err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	path, err := c.socketPath()
+	if err != nil {
+		return err
+	}
+	var st statusReply
+	if err := callAdmin(ctx, path, "status", &st); err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	printStatus(stdout, st)
+	return nil
+}
+
+func printStatus(w io.Writer, st statusReply) {
+	healthy := 0
+	for _, ch := range st.Channels {
+		if ch.Health == "ok" && (ch.State == "enabled" || ch.State == "shadow") {
+			healthy++
+		}
+	}
+	uptime := time.Duration(st.UptimeS * float64(time.Second)).Round(time.Second)
+	fmt.Fprintf(w, "body      %s (body %s, agent %s)\n", st.Body, st.BodyID, st.AgentID)
+	fmt.Fprintf(w, "board     %s: %s\n", st.Board, st.BoardDesc)
+	fmt.Fprintf(w, "          %s profile, %s, %s drivers\n", st.BoardFrom, st.BoardWhy, st.Drivers)
+	fmt.Fprintf(w, "uptime    %s since %s (pid %d, version %s)\n", uptime, st.StartedAt.Format(time.RFC3339), st.PID, st.Version)
+	fmt.Fprintf(w, "data      %s; config %s\n", st.DataDir, strings.Join(st.Config, " < "))
+	fmt.Fprintf(w, "channels  %d, %d healthy\n\n", len(st.Channels), healthy)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHANNEL\tKIND\tDRIVER\tSTATE\tHEALTH\tDEVICE")
+	for _, ch := range st.Channels {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", ch.ID, ch.Kind, ch.Driver, ch.State, ch.Health, ch.Device)
+	}
+	tw.Flush()
+}

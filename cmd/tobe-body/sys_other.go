@@ -1,0 +1,16 @@
+//go:build !linux
+
+package main
+
+import (
+	"errors"
+	"runtime"
+)
+
+var errConnRefused = errors.New("connection refused")
+
+func lockData(dir string) (func(), error) {
+	return nil, errors.New("tobe-body runs on Linux; this is " + runtime.GOOS)
+}
+
+func sdNotify(string) error { return nil }
