@@ -1,0 +1,88 @@
+package main
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// repoRoot is the module's root, two levels up from this package.
+const repoRoot = "../.."
+
+// TestLayout keeps the top level of the repository as the design fixes it.
+func TestLayout(t *testing.T) {
+	want := []string{".ci", "README.md", "Makefile", "act", "awareness", "board", "body", "buildroot", "cmd", "go.mod", "hal", "ledger", "scripts", "sense", "systemd"}
+	for _, name := range want {
+		if _, err := os.Stat(filepath.Join(repoRoot, name)); err != nil {
+			t.Errorf("the layout needs %s: %v", name, err)
+		}
+	}
+	entries, err := os.ReadDir(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := append(want, ".git", ".gitignore", "go.sum", "var", "bin", "dist")
+	for _, e := range entries {
+		if !slices.Contains(allowed, e.Name()) {
+			t.Errorf("%s is not in the design's top-level layout", e.Name())
+		}
+	}
+	for _, banned := range []string{"util", "utils", "common", "pkg", "helpers"} {
+		filepath.WalkDir(repoRoot, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() && d.Name() == banned {
+				t.Errorf("%s: no dumping-ground packages", p)
+			}
+			return nil
+		})
+	}
+}
+
+// TestEveryPackageHasDoc checks that each Go package has a package doc
+// comment that starts "Package <name>" (or "Command" for main).
+func TestEveryPackageHasDoc(t *testing.T) {
+	dirs := map[string]bool{}
+	filepath.WalkDir(repoRoot, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && p != repoRoot || d.Name() == "testdata" || d.Name() == "var") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(p, ".go") && !strings.HasSuffix(p, "_test.go") {
+			dirs[filepath.Dir(p)] = true
+		}
+		return nil
+	})
+	if len(dirs) < 10 {
+		t.Fatalf("found only %d packages under %s", len(dirs), repoRoot)
+	}
+	for dir := range dirs {
+		pkgs, err := parser.ParseDir(token.NewFileSet(), dir, func(fi fs.FileInfo) bool {
+			return !strings.HasSuffix(fi.Name(), "_test.go")
+		}, parser.ParseComments|parser.PackageClauseOnly)
+		if err != nil {
+			t.Errorf("%s: %v", dir, err)
+			continue
+		}
+		for name, pkg := range pkgs {
+			documented := false
+			for _, f := range pkg.Files {
+				if f.Doc == nil {
+					continue
+				}
+				text := f.Doc.Text()
+				if strings.HasPrefix(text, "Package "+name+" ") || name == "main" && strings.HasPrefix(text, "Command ") {
+					documented = true
+				}
+			}
+			if !documented {
+				t.Errorf("package %s in %s has no package doc comment", name, dir)
+			}
+		}
+	}
+}
