@@ -54,7 +54,7 @@ func startDaemon(t *testing.T, extraConfig string) *daemon {
 
 // stop cancels the daemon as Ctrl-C does and returns its result and how
 // long it took.
-func (d *daemon) stop(t *testing.T) (error, time.Duration) {
+func (d *daemon) stop(t *testing.T) (time.Duration, error) {
 	t.Helper()
 	start := time.Now()
 	d.cancel()
@@ -62,7 +62,7 @@ func (d *daemon) stop(t *testing.T) (error, time.Duration) {
 	go func() { io.Copy(io.Discard, d.pr); close(drained) }() // what it still prints
 	err := <-d.done
 	<-drained
-	return err, time.Since(start)
+	return time.Since(start), err
 }
 
 func runCmd(t *testing.T, args ...string) (string, error) {
@@ -103,7 +103,7 @@ func TestRunStatusAndCleanStop(t *testing.T) {
 	if out, err := runCmd(t, "run", "--board", "sim", "--data", d.data); err == nil || !strings.Contains(err.Error(), "another tobe-body") {
 		t.Errorf("second daemon: %v %s", err, out)
 	}
-	err, took := d.stop(t)
+	took, err := d.stop(t)
 	if err != nil {
 		t.Fatalf("run returned %v after cancel\n%s", err, d.stderr)
 	}

@@ -25,14 +25,6 @@ type Finder struct {
 
 func (f Finder) path(p string) string { return filepath.Join(f.Root, p) }
 
-func (f Finder) read(p string) (string, error) {
-	b, err := os.ReadFile(f.path(p))
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(string(b)), nil
-}
-
 // glob returns matches sorted by their trailing number (event2 < event10).
 func (f Finder) glob(pattern string) []string {
 	m, _ := filepath.Glob(f.path(pattern))
