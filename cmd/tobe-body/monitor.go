@@ -40,6 +40,8 @@ type camStats struct {
 	frames, dropped int
 	lastSeq         uint64
 	lumaSum         float64
+	changedMax      float64 // the largest share of samples that changed between two frames
+	prev, cur       []byte  // luma samples of the previous and this frame
 	format          hal.FrameFormat
 }
 
@@ -120,9 +122,12 @@ func (m *monitor) readCamera(ctx context.Context, c camera) error {
 		if err != nil {
 			return err
 		}
-		luma := meanLuma(f)
 		m.mu.Lock()
 		s := m.cams[c.id]
+		s.cur = sampleLuma(f, s.cur[:0])
+		luma, changed := compareLuma(s.cur, s.prev)
+		s.prev, s.cur = s.cur, s.prev
+		s.changedMax = max(s.changedMax, changed)
 		if s.lastSeq != 0 && f.Seq > s.lastSeq+1 {
 			s.dropped += int(f.Seq - s.lastSeq - 1)
 		}
@@ -134,23 +139,39 @@ func (m *monitor) readCamera(ctx context.Context, c camera) error {
 	}
 }
 
-// meanLuma samples every 16th pixel's luma.
-func meanLuma(f *hal.Frame) float64 {
+// sampleLuma appends every 16th pixel's luma to dst.
+func sampleLuma(f *hal.Frame, dst []byte) []byte {
 	step := 16
 	if f.Format.Pixel == hal.PixelYUYV {
 		step = 32 // luma at even bytes
 	} else if f.Format.Pixel != hal.PixelGrey {
-		return 0
+		return dst
 	}
-	var sum, n int
 	for i := 0; i < len(f.Data); i += step {
-		sum += int(f.Data[i])
-		n++
+		dst = append(dst, f.Data[i])
 	}
-	if n == 0 {
-		return 0
+	return dst
+}
+
+// changeThreshold is how far a luma sample must move to count as changed.
+const changeThreshold = 24
+
+// compareLuma returns the mean of cur and the share of samples that moved
+// more than changeThreshold since prev (0 without a previous frame).
+func compareLuma(cur, prev []byte) (mean, changed float64) {
+	if len(cur) == 0 {
+		return 0, 0
 	}
-	return float64(sum) / float64(n)
+	var sum, moved int
+	for i, v := range cur {
+		sum += int(v)
+		if len(prev) == len(cur) {
+			if d := int(v) - int(prev[i]); d > changeThreshold || d < -changeThreshold {
+				moved++
+			}
+		}
+	}
+	return float64(sum) / float64(len(cur)), float64(moved) / float64(len(cur))
 }
 
 func (m *monitor) readMic(ctx context.Context) error {
@@ -242,9 +263,9 @@ func (m *monitor) print(since time.Duration, interval time.Duration) {
 		if s.frames > 0 {
 			luma = s.lumaSum / float64(s.frames)
 		}
-		fmt.Fprintf(&b, "%s %-20s %s %dx%d  %4.1f fps  %d frames (seq %d)  %d dropped  mean luma %.0f\n",
-			stamp, c.id, s.format.Pixel, s.format.Width, s.format.Height, fps, s.frames, s.lastSeq, s.dropped, luma)
-		s.frames, s.dropped, s.lumaSum = 0, 0, 0
+		fmt.Fprintf(&b, "%s %-20s %s %dx%d  %4.1f fps  seq %d  %d dropped  luma %3.0f  changed %4.1f%%\n",
+			stamp, c.id, s.format.Pixel, s.format.Width, s.format.Height, fps, s.lastSeq, s.dropped, luma, 100*s.changedMax)
+		s.frames, s.dropped, s.lumaSum, s.changedMax = 0, 0, 0, 0
 	}
 	if m.ds.mic != nil {
 		s := &m.mic

@@ -16,12 +16,17 @@ type Camera struct {
 
 	mu       sync.Mutex
 	released int
+	failed   chan error
 }
 
 // NewCamera returns a camera of format f with room for n pushed frames.
 func NewCamera(f hal.FrameFormat, n int) *Camera {
-	return &Camera{halter: newHalter(), format: f, frames: make(chan *hal.Frame, n)}
+	return &Camera{halter: newHalter(), format: f, frames: make(chan *hal.Frame, n), failed: make(chan error, 1)}
 }
+
+// Fail makes the next NextFrame return err, as a device that went away
+// (hal.ErrAbsent) or broke would.
+func (c *Camera) Fail(err error) { c.failed <- err }
 
 // Push queues a frame; it blocks when the queue is full.
 func (c *Camera) Push(data []byte, seq uint64, t hal.Mono) {
@@ -44,7 +49,21 @@ func (c *Camera) Format() hal.FrameFormat { return c.format }
 func (c *Camera) Close() error            { return c.Halt() }
 
 func (c *Camera) NextFrame(ctx context.Context) (*hal.Frame, error) {
-	return wait(ctx, &c.halter, c.frames)
+	select {
+	case err := <-c.failed:
+		return nil, err
+	default:
+	}
+	select {
+	case f := <-c.frames:
+		return f, nil
+	case err := <-c.failed:
+		return nil, err
+	case <-c.ch:
+		return nil, hal.ErrHalted
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // Capture is a fake microphone that delivers the frames a test pushes.

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/hal"
+	"github.com/tobe-body/tobe-body/hal/haltest"
+)
+
+// TestMonitorNeverNamesKeyboardKeys is the privacy rule: only devices the
+// profile marks as controls name their keys; every other device is counted.
+func TestMonitorNeverNamesKeyboardKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		kbd := haltest.NewInput(hal.InputInfo{Name: "USB Keyboard"}, 16)
+		pad := haltest.NewInput(hal.InputInfo{Name: "keypad"}, 16)
+		ds := &devices{inputs: []inputDevice{{id: "input.keyboard", role: "activity", dev: kbd}, {id: "input.keypad", role: "control", dev: pad}}}
+		var out bytes.Buffer
+		m := newMonitor(ds, body.NewRegistry(time.Now), slog.New(slog.NewTextHandler(io.Discard, nil)), &out)
+		ctx, cancel := context.WithCancel(t.Context())
+		m.start(ctx)
+		for _, code := range []uint16{35, 18, 38, 38, 24} { // h e l l o
+			kbd.Push(hal.InputEvent{Type: hal.EvKey, Code: code, Value: 1})
+			kbd.Push(hal.InputEvent{Type: hal.EvKey, Code: code, Value: 0})
+		}
+		pad.Push(hal.InputEvent{Type: hal.EvKey, Code: hal.BtnMisc, Value: 1})
+		synctest.Wait()
+		m.print(time.Second, time.Second)
+		cancel()
+		ds.halt()
+		m.wait()
+		got := out.String()
+		if !strings.Contains(got, "input.keyboard       10 key events\n") {
+			t.Errorf("keyboard line:\n%s", got)
+		}
+		if !strings.Contains(got, "input.keypad         1 key events: BTN_0 down") {
+			t.Errorf("keypad line:\n%s", got)
+		}
+		for _, leak := range []string{"key 35", "key 18", "KEY_H", "hello"} {
+			if strings.Contains(got, leak) {
+				t.Errorf("the keyboard's keys leak (%q):\n%s", leak, got)
+			}
+		}
+	})
+}
+
+func TestMonitorReportsAStoppedDevice(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cam := haltest.NewCamera(hal.FrameFormat{Pixel: hal.PixelGrey, Width: 4, Height: 4, Stride: 4}, 1)
+		reg := body.NewRegistry(time.Now)
+		reg.Register(body.Channel{ID: "camera.front", State: body.Enabled})
+		ds := &devices{cams: []camera{{id: "camera.front", cam: cam}}}
+		m := newMonitor(ds, reg, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard)
+		m.start(t.Context())
+		cam.Fail(fmt.Errorf("camera front unplugged: %w", hal.ErrAbsent))
+		m.wait()
+		c, _ := reg.Get("camera.front")
+		if c.State != body.Offline || !strings.Contains(c.Health, "unplugged") {
+			t.Errorf("an unplugged camera is %s (%s), want offline with the error", c.State, c.Health)
+		}
+
+		// Halting is not a fault.
+		cam2 := haltest.NewCamera(hal.FrameFormat{Pixel: hal.PixelGrey, Width: 4, Height: 4, Stride: 4}, 1)
+		reg.Register(body.Channel{ID: "camera.back", State: body.Enabled})
+		m2 := newMonitor(&devices{cams: []camera{{id: "camera.back", cam: cam2}}}, reg, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard)
+		m2.start(t.Context())
+		cam2.Halt()
+		m2.wait()
+		if c, _ := reg.Get("camera.back"); c.State != body.Enabled {
+			t.Errorf("a halted camera is %s", c.State)
+		}
+	})
+}
