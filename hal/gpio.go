@@ -111,6 +111,9 @@ type LineOut interface {
 // Chip is a GPIO controller found by its label (never by number: chip
 // numbers change between kernels). Lines are requested by name.
 type Chip interface {
+	// Halt makes every line requested from the chip inert: outputs at
+	// their safe level, inputs no longer reporting.
+	Halter
 	Label() string
 	// In requests the named line as an input. ErrAbsent: no such line;
 	// ErrBusy: another consumer holds it (the error names the consumer).

@@ -126,18 +126,31 @@ func (c *Chip) Out(name string, cfg hal.OutConfig) (hal.LineOut, error) {
 	return o, o.Out(cfg.Safe)
 }
 
-// Close halts every line and frees them.
-func (c *Chip) Close() error {
+// Halt halts every line handed out; outputs go to their safe level.
+func (c *Chip) Halt() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, in := range c.ins {
-		in.Halt()
+	var first error
+	for name := range c.held {
+		if in, ok := c.ins[name]; ok {
+			in.Halt()
+		}
+		if o, ok := c.outs[name]; ok {
+			if err := o.Halt(); err != nil && first == nil {
+				first = err
+			}
+		}
 	}
-	for _, o := range c.outs {
-		o.Halt()
-	}
+	return first
+}
+
+// Close halts every line and frees them.
+func (c *Chip) Close() error {
+	err := c.Halt()
+	c.mu.Lock()
 	c.held = map[string]bool{}
-	return nil
+	c.mu.Unlock()
+	return err
 }
 
 // LineIn is a fake input line.

@@ -71,7 +71,7 @@ func (b *Board) Drivers() hal.Drivers {
 			if label != ChipLabel {
 				return nil, fmt.Errorf("sim: no GPIO chip labelled %q (the sim board has %q): %w", label, ChipLabel, hal.ErrAbsent)
 			}
-			return &chip{b: b, owned: map[string]func(){}}, nil
+			return &chip{b: b, owned: map[string]owned{}}, nil
 		},
 		OpenCamera:   b.openCamera,
 		OpenCapture:  b.openCapture,

@@ -67,7 +67,7 @@ func (b *Board) setLocked(l *line, v hal.Level) {
 type chip struct {
 	b     *Board
 	mu    sync.Mutex
-	owned map[string]func() // line name -> release
+	owned map[string]owned // line name -> what was requested
 }
 
 func (c *chip) Label() string { return ChipLabel }
@@ -91,9 +91,15 @@ func (c *chip) claim(name string, out bool) (*line, error) {
 	return l, nil
 }
 
-func (c *chip) remember(name string, release func()) {
+// owned is a line requested from the chip.
+type owned struct {
+	halt    func() error
+	release func()
+}
+
+func (c *chip) remember(name string, o owned) {
 	c.mu.Lock()
-	c.owned[name] = release
+	c.owned[name] = o
 	c.mu.Unlock()
 }
 
@@ -109,7 +115,7 @@ func (c *chip) In(name string, cfg hal.InConfig) (hal.LineIn, error) {
 	in.last = b.levelLocked(l, in.cursor)
 	l.subs = append(l.subs, in)
 	b.mu.Unlock()
-	c.remember(name, func() {
+	c.remember(name, owned{halt: in.Halt, release: func() {
 		in.Halt()
 		b.mu.Lock()
 		for i, s := range l.subs {
@@ -120,7 +126,7 @@ func (c *chip) In(name string, cfg hal.InConfig) (hal.LineIn, error) {
 		}
 		l.owner = ""
 		b.mu.Unlock()
-	})
+	}})
 	return in, nil
 }
 
@@ -133,22 +139,32 @@ func (c *chip) Out(name string, cfg hal.OutConfig) (hal.LineOut, error) {
 	c.b.mu.Lock()
 	c.b.setLocked(l, cfg.Safe) // driven safe in the same request
 	c.b.mu.Unlock()
-	c.remember(name, func() {
+	c.remember(name, owned{halt: o.Halt, release: func() {
 		o.Halt()
 		c.b.mu.Lock()
 		l.owner, l.out = "", false
 		c.b.mu.Unlock()
-	})
+	}})
 	return o, nil
+}
+
+// Halt halts every requested line; outputs go to their safe level.
+func (c *chip) Halt() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, o := range c.owned {
+		o.halt()
+	}
+	return nil
 }
 
 func (c *chip) Close() error {
 	c.mu.Lock()
-	owned := c.owned
-	c.owned = map[string]func(){}
+	lines := c.owned
+	c.owned = map[string]owned{}
 	c.mu.Unlock()
-	for _, release := range owned {
-		release()
+	for _, o := range lines {
+		o.release()
 	}
 	return nil
 }

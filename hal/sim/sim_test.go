@@ -458,6 +458,11 @@ func TestOutputs(t *testing.T) {
 			t.Error("SetInput on a requested output succeeded")
 		}
 		out.Out(hal.High)
+		chip.Halt()
+		if l, _ := b.Level(LineRelay1); l != hal.Low {
+			t.Errorf("after chip Halt the relay is %v, want safe Low", l)
+		}
+		out.Out(hal.High)
 		chip.Close()
 		if l, _ := b.Level(LineRelay1); l != hal.Low {
 			t.Errorf("after chip Close the relay is %v, want safe Low", l)
