@@ -3,7 +3,7 @@
 #   make run     build and run the body on the sim board, data under ./var
 #   make test    the whole test suite with the race detector
 #   make cross   pure-Go builds for linux/arm64, linux/arm (GOARMv7), amd64
-#   make lint    gofmt, go vet, staticcheck
+#   make lint    gofmt, go vet, staticcheck, systemd-analyze verify
 #   make docs    regenerate the README's config reference from the schema
 
 GO      ?= go
@@ -54,10 +54,11 @@ cross:
 			|| { cat dist/test-$$arch$$arm.log; exit 1; }; \
 	done
 
-lint:
+lint: build
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(HOSTGO) vet ./...
 	$(HOSTGO) run $(STATICCHECK) ./...
+	scripts/verify-units.sh
 
 docs:
 	$(HOSTGO) run ./scripts/configdoc README.md
