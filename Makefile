@@ -2,7 +2,8 @@
 #
 #   make run     build and run the body on the sim board, data under ./var
 #   make test    the whole test suite with the race detector
-#   make cross   pure-Go builds for linux/arm64, linux/arm (GOARMv7), amd64
+#   make cross   pure-Go builds for linux/arm64, linux/arm (GOARM=7), amd64;
+#                tests run under qemu-user (installed by scripts/deps.sh)
 #   make lint    gofmt, go vet, staticcheck, systemd-analyze verify
 #   make docs    regenerate the README's config reference from the schema
 
@@ -36,6 +37,7 @@ test: deps
 	$(HOSTGO) test -race ./...
 
 cross:
+	@scripts/deps.sh cross
 	@mkdir -p dist
 	@set -e; for t in $(CROSS); do \
 		os=$${t%%/*}; rest=$${t#*/}; arch=$${rest%%/*}; arm=""; \
@@ -52,6 +54,9 @@ cross:
 		env -u GOARM CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $${arm:+GOARM=$$arm} \
 			$(GO) test -count=1 $${exe:+-exec "$$exe"} ./... >dist/test-$$arch$$arm.log 2>&1 \
 			|| { cat dist/test-$$arch$$arm.log; exit 1; }; \
+		if [ "$$exe" = true ]; then echo "  tests compiled (make test runs them natively)"; \
+		else echo "  $$(grep -c '^ok' dist/test-$$arch$$arm.log) packages ok under $$exe"; \
+			echo "  $$($$exe $$out version | head -1) (run under $$exe)"; fi; \
 	done
 
 lint: build

@@ -1,10 +1,17 @@
 #!/bin/sh
 # Installs what building and testing need on a fresh Debian or Ubuntu
 # machine that has Go: a C compiler for the race detector (go test -race
-# needs cgo). Quiet and quick when everything is there.
+# needs cgo). With "cross", also qemu-user-static, so the cross-built tests
+# run under emulation. Quiet and quick when everything is there.
+#
+#   scripts/deps.sh          for make test
+#   scripts/deps.sh cross    for make cross
 set -eu
 
 missing=""
+if [ "${1:-}" = cross ]; then
+	command -v qemu-aarch64-static >/dev/null 2>&1 || missing="$missing qemu-user-static"
+fi
 command -v gcc >/dev/null 2>&1 || missing="$missing gcc libc6-dev"
 command -v git >/dev/null 2>&1 || missing="$missing git"
 command -v file >/dev/null 2>&1 || missing="$missing file"
