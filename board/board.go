@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -346,7 +345,7 @@ func LoadSet(userDir string) (*Set, error) {
 		return nil, err
 	}
 	for _, f := range files {
-		data, err := readRegular(f)
+		data, err := strictjson.ReadFile(f)
 		if err != nil {
 			return nil, fmt.Errorf("board: %w", err)
 		}
@@ -361,22 +360,6 @@ func LoadSet(userDir string) (*Set, error) {
 		s.byName[p.Name] = p
 	}
 	return s, nil
-}
-
-// readRegular reads a small regular file, refusing FIFOs, devices and
-// anything a symlink leads to that is not a regular file.
-func readRegular(path string) ([]byte, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file (%s)", path, fi.Mode().Type())
-	}
-	if fi.Size() > strictjson.MaxSize {
-		return nil, fmt.Errorf("%s: %d bytes, more than the %d allowed", path, fi.Size(), strictjson.MaxSize)
-	}
-	return os.ReadFile(path)
 }
 
 // Names lists the profiles, sorted.

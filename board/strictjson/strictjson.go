@@ -16,9 +16,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -66,21 +69,34 @@ func (es Errors) Error() string {
 }
 
 // Doc is a decoded document: the value (objects as map[string]any, numbers
-// as json.Number) and where each path starts in the source.
+// as json.Number) and its source, to say where a path is.
 type Doc struct {
 	File  string
 	Value any
-	pos   map[string]int // JSON pointer -> byte offset
 	src   []byte
 }
 
-// At returns the line and column of the value at ptr (a JSON pointer).
+// At returns the line and column where the value at ptr (a JSON pointer)
+// starts, or 0, 0 when there is no such value. It scans the source again:
+// positions are needed only for the few paths an error names, so none are
+// kept for the many that are fine.
 func (d *Doc) At(ptr string) (line, col int) {
-	off, ok := d.pos[ptr]
-	if !ok {
+	if d.src == nil {
 		return 0, 0
 	}
-	return lineCol(d.src, off)
+	var target []string
+	if ptr != "" {
+		for _, t := range strings.Split(ptr[1:], "/") {
+			target = append(target, unescapePointer(t))
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(d.src))
+	p := parser{dec: dec, src: d.src, target: target, found: -1}
+	p.value(0)
+	if p.found < 0 {
+		return 0, 0
+	}
+	return lineCol(d.src, p.found)
 }
 
 func lineCol(src []byte, off int) (int, int) {
@@ -95,108 +111,138 @@ func Decode(file string, data []byte) (*Doc, error) {
 	if len(data) > MaxSize {
 		return nil, Errors{{File: file, Reason: fmt.Sprintf("document is %d bytes, more than the %d allowed", len(data), MaxSize)}}
 	}
-	d := &Doc{File: file, pos: map[string]int{}, src: data}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	p := parser{dec: dec, doc: d}
-	v, err := p.value("", 0)
+	p := parser{dec: dec, src: data, build: true, found: -1}
+	v, err := p.value(0)
 	if err == nil {
 		if _, terr := dec.Token(); terr != io.EOF {
-			err = p.fail("", "unexpected data after the document")
+			err = p.fail("unexpected data after the document")
 		}
 	}
 	if err != nil {
 		var pe *parseError
 		if errors.As(err, &pe) {
 			line, col := lineCol(data, pe.off)
-			return nil, Errors{{File: file, Line: line, Col: col, Path: pointerToPath(pe.ptr), Reason: pe.msg}}
+			return nil, Errors{{File: file, Line: line, Col: col, Path: tokensToPath(pe.path), Reason: pe.msg}}
 		}
 		return nil, Errors{{File: file, Reason: err.Error()}}
 	}
-	d.Value = v
-	return d, nil
+	return &Doc{File: file, Value: v, src: data}, nil
 }
 
 type parseError struct {
-	ptr, msg string
-	off      int
+	path []string
+	msg  string
+	off  int
 }
 
 func (e *parseError) Error() string { return e.msg }
 
+// parser walks a document's tokens keeping the path to the current value
+// as a stack. With build set it builds the value and refuses duplicate
+// keys; with a target it records where that path's value starts.
 type parser struct {
-	dec *json.Decoder
-	doc *Doc
+	dec    *json.Decoder
+	src    []byte
+	path   []string
+	build  bool
+	target []string
+	found  int // offset of target's value, -1 until seen
 }
 
-func (p *parser) fail(ptr, msg string) error {
-	return &parseError{ptr: ptr, msg: msg, off: int(p.dec.InputOffset())}
+func (p *parser) fail(msg string) error {
+	return &parseError{path: slices.Clone(p.path), msg: msg, off: int(p.dec.InputOffset())}
 }
 
-func (p *parser) token(ptr string) (json.Token, error) {
+func (p *parser) token() (json.Token, error) {
 	t, err := p.dec.Token()
 	if err == io.EOF {
-		return nil, p.fail(ptr, "the document ends early")
+		return nil, p.fail("the document ends early")
 	}
 	if err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
-			return nil, &parseError{ptr: ptr, msg: "not valid JSON: " + se.Error(), off: int(se.Offset)}
+			return nil, &parseError{path: slices.Clone(p.path), msg: "not valid JSON: " + se.Error(), off: int(se.Offset)}
 		}
-		return nil, p.fail(ptr, "not valid JSON: "+err.Error())
+		return nil, p.fail("not valid JSON: " + err.Error())
 	}
 	return t, nil
 }
 
-func (p *parser) value(ptr string, depth int) (any, error) {
+// errFound ends a search once the target was seen.
+var errFound = errors.New("found")
+
+func (p *parser) value(depth int) (any, error) {
 	if depth > MaxDepth {
-		return nil, p.fail(ptr, fmt.Sprintf("nested deeper than %d levels", MaxDepth))
+		return nil, p.fail(fmt.Sprintf("nested deeper than %d levels", MaxDepth))
 	}
 	start := int(p.dec.InputOffset())
-	t, err := p.token(ptr)
+	t, err := p.token()
 	if err != nil {
 		return nil, err
 	}
-	p.doc.pos[ptr] = skipSpace(p.doc.src, start)
-	switch t := t.(type) {
-	case json.Delim:
-		switch t {
-		case '{':
-			m := map[string]any{}
-			for p.dec.More() {
-				kt, err := p.token(ptr)
-				if err != nil {
-					return nil, err
-				}
-				k := kt.(string)
-				child := ptr + "/" + escapePointer(k)
+	if p.target != nil || !p.build {
+		if slices.Equal(p.path, p.target) {
+			p.found = skipSpace(p.src, start)
+			return nil, errFound
+		}
+	}
+	d, ok := t.(json.Delim)
+	if !ok {
+		return t, nil
+	}
+	switch d {
+	case '{':
+		var m map[string]any
+		if p.build {
+			m = map[string]any{}
+		}
+		for p.dec.More() {
+			kt, err := p.token()
+			if err != nil {
+				return nil, err
+			}
+			k := kt.(string)
+			p.path = append(p.path, k)
+			if p.build {
 				if _, dup := m[k]; dup {
-					return nil, p.fail(child, fmt.Sprintf("key %q appears twice", k))
+					return nil, p.fail(fmt.Sprintf("key %q appears twice", k))
 				}
-				v, err := p.value(child, depth+1)
-				if err != nil {
-					return nil, err
-				}
+			}
+			v, err := p.value(depth + 1)
+			if err != nil {
+				return nil, err
+			}
+			p.path = p.path[:len(p.path)-1]
+			if p.build {
 				m[k] = v
 			}
-			if _, err := p.token(ptr); err != nil {
+		}
+		if _, err := p.token(); err != nil {
+			return nil, err
+		}
+		return m, nil
+	case '[':
+		var a []any
+		if p.build {
+			a = []any{}
+		}
+		for i := 0; p.dec.More(); i++ {
+			p.path = append(p.path, strconv.Itoa(i))
+			v, err := p.value(depth + 1)
+			if err != nil {
 				return nil, err
 			}
-			return m, nil
-		case '[':
-			a := []any{}
-			for i := 0; p.dec.More(); i++ {
-				v, err := p.value(ptr+"/"+strconv.Itoa(i), depth+1)
-				if err != nil {
-					return nil, err
-				}
+			p.path = p.path[:len(p.path)-1]
+			if p.build {
 				a = append(a, v)
 			}
-			if _, err := p.token(ptr); err != nil {
-				return nil, err
-			}
-			return a, nil
 		}
+		if _, err := p.token(); err != nil {
+			return nil, err
+		}
+		return a, nil
 	}
 	return t, nil
 }
@@ -220,18 +266,6 @@ func escapePointer(k string) string {
 
 func unescapePointer(k string) string {
 	return strings.NewReplacer("~1", "/", "~0", "~").Replace(k)
-}
-
-// pointerToPath turns /a/b/2 into $.a.b[2].
-func pointerToPath(ptr string) string {
-	if ptr == "" {
-		return "$"
-	}
-	var tokens []string
-	for _, t := range strings.Split(ptr[1:], "/") {
-		tokens = append(tokens, unescapePointer(t))
-	}
-	return tokensToPath(tokens)
 }
 
 func tokensToPath(tokens []string) string {
@@ -269,6 +303,33 @@ func tokensToPointer(tokens []string) string {
 		b.WriteString("/" + escapePointer(t))
 	}
 	return b.String()
+}
+
+// ReadFile reads a document from a regular file of at most MaxSize bytes.
+// It opens without blocking and checks what it opened, so a FIFO, a device
+// or a symlink to one is refused, not read, even if it was swapped in after
+// a look at the path.
+func ReadFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file (%s)", path, fi.Mode().Type())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(data) > MaxSize {
+		return nil, fmt.Errorf("%s: more than the %d bytes allowed", path, MaxSize)
+	}
+	return data, nil
 }
 
 // Schema is a compiled JSON Schema with the paths it marks sensitive.

@@ -2,7 +2,11 @@ package strictjson
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -156,4 +160,47 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestDecodeMemoryIsBounded(t *testing.T) {
+	// A long key over a long array once cost a pointer string per element.
+	doc := `{"` + strings.Repeat("k", 100_000) + `": [` + strings.Repeat("0,", 20_000) + `0]}`
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	d, err := Decode("big.json", []byte(doc))
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 32<<20 {
+		t.Errorf("decoding %d bytes allocated %d MiB", len(doc), got>>20)
+	}
+	if line, col := d.At("/" + strings.Repeat("k", 100_000) + "/19999"); line != 1 || col < 100_000 {
+		t.Errorf("At: %d:%d", line, col)
+	}
+}
+
+func TestReadFileRefusesSpecialFiles(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "ok.json")
+	os.WriteFile(good, []byte(`{}`), 0o600)
+	if b, err := ReadFile(good); err != nil || string(b) != "{}" {
+		t.Errorf("regular file: %q %v", b, err)
+	}
+	link := filepath.Join(dir, "mem.json")
+	os.Symlink("/dev/null", link)
+	fifo := filepath.Join(dir, "fifo.json")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big.json")
+	os.WriteFile(big, make([]byte, MaxSize+1), 0o600)
+	for name, p := range map[string]string{"symlink to a device": link, "fifo": fifo, "directory": dir} {
+		if _, err := ReadFile(p); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := ReadFile(big); err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Errorf("big file: %v", err)
+	}
 }

@@ -146,6 +146,10 @@ type Sources struct {
 	ImageDefault string
 	Etc          string
 	File         string
+	// Lenient skips an optional layer this user may not read, for client
+	// commands: a local administrator who may ask the daemon for its
+	// status need not be able to read the file that holds its secrets.
+	Lenient bool
 	// Flags are the values given on the command line, as config keys
 	// ({"board": "pi5", "data_dir": "/x"}). Values must already be
 	// absolute where the schema wants it.
@@ -173,7 +177,7 @@ func Load(src Sources) (*Loaded, error) {
 		if layer.path == "" {
 			continue
 		}
-		doc, err := readLayer(layer.path, layer.optional)
+		doc, err := readLayer(layer.path, layer.optional, src.Lenient)
 		if err != nil {
 			return nil, err
 		}
@@ -213,23 +217,16 @@ func Load(src Sources) (*Loaded, error) {
 	return l, nil
 }
 
-// readLayer reads and checks one file; a missing optional file is nil.
-func readLayer(path string, optional bool) (*strictjson.Doc, error) {
-	fi, err := os.Stat(path)
-	if optional && errors.Is(err, os.ErrNotExist) {
+// readLayer reads and checks one file; a missing optional file is nil, and
+// so is an unreadable one when lenient.
+func readLayer(path string, optional, lenient bool) (*strictjson.Doc, error) {
+	data, err := strictjson.ReadFile(path)
+	switch {
+	case optional && errors.Is(err, os.ErrNotExist):
 		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("config: %s: not a regular file (%s)", path, fi.Mode().Type())
-	}
-	if fi.Size() > strictjson.MaxSize {
-		return nil, fmt.Errorf("config: %s: %d bytes, more than the %d allowed", path, fi.Size(), strictjson.MaxSize)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
+	case optional && lenient && errors.Is(err, os.ErrPermission):
+		return nil, nil
+	case err != nil:
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	return Check(path, data)
@@ -237,7 +234,7 @@ func readLayer(path string, optional bool) (*strictjson.Doc, error) {
 
 // CheckFile checks one config file on its own, as `config check` does.
 func CheckFile(path string) error {
-	_, err := readLayer(path, false)
+	_, err := readLayer(path, false, false)
 	return err
 }
 

@@ -34,6 +34,9 @@ var (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first signal asks for a clean stop; once it has, the signals go
+	// back to their defaults, so a second Ctrl-C kills a stop that hangs.
+	context.AfterFunc(ctx, stop)
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(exitCode(err, os.Stderr))
@@ -172,12 +175,18 @@ func (c *common) loadConfig() (*config.Loaded, error) {
 	return config.Load(src)
 }
 
-// socketPath is --socket, or admin.sock in the data directory.
+// socketPath is --socket, or admin.sock in the data directory: --data, or
+// the configured one. Config layers this user may not read are skipped.
 func (c *common) socketPath() (string, error) {
-	if c.socket != "" {
+	switch {
+	case c.socket != "":
 		return c.socket, nil
+	case c.data != "":
+		return filepath.Join(c.data, adminSocket), nil
 	}
-	cfg, err := c.loadConfig()
+	src := config.DeviceSources()
+	src.File, src.Lenient = c.config, true
+	cfg, err := config.Load(src)
 	if err != nil {
 		return "", err
 	}
