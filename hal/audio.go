@@ -66,12 +66,17 @@ type AudioCapture interface {
 }
 
 // AudioPlayback is a speaker or buzzer driven with PCM.
+//
+// Halt silences it now, dropping what is queued, and latches it: Play
+// returns ErrHalted until Rearm.
 type AudioPlayback interface {
-	Halter // silence now, dropping what is queued
+	Halter
 	Name() string
 	Format() AudioFormat
 	// Play queues interleaved samples and blocks until they were handed to
 	// the device, ctx is done, or the device is halted.
 	Play(ctx context.Context, samples []int16) error
+	// Rearm lifts the latch of Halt.
+	Rearm() error
 	Close() error
 }

@@ -94,14 +94,22 @@ type LineIn interface {
 	WaitForEdge(ctx context.Context) (EdgeEvent, error)
 }
 
-// LineOut is a GPIO line requested as an output. Halt drives it to its safe
-// level.
+// LineOut is a GPIO line requested as an output.
+//
+// Halt drives the line to its safe level and latches it: Out returns
+// ErrHalted until Rearm. Halt and Out exclude each other with a lock of the
+// line's own, held only for the write and shared with nothing slow, so an
+// Out racing an e-stop either completed before the Halt (which undoes it)
+// or is refused.
 type LineOut interface {
 	Halter
 	Name() string
 	// Out drives the line. It returns after the kernel accepted the value;
-	// ReadBack tells whether the line is at it.
+	// ReadBack tells whether the line is at it. After Halt: ErrHalted.
 	Out(Level) error
+	// Rearm lifts the latch of Halt; the line stays at its safe level
+	// until the next Out.
+	Rearm() error
 	// ReadBack reads the level back from the line, not from memory.
 	ReadBack() (Level, error)
 	// Safe is the level Halt drives the line to.
@@ -111,8 +119,8 @@ type LineOut interface {
 // Chip is a GPIO controller found by its label (never by number: chip
 // numbers change between kernels). Lines are requested by name.
 type Chip interface {
-	// Halt makes every line requested from the chip inert: outputs at
-	// their safe level, inputs no longer reporting.
+	// Halt drives every output requested from the chip to its safe level
+	// and latches it (see LineOut). Inputs go on reporting.
 	Halter
 	Label() string
 	// In requests the named line as an input. ErrAbsent: no such line;

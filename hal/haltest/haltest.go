@@ -121,20 +121,18 @@ func (c *Chip) Out(name string, cfg hal.OutConfig) (hal.LineOut, error) {
 		return nil, err
 	}
 	o.mu.Lock()
-	o.safe = cfg.Safe
+	o.safe, o.halted = cfg.Safe, false
 	o.mu.Unlock()
 	return o, o.Out(cfg.Safe)
 }
 
-// Halt halts every line handed out; outputs go to their safe level.
+// Halt drives every output handed out to its safe level and latches it;
+// inputs go on reporting.
 func (c *Chip) Halt() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var first error
 	for name := range c.held {
-		if in, ok := c.ins[name]; ok {
-			in.Halt()
-		}
 		if o, ok := c.outs[name]; ok {
 			if err := o.Halt(); err != nil && first == nil {
 				first = err
@@ -148,6 +146,11 @@ func (c *Chip) Halt() error {
 func (c *Chip) Close() error {
 	err := c.Halt()
 	c.mu.Lock()
+	for name := range c.held {
+		if in, ok := c.ins[name]; ok {
+			in.Halt()
+		}
+	}
 	c.held = map[string]bool{}
 	c.mu.Unlock()
 	return err
@@ -181,9 +184,16 @@ func (l *LineIn) Set(v hal.Level, t hal.Mono) {
 	if v == hal.High {
 		e.Edge = hal.RisingEdge
 	}
-	select {
-	case l.edges <- e:
-	default: // full: lost, as the kernel's buffer would; Seq shows the gap
+	for { // full: the oldest edge is lost, as in the kernel's buffer; Seq shows the gap
+		select {
+		case l.edges <- e:
+			return
+		default:
+		}
+		select {
+		case <-l.edges:
+		default:
+		}
 	}
 }
 
@@ -218,6 +228,7 @@ type LineOut struct {
 	stuck  *hal.Level
 	err    error
 	halts  int
+	halted bool
 }
 
 func (o *LineOut) Name() string { return o.name }
@@ -234,8 +245,19 @@ func (o *LineOut) Out(v hal.Level) error {
 	if o.err != nil {
 		return o.err
 	}
+	if o.halted {
+		return fmt.Errorf("haltest: line %q: %w", o.name, hal.ErrHalted)
+	}
 	o.level = v
 	o.writes = append(o.writes, v)
+	return nil
+}
+
+// Rearm lifts the latch of Halt.
+func (o *LineOut) Rearm() error {
+	o.mu.Lock()
+	o.halted = false
+	o.mu.Unlock()
 	return nil
 }
 
@@ -254,6 +276,7 @@ func (o *LineOut) Halt() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.halts++
+	o.halted = true
 	if o.err != nil {
 		return o.err
 	}

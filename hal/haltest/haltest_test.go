@@ -48,6 +48,10 @@ func TestChipLines(t *testing.T) {
 	if got, want := relay.Writes(), []hal.Level{hal.Low, hal.High, hal.Low}; len(got) != len(want) || got[1] != want[1] || got[2] != want[2] {
 		t.Errorf("writes %v, want %v", got, want)
 	}
+	if err := out.Out(hal.High); !errors.Is(err, hal.ErrHalted) {
+		t.Errorf("Out after Halt: %v, want ErrHalted", err)
+	}
+	out.Rearm()
 	relay.Fail(errors.New("EIO"))
 	if err := out.Out(hal.High); err == nil {
 		t.Error("Out on a failing line succeeded")

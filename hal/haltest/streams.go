@@ -110,6 +110,7 @@ type Playback struct {
 	mu     sync.Mutex
 	played [][]int16
 	halts  int
+	halted bool
 }
 
 // NewPlayback returns a speaker of format f.
@@ -122,6 +123,15 @@ func (p *Playback) Close() error            { return p.Halt() }
 func (p *Playback) Halt() error {
 	p.mu.Lock()
 	p.halts++
+	p.halted = true
+	p.mu.Unlock()
+	return nil
+}
+
+// Rearm lifts the latch of Halt.
+func (p *Playback) Rearm() error {
+	p.mu.Lock()
+	p.halted = false
 	p.mu.Unlock()
 	return nil
 }
@@ -131,8 +141,11 @@ func (p *Playback) Play(ctx context.Context, samples []int16) error {
 		return err
 	}
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.halted {
+		return fmt.Errorf("haltest: speaker: %w", hal.ErrHalted)
+	}
 	p.played = append(p.played, append([]int16(nil), samples...))
-	p.mu.Unlock()
 	return nil
 }
 

@@ -194,8 +194,10 @@ func (p *playLog) cut(now time.Duration) {
 type playback struct {
 	b      *Board
 	format hal.AudioFormat
-	halt   chan struct{}
-	mu     sync.Mutex // guards halt's replacement
+
+	mu     sync.Mutex    // the speaker's own lock, shared with nothing slow
+	halt   chan struct{} // closed by Halt to end a Play in progress
+	halted bool
 }
 
 func (b *Board) openPlayback(cfg hal.AudioConfig) (hal.AudioPlayback, error) {
@@ -213,15 +215,26 @@ func (p *playback) Name() string            { return SpeakerName }
 func (p *playback) Format() hal.AudioFormat { return p.format }
 func (p *playback) Close() error            { return p.Halt() }
 
-// Halt silences the speaker now and ends a Play in progress. A later Play
-// plays again: a speaker is an output, and outputs are not latched by the
-// driver (the action runner refuses new actions, not the driver).
+// Halt silences the speaker now, ends a Play in progress and latches:
+// Play is refused until Rearm.
 func (p *playback) Halt() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.b.speaker.cut(p.b.elapsed())
-	close(p.halt)
-	p.halt = make(chan struct{})
+	if !p.halted {
+		close(p.halt)
+		p.halted = true
+	}
+	return nil
+}
+
+func (p *playback) Rearm() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.halted {
+		p.halt = make(chan struct{})
+		p.halted = false
+	}
 	return nil
 }
 
@@ -230,6 +243,10 @@ func (p *playback) Play(ctx context.Context, samples []int16) error {
 		return fmt.Errorf("sim: %d samples is not a whole number of %d-channel frames", len(samples), p.format.Channels)
 	}
 	p.mu.Lock()
+	if p.halted {
+		p.mu.Unlock()
+		return fmt.Errorf("sim: speaker: %w", hal.ErrHalted)
+	}
 	halt := p.halt
 	end := p.b.speaker.add(p.b.elapsed(), int(p.format.Rate/physic.Hertz), p.format.Channels, samples)
 	p.mu.Unlock()

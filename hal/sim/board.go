@@ -136,12 +136,14 @@ func (b *Board) SetStuck(name string, l *hal.Level) error {
 	if !ok {
 		return fmt.Errorf("sim: no line %q: %w", name, hal.ErrAbsent)
 	}
-	if l == nil {
-		ln.stuck = nil
-	} else {
-		v := *l
-		ln.stuck = &v
-	}
+	b.changeLocked(ln, func() {
+		if l == nil {
+			ln.stuck = nil
+		} else {
+			v := *l
+			ln.stuck = &v
+		}
+	})
 	return nil
 }
 

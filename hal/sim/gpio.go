@@ -45,20 +45,29 @@ func (b *Board) levelLocked(l *line, t time.Duration) hal.Level {
 
 // setLocked changes a held or driven level and tells the listeners.
 func (b *Board) setLocked(l *line, v hal.Level) {
-	if l.level == v {
-		return
-	}
-	l.level = v
+	b.changeLocked(l, func() { l.level = v })
+}
+
+// changeLocked applies mutate to l and tells the listeners of l and of the
+// lines that mirror it whose level it changed.
+func (b *Board) changeLocked(l *line, mutate func()) {
 	now := b.elapsed()
-	notify := func(l *line) {
-		for _, s := range l.subs {
-			s.push(change{level: b.levelLocked(l, now), at: now})
-		}
-	}
-	notify(l)
+	affected := []*line{l}
 	for _, m := range b.lines {
 		if m.mirror == l.name {
-			notify(m)
+			affected = append(affected, m)
+		}
+	}
+	before := make([]hal.Level, len(affected))
+	for i, a := range affected {
+		before[i] = b.levelLocked(a, now)
+	}
+	mutate()
+	for i, a := range affected {
+		if after := b.levelLocked(a, now); after != before[i] {
+			for _, s := range a.subs {
+				s.push(change{level: after, at: now})
+			}
 		}
 	}
 }
@@ -91,7 +100,7 @@ func (c *chip) claim(name string, out bool) (*line, error) {
 	return l, nil
 }
 
-// owned is a line requested from the chip.
+// owned is a line requested from the chip; halt is nil for inputs.
 type owned struct {
 	halt    func() error
 	release func()
@@ -115,7 +124,7 @@ func (c *chip) In(name string, cfg hal.InConfig) (hal.LineIn, error) {
 	in.last = b.levelLocked(l, in.cursor)
 	l.subs = append(l.subs, in)
 	b.mu.Unlock()
-	c.remember(name, owned{halt: in.Halt, release: func() {
+	c.remember(name, owned{release: func() {
 		in.Halt()
 		b.mu.Lock()
 		for i, s := range l.subs {
@@ -142,18 +151,23 @@ func (c *chip) Out(name string, cfg hal.OutConfig) (hal.LineOut, error) {
 	c.remember(name, owned{halt: o.Halt, release: func() {
 		o.Halt()
 		c.b.mu.Lock()
+		o.closed = true
 		l.owner, l.out = "", false
 		c.b.mu.Unlock()
 	}})
 	return o, nil
 }
 
-// Halt halts every requested line; outputs go to their safe level.
+// Halt drives every requested output to its safe level and latches it.
+// Inputs go on reporting: the e-stop and its reset must be read after a
+// halt more than ever.
 func (c *chip) Halt() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, o := range c.owned {
-		o.halt()
+		if o.halt != nil {
+			o.halt()
+		}
 	}
 	return nil
 }
@@ -186,12 +200,21 @@ type lineIn struct {
 	cursor time.Duration
 }
 
-// push queues a change; called with Board.mu held.
+// push queues a change; called with Board.mu held. A full queue drops its
+// oldest change, as the kernel's event buffer does, so the newest level
+// always reaches the reader; the loss shows as a gap in Seq.
 func (in *lineIn) push(c change) {
-	select {
-	case in.queue <- c:
-	default:
-		in.lost++
+	for {
+		select {
+		case in.queue <- c:
+			return
+		default:
+		}
+		select {
+		case <-in.queue:
+			in.lost++
+		default:
+		}
 	}
 }
 
@@ -270,25 +293,30 @@ func (in *lineIn) WaitForEdge(ctx context.Context) (hal.EdgeEvent, error) {
 			}
 		}
 		in.last = c.level
-		b.mu.Lock()
-		in.seq += 1 + in.lost
-		in.lost = 0
-		b.mu.Unlock()
-		e := hal.EdgeEvent{Line: in.l.name, Level: c.level, Time: b.mono(c.at), Seq: in.seq, Edge: hal.FallingEdge}
+		e := hal.EdgeEvent{Line: in.l.name, Level: c.level, Time: b.mono(c.at), Edge: hal.FallingEdge}
 		if c.level == hal.High {
 			e.Edge = hal.RisingEdge
 		}
-		if in.cfg.Edge == hal.BothEdges || in.cfg.Edge == e.Edge {
-			return e, nil
+		if in.cfg.Edge != hal.BothEdges && in.cfg.Edge != e.Edge {
+			continue // not an edge this request reports, nor counts
 		}
+		b.mu.Lock()
+		in.seq += 1 + in.lost
+		in.lost = 0
+		e.Seq = in.seq
+		b.mu.Unlock()
+		return e, nil
 	}
 }
 
-// lineOut is a requested output line.
+// lineOut is a requested output line. halted and closed are guarded by
+// Board.mu, the sim's stand-in for the line's own lock.
 type lineOut struct {
-	b    *Board
-	l    *line
-	safe hal.Level
+	b      *Board
+	l      *line
+	safe   hal.Level
+	halted bool
+	closed bool
 }
 
 func (o *lineOut) Name() string    { return o.l.name }
@@ -297,10 +325,23 @@ func (o *lineOut) Safe() hal.Level { return o.safe }
 func (o *lineOut) Out(v hal.Level) error {
 	o.b.mu.Lock()
 	defer o.b.mu.Unlock()
-	if o.l.owner == "" {
+	switch {
+	case o.closed:
 		return fmt.Errorf("sim: line %q: %w", o.l.name, hal.ErrClosed)
+	case o.halted:
+		return fmt.Errorf("sim: line %q: %w", o.l.name, hal.ErrHalted)
 	}
 	o.b.setLocked(o.l, v)
+	return nil
+}
+
+func (o *lineOut) Rearm() error {
+	o.b.mu.Lock()
+	defer o.b.mu.Unlock()
+	if o.closed {
+		return fmt.Errorf("sim: line %q: %w", o.l.name, hal.ErrClosed)
+	}
+	o.halted = false
 	return nil
 }
 
@@ -310,11 +351,15 @@ func (o *lineOut) ReadBack() (hal.Level, error) {
 	return o.b.levelLocked(o.l, o.b.elapsed()), nil
 }
 
-// Halt drives the line to its safe level, even after Close: the sim has no
-// kernel to hand the line back to, and safe is always the right answer.
+// Halt drives the line to its safe level and latches it there. After
+// Close it does nothing: the line may belong to another request by then.
 func (o *lineOut) Halt() error {
 	o.b.mu.Lock()
 	defer o.b.mu.Unlock()
+	if o.closed {
+		return nil
+	}
+	o.halted = true
 	o.b.setLocked(o.l, o.safe)
 	return nil
 }

@@ -457,18 +457,114 @@ func TestOutputs(t *testing.T) {
 		if err := b.SetInput(LineRelay1, hal.High); err == nil {
 			t.Error("SetInput on a requested output succeeded")
 		}
+		// Halt latches: an Out racing an e-stop is refused until Rearm.
+		if err := out.Out(hal.High); !errors.Is(err, hal.ErrHalted) {
+			t.Errorf("Out after Halt: %v, want ErrHalted", err)
+		}
+		if err := out.Rearm(); err != nil {
+			t.Fatal(err)
+		}
+		if l, _ := out.ReadBack(); l != hal.Low {
+			t.Errorf("Rearm moved the line to %v; it must stay safe until Out", l)
+		}
 		out.Out(hal.High)
 		chip.Halt()
 		if l, _ := b.Level(LineRelay1); l != hal.Low {
 			t.Errorf("after chip Halt the relay is %v, want safe Low", l)
 		}
+		if _, err := fb.Read(); err != nil {
+			t.Errorf("chip Halt stopped an input: %v", err)
+		}
+		out.Rearm()
 		out.Out(hal.High)
 		chip.Close()
+		if err := out.Out(hal.High); !errors.Is(err, hal.ErrClosed) {
+			t.Errorf("Out after Close: %v, want ErrClosed", err)
+		}
 		if l, _ := b.Level(LineRelay1); l != hal.Low {
 			t.Errorf("after chip Close the relay is %v, want safe Low", l)
 		}
 		if _, err := b.Drivers().OpenChip("pinctrl-rp1"); !errors.Is(err, hal.ErrAbsent) {
 			t.Errorf("other chip label: %v, want ErrAbsent", err)
+		}
+	})
+}
+
+func TestFullEdgeQueueKeepsTheNewestLevel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := New(1)
+		chip, _ := b.Drivers().OpenChip(ChipLabel)
+		defer chip.Close()
+		in, _ := chip.In(LineEStop, hal.InConfig{Edge: hal.BothEdges})
+		level := hal.Low
+		for range edgeQueue + 1 { // one more change than the queue holds, ending High
+			level = !level
+			b.SetInput(LineEStop, level)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		var last hal.EdgeEvent
+		n := 0
+		for {
+			e, err := in.WaitForEdge(ctx)
+			if err != nil {
+				break
+			}
+			last, n = e, n+1
+		}
+		// The oldest change was dropped; the reader sees the newest level,
+		// and a Seq beyond the edges it got.
+		if last.Level != hal.High || last.Seq <= uint64(n) {
+			t.Errorf("last of %d edges %v, want High with a gap in Seq", n, last)
+		}
+	})
+}
+
+func TestRisingOnlyCountsWhatItReports(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := New(1)
+		chip, _ := b.Drivers().OpenChip(ChipLabel)
+		defer chip.Close()
+		in, _ := chip.In(LineEStop, hal.InConfig{Edge: hal.RisingEdge})
+		for range 3 {
+			b.SetInput(LineEStop, hal.High)
+			b.SetInput(LineEStop, hal.Low)
+		}
+		for i := range 3 {
+			e, err := in.WaitForEdge(t.Context())
+			if err != nil || e.Edge != hal.RisingEdge || e.Seq != uint64(i+1) {
+				t.Errorf("edge %d: %v %v, want rising with seq %d", i, e, err, i+1)
+			}
+		}
+	})
+}
+
+func TestStuckOutputTellsItsFeedback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := New(1)
+		chip, _ := b.Drivers().OpenChip(ChipLabel)
+		defer chip.Close()
+		fb, _ := chip.In(LineRelay1Feed, hal.InConfig{Edge: hal.BothEdges})
+		high := hal.High
+		b.SetStuck(LineRelay1, &high) // the relay welds shut
+		e, err := fb.WaitForEdge(t.Context())
+		if err != nil || e.Level != hal.High {
+			t.Errorf("feedback edge %v %v, want High", e, err)
+		}
+	})
+}
+
+func TestSpeakerHaltLatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		spk, _ := New(1).Drivers().OpenPlayback(hal.AudioConfig{})
+		defer spk.Close()
+		spk.Halt()
+		if err := spk.Play(t.Context(), make([]int16, 160)); !errors.Is(err, hal.ErrHalted) {
+			t.Errorf("Play after Halt: %v, want ErrHalted", err)
+		}
+		spk.Rearm()
+		if err := spk.Play(t.Context(), make([]int16, 160)); err != nil {
+			t.Errorf("Play after Rearm: %v", err)
 		}
 	})
 }
