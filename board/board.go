@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -298,6 +299,8 @@ func (p *Profile) check(file string) error {
 	}
 	if t := p.Thermal.Throttle; t.Source != "none" && t.Path == "" {
 		bad("$.thermal.throttle", "source %q needs a path", t.Source)
+	} else if t.Path != "" && (path.Clean(t.Path) != t.Path || !strings.HasPrefix(t.Path, "/sys/")) {
+		bad("$.thermal.throttle.path", "must be a clean path under /sys/ (no .., no //, no trailing /)")
 	}
 	if len(errs) > 0 {
 		return errs

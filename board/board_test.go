@@ -56,6 +56,7 @@ func TestParseRefuses(t *testing.T) {
 		{"line used twice", "sim.json", `"line": "RELAY2"`, `"line": "RELAY1"`, `line "RELAY1" is already used`},
 		{"name used twice", "sim.json", `"name": "relay2"`, `"name": "relay1"`, `name "relay1" is already used`},
 		{"feedback of nothing", "sim.json", `"feedback_of": "relay1"`, `"feedback_of": "relay9"`, `no output is named "relay9"`},
+		{"throttle path escapes /sys", "sim.json", `"throttle": {"source": "none"}`, `"throttle": {"source": "cpufreq", "path": "/sys/../etc/shadow"}`, `$.thermal.throttle.path: must be a clean path under /sys/`},
 		{"file and name disagree", "other.json", ``, ``, `the profile is named "sim" but its file is "other.json"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -25,7 +25,7 @@ const (
 // Report is the state of one device of a profile.
 type Report struct {
 	Kind   string `json:"kind"`   // gpio-chip, gpio-in, gpio-out, estop, camera, audio-capture, audio-playback, input, thermal-zone, throttle
-	Name   string `json:"name"`   // the profile's name for it
+	Name   string `json:"name"`   // the profile's name for it (main, second, reset for the e-stop lines)
 	Target string `json:"target"` // what was looked for
 	Status Status `json:"status"`
 	Reason string `json:"reason,omitempty"`
@@ -82,12 +82,12 @@ func Check(p *Profile, d hal.Drivers, f Finder) []Report {
 		}
 		var reqs []lineReq
 		if e := p.EStop; e != nil {
-			reqs = append(reqs, lineReq{"estop", "estop", e.Line, &hal.InConfig{Pull: e.Pull.HAL(), Edge: hal.BothEdges}, nil})
+			reqs = append(reqs, lineReq{"estop", "main", e.Line, &hal.InConfig{Pull: e.Pull.HAL(), Edge: hal.BothEdges}, nil})
 			if s := e.Second; s != nil {
-				reqs = append(reqs, lineReq{"estop", "estop-second", s.Line, &hal.InConfig{Pull: s.Pull.HAL(), Edge: hal.BothEdges}, nil})
+				reqs = append(reqs, lineReq{"estop", "second", s.Line, &hal.InConfig{Pull: s.Pull.HAL(), Edge: hal.BothEdges}, nil})
 			}
 			if r := e.Reset; r != nil {
-				reqs = append(reqs, lineReq{"estop", "estop-reset", r.Line, &hal.InConfig{Pull: r.Pull.HAL(), Edge: hal.BothEdges}, nil})
+				reqs = append(reqs, lineReq{"estop", "reset", r.Line, &hal.InConfig{Pull: r.Pull.HAL(), Edge: hal.BothEdges}, nil})
 			}
 		}
 		for _, in := range p.GPIO.Inputs {

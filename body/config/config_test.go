@@ -38,6 +38,7 @@ func TestCheckRefuses(t *testing.T) {
 		{"out of range seed", `{"version": 1, "sim": {"seed": -1}}`, `$.sim.seed: out of range: -1 is less than the minimum 0`},
 		{"secret in a field not marked sensitive", `{"version": 1, "mqtt": {"client_id": "` + canary + `!"}}`, `$.mqtt.client_id: does not match the pattern`},
 		{"secret too long", `{"version": 1, "mqtt": {"password": "` + strings.Repeat(canary, 20) + `"}}`, `$.mqtt.password: too long: 360 characters, want at most 256`},
+		{"credentials in the broker URL", `{"version": 1, "mqtt": {"broker": "tcp://me:` + canary + `@broker:1883"}}`, `$.mqtt.broker: does not match the pattern`},
 		{"secret as board name", `{"version": 1, "board": "` + canary + `"}`, `$.board: does not match the pattern`},
 		{"enum", `{"version": 1, "log": {"level": "` + canary + `"}}`, `$.log.level: not one of the allowed values "debug", "info", "warn", "error"`},
 		{"relative data dir", `{"version": 1, "data_dir": "var/lib"}`, `$.data_dir: does not match the pattern`},

@@ -16,8 +16,12 @@ import (
 // adminSocket is the admin socket's name in the data directory.
 const adminSocket = "admin.sock"
 
-// maxRequest bounds one request line on the admin socket.
-const maxRequest = 64 << 10
+// Limits of the admin socket.
+const (
+	maxRequest  = 64 << 10         // one request line
+	maxConns    = 16               // connections served at once; more wait in the kernel's backlog
+	idleTimeout = 30 * time.Second // a connection that sends nothing for this long is closed
+)
 
 // rpcRequest and rpcResponse are JSON-RPC 2.0, one object a line.
 type rpcRequest struct {
@@ -53,15 +57,22 @@ type adminServer struct {
 	log     *slog.Logger
 	methods map[string]func() any
 
+	slots chan struct{} // one token per connection being served
+	done  chan struct{} // closed by close
 	wg    sync.WaitGroup
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
 }
 
 // listenAdmin listens on path. A socket left by a daemon that died is
 // removed; one that answers belongs to a running daemon and is an error.
 func listenAdmin(path string) (net.Listener, error) {
-	if _, err := os.Lstat(path); err == nil {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode().Type() != os.ModeSocket {
+			return nil, fmt.Errorf("admin socket %s: something that is not a socket is there (%s); not removing it", path, fi.Mode().Type())
+		}
 		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 			c.Close()
 			return nil, fmt.Errorf("admin socket %s: another tobe-body is answering on it", path)
@@ -82,26 +93,46 @@ func listenAdmin(path string) (net.Listener, error) {
 }
 
 func newAdminServer(ln net.Listener, log *slog.Logger, methods map[string]func() any) *adminServer {
-	return &adminServer{ln: ln, log: log, methods: methods, conns: map[net.Conn]struct{}{}}
+	return &adminServer{ln: ln, log: log, methods: methods, conns: map[net.Conn]struct{}{}, slots: make(chan struct{}, maxConns), done: make(chan struct{})}
 }
 
-// serve accepts connections until close.
+// serve accepts connections until close. At most maxConns are served at
+// once; a failing Accept (out of file descriptors) is retried with backoff.
 func (s *adminServer) serve() {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		var backoff time.Duration
 		for {
+			s.slots <- struct{}{}
 			c, err := s.ln.Accept()
 			if err != nil {
-				if !errors.Is(err, net.ErrClosed) {
-					s.log.Error("admin socket accept", "err", err)
+				<-s.slots
+				if errors.Is(err, net.ErrClosed) {
+					return
 				}
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Error("admin socket accept; retrying", "err", err, "in", backoff)
+				t := time.NewTimer(backoff)
+				select {
+				case <-t.C:
+				case <-s.done:
+					t.Stop()
+					return
+				}
+				continue
+			}
+			backoff = 0
+			s.mu.Lock()
+			if s.closed {
+				s.mu.Unlock()
+				c.Close()
+				<-s.slots
 				return
 			}
-			s.mu.Lock()
 			s.conns[c] = struct{}{}
-			s.mu.Unlock()
 			s.wg.Add(1)
+			s.mu.Unlock()
 			go func() {
 				defer s.wg.Done()
 				s.handle(c)
@@ -109,6 +140,7 @@ func (s *adminServer) serve() {
 				delete(s.conns, c)
 				s.mu.Unlock()
 				c.Close()
+				<-s.slots
 			}()
 		}
 	}()
@@ -119,7 +151,11 @@ func (s *adminServer) handle(c net.Conn) {
 	sc := bufio.NewScanner(c)
 	sc.Buffer(make([]byte, 4096), maxRequest)
 	enc := json.NewEncoder(c)
-	for sc.Scan() {
+	for {
+		c.SetReadDeadline(time.Now().Add(idleTimeout))
+		if !sc.Scan() {
+			break
+		}
 		var req rpcRequest
 		resp := rpcResponse{JSONRPC: "2.0", ID: json.RawMessage("null")}
 		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
@@ -150,6 +186,10 @@ func (s *adminServer) handle(c net.Conn) {
 func (s *adminServer) close() {
 	s.ln.Close()
 	s.mu.Lock()
+	if !s.closed {
+		close(s.done)
+	}
+	s.closed = true
 	for c := range s.conns {
 		c.Close()
 	}

@@ -165,7 +165,9 @@ func loop(ctx context.Context, m config.Monitor, mon *monitor, started time.Time
 			sdNotify("STOPPING=1")
 			return nil
 		case now := <-tick.C:
-			if !m.Quiet {
+			if m.Quiet {
+				mon.reset()
+			} else {
 				mon.print(now.Sub(started), now.Sub(last))
 			}
 			last = now

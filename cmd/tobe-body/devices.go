@@ -54,18 +54,36 @@ type devices struct {
 	inputs  []inputDevice
 }
 
+// channelID names the channel of a device of a kind, the same whether a
+// driver opened it or only the finder found it.
+func channelID(kind, name string) string {
+	switch kind {
+	case "gpio-in", "gpio-out":
+		return "gpio." + name
+	case "audio-capture", "audio-playback":
+		return "audio." + name
+	case "thermal-zone":
+		return "thermal." + name
+	}
+	return kind + "." + name
+}
+
 // register adds a channel for a device that was tried: Loaded devices
 // start in state, Failed ones in error with the reason; Skipped devices
 // are not on this board and get no channel.
 func register(reg *body.Registry, log *slog.Logger, id, kind, device string, err error, state body.State) {
+	var rerr error
 	switch {
 	case err == nil:
-		reg.Register(body.Channel{ID: id, Kind: kind, Device: device, Driver: string(board.Loaded), State: state})
+		rerr = reg.Register(body.Channel{ID: id, Kind: kind, Device: device, Driver: string(board.Loaded), State: state})
 	case errors.Is(err, hal.ErrAbsent):
 		log.Info("device absent on this board", "channel", id, "why", err)
 	default:
 		log.Warn("device failed", "channel", id, "err", err)
-		reg.Register(body.Channel{ID: id, Kind: kind, Device: device, Driver: string(board.Failed), State: body.Error, Health: err.Error()})
+		rerr = reg.Register(body.Channel{ID: id, Kind: kind, Device: device, Driver: string(board.Failed), State: body.Error, Health: err.Error()})
+	}
+	if rerr != nil {
+		log.Error("channel not registered", "channel", id, "err", rerr)
 	}
 }
 
@@ -77,15 +95,19 @@ func openDevices(p *board.Profile, d hal.Drivers, f board.Finder, reg *body.Regi
 	ds := &devices{}
 	if d.OpenChip == nil && d.OpenCamera == nil && d.OpenCapture == nil && d.OpenPlayback == nil && d.OpenInput == nil {
 		for _, r := range board.Check(p, d, f) {
-			id := r.Kind + "." + r.Name
+			id := channelID(r.Kind, r.Name)
+			var err error
 			switch r.Status {
 			case board.Loaded:
-				reg.Register(body.Channel{ID: id, Kind: r.Kind, Device: r.Found, Driver: string(board.Loaded), State: body.Discovered,
+				err = reg.Register(body.Channel{ID: id, Kind: r.Kind, Device: r.Found, Driver: string(board.Loaded), State: body.Discovered,
 					Health: fmt.Sprintf("found; this build has no %q driver to stream from it", d.Name)})
 			case board.Failed:
-				reg.Register(body.Channel{ID: id, Kind: r.Kind, Device: r.Target, Driver: string(board.Failed), State: body.Error, Health: r.Reason})
+				err = reg.Register(body.Channel{ID: id, Kind: r.Kind, Device: r.Target, Driver: string(board.Failed), State: body.Error, Health: r.Reason})
 			default:
 				log.Info("device absent on this board", "channel", id, "why", r.Reason)
+			}
+			if err != nil {
+				log.Error("channel not registered", "channel", id, "err", err)
 			}
 		}
 		return ds
@@ -94,7 +116,7 @@ func openDevices(p *board.Profile, d hal.Drivers, f board.Finder, reg *body.Regi
 	if g := p.GPIO; g != nil && d.OpenChip != nil {
 		chip, err := d.OpenChip(g.Chip)
 		if err != nil {
-			register(reg, log, "gpio-chip."+g.Chip, "gpio-chip", g.Chip, err, body.Enabled)
+			register(reg, log, channelID("gpio-chip", g.Chip), "gpio-chip", g.Chip, err, body.Enabled)
 		} else {
 			ds.chip = chip
 			in := func(id, role, line string, cfg hal.InConfig, active hal.Level) {
@@ -105,19 +127,19 @@ func openDevices(p *board.Profile, d hal.Drivers, f board.Finder, reg *body.Regi
 				}
 			}
 			if e := p.EStop; e != nil {
-				in("estop.main", roleEStop, e.Line, hal.InConfig{Pull: e.Pull.HAL(), Edge: hal.BothEdges, Debounce: msec(e.DebounceMS)}, e.StopLevel.HAL())
+				in(channelID("estop", "main"), roleEStop, e.Line, hal.InConfig{Pull: e.Pull.HAL(), Edge: hal.BothEdges, Debounce: msec(e.DebounceMS)}, e.StopLevel.HAL())
 				if s := e.Second; s != nil {
-					in("estop.second", roleEStopSecond, s.Line, hal.InConfig{Pull: s.Pull.HAL(), Edge: hal.BothEdges}, s.StopLevel.HAL())
+					in(channelID("estop", "second"), roleEStopSecond, s.Line, hal.InConfig{Pull: s.Pull.HAL(), Edge: hal.BothEdges}, s.StopLevel.HAL())
 				}
 				if r := e.Reset; r != nil {
-					in("estop.reset", roleEStopReset, r.Line, hal.InConfig{Pull: r.Pull.HAL(), Edge: hal.BothEdges, Debounce: msec(20)}, r.Active.HAL())
+					in(channelID("estop", "reset"), roleEStopReset, r.Line, hal.InConfig{Pull: r.Pull.HAL(), Edge: hal.BothEdges, Debounce: msec(20)}, r.Active.HAL())
 				}
 			}
 			for _, l := range g.Inputs {
-				in("gpio."+l.Name, l.Role, l.Line, hal.InConfig{Pull: l.Pull.HAL(), Edge: hal.BothEdges, Debounce: l.Debounce()}, l.Active.HAL())
+				in(channelID("gpio-in", l.Name), l.Role, l.Line, hal.InConfig{Pull: l.Pull.HAL(), Edge: hal.BothEdges, Debounce: l.Debounce()}, l.Active.HAL())
 			}
 			for _, o := range g.Outputs {
-				id := "gpio." + o.Name
+				id := channelID("gpio-out", o.Name)
 				l, err := chip.Out(o.Line, hal.OutConfig{Safe: o.Safe.HAL()})
 				register(reg, log, id, "gpio-out", fmt.Sprintf("line %s on %s, safe %s", o.Line, g.Chip, o.Safe), err, body.Enabled)
 				if err == nil {
@@ -128,7 +150,7 @@ func openDevices(p *board.Profile, d hal.Drivers, f board.Finder, reg *body.Regi
 	}
 	if d.OpenCamera != nil {
 		for _, c := range p.Cameras {
-			id := "camera." + c.Name
+			id := channelID("camera", c.Name)
 			if c.Needs != "" {
 				register(reg, log, id, "camera", c.Driver, fmt.Errorf("a CSI camera that needs %s, which this body does not drive", c.Needs), body.Enabled)
 				continue
@@ -143,7 +165,7 @@ func openDevices(p *board.Profile, d hal.Drivers, f board.Finder, reg *body.Regi
 		}
 	}
 	if a := p.Audio.Capture; a != nil && d.OpenCapture != nil {
-		id := "audio." + a.Name
+		id := channelID("audio-capture", a.Name)
 		mic, err := d.OpenCapture(board.AudioConfig(*a))
 		dev := a.Device
 		if err == nil {
@@ -152,7 +174,7 @@ func openDevices(p *board.Profile, d hal.Drivers, f board.Finder, reg *body.Regi
 		register(reg, log, id, "audio-capture", dev, err, body.Enabled)
 	}
 	if a := p.Audio.Playback; a != nil && d.OpenPlayback != nil {
-		id := "audio." + a.Name
+		id := channelID("audio-playback", a.Name)
 		spk, err := d.OpenPlayback(board.AudioConfig(*a))
 		dev := a.Device
 		if err == nil {
@@ -162,7 +184,7 @@ func openDevices(p *board.Profile, d hal.Drivers, f board.Finder, reg *body.Regi
 	}
 	if d.OpenInput != nil {
 		for _, in := range p.Inputs {
-			id := "input." + in.Name
+			id := channelID("input", in.Name)
 			if in.Match == "*" {
 				// Every device, as they come and go, is the hotplug
 				// watcher's job in the evdev driver; nothing to open here.

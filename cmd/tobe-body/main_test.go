@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -334,5 +336,41 @@ func TestCompareLuma(t *testing.T) {
 		if mean != tc.mean || changed != tc.changed {
 			t.Errorf("%s: got %v %v, want %v %v", tc.name, mean, changed, tc.mean, tc.changed)
 		}
+	}
+}
+
+func TestAdminServerClosesWithIdleConnections(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.sock")
+	ln, err := listenAdmin(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newAdminServer(ln, slog.New(slog.NewTextHandler(io.Discard, nil)), map[string]func() any{"status": func() any { return 1 }})
+	srv.serve()
+	var conns []net.Conn
+	for range maxConns + 4 { // more than are served: the rest wait in the backlog
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	// One of them asks and is answered.
+	fmt.Fprintln(conns[0], `{"jsonrpc":"2.0","id":7,"method":"status"}`)
+	var resp struct{ ID int }
+	if err := json.NewDecoder(conns[0]).Decode(&resp); err != nil || resp.ID != 7 {
+		t.Errorf("answer %+v %v", resp, err)
+	}
+	srv.close() // must not wait for the idle ones
+	for _, c := range conns {
+		c.Close()
+	}
+	// Something that is not a socket is never removed.
+	os.WriteFile(path, []byte("keep me"), 0o600)
+	if _, err := listenAdmin(path); err == nil || !strings.Contains(err.Error(), "not a socket") {
+		t.Errorf("listen over a file: %v", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "keep me" {
+		t.Error("the file was removed")
 	}
 }

@@ -17,6 +17,10 @@ import (
 
 func msec(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
+// maxListed bounds the edges and keys listed for one interval; the rest
+// are counted.
+const maxListed = 16
+
 // monitor reads every opened stream and prints, once an interval, what the
 // body sees. It is the daemon's view until the sense channels turn the
 // streams into events. Readers are goroutines owned by the monitor: they
@@ -54,6 +58,7 @@ type audioStats struct {
 
 type lineStats struct {
 	edges []string
+	more  int // edges past maxListed
 	level hal.Level
 	lost  uint64
 	seq   uint64
@@ -62,6 +67,16 @@ type lineStats struct {
 type keyStats struct {
 	events int
 	names  []string
+	more   int // keys past maxListed
+}
+
+// listed appends s to a bounded list, or counts it in more.
+func listed(list []string, more *int, s string) []string {
+	if len(list) < maxListed {
+		return append(list, s)
+	}
+	*more++
+	return list
 }
 
 func newMonitor(ds *devices, reg *body.Registry, log *slog.Logger, out io.Writer) *monitor {
@@ -202,15 +217,26 @@ func (m *monitor) readLine(ctx context.Context, in inputLine) error {
 		if err != nil {
 			return err
 		}
+		gap := false
 		m.mu.Lock()
 		s := m.lines[in.id]
-		if s.seq != 0 && e.Seq > s.seq+1 {
+		if e.Seq > s.seq+1 {
 			s.lost += e.Seq - s.seq - 1
+			gap = true
 		}
 		s.seq = e.Seq
 		s.level = e.Level
-		s.edges = append(s.edges, edgeWord(e.Edge))
+		s.edges = listed(s.edges, &s.more, edgeWord(e.Edge))
 		m.mu.Unlock()
+		if gap {
+			// Edges were lost: the level now is what counts, not the
+			// last edge that arrived.
+			if l, err := in.line.Read(); err == nil {
+				m.mu.Lock()
+				m.lines[in.id].level = l
+				m.mu.Unlock()
+			}
+		}
 	}
 }
 
@@ -235,7 +261,7 @@ func (m *monitor) readInput(ctx context.Context, d inputDevice) error {
 		s.events++
 		// Only controls name their keys; a keyboard's keys are private.
 		if d.role == "control" && ev.Value != 2 {
-			s.names = append(s.names, fmt.Sprintf("%s %s", keyName(ev.Code), map[int32]string{0: "up", 1: "down"}[ev.Value]))
+			s.names = listed(s.names, &s.more, fmt.Sprintf("%s %s", keyName(ev.Code), map[int32]string{0: "up", 1: "down"}[ev.Value]))
 		}
 		m.mu.Unlock()
 	}
@@ -265,7 +291,6 @@ func (m *monitor) print(since time.Duration, interval time.Duration) {
 		}
 		fmt.Fprintf(&b, "%s %-20s %s %dx%d  %4.1f fps  seq %d  %d dropped  luma %3.0f  changed %4.1f%%\n",
 			stamp, c.id, s.format.Pixel, s.format.Width, s.format.Height, fps, s.lastSeq, s.dropped, luma, 100*s.changedMax)
-		s.frames, s.dropped, s.lumaSum, s.changedMax = 0, 0, 0, 0
 	}
 	if m.ds.mic != nil {
 		s := &m.mic
@@ -280,7 +305,6 @@ func (m *monitor) print(since time.Duration, interval time.Duration) {
 		f := m.ds.mic.Format()
 		fmt.Fprintf(&b, "%s %-20s %s x%d  level %6.1f dBFS  peak %6.1f dBFS  %d frames  %d overruns\n",
 			stamp, m.ds.micID, f.Rate, f.Channels, rms, peak, s.frames, s.overruns)
-		m.mic = audioStats{}
 	}
 	for _, in := range m.ds.ins {
 		s := m.lines[in.id]
@@ -288,11 +312,13 @@ func (m *monitor) print(since time.Duration, interval time.Duration) {
 		if len(s.edges) > 0 {
 			fmt.Fprintf(&b, "  edges: %s", strings.Join(s.edges, ", "))
 		}
+		if s.more > 0 {
+			fmt.Fprintf(&b, " and %d more", s.more)
+		}
 		if s.lost > 0 {
 			fmt.Fprintf(&b, "  %d edges lost", s.lost)
 		}
 		b.WriteString("\n")
-		s.edges, s.lost = nil, 0
 	}
 	for _, d := range m.ds.inputs {
 		s := m.keys[d.id]
@@ -300,9 +326,12 @@ func (m *monitor) print(since time.Duration, interval time.Duration) {
 		if len(s.names) > 0 {
 			fmt.Fprintf(&b, ": %s", strings.Join(s.names, ", "))
 		}
+		if s.more > 0 {
+			fmt.Fprintf(&b, " and %d more", s.more)
+		}
 		b.WriteString("\n")
-		s.events, s.names = 0, nil
 	}
+	m.resetLocked()
 	m.mu.Unlock()
 	if len(m.ds.outs) > 0 {
 		var outs []string
@@ -317,6 +346,26 @@ func (m *monitor) print(since time.Duration, interval time.Duration) {
 		fmt.Fprintf(&b, "%s %-20s %s (read back)\n", stamp, "outputs", strings.Join(outs, " "))
 	}
 	io.WriteString(m.out, b.String())
+}
+
+// reset starts a new interval without printing the one that ended.
+func (m *monitor) reset() {
+	m.mu.Lock()
+	m.resetLocked()
+	m.mu.Unlock()
+}
+
+func (m *monitor) resetLocked() {
+	for _, s := range m.cams {
+		s.frames, s.dropped, s.lumaSum, s.changedMax = 0, 0, 0, 0
+	}
+	m.mic = audioStats{}
+	for _, s := range m.lines {
+		s.edges, s.more, s.lost = nil, 0, 0
+	}
+	for _, s := range m.keys {
+		s.events, s.names, s.more = 0, nil, 0
+	}
 }
 
 func levelWord(l hal.Level) string {

@@ -160,7 +160,7 @@ func (f Finder) Camera(device, driver string) (string, error) {
 	if device != "" {
 		p := device
 		if !filepath.IsAbs(p) {
-			return "", fmt.Errorf("camera device %q is not a path: %w", device, hal.ErrAbsent)
+			return "", fmt.Errorf("camera device %q is not an absolute path", device)
 		}
 		c, err := queryCap(f.path(p))
 		if errors.Is(err, os.ErrNotExist) {
@@ -188,8 +188,9 @@ func (f Finder) Camera(device, driver string) (string, error) {
 			return fmt.Sprintf("%s (%s, %s)", filepath.Join("/dev", filepath.Base(p)), d, cstr(c.Card[:])), nil
 		}
 	}
-	if len(errs) > 0 && len(drivers) == 0 {
-		return "", fmt.Errorf("no readable V4L2 device of driver %q: %w", driver, errors.Join(errs...))
+	if len(errs) > 0 {
+		// Some device could not be asked: it may be the one wanted.
+		return "", fmt.Errorf("no V4L2 capture device of driver %q among the readable ones (%s): %w", driver, list(drivers), errors.Join(errs...))
 	}
 	return "", fmt.Errorf("no V4L2 capture device of driver %q (present: %s): %w", driver, list(drivers), hal.ErrAbsent)
 }

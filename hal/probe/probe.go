@@ -111,7 +111,7 @@ func (f Finder) ThermalZone(typ string) (string, error) {
 		}
 		milli, err := strconv.Atoi(strings.TrimSpace(string(raw)))
 		if err != nil {
-			return "", fmt.Errorf("thermal zone %s: temperature %q is not a number", filepath.Base(dir), strings.TrimSpace(string(raw)))
+			return "", fmt.Errorf("thermal zone %s: its temp file does not hold a number", filepath.Base(dir))
 		}
 		return fmt.Sprintf("%s at %.1f °C", filepath.Base(dir), float64(milli)/1000), nil
 	}
@@ -133,7 +133,7 @@ func (f Finder) Throttle(source, glob string) (string, error) {
 		}
 		v, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(string(raw)), "0x"), 16, 32)
 		if err != nil {
-			return "", fmt.Errorf("%s: %s holds %q, not hex throttle bits", source, p, strings.TrimSpace(string(raw)))
+			return "", fmt.Errorf("%s: %s does not hold hex throttle bits", source, p)
 		}
 		return fmt.Sprintf("%s (bits %#x)", strings.TrimPrefix(p, f.Root), v), nil
 	case "cpufreq":

@@ -65,7 +65,7 @@ func TestFinder(t *testing.T) {
 		{"any input", func() (string, error) { return f.Input("*") }, "/dev/input/event2", false, ""},
 		{"input absent", func() (string, error) { return f.Input("gamepad") }, "", true, `present: "tobe-lab-keypad", "USB Keyboard"`},
 		{"thermal", func() (string, error) { return f.ThermalZone("cpu-thermal") }, "thermal_zone0 at 47.2 °C", false, ""},
-		{"thermal unreadable", func() (string, error) { return f.ThermalZone("broken") }, "", false, `"n/a" is not a number`},
+		{"thermal unreadable", func() (string, error) { return f.ThermalZone("broken") }, "", false, `does not hold a number`},
 		{"thermal absent", func() (string, error) { return f.ThermalZone("gpu-thermal") }, "", true, `present: "cpu-thermal", "broken"`},
 		{"capture by card", func() (string, error) { return f.Audio("Loopback", 1, true) }, "card 0 Loopback, /dev/snd/pcmC0D1c (capture)", false, ""},
 		{"default capture", func() (string, error) { return f.Audio("default", 0, true) }, "card 0 Loopback, /dev/snd/pcmC0D1c", false, ""},

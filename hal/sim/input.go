@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -71,8 +72,8 @@ type inputDevice struct {
 
 func (b *Board) openInput(cfg hal.InputConfig) (hal.InputDevice, error) {
 	name := cfg.Name
-	if name == "" && cfg.Path != "" {
-		name = cfg.Path[len("sim:"):]
+	if name == "" {
+		name, _ = strings.CutPrefix(cfg.Path, "sim:")
 	}
 	s, ok := inputScripts[name]
 	if !ok {
