@@ -1,8 +1,15 @@
 // Package ledger is the body's fact source and the embedded control plane:
-// an event store of CBOR records in bbolt with projections updated in the
-// same transaction, inbox dedupe, a durable outbox for the uplink, group
-// commit, retention and verification.
+// an event store of CBOR records in one bbolt file, with projections
+// updated in the same transaction as the events they follow, inbox dedupe,
+// a durable outbox for the uplink, group commit, retention, verification
+// and backup.
 //
-// The store arrives with its own issue; this package imports nothing of
-// the body, so everything else can depend on it.
+// Every change of state is a command: it reads the current projections,
+// decides which events to append, and the store appends them, updates the
+// projections and the outbox in one transaction, and returns only after
+// that transaction is on disk. Concurrent appends share one commit (group
+// commit), so durability stays cheap under load.
+//
+// This package imports nothing of the body, so everything else can depend
+// on it.
 package ledger
