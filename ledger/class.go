@@ -1,0 +1,69 @@
+package ledger
+
+import (
+	"strings"
+	"time"
+)
+
+// Class says how events of some types are kept and whether they leave the
+// device.
+type Class struct {
+	Name string
+	// Outbox: the event gets an outbox row for the uplink.
+	Outbox bool
+	// Droppable: when the outbox is over its budget, rows of this class may
+	// be dropped (lowest Priority, oldest first). Audit classes are not.
+	Droppable bool
+	Priority  uint8
+	// TTL: events older than this are deleted by retention; 0 keeps them.
+	TTL time.Duration
+	// DedupeWindow: how long a dedupe_key is remembered.
+	DedupeWindow time.Duration
+}
+
+// Classes maps event types to classes by the longest matching prefix
+// ("camera." matches camera.motion_started).
+type Classes struct {
+	Default  Class
+	ByPrefix map[string]Class
+}
+
+// Of returns the class of an event type.
+func (c Classes) Of(eventType string) Class {
+	best, bestLen := c.Default, -1
+	for p, cl := range c.ByPrefix {
+		if len(p) > bestLen && strings.HasPrefix(eventType, p) {
+			best, bestLen = cl, len(p)
+		}
+	}
+	return best
+}
+
+// The built-in classes.
+var (
+	// ClassAudit: actions, grants, e-stop, approvals, leases and the
+	// ledger's own records. Kept for ever, sent, never dropped.
+	ClassAudit = Class{Name: "audit", Outbox: true, Priority: 255, DedupeWindow: 24 * time.Hour}
+	// ClassTelemetry: what the body senses. Kept 7 days, sent, dropped
+	// first when the outbox is full.
+	ClassTelemetry = Class{Name: "telemetry", Outbox: true, Droppable: true, Priority: 1, TTL: 7 * 24 * time.Hour, DedupeWindow: time.Hour}
+	// ClassState: the body's own state (self-state, channels). Kept 7
+	// days, sent, dropped after telemetry.
+	ClassState = Class{Name: "state", Outbox: true, Droppable: true, Priority: 2, TTL: 7 * 24 * time.Hour, DedupeWindow: time.Hour}
+	// ClassLocal: the control plane's own records (work items, waits).
+	// Kept, not sent.
+	ClassLocal = Class{Name: "local", DedupeWindow: 24 * time.Hour}
+)
+
+// DefaultClasses is the body's mapping of event types to classes.
+func DefaultClasses() Classes {
+	return Classes{
+		Default: ClassLocal,
+		ByPrefix: map[string]Class{
+			"action.": ClassAudit, "grant.": ClassAudit, "estop.": ClassAudit, "approval.": ClassAudit,
+			"lease.": ClassAudit, "ledger.": ClassAudit,
+			"camera.": ClassTelemetry, "audio.": ClassTelemetry, "input.": ClassTelemetry, "gpio.": ClassTelemetry,
+			"body.": ClassState, "channel.": ClassState,
+		},
+	}
+}

@@ -1,0 +1,5 @@
+package ledger
+
+const crashChildEnv = "LEDGER_CRASH_CHILD"
+
+func crashChild() {}

@@ -1,0 +1,579 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Errors of the store. Callers branch on them with errors.Is.
+var (
+	// ErrConflict: a command expected an aggregate at a version it is no
+	// longer at.
+	ErrConflict = errors.New("ledger: conflict: the aggregate changed")
+	// ErrClosed: the store is closed.
+	ErrClosed = errors.New("ledger: closed")
+	// ErrNewerSchema: the file was written by a newer tobe-body.
+	ErrNewerSchema = errors.New("ledger: the file has a newer schema")
+	// ErrDamaged wraps what made a file unusable; Open moves such a file
+	// aside (see Damage).
+	ErrDamaged = errors.New("ledger: damaged file")
+)
+
+// Bucket names.
+var (
+	bMeta       = []byte("meta")
+	bEvents     = []byte("events")     // seq -> record
+	bIDs        = []byte("ids")        // event id -> seq
+	bInbox      = []byte("inbox")      // dedupe key -> expiry, seq
+	bInboxExp   = []byte("inbox_exp")  // expiry, dedupe key -> nil
+	bExpiry     = []byte("expiry")     // expiry, seq -> nil: what retention deletes
+	bAggregates = []byte("aggregates") // aggregate id -> version
+	bOutbox     = []byte("outbox")     // seq -> outbox row
+	bOutboxDrop = []byte("outbox_drop")
+	bProj       = []byte("projections") // one nested bucket each
+
+	kSchema      = []byte("schema")
+	kAgentID     = []byte("agent_id")
+	kBodyID      = []byte("body_id")
+	kCreated     = []byte("created")
+	kOutboxRows  = []byte("outbox_rows")
+	kOutboxBytes = []byte("outbox_bytes")
+	kDropped     = []byte("outbox_dropped")
+)
+
+func u64(v uint64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], v)
+	return b[:]
+}
+
+func getU64(b []byte) uint64 {
+	if len(b) < 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(b)
+}
+
+// Options configure a Store.
+type Options struct {
+	// Path of the bbolt file.
+	Path string
+	// AgentID and BodyID are stamped on events that do not carry them and
+	// kept in the meta bucket; a file of another body is refused.
+	AgentID, BodyID UUID
+	// Classes map event types to retention and outbox rules; zero means
+	// DefaultClasses.
+	Classes *Classes
+	// Projections are kept up to date with every append.
+	Projections []Projection
+	// Group commit: a batch waits at most Linger for more appends, and only
+	// when the previous batch had more than one (a lone appender never
+	// waits); it holds at most MaxBatch requests.
+	Linger   time.Duration
+	MaxBatch int
+	// Outbox budget; when over, droppable rows go first. Zero: 100,000
+	// rows and 64 MiB.
+	OutboxMaxRows  int
+	OutboxMaxBytes int64
+	// CheckAtOpen runs bbolt's consistency check when opening.
+	CheckAtOpen bool
+	// LockTimeout bounds the wait for another process's lock on the file.
+	LockTimeout time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	Log *slog.Logger
+}
+
+func (o *Options) defaults() {
+	if o.Classes == nil {
+		c := DefaultClasses()
+		o.Classes = &c
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 512
+	}
+	if o.Linger == 0 {
+		o.Linger = 100 * time.Microsecond
+	}
+	if o.OutboxMaxRows <= 0 {
+		o.OutboxMaxRows = 100_000
+	}
+	if o.OutboxMaxBytes <= 0 {
+		o.OutboxMaxBytes = 64 << 20
+	}
+	if o.LockTimeout <= 0 {
+		o.LockTimeout = 2 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Damage says what was wrong with a file Open moved aside.
+type Damage struct {
+	Reason  string
+	MovedTo string
+	At      time.Time
+}
+
+func (d *Damage) Error() string {
+	return fmt.Sprintf("the ledger was damaged (%s); it was moved to %s and a new one started", d.Reason, d.MovedTo)
+}
+
+// Result is what an append did with one event.
+type Result struct {
+	Seq       uint64
+	ID        UUID
+	Duplicate bool // already stored: Seq is the stored one
+}
+
+// Command decides which events to append from the current state. Decide
+// must not have side effects: it can run more than once for one Execute
+// (a batch that fails is retried one command at a time). An error from
+// Decide refuses the command and nothing is written.
+type Command interface {
+	Decide(v *View) ([]Event, error)
+}
+
+// View is the state a command decides on: projections and aggregate
+// versions as of the transaction it runs in, including earlier commands of
+// the same batch.
+type View struct {
+	tx *bolt.Tx
+	s  *Store
+}
+
+// AggregateVersion returns the version of an aggregate (0: none yet).
+func (v *View) AggregateVersion(id string) uint64 {
+	return getU64(v.tx.Bucket(bAggregates).Get([]byte(id)))
+}
+
+// Get reads a projection's key; the slice is valid during Decide only.
+func (v *View) Get(projection string, key []byte) []byte {
+	b := v.tx.Bucket(bProj).Bucket([]byte(projection))
+	if b == nil {
+		return nil
+	}
+	return b.Get(key)
+}
+
+// appendCmd appends events as they are: the sense path.
+type appendCmd []Event
+
+func (c appendCmd) Decide(*View) ([]Event, error) { return c, nil }
+
+type request struct {
+	ctx     context.Context
+	cmd     Command
+	results []Result
+	err     error
+	done    chan struct{}
+}
+
+// Store is an open ledger. Its methods are safe for concurrent use.
+type Store struct {
+	db      *bolt.DB
+	opts    Options
+	damage  *Damage
+	agentID UUID
+	bodyID  UUID
+	projs   map[string]Projection
+
+	reqs chan *request
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	mu      sync.Mutex
+	changed chan struct{}
+	closed  bool
+}
+
+// Damage is non-nil when Open found the file damaged, moved it aside and
+// started a new one. The body starts latched-safe when it is set.
+func (s *Store) Damage() *Damage { return s.damage }
+
+// Path is the file's path.
+func (s *Store) Path() string { return s.db.Path() }
+
+// Open opens or creates the ledger at opts.Path, migrating it forward. A
+// file that cannot be read as a ledger is moved aside as
+// PATH.corrupt.TIME and a fresh one is created; Damage says so. A file
+// locked by another process, of another body or of a newer schema is an
+// error and is left alone.
+func Open(opts Options) (*Store, error) {
+	opts.defaults()
+	for _, p := range opts.Projections {
+		for _, t := range p.Types() {
+			if opts.Classes.Of(t).TTL != 0 {
+				return nil, fmt.Errorf("ledger: projection %s follows %s, whose class %s expires: it could not be rebuilt", p.Name(), t, opts.Classes.Of(t).Name)
+			}
+		}
+	}
+	var damage *Damage
+	var s *Store
+	for attempt := 0; ; attempt++ {
+		db, err := openChecked(opts)
+		if err == nil {
+			s = &Store{db: db, opts: opts, damage: damage, projs: map[string]Projection{},
+				reqs: make(chan *request, 4096), stop: make(chan struct{}), changed: make(chan struct{})}
+			for _, p := range opts.Projections {
+				s.projs[p.Name()] = p
+			}
+			if err = s.init(); err != nil {
+				db.Close()
+			}
+		}
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrDamaged) || attempt > 0 {
+			return nil, err
+		}
+		if damage, err = moveAside(opts, err); err != nil {
+			return nil, err
+		}
+	}
+	if damage != nil {
+		opts.Log.Error("ledger damaged; moved aside and started anew", "reason", damage.Reason, "moved_to", damage.MovedTo)
+		if _, err := s.Append(context.Background(), Event{Type: "ledger.recovered", Provenance: Observed,
+			Payload: mustPayload(map[string]string{"reason": damage.Reason, "moved_to": damage.MovedTo})}); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func mustPayload(v any) []byte {
+	b, err := MarshalPayload(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// openChecked opens the bbolt file and checks it can serve as a ledger. A
+// panic inside bbolt on a damaged file is turned into ErrDamaged.
+func openChecked(opts Options) (db *bolt.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if db != nil {
+				db.Close()
+			}
+			db, err = nil, fmt.Errorf("%w: reading it panicked: %v", ErrDamaged, r)
+		}
+	}()
+	db, err = bolt.Open(opts.Path, 0o640, &bolt.Options{Timeout: opts.LockTimeout, FreelistType: bolt.FreelistMapType})
+	switch {
+	case errors.Is(err, bolt.ErrTimeout):
+		return nil, fmt.Errorf("ledger: %s is locked by another process (is tobe-body running?)", opts.Path)
+	case err != nil:
+		var pe *os.PathError
+		if errors.As(err, &pe) && !errors.Is(err, bolt.ErrInvalid) {
+			return nil, fmt.Errorf("ledger: %w", err)
+		}
+		return nil, fmt.Errorf("%w: %v", ErrDamaged, err)
+	}
+	if opts.CheckAtOpen {
+		if err := check(db); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("%w: %v", ErrDamaged, err)
+		}
+	}
+	return db, nil
+}
+
+// check reads every page of every bucket, then runs bbolt's consistency
+// check, and joins what they find. bbolt asserts (panics) on a page that
+// does not identify as itself, and its check runs in a goroutine of its
+// own where a panic cannot be recovered; the walk reads the same pages
+// first, here, where it can.
+func check(db *bolt.DB) error {
+	if err := walk(db); err != nil {
+		return err
+	}
+	var errs []error
+	err := db.View(func(tx *bolt.Tx) error {
+		for e := range tx.Check() {
+			errs = append(errs, e)
+			if len(errs) >= 10 {
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return errors.Join(errs...)
+}
+
+// walk reads every key and value of every bucket, turning a panic of bbolt
+// on a damaged page into an error.
+func walk(db *bolt.DB) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("reading the file panicked: %v", r)
+		}
+	}()
+	// A damaged branch page can point back at itself; no file holds more
+	// keys than it has 16-byte slots.
+	var budget int64
+	if fi, err := os.Stat(db.Path()); err == nil {
+		budget = fi.Size() / 16
+	}
+	var visit func(b *bolt.Bucket, depth int) error
+	visit = func(b *bolt.Bucket, depth int) error {
+		if depth > 8 {
+			return errors.New("buckets nested deeper than 8")
+		}
+		c := b.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if budget--; budget < 0 {
+				return errors.New("more keys than the file can hold: its pages loop")
+			}
+			if v == nil {
+				if nb := b.Bucket(k); nb != nil {
+					if err := visit(nb, depth+1); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return nil
+	}
+	return db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error { return visit(b, 0) })
+	})
+}
+
+func moveAside(opts Options, cause error) (*Damage, error) {
+	now := opts.Now().UTC()
+	to := fmt.Sprintf("%s.corrupt.%s", opts.Path, now.Format("20060102T150405.000000000Z"))
+	if err := os.Rename(opts.Path, to); err != nil {
+		return nil, fmt.Errorf("ledger: %v, and moving it aside failed: %w", cause, err)
+	}
+	reason := strings.TrimPrefix(cause.Error(), ErrDamaged.Error()+": ")
+	return &Damage{Reason: reason, MovedTo: to, At: now}, nil
+}
+
+// init creates or migrates the layout, checks the identity and starts the
+// committer.
+func (s *Store) init() error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := migrate(tx, s.opts.Now()); err != nil {
+			return err
+		}
+		meta := tx.Bucket(bMeta)
+		for _, id := range []struct {
+			key  []byte
+			want UUID
+			have *UUID
+		}{{kAgentID, s.opts.AgentID, &s.agentID}, {kBodyID, s.opts.BodyID, &s.bodyID}} {
+			stored := meta.Get(id.key)
+			switch {
+			case stored == nil:
+				if err := meta.Put(id.key, id.want[:]); err != nil {
+					return err
+				}
+				*id.have = id.want
+			case id.want.IsZero() || bytes.Equal(stored, id.want[:]):
+				copy(id.have[:], stored)
+			default:
+				var u UUID
+				copy(u[:], stored)
+				return fmt.Errorf("ledger: %s belongs to %s %s, not %s", s.opts.Path, id.key, u, id.want)
+			}
+		}
+		projs := tx.Bucket(bProj)
+		for name := range s.projs {
+			if _, err := projs.CreateBucketIfNotExists([]byte(name)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.wg.Add(1)
+	go s.commitLoop()
+	return nil
+}
+
+// Changed returns a channel closed at the next commit.
+func (s *Store) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+func (s *Store) notify() {
+	s.mu.Lock()
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
+}
+
+// Close stops the committer, fails what is still queued with ErrClosed and
+// closes the file.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.stop)
+	s.mu.Unlock()
+	s.wg.Wait()
+	for {
+		select {
+		case r := <-s.reqs:
+			r.err = ErrClosed
+			close(r.done)
+			continue
+		default:
+		}
+		break
+	}
+	return s.db.Close()
+}
+
+// Append stores events: each gets an id, its schema version, the body's
+// identity and its ingest time when it has none, is checked, deduplicated
+// by event_id and dedupe_key, written with its outbox row, and returned
+// once the transaction is on disk.
+func (s *Store) Append(ctx context.Context, events ...Event) ([]Result, error) {
+	return s.Execute(ctx, appendCmd(events))
+}
+
+// Execute runs a command and returns after its events are on disk. If ctx
+// ends before the command is committed Execute returns ctx.Err(); the
+// command may still be committed (retrying with the same event ids is
+// safe: they are deduplicated).
+func (s *Store) Execute(ctx context.Context, cmd Command) ([]Result, error) {
+	r := &request{ctx: ctx, cmd: cmd, done: make(chan struct{})}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	select {
+	case s.reqs <- r:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.stop:
+		return nil, ErrClosed
+	}
+	select {
+	case <-r.done:
+		return r.results, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// commitLoop is the one writer: it takes what is queued, commits it in one
+// transaction (one fsync for many appends) and answers each.
+func (s *Store) commitLoop() {
+	defer s.wg.Done()
+	batch := make([]*request, 0, s.opts.MaxBatch)
+	lastSize := 0
+	for {
+		batch = batch[:0]
+		select {
+		case r := <-s.reqs:
+			batch = append(batch, r)
+		case <-s.stop:
+			return
+		}
+		batch = s.gather(batch, lastSize > 1)
+		lastSize = len(batch)
+		s.commit(batch)
+	}
+}
+
+// gather takes what else is queued; after a busy batch it lingers a
+// little for more.
+func (s *Store) gather(batch []*request, linger bool) []*request {
+	for len(batch) < s.opts.MaxBatch {
+		select {
+		case r := <-s.reqs:
+			batch = append(batch, r)
+			continue
+		default:
+		}
+		break
+	}
+	if !linger || len(batch) >= s.opts.MaxBatch {
+		return batch
+	}
+	t := time.NewTimer(s.opts.Linger)
+	defer t.Stop()
+	for len(batch) < s.opts.MaxBatch {
+		select {
+		case r := <-s.reqs:
+			batch = append(batch, r)
+		case <-t.C:
+			return batch
+		}
+	}
+	return batch
+}
+
+func (s *Store) commit(batch []*request) {
+	live := batch[:0:0]
+	for _, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			r.err = err
+			close(r.done)
+			continue
+		}
+		live = append(live, r)
+	}
+	if len(live) == 0 {
+		return
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		w := s.newWriter(tx)
+		for _, r := range live {
+			r.results, r.err = nil, nil
+			if err := w.apply(r); err != nil {
+				return err
+			}
+		}
+		return w.enforceOutboxBudget()
+	})
+	if err != nil && len(live) > 1 {
+		// Something failed the transaction; find out which by committing
+		// each alone, so one bad command cannot fail the others.
+		for _, r := range live {
+			s.commit([]*request{r})
+		}
+		return
+	}
+	for _, r := range live {
+		if err != nil {
+			r.results, r.err = nil, fmt.Errorf("ledger: commit: %w", err)
+		}
+		close(r.done)
+	}
+	if err == nil {
+		s.notify()
+	}
+}

@@ -1,0 +1,148 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// VerifyReport is what Verify found.
+type VerifyReport struct {
+	Events      int      `json:"events"`
+	Projections []string `json:"projections"`
+	Problems    []string `json:"problems"`
+}
+
+// OK tells whether nothing was found.
+func (r VerifyReport) OK() bool { return len(r.Problems) == 0 }
+
+const maxProblems = 100
+
+// Verify runs bbolt's consistency check, reads every event, rebuilds the
+// aggregates and every projection from the events in memory and compares
+// them with what is stored, and checks the indexes and the outbox against
+// the events. It reads one consistent snapshot; appends go on meanwhile.
+func (s *Store) Verify(ctx context.Context) (VerifyReport, error) {
+	var r VerifyReport
+	problem := func(format string, args ...any) {
+		if len(r.Problems) < maxProblems {
+			r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
+		}
+	}
+	if err := walk(s.db); err != nil {
+		problem("bbolt: %v", err)
+		return r, nil // reading further would only panic again
+	}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		for e := range tx.Check() {
+			problem("bbolt: %v", e)
+		}
+		rebuilt := map[string]memKV{}
+		for _, p := range s.opts.Projections {
+			rebuilt[p.Name()] = memKV{}
+			r.Projections = append(r.Projections, p.Name())
+		}
+		aggs := map[string]uint64{}
+		ids := tx.Bucket(bIDs)
+		var outboxRows, outboxBytes uint64
+		ob := tx.Bucket(bOutbox)
+		c := tx.Bucket(bEvents).Cursor()
+		var e Event
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if r.Events%4096 == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			r.Events++
+			seq := getU64(k)
+			if err := Decode(v, &e); err != nil {
+				problem("event %d: %v", seq, err)
+				continue
+			}
+			if got := getU64(ids.Get(e.ID[:])); got != seq {
+				problem("event %d (%s): the id index says %d", seq, e.ID, got)
+			}
+			if e.AggregateID != "" {
+				if want := aggs[e.AggregateID] + 1; e.AggregateVersion != want {
+					problem("event %d: aggregate %s version %d follows %d", seq, e.AggregateID, e.AggregateVersion, want-1)
+				}
+				aggs[e.AggregateID] = e.AggregateVersion
+			}
+			if row := ob.Get(k); row != nil {
+				outboxRows++
+				outboxBytes += uint64(decodeOutboxRow(row).Size)
+				if int(decodeOutboxRow(row).Size) != len(v) {
+					problem("outbox row %d: size %d, the event has %d bytes", seq, decodeOutboxRow(row).Size, len(v))
+				}
+			}
+			for _, p := range s.opts.Projections {
+				if follows(p, e.Type) {
+					if err := p.Apply(rebuilt[p.Name()], &e); err != nil {
+						problem("event %d: projection %s: %v", seq, p.Name(), err)
+					}
+				}
+			}
+		}
+		if n := ids.Stats().KeyN; n != r.Events {
+			problem("the id index has %d entries for %d events", n, r.Events)
+		}
+		if n := ob.Stats().KeyN; uint64(n) != outboxRows {
+			problem("the outbox has %d rows, %d of them for stored events", n, outboxRows)
+		}
+		meta := tx.Bucket(bMeta)
+		if got := getU64(meta.Get(kOutboxRows)); got != outboxRows {
+			problem("the outbox row count says %d, there are %d", got, outboxRows)
+		}
+		if got := getU64(meta.Get(kOutboxBytes)); got != outboxBytes {
+			problem("the outbox byte count says %d, there are %d", got, outboxBytes)
+		}
+		stored := tx.Bucket(bAggregates)
+		stored.ForEach(func(k, v []byte) error {
+			if want := aggs[string(k)]; getU64(v) != want {
+				problem("aggregate %s: stored version %d, the events say %d", k, getU64(v), want)
+			}
+			delete(aggs, string(k))
+			return nil
+		})
+		for id := range aggs {
+			problem("aggregate %s: in the events, not stored", id)
+		}
+		projs := tx.Bucket(bProj)
+		for name, mem := range rebuilt {
+			b := projs.Bucket([]byte(name))
+			if b == nil {
+				problem("projection %s: no bucket", name)
+				continue
+			}
+			compareKV(name, b, mem, problem)
+		}
+		return nil
+	})
+	return r, err
+}
+
+func compareKV(name string, b *bolt.Bucket, mem memKV, problem func(string, ...any)) {
+	seen := 0
+	b.ForEach(func(k, v []byte) error {
+		want, ok := mem[string(k)]
+		switch {
+		case !ok:
+			problem("projection %s: key %q is stored but the events do not make it", name, k)
+		case !bytes.Equal(v, want):
+			problem("projection %s: key %q is %x, the events make %x", name, k, v, want)
+		default:
+			seen++
+		}
+		return nil
+	})
+	if seen < len(mem) {
+		for k := range mem {
+			if b.Get([]byte(k)) == nil {
+				problem("projection %s: key %q is missing", name, k)
+			}
+		}
+	}
+}

@@ -1,0 +1,316 @@
+package ledger
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// writer appends within one transaction. Values given to bbolt must stay
+// valid until the commit, so records and keys are cut from an arena that
+// is only ever appended to.
+type writer struct {
+	s     *Store
+	tx    *bolt.Tx
+	now   time.Time
+	arena []byte
+	buf   bytes.Buffer
+
+	events, ids, inbox, inboxExp, expiry, aggs, outbox, drop, meta, projs *bolt.Bucket
+	outboxRows, outboxBytes                                               uint64
+	outboxDirty                                                           bool
+}
+
+func (s *Store) newWriter(tx *bolt.Tx) *writer {
+	w := &writer{s: s, tx: tx, now: s.opts.Now(),
+		events: tx.Bucket(bEvents), ids: tx.Bucket(bIDs), inbox: tx.Bucket(bInbox), inboxExp: tx.Bucket(bInboxExp),
+		expiry: tx.Bucket(bExpiry), aggs: tx.Bucket(bAggregates), outbox: tx.Bucket(bOutbox), drop: tx.Bucket(bOutboxDrop),
+		meta: tx.Bucket(bMeta), projs: tx.Bucket(bProj)}
+	w.outboxRows = getU64(w.meta.Get(kOutboxRows))
+	w.outboxBytes = getU64(w.meta.Get(kOutboxBytes))
+	return w
+}
+
+// keep copies b into the arena and returns the copy.
+func (w *writer) keep(b []byte) []byte {
+	start := len(w.arena)
+	w.arena = append(w.arena, b...)
+	return w.arena[start:len(w.arena):len(w.arena)]
+}
+
+func (w *writer) key(parts ...[]byte) []byte {
+	start := len(w.arena)
+	for _, p := range parts {
+		w.arena = append(w.arena, p...)
+	}
+	return w.arena[start:len(w.arena):len(w.arena)]
+}
+
+// apply runs one request. A refusal (the command's own error, an invalid
+// event, a conflict) is the request's error and writes nothing; only a
+// failure of the transaction itself is returned.
+func (w *writer) apply(r *request) error {
+	evs, err := r.cmd.Decide(&View{tx: w.tx, s: w.s})
+	if err != nil {
+		r.err = err
+		return nil
+	}
+	results, todo, dupOf, err := w.prepare(evs)
+	if err != nil {
+		r.err = err
+		return nil
+	}
+	for _, i := range todo {
+		seq, err := w.write(&evs[i])
+		if err != nil {
+			return err
+		}
+		results[i].Seq = seq
+	}
+	for i, j := range dupOf {
+		results[i].Seq = results[j].Seq
+	}
+	r.results = results
+	return nil
+}
+
+// prepare fills in and checks every event of one request and finds the
+// duplicates, before anything is written: a request is all or nothing. It
+// returns the indexes to write, and for duplicates within the request the
+// index of the event they repeat.
+func (w *writer) prepare(evs []Event) (results []Result, todo []int, dupOf map[int]int, err error) {
+	results = make([]Result, len(evs))
+	dupOf = map[int]int{}
+	seenIDs := map[UUID]int{}
+	seenKeys := map[string]int{}
+	versions := map[string]uint64{}
+	for i := range evs {
+		e := &evs[i]
+		if e.ID.IsZero() {
+			e.ID = NewID()
+		}
+		if e.SchemaVersion == 0 {
+			e.SchemaVersion = SchemaVersion
+		}
+		if e.AgentID.IsZero() {
+			e.AgentID = w.s.agentID
+		}
+		if e.BodyID.IsZero() {
+			e.BodyID = w.s.bodyID
+		}
+		if e.IngestedAt == 0 {
+			e.IngestedAt = w.now.UnixNano()
+		}
+		if e.OccurredAt == 0 {
+			e.OccurredAt = e.IngestedAt
+		}
+		if err := e.check(); err != nil {
+			return nil, nil, nil, fmt.Errorf("%w: event %d (%s): %v", ErrInvalid, i, e.Type, err)
+		}
+		results[i].ID = e.ID
+		if j, dup := seenIDs[e.ID]; dup {
+			results[i] = Result{ID: e.ID, Duplicate: true}
+			dupOf[i] = j
+			continue
+		}
+		if seq := w.ids.Get(e.ID[:]); seq != nil {
+			results[i] = Result{ID: e.ID, Seq: getU64(seq), Duplicate: true}
+			continue
+		}
+		if e.DedupeKey != "" {
+			if j, dup := seenKeys[e.DedupeKey]; dup {
+				results[i] = Result{ID: e.ID, Duplicate: true}
+				dupOf[i] = j
+				continue
+			}
+			if v := w.inbox.Get([]byte(e.DedupeKey)); v != nil && int64(getU64(v)) > w.now.UnixNano() {
+				results[i] = Result{ID: e.ID, Seq: getU64(v[8:]), Duplicate: true}
+				continue
+			}
+		}
+		if e.AggregateID != "" {
+			cur, ok := versions[e.AggregateID]
+			if !ok {
+				cur = getU64(w.aggs.Get([]byte(e.AggregateID)))
+			}
+			if e.AggregateVersion == 0 {
+				e.AggregateVersion = cur + 1
+			}
+			if e.AggregateVersion != cur+1 {
+				return nil, nil, nil, fmt.Errorf("%w: %s is at version %d; the command expected %d", ErrConflict, e.AggregateID, cur, e.AggregateVersion-1)
+			}
+			versions[e.AggregateID] = e.AggregateVersion
+		}
+		seenIDs[e.ID] = i
+		if e.DedupeKey != "" {
+			seenKeys[e.DedupeKey] = i
+		}
+		todo = append(todo, i)
+	}
+	return results, todo, dupOf, nil
+}
+
+// write stores one event with its indexes, outbox row, aggregate version
+// and projections.
+func (w *writer) write(e *Event) (uint64, error) {
+	seq, err := w.events.NextSequence()
+	if err != nil {
+		return 0, err
+	}
+	w.buf.Reset()
+	if err := Encode(&w.buf, e); err != nil {
+		return 0, err
+	}
+	rec := w.keep(w.buf.Bytes())
+	sk := w.keep(u64(seq))
+	if err := w.events.Put(sk, rec); err != nil {
+		return 0, err
+	}
+	if err := w.ids.Put(w.keep(e.ID[:]), sk); err != nil {
+		return 0, err
+	}
+	class := w.s.opts.Classes.Of(e.Type)
+	if e.DedupeKey != "" {
+		exp := u64(uint64(w.now.Add(class.DedupeWindow).UnixNano()))
+		if err := w.inbox.Put(w.keep([]byte(e.DedupeKey)), w.key(exp, sk)); err != nil {
+			return 0, err
+		}
+		if err := w.inboxExp.Put(w.key(exp, []byte(e.DedupeKey)), nil); err != nil {
+			return 0, err
+		}
+	}
+	if class.TTL > 0 {
+		exp := u64(uint64(time.Unix(0, e.OccurredAt).Add(class.TTL).UnixNano()))
+		if err := w.expiry.Put(w.key(exp, sk), nil); err != nil {
+			return 0, err
+		}
+	}
+	if class.Outbox {
+		row := outboxRow{Priority: class.Priority, Droppable: class.Droppable, Size: uint32(len(rec))}
+		if err := w.outbox.Put(sk, w.keep(row.encode())); err != nil {
+			return 0, err
+		}
+		if class.Droppable {
+			if err := w.drop.Put(w.key([]byte{class.Priority}, sk), nil); err != nil {
+				return 0, err
+			}
+		}
+		w.outboxRows++
+		w.outboxBytes += uint64(len(rec))
+		w.outboxDirty = true
+	}
+	if e.AggregateID != "" {
+		if err := w.aggs.Put(w.keep([]byte(e.AggregateID)), w.keep(u64(e.AggregateVersion))); err != nil {
+			return 0, err
+		}
+	}
+	for _, p := range w.s.opts.Projections {
+		if !follows(p, e.Type) {
+			continue
+		}
+		if err := p.Apply(boltKV{w.projs.Bucket([]byte(p.Name())), w}, e); err != nil {
+			return 0, fmt.Errorf("projection %s on %s: %w", p.Name(), e.Type, err)
+		}
+	}
+	return seq, nil
+}
+
+// enforceOutboxBudget drops the lowest-priority, oldest droppable rows
+// when the outbox is over its budget, down to nine tenths of it, and
+// records the drop as an event (of the audit class, which is never
+// dropped). Audit rows are never dropped, even over the budget.
+func (w *writer) enforceOutboxBudget() error {
+	if !w.outboxDirty {
+		return nil
+	}
+	o := w.s.opts
+	if w.outboxRows <= uint64(o.OutboxMaxRows) && w.outboxBytes <= uint64(o.OutboxMaxBytes) {
+		return w.saveOutboxCounts()
+	}
+	targetRows, targetBytes := uint64(o.OutboxMaxRows)*9/10, uint64(o.OutboxMaxBytes)*9/10
+	var dropped, droppedBytes uint64
+	var first, last uint64
+	byPriority := map[uint8]uint64{}
+	c := w.drop.Cursor()
+	var victims [][]byte
+	for k, _ := c.First(); k != nil && (w.outboxRows-dropped > targetRows || w.outboxBytes-droppedBytes > targetBytes); k, _ = c.Next() {
+		seq := getU64(k[1:])
+		row := decodeOutboxRow(w.outbox.Get(k[1:]))
+		victims = append(victims, w.keep(k))
+		dropped++
+		droppedBytes += uint64(row.Size)
+		byPriority[k[0]]++
+		if first == 0 || seq < first {
+			first = seq
+		}
+		last = max(last, seq)
+	}
+	for _, k := range victims {
+		if err := w.outbox.Delete(k[1:]); err != nil {
+			return err
+		}
+		if err := w.drop.Delete(k); err != nil {
+			return err
+		}
+	}
+	w.outboxRows -= dropped
+	w.outboxBytes -= droppedBytes
+	if dropped > 0 {
+		total := getU64(w.meta.Get(kDropped)) + dropped
+		if err := w.meta.Put(kDropped, w.keep(u64(total))); err != nil {
+			return err
+		}
+		payload, err := MarshalPayload(map[string]any{"rows": dropped, "bytes": droppedBytes, "first_seq": first, "last_seq": last,
+			"by_priority": byPriority, "budget_rows": o.OutboxMaxRows, "budget_bytes": o.OutboxMaxBytes})
+		if err != nil {
+			return err
+		}
+		evs := []Event{{Type: "ledger.outbox_dropped", Provenance: Observed, Payload: payload}}
+		if _, todo, _, err := w.prepare(evs); err != nil || len(todo) != 1 {
+			return errors.Join(errors.New("ledger: recording an outbox drop"), err)
+		}
+		if _, err := w.write(&evs[0]); err != nil {
+			return err
+		}
+		w.s.opts.Log.Warn("outbox over budget: telemetry dropped", "rows", dropped, "bytes", droppedBytes)
+	}
+	return w.saveOutboxCounts()
+}
+
+func (w *writer) saveOutboxCounts() error {
+	if err := w.meta.Put(kOutboxRows, w.keep(u64(w.outboxRows))); err != nil {
+		return err
+	}
+	return w.meta.Put(kOutboxBytes, w.keep(u64(w.outboxBytes)))
+}
+
+// outboxRow is what the uplink needs to know of a queued event.
+type outboxRow struct {
+	Priority  uint8
+	Droppable bool
+	Attempts  uint32
+	LastTry   int64
+	Size      uint32
+}
+
+func (r outboxRow) encode() []byte {
+	b := make([]byte, 18)
+	b[0] = r.Priority
+	if r.Droppable {
+		b[1] = 1
+	}
+	putU32(b[2:], r.Attempts)
+	putU64(b[6:], uint64(r.LastTry))
+	putU32(b[14:], r.Size)
+	return b
+}
+
+func decodeOutboxRow(b []byte) outboxRow {
+	if len(b) < 18 {
+		return outboxRow{}
+	}
+	return outboxRow{Priority: b[0], Droppable: b[1] == 1, Attempts: getU32(b[2:]), LastTry: int64(getU64(b[6:])), Size: getU32(b[14:])}
+}
