@@ -134,8 +134,9 @@ func (s *Store) OutboxNext(after uint64, n int) ([]OutboxItem, error) {
 // OutboxAck removes delivered rows. Unknown sequences are ignored: a row
 // acknowledged twice, or dropped meanwhile, is gone either way.
 func (s *Store) OutboxAck(seqs ...uint64) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
-		w := s.newWriter(tx)
+	var w *writer
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		w = s.newWriter(tx)
 		for _, seq := range seqs {
 			k := u64(seq)
 			v := w.outbox.Get(k)
@@ -146,16 +147,16 @@ func (s *Store) OutboxAck(seqs ...uint64) error {
 			if err := w.outbox.Delete(k); err != nil {
 				return err
 			}
-			if row.Droppable {
-				if err := w.drop.Delete(append([]byte{row.Priority}, k...)); err != nil {
-					return err
-				}
-			}
 			w.outboxRows--
 			w.outboxBytes -= uint64(row.Size)
+			w.outboxDirty = true
 		}
-		return w.saveOutboxCounts()
+		return nil
 	})
+	if err == nil {
+		w.done()
+	}
+	return err
 }
 
 // OutboxNack counts a failed delivery attempt of a row.
@@ -197,11 +198,12 @@ func (s *Store) Stats() (Stats, error) {
 		st.FileBytes = fi.Size()
 	}
 	st.FreeBytes = int64(s.db.Stats().FreeAlloc)
+	s.outboxMu.Lock()
+	st.OutboxRows, st.OutboxBytes = s.outboxRows, s.outboxBytes
+	s.outboxMu.Unlock()
 	err := s.db.View(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bMeta)
 		st.Schema = getU64(meta.Get(kSchema))
-		st.OutboxRows = getU64(meta.Get(kOutboxRows))
-		st.OutboxBytes = getU64(meta.Get(kOutboxBytes))
 		st.OutboxDropped = getU64(meta.Get(kDropped))
 		ev := tx.Bucket(bEvents)
 		st.Events = ev.Stats().KeyN

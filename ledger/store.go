@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -32,23 +34,20 @@ var (
 // Bucket names.
 var (
 	bMeta       = []byte("meta")
-	bEvents     = []byte("events")     // seq -> record
-	bIDs        = []byte("ids")        // event id -> seq
-	bInbox      = []byte("inbox")      // dedupe key -> expiry, seq
-	bInboxExp   = []byte("inbox_exp")  // expiry, dedupe key -> nil
-	bExpiry     = []byte("expiry")     // expiry, seq -> nil: what retention deletes
-	bAggregates = []byte("aggregates") // aggregate id -> version
-	bOutbox     = []byte("outbox")     // seq -> outbox row
-	bOutboxDrop = []byte("outbox_drop")
+	bEvents     = []byte("events")      // seq -> record
+	bIDs        = []byte("ids")         // event id -> seq
+	bInbox      = []byte("inbox")       // dedupe key -> expiry, seq
+	bInboxExp   = []byte("inbox_exp")   // expiry, dedupe key -> nil
+	bAggregates = []byte("aggregates")  // aggregate id -> version
+	bOutbox     = []byte("outbox")      // seq -> outbox row
 	bProj       = []byte("projections") // one nested bucket each
 
-	kSchema      = []byte("schema")
-	kAgentID     = []byte("agent_id")
-	kBodyID      = []byte("body_id")
-	kCreated     = []byte("created")
-	kOutboxRows  = []byte("outbox_rows")
-	kOutboxBytes = []byte("outbox_bytes")
-	kDropped     = []byte("outbox_dropped")
+	kSchema     = []byte("schema")
+	kAgentID    = []byte("agent_id")
+	kBodyID     = []byte("body_id")
+	kCreated    = []byte("created")
+	kDropped    = []byte("outbox_dropped")
+	kRetainFrom = []byte("retain_from") // retention has looked at every event before this sequence
 )
 
 func u64(v uint64) []byte {
@@ -199,6 +198,13 @@ type Store struct {
 	mu      sync.Mutex
 	changed chan struct{}
 	closed  bool
+
+	// The outbox's size, kept in memory and counted from the rows at open:
+	// writing it with every commit would cost a page a commit. Writers are
+	// serialized by bbolt; outboxMu orders them with readers of Stats.
+	outboxMu    sync.Mutex
+	outboxRows  uint64
+	outboxBytes uint64
 }
 
 // Damage is non-nil when Open found the file damaged, moved it aside and
@@ -265,9 +271,16 @@ func mustPayload(v any) []byte {
 	return b
 }
 
-// openChecked opens the bbolt file and checks it can serve as a ledger. A
-// panic inside bbolt on a damaged file is turned into ErrDamaged.
+// openChecked opens the bbolt file and checks it can serve as a ledger.
+//
+// The file is opened read-only first and every page of every bucket is
+// read, here, where a panic or a fault of bbolt on a damaged page can be
+// recovered. Only then is it opened for writing: with NoFreelistSync (the
+// free list is not written with every commit, a page a commit saved, and
+// is rebuilt at open by a scan in a goroutine of bbolt's own, which must
+// not meet a damaged page).
 func openChecked(opts Options) (db *bolt.DB, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
 			if db != nil {
@@ -276,16 +289,32 @@ func openChecked(opts Options) (db *bolt.DB, err error) {
 			db, err = nil, fmt.Errorf("%w: reading it panicked: %v", ErrDamaged, r)
 		}
 	}()
-	db, err = bolt.Open(opts.Path, 0o640, &bolt.Options{Timeout: opts.LockTimeout, FreelistType: bolt.FreelistMapType})
-	switch {
-	case errors.Is(err, bolt.ErrTimeout):
-		return nil, fmt.Errorf("ledger: %s is locked by another process (is tobe-body running?)", opts.Path)
-	case err != nil:
-		var pe *os.PathError
-		if errors.As(err, &pe) && !errors.Is(err, bolt.ErrInvalid) {
-			return nil, fmt.Errorf("ledger: %w", err)
+	classify := func(err error) error {
+		switch {
+		case errors.Is(err, bolt.ErrTimeout):
+			return fmt.Errorf("ledger: %s is locked by another process (is tobe-body running?)", opts.Path)
+		case errors.Is(err, os.ErrNotExist), errors.Is(err, os.ErrPermission):
+			return fmt.Errorf("ledger: %w", err)
 		}
-		return nil, fmt.Errorf("%w: %v", ErrDamaged, err)
+		return fmt.Errorf("%w: %v", ErrDamaged, err)
+	}
+	if fi, err := os.Stat(opts.Path); err == nil && fi.Size() > 0 {
+		if err := precheck(opts.Path); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrDamaged, err)
+		}
+		ro, err := bolt.Open(opts.Path, 0o640, &bolt.Options{Timeout: opts.LockTimeout, ReadOnly: true})
+		if err != nil {
+			return nil, classify(err)
+		}
+		err = walk(ro)
+		ro.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrDamaged, err)
+		}
+	}
+	db, err = bolt.Open(opts.Path, 0o640, &bolt.Options{Timeout: opts.LockTimeout, FreelistType: bolt.FreelistMapType, NoFreelistSync: true})
+	if err != nil {
+		return nil, classify(err)
 	}
 	if opts.CheckAtOpen {
 		if err := check(db); err != nil {
@@ -324,6 +353,9 @@ func check(db *bolt.DB) error {
 // walk reads every key and value of every bucket, turning a panic of bbolt
 // on a damaged page into an error.
 func walk(db *bolt.DB) (err error) {
+	// A damaged branch can point past the end of the map: without this
+	// the read faults and the runtime kills the process.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("reading the file panicked: %v", r)
@@ -404,7 +436,11 @@ func (s *Store) init() error {
 				return err
 			}
 		}
-		return nil
+		return tx.Bucket(bOutbox).ForEach(func(k, v []byte) error {
+			s.outboxRows++
+			s.outboxBytes += uint64(decodeOutboxRow(v).Size)
+			return nil
+		})
 	})
 	if err != nil {
 		return err
@@ -508,29 +544,38 @@ func (s *Store) commitLoop() {
 	}
 }
 
-// gather takes what else is queued; after a busy batch it lingers a
-// little for more.
+// gather takes what else is queued. After a busy batch it lingers, by
+// yielding the processor a few times rather than with a timer (a timer of
+// 100 µs can sleep a whole millisecond in the poller): the appenders its
+// last commit woke are then back with their next request.
 func (s *Store) gather(batch []*request, linger bool) []*request {
-	for len(batch) < s.opts.MaxBatch {
-		select {
-		case r := <-s.reqs:
-			batch = append(batch, r)
-			continue
-		default:
+	drain := func() int {
+		n := 0
+		for len(batch) < s.opts.MaxBatch {
+			select {
+			case r := <-s.reqs:
+				batch = append(batch, r)
+				n++
+				continue
+			default:
+			}
+			break
 		}
-		break
+		return n
 	}
-	if !linger || len(batch) >= s.opts.MaxBatch {
+	drain()
+	if !linger {
 		return batch
 	}
-	t := time.NewTimer(s.opts.Linger)
-	defer t.Stop()
-	for len(batch) < s.opts.MaxBatch {
-		select {
-		case r := <-s.reqs:
-			batch = append(batch, r)
-		case <-t.C:
-			return batch
+	deadline := time.Now().Add(s.opts.Linger)
+	for len(batch) < s.opts.MaxBatch && time.Now().Before(deadline) {
+		runtime.Gosched()
+		if drain() == 0 {
+			// Nobody came in a round: give those still running one more.
+			runtime.Gosched()
+			if drain() == 0 {
+				break
+			}
 		}
 	}
 	return batch
@@ -549,8 +594,9 @@ func (s *Store) commit(batch []*request) {
 	if len(live) == 0 {
 		return
 	}
+	var w *writer
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		w := s.newWriter(tx)
+		w = s.newWriter(tx)
 		for _, r := range live {
 			r.results, r.err = nil, nil
 			if err := w.apply(r); err != nil {
@@ -559,6 +605,9 @@ func (s *Store) commit(batch []*request) {
 		}
 		return w.enforceOutboxBudget()
 	})
+	if err == nil {
+		w.done()
+	}
 	if err != nil && len(live) > 1 {
 		// Something failed the transaction; find out which by committing
 		// each alone, so one bad command cannot fail the others.

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	bolt "go.etcd.io/bbolt"
+	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
@@ -260,7 +260,9 @@ func TestOutboxAckAndBudget(t *testing.T) {
 	if len(drops) == 0 {
 		t.Fatal("no ledger.outbox_dropped event")
 	}
-	var p struct{ Rows uint64 `cbor:"rows"` }
+	var p struct {
+		Rows uint64 `cbor:"rows"`
+	}
 	UnmarshalPayload(drops[0].Payload, &p)
 	st, _ := s.Stats()
 	if p.Rows == 0 || st.OutboxDropped < p.Rows {
@@ -359,7 +361,7 @@ func TestDamagedFilesAreMovedAside(t *testing.T) {
 		reason string
 	}{
 		{"empty first creation", func([]byte) []byte { return nil }, ""},
-		{"crash during first creation", func(b []byte) []byte { return b[:1000] }, "invalid database"},
+		{"crash during first creation", func(b []byte) []byte { return b[:1000] }, "the file has 1000 bytes"},
 		{"truncated", func(b []byte) []byte { return b[:len(b)/2] }, ""},
 		{"wrong magic", func(b []byte) []byte {
 			c := append([]byte(nil), b...)

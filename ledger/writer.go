@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -27,11 +28,26 @@ type writer struct {
 func (s *Store) newWriter(tx *bolt.Tx) *writer {
 	w := &writer{s: s, tx: tx, now: s.opts.Now(),
 		events: tx.Bucket(bEvents), ids: tx.Bucket(bIDs), inbox: tx.Bucket(bInbox), inboxExp: tx.Bucket(bInboxExp),
-		expiry: tx.Bucket(bExpiry), aggs: tx.Bucket(bAggregates), outbox: tx.Bucket(bOutbox), drop: tx.Bucket(bOutboxDrop),
-		meta: tx.Bucket(bMeta), projs: tx.Bucket(bProj)}
-	w.outboxRows = getU64(w.meta.Get(kOutboxRows))
-	w.outboxBytes = getU64(w.meta.Get(kOutboxBytes))
+		aggs: tx.Bucket(bAggregates), outbox: tx.Bucket(bOutbox), meta: tx.Bucket(bMeta), projs: tx.Bucket(bProj)}
+	// Keys grow with time (sequences, UUIDv7s): pages that split are not
+	// written to again, so fill them (bbolt's default of half full would
+	// write twice the pages a commit).
+	for _, b := range []*bolt.Bucket{w.events, w.ids, w.outbox} {
+		b.FillPercent = 0.95
+	}
+	s.outboxMu.Lock()
+	w.outboxRows, w.outboxBytes = s.outboxRows, s.outboxBytes
+	s.outboxMu.Unlock()
 	return w
+}
+
+// done publishes what the committed transaction did to the outbox.
+func (w *writer) done() {
+	if w.outboxDirty {
+		w.s.outboxMu.Lock()
+		w.s.outboxRows, w.s.outboxBytes = w.outboxRows, w.outboxBytes
+		w.s.outboxMu.Unlock()
+	}
 }
 
 // keep copies b into the arena and returns the copy.
@@ -182,21 +198,10 @@ func (w *writer) write(e *Event) (uint64, error) {
 			return 0, err
 		}
 	}
-	if class.TTL > 0 {
-		exp := u64(uint64(time.Unix(0, e.OccurredAt).Add(class.TTL).UnixNano()))
-		if err := w.expiry.Put(w.key(exp, sk), nil); err != nil {
-			return 0, err
-		}
-	}
 	if class.Outbox {
 		row := outboxRow{Priority: class.Priority, Droppable: class.Droppable, Size: uint32(len(rec))}
 		if err := w.outbox.Put(sk, w.keep(row.encode())); err != nil {
 			return 0, err
-		}
-		if class.Droppable {
-			if err := w.drop.Put(w.key([]byte{class.Priority}, sk), nil); err != nil {
-				return 0, err
-			}
 		}
 		w.outboxRows++
 		w.outboxBytes += uint64(len(rec))
@@ -228,31 +233,50 @@ func (w *writer) enforceOutboxBudget() error {
 	}
 	o := w.s.opts
 	if w.outboxRows <= uint64(o.OutboxMaxRows) && w.outboxBytes <= uint64(o.OutboxMaxBytes) {
-		return w.saveOutboxCounts()
+		return nil
 	}
+	// Over budget, which is rare: read the rows, and drop the droppable
+	// ones from the lowest priority up, oldest first, to nine tenths.
 	targetRows, targetBytes := uint64(o.OutboxMaxRows)*9/10, uint64(o.OutboxMaxBytes)*9/10
+	type victim struct {
+		key  []byte
+		size uint64
+	}
+	byPrio := map[uint8][]victim{}
+	var prios []uint8
+	w.outbox.ForEach(func(k, v []byte) error {
+		row := decodeOutboxRow(v)
+		if row.Droppable {
+			if _, ok := byPrio[row.Priority]; !ok {
+				prios = append(prios, row.Priority)
+			}
+			byPrio[row.Priority] = append(byPrio[row.Priority], victim{w.keep(k), uint64(row.Size)})
+		}
+		return nil
+	})
+	slices.Sort(prios)
 	var dropped, droppedBytes uint64
 	var first, last uint64
 	byPriority := map[uint8]uint64{}
-	c := w.drop.Cursor()
 	var victims [][]byte
-	for k, _ := c.First(); k != nil && (w.outboxRows-dropped > targetRows || w.outboxBytes-droppedBytes > targetBytes); k, _ = c.Next() {
-		seq := getU64(k[1:])
-		row := decodeOutboxRow(w.outbox.Get(k[1:]))
-		victims = append(victims, w.keep(k))
-		dropped++
-		droppedBytes += uint64(row.Size)
-		byPriority[k[0]]++
-		if first == 0 || seq < first {
-			first = seq
+	for _, p := range prios {
+		for _, v := range byPrio[p] {
+			if w.outboxRows-dropped <= targetRows && w.outboxBytes-droppedBytes <= targetBytes {
+				break
+			}
+			seq := getU64(v.key)
+			victims = append(victims, v.key)
+			dropped++
+			droppedBytes += v.size
+			byPriority[p]++
+			if first == 0 || seq < first {
+				first = seq
+			}
+			last = max(last, seq)
 		}
-		last = max(last, seq)
 	}
 	for _, k := range victims {
-		if err := w.outbox.Delete(k[1:]); err != nil {
-			return err
-		}
-		if err := w.drop.Delete(k); err != nil {
+		if err := w.outbox.Delete(k); err != nil {
 			return err
 		}
 	}
@@ -277,14 +301,7 @@ func (w *writer) enforceOutboxBudget() error {
 		}
 		w.s.opts.Log.Warn("outbox over budget: telemetry dropped", "rows", dropped, "bytes", droppedBytes)
 	}
-	return w.saveOutboxCounts()
-}
-
-func (w *writer) saveOutboxCounts() error {
-	if err := w.meta.Put(kOutboxRows, w.keep(u64(w.outboxRows))); err != nil {
-		return err
-	}
-	return w.meta.Put(kOutboxBytes, w.keep(u64(w.outboxBytes)))
+	return nil
 }
 
 // outboxRow is what the uplink needs to know of a queued event.

@@ -1,0 +1,251 @@
+package ledger
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+)
+
+// precheck reads a bbolt file's structure with plain reads before bbolt
+// maps it: a valid meta page, and a tree in which every page reference is
+// inside the file, below the high-water mark, names a page that says it is
+// that page, is of the right type, is referenced once, and holds its
+// elements inside itself. bbolt trusts these and, on a damaged file,
+// faults, asserts in goroutines of its own, or loops for ever in a cursor;
+// nothing here can.
+//
+// The layout is bbolt's (v1.3 and v1.4 file format 2), in the machine's
+// byte order, which is little-endian on every target of the body.
+func precheck(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	c := &fileChecker{f: f, size: fi.Size(), seen: map[uint64]bool{}}
+	m, err := c.meta()
+	if err != nil {
+		return err
+	}
+	c.ps, c.hwm = uint64(m.pageSize), m.pgid
+	if c.hwm*c.ps > uint64(c.size) {
+		return fmt.Errorf("the meta page says %d pages of %d bytes; the file has %d bytes", c.hwm, c.ps, c.size)
+	}
+	if m.freelist != noFreelist {
+		if err := c.freelist(m.freelist); err != nil {
+			return err
+		}
+	}
+	return c.tree(m.root, 0, "root")
+}
+
+const (
+	bboltMagic   = 0xED0CDAED
+	bboltVersion = 2
+	noFreelist   = ^uint64(0)
+	pageHeader   = 16
+	elemSize     = 16
+	flagBranch   = 0x01
+	flagLeaf     = 0x02
+	flagMeta     = 0x04
+	flagFreelist = 0x10
+	bucketFlag   = 0x01
+	maxTreeDepth = 64
+)
+
+var le = binary.LittleEndian
+
+type metaPage struct {
+	pageSize uint32
+	root     uint64
+	freelist uint64
+	pgid     uint64
+	txid     uint64
+}
+
+type fileChecker struct {
+	f       *os.File
+	size    int64
+	ps, hwm uint64
+	seen    map[uint64]bool
+}
+
+// meta returns the meta page bbolt would use: the valid one with the
+// higher transaction id.
+func (c *fileChecker) meta() (metaPage, error) {
+	var best metaPage
+	found := false
+	var why error
+	for _, off := range []int64{0, 4096, 8192, 16384, 32768, 65536} {
+		var buf [pageHeader + 64]byte
+		if _, err := c.f.ReadAt(buf[:], off); err != nil {
+			if why == nil {
+				why = fmt.Errorf("no meta page at %d: the file is too short (%d bytes)", off, c.size)
+			}
+			continue
+		}
+		m, err := parseMeta(buf[:])
+		if err != nil {
+			if why == nil {
+				why = err
+			}
+			continue
+		}
+		// The second meta page sits one page after the first.
+		if off != 0 && int64(m.pageSize) != off {
+			continue
+		}
+		if !found || m.txid > best.txid {
+			best, found = m, true
+		}
+	}
+	if !found {
+		return best, fmt.Errorf("no valid meta page: %v", why)
+	}
+	return best, nil
+}
+
+func parseMeta(p []byte) (metaPage, error) {
+	if le.Uint16(p[8:]) != flagMeta {
+		return metaPage{}, errors.New("invalid database: the first page is not a meta page")
+	}
+	m := p[pageHeader:]
+	if le.Uint32(m[0:]) != bboltMagic {
+		return metaPage{}, errors.New("invalid database: wrong magic")
+	}
+	if v := le.Uint32(m[4:]); v != bboltVersion {
+		return metaPage{}, fmt.Errorf("invalid database: format version %d", v)
+	}
+	h := fnv.New64a()
+	h.Write(m[:56])
+	if h.Sum64() != le.Uint64(m[56:]) {
+		return metaPage{}, errors.New("invalid database: meta checksum")
+	}
+	mp := metaPage{pageSize: le.Uint32(m[8:]), root: le.Uint64(m[16:]), freelist: le.Uint64(m[32:]), pgid: le.Uint64(m[40:]), txid: le.Uint64(m[48:])}
+	if mp.pageSize < 512 || mp.pageSize > 1<<16 || mp.pageSize&(mp.pageSize-1) != 0 {
+		return metaPage{}, fmt.Errorf("invalid database: page size %d", mp.pageSize)
+	}
+	return mp, nil
+}
+
+// page reads page id whole, with its overflow, and checks its header.
+func (c *fileChecker) page(id uint64, want uint16, where string) ([]byte, error) {
+	if id < 2 || id >= c.hwm {
+		return nil, fmt.Errorf("%s: page %d is outside 2..%d", where, id, c.hwm-1)
+	}
+	var head [pageHeader]byte
+	if _, err := c.f.ReadAt(head[:], int64(id*c.ps)); err != nil {
+		return nil, fmt.Errorf("%s: page %d: %v", where, id, err)
+	}
+	if got := le.Uint64(head[0:]); got != id {
+		return nil, fmt.Errorf("%s: page %d says it is page %d", where, id, got)
+	}
+	if flags := le.Uint16(head[8:]); flags&want == 0 || flags&^(flagBranch|flagLeaf|flagMeta|flagFreelist) != 0 {
+		return nil, fmt.Errorf("%s: page %d has type %#x", where, id, flags)
+	}
+	overflow := uint64(le.Uint32(head[12:]))
+	if id+overflow >= c.hwm {
+		return nil, fmt.Errorf("%s: page %d runs %d pages past the end", where, id, overflow)
+	}
+	for i := id; i <= id+overflow; i++ {
+		if c.seen[i] {
+			return nil, fmt.Errorf("%s: page %d is referenced twice", where, i)
+		}
+		c.seen[i] = true
+	}
+	buf := make([]byte, (1+overflow)*c.ps)
+	if _, err := c.f.ReadAt(buf, int64(id*c.ps)); err != nil && err != io.EOF {
+		return nil, fmt.Errorf("%s: page %d: %v", where, id, err)
+	}
+	return buf, nil
+}
+
+func (c *fileChecker) freelist(id uint64) error {
+	p, err := c.page(id, flagFreelist, "freelist")
+	if err != nil {
+		return err
+	}
+	start, count := pageHeader, uint64(le.Uint16(p[10:]))
+	if count == 0xFFFF {
+		if len(p) < pageHeader+8 {
+			return errors.New("freelist: short page")
+		}
+		count, start = le.Uint64(p[pageHeader:]), pageHeader+8
+	}
+	if count > uint64(len(p)-start)/8 {
+		return fmt.Errorf("freelist: %d ids do not fit its page", count)
+	}
+	for i := range count {
+		if fid := le.Uint64(p[start+int(i)*8:]); fid < 2 || fid >= c.hwm {
+			return fmt.Errorf("freelist: free page %d is outside the file", fid)
+		}
+	}
+	return nil
+}
+
+// tree checks a bucket's tree from its root page.
+func (c *fileChecker) tree(id uint64, depth int, where string) error {
+	if depth > maxTreeDepth {
+		return fmt.Errorf("%s: the tree is deeper than %d", where, maxTreeDepth)
+	}
+	p, err := c.page(id, flagBranch|flagLeaf, where)
+	if err != nil {
+		return err
+	}
+	return c.node(p, depth, where, id)
+}
+
+// node checks one branch or leaf page (or an inline bucket's page).
+func (c *fileChecker) node(p []byte, depth int, where string, id uint64) error {
+	if len(p) < pageHeader {
+		return fmt.Errorf("%s: page %d is short", where, id)
+	}
+	flags, count := le.Uint16(p[8:]), int(le.Uint16(p[10:]))
+	if pageHeader+count*elemSize > len(p) {
+		return fmt.Errorf("%s: page %d claims %d elements, more than fit", where, id, count)
+	}
+	for i := range count {
+		e := pageHeader + i*elemSize
+		switch flags {
+		case flagBranch:
+			pos, ksize := int(le.Uint32(p[e:])), int(le.Uint32(p[e+4:]))
+			if e+pos+ksize > len(p) || pos < 0 || ksize < 0 {
+				return fmt.Errorf("%s: page %d element %d lies outside the page", where, id, i)
+			}
+			if err := c.tree(le.Uint64(p[e+8:]), depth+1, where); err != nil {
+				return err
+			}
+		case flagLeaf:
+			eflags, pos, ksize, vsize := le.Uint32(p[e:]), int(le.Uint32(p[e+4:])), int(le.Uint32(p[e+8:])), int(le.Uint32(p[e+12:]))
+			end := e + pos + ksize + vsize
+			if pos < 0 || ksize < 0 || vsize < 0 || end > len(p) || end < e {
+				return fmt.Errorf("%s: page %d element %d lies outside the page", where, id, i)
+			}
+			if eflags&bucketFlag == 0 {
+				continue
+			}
+			name := string(p[e+pos : e+pos+ksize])
+			v := p[e+pos+ksize : end]
+			if len(v) < 16 {
+				return fmt.Errorf("%s: bucket %q has a short header", where, name)
+			}
+			if root := le.Uint64(v); root != 0 {
+				if err := c.tree(root, depth+1, where+"/"+name); err != nil {
+					return err
+				}
+			} else if err := c.node(v[16:], depth+1, where+"/"+name, id); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("%s: page %d has type %#x where a branch or leaf belongs", where, id, flags)
+		}
+	}
+	return nil
+}
