@@ -19,31 +19,38 @@ import (
 //
 // The layout is bbolt's (v1.3 and v1.4 file format 2), in the machine's
 // byte order, which is little-endian on every target of the body.
-func precheck(path string) error {
+//
+// It returns the bytes of the file no page uses: what compaction would
+// give back.
+func precheck(path string) (free int64, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	c := &fileChecker{f: f, size: fi.Size(), seen: map[uint64]bool{}}
 	m, err := c.meta()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	c.ps, c.hwm = uint64(m.pageSize), m.pgid
 	if c.hwm*c.ps > uint64(c.size) {
-		return fmt.Errorf("the meta page says %d pages of %d bytes; the file has %d bytes", c.hwm, c.ps, c.size)
+		return 0, fmt.Errorf("the meta page says %d pages of %d bytes; the file has %d bytes", c.hwm, c.ps, c.size)
 	}
 	if m.freelist != noFreelist {
 		if err := c.freelist(m.freelist); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return c.tree(m.root, 0, "root")
+	if err := c.tree(m.root, 0, "root"); err != nil {
+		return 0, err
+	}
+	used := uint64(2 + len(c.seen)) // two meta pages and every page reached
+	return c.size - int64(used*c.ps), nil
 }
 
 const (

@@ -86,6 +86,12 @@ type Options struct {
 	OutboxMaxBytes int64
 	// CheckAtOpen runs bbolt's consistency check when opening.
 	CheckAtOpen bool
+	// CompactFree: at open, a file with more free bytes than this, and
+	// more than half of it free, is compacted first. 0 never.
+	CompactFree int64
+	// RetainEvery runs retention in the background at this interval; 0
+	// never (call Retain).
+	RetainEvery time.Duration
 	// LockTimeout bounds the wait for another process's lock on the file.
 	LockTimeout time.Duration
 	// Now is the clock; nil means time.Now.
@@ -299,8 +305,17 @@ func openChecked(opts Options) (db *bolt.DB, err error) {
 		return fmt.Errorf("%w: %v", ErrDamaged, err)
 	}
 	if fi, err := os.Stat(opts.Path); err == nil && fi.Size() > 0 {
-		if err := precheck(opts.Path); err != nil {
+		free, err := precheck(opts.Path)
+		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrDamaged, err)
+		}
+		// bbolt never shrinks its file; when most of it is free, rewrite it.
+		if opts.CompactFree > 0 && free > opts.CompactFree && free > fi.Size()/2 {
+			before, after, err := CompactFile(opts.Path, nil)
+			if err != nil {
+				return nil, err
+			}
+			opts.Log.Info("ledger compacted at open", "before", before, "after", after)
 		}
 		ro, err := bolt.Open(opts.Path, 0o640, &bolt.Options{Timeout: opts.LockTimeout, ReadOnly: true})
 		if err != nil {
@@ -447,7 +462,36 @@ func (s *Store) init() error {
 	}
 	s.wg.Add(1)
 	go s.commitLoop()
+	if every := s.opts.RetainEvery; every > 0 {
+		s.wg.Add(1)
+		go s.retainLoop(every)
+	}
 	return nil
+}
+
+// retainLoop runs retention every interval until Close.
+func (s *Store) retainLoop(every time.Duration) {
+	defer s.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-s.stop
+		cancel()
+	}()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			if res, err := s.Retain(ctx); err != nil && ctx.Err() == nil {
+				s.opts.Log.Error("ledger retention", "err", err)
+			} else if res.Events > 0 {
+				s.opts.Log.Info("ledger retention", "events", res.Events, "outbox_expired", res.OutboxExpired, "inbox_keys", res.InboxKeys)
+			}
+		case <-s.stop:
+			return
+		}
+	}
 }
 
 // Changed returns a channel closed at the next commit.
