@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -299,7 +300,9 @@ func openChecked(opts Options) (db *bolt.DB, err error) {
 		switch {
 		case errors.Is(err, bolt.ErrTimeout):
 			return fmt.Errorf("ledger: %s is locked by another process (is tobe-body running?)", opts.Path)
-		case errors.Is(err, os.ErrNotExist), errors.Is(err, os.ErrPermission):
+		case errors.Is(err, os.ErrNotExist), errors.Is(err, os.ErrPermission),
+			errors.Is(err, syscall.EROFS), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+			// The file system's trouble, not the file's.
 			return fmt.Errorf("ledger: %w", err)
 		}
 		return fmt.Errorf("%w: %v", ErrDamaged, err)
