@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
+	"reflect"
 	"time"
 
+	"github.com/fxamacker/cbor/v2"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -43,36 +44,41 @@ func (f Filter) match(e *Event) bool {
 // Events returns stored events in sequence order. A record that cannot be
 // read is an error naming its sequence.
 func (s *Store) Events(f Filter) ([]Stored, error) {
+	evs, _, err := s.Scan(f)
+	return evs, err
+}
+
+// Scan is Events that also says where it stopped: the sequence of the last
+// event it looked at, matching or not, to pass as After to go on.
+func (s *Store) Scan(f Filter) (evs []Stored, next uint64, err error) {
 	if f.Limit <= 0 {
 		f.Limit = 1000
 	}
-	var out []Stored
-	err := s.db.View(func(tx *bolt.Tx) error {
+	next = f.After
+	err = s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bEvents).Cursor()
-		for k, v := c.Seek(u64(f.After + 1)); k != nil && len(out) < f.Limit; k, v = c.Next() {
+		for k, v := c.Seek(u64(f.After + 1)); k != nil && len(evs) < f.Limit; k, v = c.Next() {
 			var st Stored
 			st.Seq = getU64(k)
 			if err := Decode(v, &st.Event); err != nil {
 				return fmt.Errorf("event %d: %w", st.Seq, err)
 			}
+			next = st.Seq
 			if f.match(&st.Event) {
-				out = append(out, st)
+				evs = append(evs, st)
 			}
 		}
 		return nil
 	})
-	return out, err
+	return evs, next, err
 }
 
 // Follow calls fn for every event matching f, then for each new one as it
 // is committed, until ctx ends or fn returns an error.
 func (s *Store) Follow(ctx context.Context, f Filter, fn func(Stored) error) error {
-	if f.Limit <= 0 {
-		f.Limit = 1000
-	}
 	for {
 		changed := s.Changed()
-		evs, err := s.Events(f)
+		evs, next, err := s.Scan(f)
 		if err != nil {
 			return err
 		}
@@ -80,18 +86,11 @@ func (s *Store) Follow(ctx context.Context, f Filter, fn func(Stored) error) err
 			if err := fn(e); err != nil {
 				return err
 			}
-			f.After = e.Seq
 		}
-		if len(evs) == f.Limit {
+		if next != f.After {
+			f.After = next
 			continue // there may be more right away
 		}
-		// Also move past events that did not match.
-		s.db.View(func(tx *bolt.Tx) error {
-			if k, _ := tx.Bucket(bEvents).Cursor().Last(); k != nil && getU64(k) > f.After {
-				f.After = getU64(k)
-			}
-			return nil
-		})
 		select {
 		case <-changed:
 		case <-ctx.Done():
@@ -266,12 +265,81 @@ func (s *Store) Aggregates() (map[string]uint64, error) {
 	return out, err
 }
 
-// sortedKeys is for stable output.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+
+// presentMode decodes payloads for people and JSON: maps with text keys.
+var presentMode = func() cbor.DecMode {
+	m, err := cbor.DecOptions{
+		DupMapKey: cbor.DupMapKeyEnforcedAPF, IndefLength: cbor.IndefLengthForbidden, TagsMd: cbor.TagsForbidden,
+		MaxNestedLevels: maxDepth, MaxArrayElements: maxArrayLen, MaxMapPairs: maxMapPairs,
+		DefaultMapType: reflect.TypeOf(map[string]any(nil)),
+	}.DecMode()
+	if err != nil {
+		panic(err)
 	}
-	sort.Strings(keys)
-	return keys
+	return m
+}()
+
+// EventView is an event as tools show it: times in RFC 3339, enums as
+// words, the payload as a JSON value.
+type EventView struct {
+	Seq                uint64 `json:"seq"`
+	ID                 string `json:"event_id"`
+	Type               string `json:"event_type"`
+	SchemaVersion      uint16 `json:"schema_version"`
+	SourceEventID      string `json:"source_event_id,omitempty"`
+	AgentID            string `json:"agent_id,omitempty"`
+	BodyID             string `json:"body_id,omitempty"`
+	ChannelID          string `json:"channel_id,omitempty"`
+	OccurredAt         string `json:"occurred_at,omitempty"`
+	ObservedAt         string `json:"observed_at,omitempty"`
+	IngestedAt         string `json:"ingested_at,omitempty"`
+	SourceSequence     uint64 `json:"source_sequence,omitempty"`
+	MonotonicNS        int64  `json:"monotonic_ns,omitempty"`
+	ClockDomain        string `json:"clock_domain,omitempty"`
+	ClockUncertaintyMS uint32 `json:"clock_uncertainty_ms,omitempty"`
+	CorrelationID      string `json:"correlation_id,omitempty"`
+	CausationID        string `json:"causation_id,omitempty"`
+	Provenance         string `json:"provenance,omitempty"`
+	Trust              string `json:"trust_level,omitempty"`
+	Privacy            string `json:"privacy_class,omitempty"`
+	Payload            any    `json:"payload,omitempty"`
+	PayloadRef         string `json:"payload_ref,omitempty"`
+	DedupeKey          string `json:"dedupe_key,omitempty"`
+	AggregateID        string `json:"aggregate_id,omitempty"`
+	AggregateVersion   uint64 `json:"aggregate_version,omitempty"`
+}
+
+func rfc3339(ns int64) string {
+	if ns == 0 {
+		return ""
+	}
+	return time.Unix(0, ns).UTC().Format(time.RFC3339Nano)
+}
+
+func enumWord[T ~uint8](v T, s func() string) string {
+	if v == 0 {
+		return ""
+	}
+	return s()
+}
+
+// View presents a stored event.
+func (st Stored) View() EventView {
+	e := &st.Event
+	v := EventView{Seq: st.Seq, ID: e.ID.String(), Type: e.Type, SchemaVersion: e.SchemaVersion, SourceEventID: e.SourceEventID,
+		AgentID: e.AgentID.String(), BodyID: e.BodyID.String(), ChannelID: e.ChannelID,
+		OccurredAt: rfc3339(e.OccurredAt), ObservedAt: rfc3339(e.ObservedAt), IngestedAt: rfc3339(e.IngestedAt),
+		SourceSequence: e.SourceSequence, MonotonicNS: e.MonotonicNS, ClockDomain: e.ClockDomain, ClockUncertaintyMS: e.ClockUncertaintyMS,
+		CorrelationID: e.CorrelationID.String(), CausationID: e.CausationID.String(),
+		Provenance: enumWord(e.Provenance, e.Provenance.String), Trust: enumWord(e.Trust, e.Trust.String), Privacy: enumWord(e.Privacy, e.Privacy.String),
+		PayloadRef: e.PayloadRef, DedupeKey: e.DedupeKey, AggregateID: e.AggregateID, AggregateVersion: e.AggregateVersion}
+	if len(e.Payload) > 0 {
+		var p any
+		if err := presentMode.Unmarshal(e.Payload, &p); err != nil {
+			v.Payload = fmt.Sprintf("(payload not shown: %v)", err)
+		} else {
+			v.Payload = p
+		}
+	}
+	return v
 }

@@ -55,11 +55,13 @@ const (
 type adminServer struct {
 	ln      net.Listener
 	log     *slog.Logger
-	methods map[string]func() any
+	methods map[string]method
 
-	slots chan struct{} // one token per connection being served
-	done  chan struct{} // closed by close
-	wg    sync.WaitGroup
+	slots  chan struct{} // one token per connection being served
+	done   chan struct{} // closed by close
+	ctx    context.Context
+	cancel context.CancelFunc // ends ctx: calls in progress stop
+	wg     sync.WaitGroup
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -92,8 +94,17 @@ func listenAdmin(path string) (net.Listener, error) {
 	return ln, nil
 }
 
-func newAdminServer(ln net.Listener, log *slog.Logger, methods map[string]func() any) *adminServer {
-	return &adminServer{ln: ln, log: log, methods: methods, conns: map[net.Conn]struct{}{}, slots: make(chan struct{}, maxConns), done: make(chan struct{})}
+// method answers one request. Its error goes back as a JSON-RPC error
+// (code -32000) with the error's text.
+type method func(ctx context.Context, params json.RawMessage) (any, error)
+
+// rpcServerError is JSON-RPC's code for an application error.
+const rpcServerError = -32000
+
+func newAdminServer(ln net.Listener, log *slog.Logger, methods map[string]method) *adminServer {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &adminServer{ln: ln, log: log, methods: methods, conns: map[net.Conn]struct{}{},
+		slots: make(chan struct{}, maxConns), done: make(chan struct{}), ctx: ctx, cancel: cancel}
 }
 
 // serve accepts connections until close. At most maxConns are served at
@@ -167,7 +178,12 @@ func (s *adminServer) handle(c net.Conn) {
 			resp.Error = &rpcError{Code: rpcMethodNotFound, Message: fmt.Sprintf("method %q not found", req.Method)}
 		} else {
 			resp.ID = req.ID
-			resp.Result = m()
+			res, err := m(s.ctx, req.Params) // a long call ends when the server closes
+			if err != nil {
+				resp.Error = &rpcError{Code: rpcServerError, Message: err.Error()}
+			} else {
+				resp.Result = res
+			}
 		}
 		if resp.ID == nil {
 			resp.ID = json.RawMessage("null")
@@ -185,6 +201,7 @@ func (s *adminServer) handle(c net.Conn) {
 // goroutines.
 func (s *adminServer) close() {
 	s.ln.Close()
+	s.cancel()
 	s.mu.Lock()
 	if !s.closed {
 		close(s.done)
@@ -200,8 +217,13 @@ func (s *adminServer) close() {
 // callAdmin sends one request to the daemon at path and decodes the result
 // into out.
 func callAdmin(ctx context.Context, path, method string, out any) error {
+	return callAdminParams(ctx, path, method, nil, out, 5*time.Second)
+}
+
+// callAdminParams sends params with the request and waits up to timeout.
+func callAdminParams(ctx context.Context, path, method string, params any, out any, timeout time.Duration) error {
 	var d net.Dialer
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	c, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
@@ -214,7 +236,15 @@ func callAdmin(ctx context.Context, path, method string, out any) error {
 	if dl, ok := ctx.Deadline(); ok {
 		c.SetDeadline(dl)
 	}
-	if err := json.NewEncoder(c).Encode(rpcRequest{JSONRPC: "2.0", ID: json.RawMessage("1"), Method: method}); err != nil {
+	req := rpcRequest{JSONRPC: "2.0", ID: json.RawMessage("1"), Method: method}
+	if params != nil {
+		b, err := json.Marshal(params)
+		if err != nil {
+			return err
+		}
+		req.Params = b
+	}
+	if err := json.NewEncoder(c).Encode(req); err != nil {
 		return fmt.Errorf("admin socket %s: %w", path, err)
 	}
 	var resp struct {

@@ -14,7 +14,7 @@ func runBoard(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var c common
 	fs := newFlagSet("board", stderr, &c, false)
 	asJSON := fs.Bool("json", false, "print the profile and the device reports as JSON")
-	if err := parse(fs, args, 0); err != nil {
+	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
 	cfg, err := c.loadConfig()

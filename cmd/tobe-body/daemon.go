@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,26 +17,40 @@ import (
 	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/hal/probe"
 	"github.com/tobe-body/tobe-body/hal/sim"
+	"github.com/tobe-body/tobe-body/ledger"
 )
 
 // statusReply is what the daemon answers to "status". It holds nothing
 // secret: no config values beyond names and paths.
 type statusReply struct {
-	Body      string         `json:"body"`
-	BodyID    string         `json:"body_id"`
-	AgentID   string         `json:"agent_id"`
-	Board     string         `json:"board"`
-	BoardDesc string         `json:"board_description"`
-	BoardFrom string         `json:"board_source"`
-	BoardWhy  string         `json:"board_chosen_by"`
-	Drivers   string         `json:"drivers"`
-	Version   string         `json:"version"`
-	PID       int            `json:"pid"`
-	DataDir   string         `json:"data_dir"`
-	Config    []string       `json:"config_layers"`
-	StartedAt time.Time      `json:"started_at"`
-	UptimeS   float64        `json:"uptime_s"`
-	Channels  []body.Channel `json:"channels"`
+	Body      string    `json:"body"`
+	BodyID    string    `json:"body_id"`
+	AgentID   string    `json:"agent_id"`
+	Board     string    `json:"board"`
+	BoardDesc string    `json:"board_description"`
+	BoardFrom string    `json:"board_source"`
+	BoardWhy  string    `json:"board_chosen_by"`
+	Drivers   string    `json:"drivers"`
+	Version   string    `json:"version"`
+	PID       int       `json:"pid"`
+	DataDir   string    `json:"data_dir"`
+	Config    []string  `json:"config_layers"`
+	StartedAt time.Time `json:"started_at"`
+	UptimeS   float64   `json:"uptime_s"`
+	// Safety is "normal", or "latched: why" when the body must not act
+	// (its ledger was damaged or cannot be written).
+	Safety   string         `json:"safety"`
+	Ledger   ledgerStatus   `json:"ledger"`
+	Channels []body.Channel `json:"channels"`
+}
+
+type ledgerStatus struct {
+	Path        string `json:"path"`
+	Events      int    `json:"events"`
+	LastSeq     uint64 `json:"last_seq"`
+	OutboxRows  uint64 `json:"outbox_rows"`
+	OutboxBytes uint64 `json:"outbox_bytes"`
+	Error       string `json:"error,omitempty"`
 }
 
 // resolveBoard picks the profile named by the config, or detects it.
@@ -63,7 +78,7 @@ func driversFor(p *board.Profile, seed uint64) (hal.Drivers, board.Finder) {
 func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c common
 	fs := newFlagSet("run", stderr, &c, false)
-	if err := parse(fs, args, 0); err != nil {
+	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
 	cfg, err := c.loadConfig()
@@ -93,6 +108,25 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	// The ledger. If it cannot be opened the body still senses and answers,
+	// but latched safe: nothing that acts may run without its record.
+	safety := "normal"
+	var store *ledger.Store
+	lopts, err := ledgerOptions(cfg.DataDir, id, log)
+	if err == nil {
+		lopts.RetainEvery = 10 * time.Minute
+		store, err = ledger.Open(lopts)
+	}
+	switch {
+	case err != nil:
+		safety = "latched: the ledger cannot be opened: " + err.Error()
+		log.Error("ledger unavailable; starting latched safe", "err", err)
+	case store.Damage() != nil:
+		safety = "latched: " + store.Damage().Error()
+	}
+	if store != nil {
+		defer store.Close()
+	}
 	if cfg.MQTT.Enabled {
 		log.Warn("mqtt.enabled is set but this build has no MQTT uplink yet; nothing is forwarded", "broker", cfg.MQTT.Broker)
 	}
@@ -112,15 +146,30 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	status := func() any {
-		return statusReply{
+	status := func(context.Context, json.RawMessage) (any, error) {
+		st := statusReply{
 			Body: cfg.Body.Name, BodyID: id.BodyID, AgentID: id.AgentID,
 			Board: profile.Name, BoardDesc: profile.Description, BoardFrom: profile.Source, BoardWhy: why,
 			Drivers: drivers.Name, Version: version, PID: os.Getpid(), DataDir: cfg.DataDir, Config: cfg.Layers,
-			StartedAt: started.UTC(), UptimeS: time.Since(started).Seconds(), Channels: reg.Snapshot(),
+			StartedAt: started.UTC(), UptimeS: time.Since(started).Seconds(), Safety: safety, Channels: reg.Snapshot(),
+			Ledger: ledgerStatus{Path: lopts.Path},
+		}
+		if store == nil {
+			st.Ledger.Error = "not open"
+		} else if ls, err := store.Stats(); err != nil {
+			st.Ledger.Error = err.Error()
+		} else {
+			st.Ledger.Events, st.Ledger.LastSeq, st.Ledger.OutboxRows, st.Ledger.OutboxBytes = ls.Events, ls.LastSeq, ls.OutboxRows, ls.OutboxBytes
+		}
+		return st, nil
+	}
+	methods := map[string]method{"status": status}
+	if store != nil {
+		for name, m := range ledgerMethods(store) {
+			methods[name] = m
 		}
 	}
-	admin := newAdminServer(ln, log, map[string]func() any{"status": status})
+	admin := newAdminServer(ln, log, methods)
 	admin.serve()
 	defer func() {
 		admin.close()
@@ -137,6 +186,19 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}()
 
 	chans := reg.Snapshot()
+	if store != nil {
+		p, _ := ledger.MarshalPayload(map[string]any{"board": profile.Name, "drivers": drivers.Name, "version": version,
+			"channels": len(chans), "safety": safety})
+		if _, err := store.Append(ctx, ledger.Event{Type: "body.started", Provenance: ledger.Observed, Payload: p}); err != nil {
+			log.Error("ledger append", "err", err)
+		}
+		defer func() {
+			p, _ := ledger.MarshalPayload(map[string]any{"uptime_s": time.Since(started).Seconds()})
+			if _, err := store.Append(context.Background(), ledger.Event{Type: "body.stopped", Provenance: ledger.Observed, Payload: p}); err != nil {
+				log.Error("ledger append", "err", err)
+			}
+		}()
+	}
 	log.Info("body started", "body", cfg.Body.Name, "board", profile.Name, "drivers", drivers.Name,
 		"channels", len(chans), "data", cfg.DataDir, "socket", sock, "config", cfg.Layers)
 	if err := sdNotify("READY=1\nSTATUS=running on " + profile.Name); err != nil {

@@ -8,6 +8,7 @@
 //	tobe-body config check FILE   check a config file against the schema
 //	tobe-body config schema       print the config schema
 //	tobe-body version             version, commit, board and build tags
+//	tobe-body ledger ...          stats, verify, backup, events, compact
 package main
 
 import (
@@ -90,6 +91,7 @@ commands:
   config check FILE    check a config file against the schema
   config schema        print the config schema (JSON Schema 2020-12)
   version              print version, commit, board and build tags
+  ledger <command>     stats, verify, backup FILE, events, compact
 
 common flags:
   --data DIR           data directory (default /var/lib/tobe-body)
@@ -118,6 +120,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runConfig(rest, stdout, stderr)
 	case "version":
 		return runVersion(rest, stdout, stderr)
+	case "ledger":
+		return runLedger(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -143,18 +147,27 @@ func newFlagSet(name string, stderr io.Writer, c *common, withSocket bool) *flag
 	return fs
 }
 
-// parse parses flags and refuses stray arguments.
-func parse(fs *flag.FlagSet, args []string, maxArgs int) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
+// parse parses flags, before or after the positional arguments, and
+// refuses more than maxArgs of those. It returns the positional arguments.
+func parse(fs *flag.FlagSet, args []string, maxArgs int) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, &exitError{code: 2}
 		}
-		return &exitError{code: 2}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
 	}
-	if fs.NArg() > maxArgs {
-		return usageError("%s: unexpected argument %q", fs.Name(), fs.Arg(maxArgs))
+	if len(pos) > maxArgs {
+		return nil, usageError("%s: unexpected argument %q", fs.Name(), pos[maxArgs])
 	}
-	return nil
+	return pos, nil
 }
 
 // loadConfig reads the layers with the common flags on top.

@@ -49,9 +49,15 @@ func startDaemon(t *testing.T, extraConfig string) *daemon {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.json")
 	os.WriteFile(cfg, []byte(`{"version": 1, "monitor": {"interval_ms": 100}`+extraConfig+`}`), 0o600)
+	return startDaemonIn(t, filepath.Join(dir, "data"), cfg)
+}
+
+// startDaemonIn runs the sim body with the data directory and config given.
+func startDaemonIn(t *testing.T, data, cfg string) *daemon {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	d := &daemon{data: filepath.Join(dir, "data"), cancel: cancel, done: make(chan error, 1),
+	d := &daemon{data: data, cancel: cancel, done: make(chan error, 1),
 		lines: bufio.NewScanner(pr), stderr: &bytes.Buffer{}, pr: pr}
 	go func() {
 		d.done <- run(ctx, []string{"run", "--board", "sim", "--data", d.data, "--config", cfg}, nil, pw, d.stderr)
@@ -291,7 +297,7 @@ func FuzzAdminRequest(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		srv := newAdminServer(nil, nil, map[string]func() any{"status": func() any { return "fine" }})
+		srv := newAdminServer(nil, nil, map[string]method{"status": func(context.Context, json.RawMessage) (any, error) { return "fine", nil }})
 		client, server := net.Pipe()
 		done := make(chan struct{})
 		go func() { srv.handle(server); server.Close(); close(done) }()
@@ -345,7 +351,7 @@ func TestAdminServerClosesWithIdleConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := newAdminServer(ln, slog.New(slog.NewTextHandler(io.Discard, nil)), map[string]func() any{"status": func() any { return 1 }})
+	srv := newAdminServer(ln, slog.New(slog.NewTextHandler(io.Discard, nil)), map[string]method{"status": func(context.Context, json.RawMessage) (any, error) { return 1, nil }})
 	srv.serve()
 	var conns []net.Conn
 	for range maxConns + 4 { // more than are served: the rest wait in the backlog

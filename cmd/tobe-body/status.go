@@ -14,7 +14,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var c common
 	fs := newFlagSet("status", stderr, &c, true)
 	asJSON := fs.Bool("json", false, "print the daemon's answer as JSON")
-	if err := parse(fs, args, 0); err != nil {
+	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
 	path, err := c.socketPath()
@@ -47,6 +47,12 @@ func printStatus(w io.Writer, st statusReply) {
 	fmt.Fprintf(w, "          %s profile, %s, %s drivers\n", st.BoardFrom, st.BoardWhy, st.Drivers)
 	fmt.Fprintf(w, "uptime    %s since %s (pid %d, version %s)\n", uptime, st.StartedAt.Format(time.RFC3339), st.PID, st.Version)
 	fmt.Fprintf(w, "data      %s; config %s\n", st.DataDir, strings.Join(st.Config, " < "))
+	fmt.Fprintf(w, "safety    %s\n", st.Safety)
+	if st.Ledger.Error != "" {
+		fmt.Fprintf(w, "ledger    %s: %s\n", st.Ledger.Path, st.Ledger.Error)
+	} else {
+		fmt.Fprintf(w, "ledger    %d events (last seq %d), outbox %d rows / %d bytes waiting\n", st.Ledger.Events, st.Ledger.LastSeq, st.Ledger.OutboxRows, st.Ledger.OutboxBytes)
+	}
 	fmt.Fprintf(w, "channels  %d, %d healthy\n\n", len(st.Channels), healthy)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CHANNEL\tKIND\tDRIVER\tSTATE\tHEALTH\tDEVICE")

@@ -9,7 +9,7 @@ import (
 func runVersion(args []string, stdout, stderr io.Writer) error {
 	var c common
 	fs := newFlagSet("version", stderr, &c, false)
-	if err := parse(fs, args, 0); err != nil {
+	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
 	tags := buildTags

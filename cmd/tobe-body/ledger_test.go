@@ -1,0 +1,87 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tobe-body/tobe-body/ledger"
+)
+
+func TestLedgerCommandsThroughTheDaemonAndOffline(t *testing.T) {
+	d := startDaemon(t, "")
+	out, err := runCmd(t, "ledger", "events", "--data", d.data, "--json")
+	if err != nil {
+		t.Fatalf("events: %v %s", err, out)
+	}
+	var ev ledger.EventView
+	if err := json.Unmarshal([]byte(strings.Split(out, "\n")[0]), &ev); err != nil || ev.Type != "body.started" || ev.Seq != 1 {
+		t.Fatalf("first event %+v (%v) from %q", ev, err, out)
+	}
+	out, err = runCmd(t, "ledger", "stats", "--data", d.data, "--json")
+	var st ledger.Stats
+	if err != nil || json.Unmarshal([]byte(out), &st) != nil || st.Events != 1 || st.OutboxRows != 1 {
+		t.Errorf("stats: %v %s", err, out)
+	}
+	if out, err := runCmd(t, "ledger", "verify", "--data", d.data); err != nil || !strings.Contains(out, "ok: the ledger is consistent") {
+		t.Errorf("verify: %v %s", err, out)
+	}
+	backup := filepath.Join(t.TempDir(), "b.db")
+	if out, err := runCmd(t, "ledger", "backup", backup, "--data", d.data); err != nil || !strings.Contains(out, backup) {
+		t.Errorf("backup: %v %s", err, out)
+	}
+	if out, err := runCmd(t, "ledger", "compact", "--data", d.data); err == nil || !strings.Contains(err.Error(), "stop it first") {
+		t.Errorf("compact while running: %v %s", err, out)
+	}
+	out, _ = runCmd(t, "status", "--data", d.data)
+	if !strings.Contains(out, "safety    normal") || !strings.Contains(out, "ledger    1 events") {
+		t.Errorf("status:\n%s", out)
+	}
+	d.stop(t)
+
+	// Offline: the file itself.
+	out, err = runCmd(t, "ledger", "events", "--data", d.data, "--type", "body.")
+	if err != nil || !strings.Contains(out, "body.started") || !strings.Contains(out, "body.stopped") {
+		t.Errorf("offline events: %v %s", err, out)
+	}
+	if out, err := runCmd(t, "ledger", "verify", "--data", d.data); err != nil {
+		t.Errorf("offline verify: %v %s", err, out)
+	}
+	if out, err := runCmd(t, "ledger", "compact", "--data", d.data); err != nil || !strings.Contains(out, "compacted") {
+		t.Errorf("compact: %v %s", err, out)
+	}
+	if out, err := runCmd(t, "ledger", "stats", "--data", t.TempDir()); err == nil || !strings.Contains(out+err.Error(), "no ledger at") {
+		t.Errorf("stats of an empty data dir: %v %s", err, out)
+	}
+	if out, err := runCmd(t, "ledger", "events", "--since", "yesterday", "--data", d.data); err == nil {
+		t.Errorf("bad --since accepted: %s", out)
+	}
+}
+
+func TestDamagedLedgerStartsLatched(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	os.MkdirAll(data, 0o750)
+	os.WriteFile(filepath.Join(data, ledgerFile), []byte("this is not a ledger, it is a crash during first creation"), 0o640)
+	cfg := filepath.Join(dir, "c.json")
+	os.WriteFile(cfg, []byte(`{"version": 1, "monitor": {"interval_ms": 100}}`), 0o600)
+	d := startDaemonIn(t, data, cfg)
+	out, err := runCmd(t, "status", "--data", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "safety    latched: the ledger was damaged") || !strings.Contains(out, ".corrupt.") {
+		t.Errorf("status after a damaged ledger:\n%s", out)
+	}
+	d.stop(t)
+	moved, _ := filepath.Glob(filepath.Join(data, ledgerFile+".corrupt.*"))
+	if len(moved) != 1 {
+		t.Errorf("the damaged file was not kept aside: %v", moved)
+	}
+	out, _ = runCmd(t, "ledger", "events", "--data", data, "--type", "ledger.")
+	if !strings.Contains(out, "ledger.recovered") {
+		t.Errorf("no ledger.recovered event: %s", out)
+	}
+}

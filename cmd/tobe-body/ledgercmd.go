@@ -1,0 +1,320 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/ledger"
+)
+
+const ledgerUsage = `usage: tobe-body ledger <command> [flags]
+
+  stats [--json]                 counts, sizes and the outbox backlog
+  verify                         bbolt's check, and every projection rebuilt from the events and compared
+  backup FILE                    a consistent copy, taken while the body runs
+  events [--follow] [--type T] [--since D] [--limit N] [--json]
+                                 events for people (or JSON Lines with --json); --type may repeat and
+                                 end in a dot (camera.); --since is a duration (1h) or an RFC 3339 time
+  compact                        rewrite the file without its free pages; only while the body is stopped
+
+While the body runs these go through its admin socket; otherwise they open
+the ledger in the data directory.
+`
+
+// typesFlag is a repeatable --type.
+type typesFlag []string
+
+func (t *typesFlag) String() string     { return strings.Join(*t, ",") }
+func (t *typesFlag) Set(v string) error { *t = append(*t, v); return nil }
+
+func runLedger(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, ledgerUsage)
+		return &exitError{code: 2}
+	}
+	sub, rest := args[0], args[1:]
+	var c common
+	fs := newFlagSet("ledger "+sub, stderr, &c, true)
+	asJSON := fs.Bool("json", false, "print JSON")
+	var types typesFlag
+	var follow *bool
+	var since *string
+	var limit *int
+	maxArgs := 0
+	switch sub {
+	case "stats", "verify", "compact":
+	case "backup":
+		maxArgs = 1
+	case "events":
+		follow = fs.Bool("follow", false, "keep printing new events")
+		fs.Var(&types, "type", "event `TYPE`, or a prefix ending in a dot; may repeat")
+		since = fs.String("since", "", "events that occurred since `D`: a duration (90m) or an RFC 3339 time")
+		limit = fs.Int("limit", 0, "at most `N` events (0: all)")
+	default:
+		fmt.Fprint(stderr, ledgerUsage)
+		return usageError("ledger: unknown command %q", sub)
+	}
+	pos, err := parse(fs, rest, maxArgs)
+	if err != nil {
+		return err
+	}
+	if sub == "backup" && len(pos) != 1 {
+		return usageError("ledger backup: want one FILE")
+	}
+	l, err := openLedgerAccess(ctx, &c, sub == "compact")
+	if err != nil {
+		return err
+	}
+	defer l.close()
+
+	switch sub {
+	case "stats":
+		var st ledger.Stats
+		if err := l.call(ctx, "ledger.stats", nil, &st, func() (any, error) { return l.store.Stats() }); err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSON(stdout, st)
+		}
+		printLedgerStats(stdout, st)
+		return nil
+	case "verify":
+		var r ledger.VerifyReport
+		if err := l.call(ctx, "ledger.verify", nil, &r, func() (any, error) { return l.store.Verify(ctx) }); err != nil {
+			return err
+		}
+		if *asJSON {
+			writeJSON(stdout, r)
+		} else {
+			fmt.Fprintf(stdout, "%d events read; projections rebuilt and compared: %s\n", r.Events, strings.Join(r.Projections, ", "))
+			for _, p := range r.Problems {
+				fmt.Fprintln(stdout, "problem:", p)
+			}
+		}
+		if !r.OK() {
+			return &exitError{code: 1, err: fmt.Errorf("ledger verify: %d problems", len(r.Problems))}
+		}
+		if !*asJSON {
+			fmt.Fprintln(stdout, "ok: the ledger is consistent")
+		}
+		return nil
+	case "backup":
+		dst, err := filepath.Abs(pos[0])
+		if err != nil {
+			return err
+		}
+		var res struct {
+			Path  string
+			Bytes int64
+		}
+		if err := l.call(ctx, "ledger.backup", map[string]string{"path": dst}, &res, func() (any, error) {
+			n, err := l.store.Backup(dst)
+			return map[string]any{"path": dst, "bytes": n}, err
+		}); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "backup: %s, %d bytes\n", res.Path, res.Bytes)
+		return nil
+	case "compact":
+		path := l.path
+		start := time.Now()
+		before, after, err := ledger.CompactFile(path, func(done, total int) {
+			fmt.Fprintf(stderr, "\rcompacting: %d of %d keys (%d%%)", done, total, 100*done/max(total, 1))
+		})
+		fmt.Fprintln(stderr)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "compacted %s: %d -> %d bytes in %s\n", path, before, after, time.Since(start).Round(time.Millisecond))
+		return nil
+	}
+	// events
+	req := eventsRequest{Types: types, Limit: *limit}
+	if *since != "" {
+		if d, err := time.ParseDuration(*since); err == nil {
+			req.Since = time.Now().Add(-d)
+		} else if t, err := time.Parse(time.RFC3339, *since); err == nil {
+			req.Since = t
+		} else {
+			return usageError("ledger events: --since %q is neither a duration (90m) nor an RFC 3339 time", *since)
+		}
+	}
+	printed := 0
+	for {
+		if *follow && printed > 0 || *follow && req.After > 0 {
+			req.WaitMS = 10000
+		}
+		batch := req
+		if req.Limit > 0 {
+			batch.Limit = req.Limit - printed
+		}
+		var reply eventsReply
+		err := l.call(ctx, "ledger.events", batch, &reply, func() (any, error) { return readEvents(ctx, l.store, batch) })
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // Ctrl-C ends --follow
+			}
+			return err
+		}
+		for _, e := range reply.Events {
+			if *asJSON {
+				b, _ := json.Marshal(e)
+				fmt.Fprintf(stdout, "%s\n", b)
+			} else {
+				printEvent(stdout, e)
+			}
+			printed++
+		}
+		done := req.Limit > 0 && printed >= req.Limit
+		if reply.LastSeq == req.After && !*follow || done {
+			return nil
+		}
+		req.After = reply.LastSeq
+	}
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func printEvent(w io.Writer, e ledger.EventView) {
+	at := e.OccurredAt
+	if t, err := time.Parse(time.RFC3339Nano, at); err == nil {
+		at = t.Local().Format("2006-01-02 15:04:05.000")
+	}
+	fmt.Fprintf(w, "%6d  %s  %-24s", e.Seq, at, e.Type)
+	if e.ChannelID != "" {
+		fmt.Fprintf(w, "  %s", e.ChannelID)
+	}
+	if e.Payload != nil {
+		b, _ := json.Marshal(e.Payload)
+		fmt.Fprintf(w, "  %s", b)
+	}
+	fmt.Fprintln(w)
+}
+
+func printLedgerStats(w io.Writer, st ledger.Stats) {
+	fmt.Fprintf(w, "file     %s: %d bytes, %d free (schema %d)\n", st.Path, st.FileBytes, st.FreeBytes, st.Schema)
+	fmt.Fprintf(w, "events   %d (last seq %d)\n", st.Events, st.LastSeq)
+	fmt.Fprintf(w, "outbox   %d rows, %d bytes waiting for the uplink; %d dropped over budget so far\n", st.OutboxRows, st.OutboxBytes, st.OutboxDropped)
+	fmt.Fprintf(w, "inbox    %d dedupe keys; %d aggregates\n", st.InboxKeys, st.Aggregates)
+	if st.Damage != nil {
+		fmt.Fprintf(w, "damage   %s\n", st.Damage.Error())
+	}
+	if len(st.ByType) > 0 {
+		fmt.Fprintln(w, "\naudit events by type:")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		keys := make([]string, 0, len(st.ByType))
+		for k := range st.ByType {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(tw, "  %s\t%d\n", k, st.ByType[k])
+		}
+		tw.Flush()
+	}
+}
+
+// ledgerAccess reaches the ledger through the running daemon, or opens it.
+type ledgerAccess struct {
+	socket string // non-empty: the daemon answers here
+	store  *ledger.Store
+	path   string
+}
+
+// openLedgerAccess asks the daemon when one answers; otherwise it opens the
+// ledger file itself (which must exist: a look is not a reason to make
+// one). offline wants the file with no daemon (compaction).
+func openLedgerAccess(ctx context.Context, c *common, offline bool) (*ledgerAccess, error) {
+	sock, err := c.socketPath()
+	if err != nil {
+		return nil, err
+	}
+	if conn, err := net.DialTimeout("unix", sock, time.Second); err == nil {
+		conn.Close()
+		if offline {
+			return nil, errors.New("tobe-body is running on this data directory; stop it first (systemctl stop tobe-body)")
+		}
+		return &ledgerAccess{socket: sock}, nil
+	}
+	dataDir := filepath.Dir(sock)
+	if c.data != "" {
+		dataDir = c.data
+	} else if c.socket == "" {
+		cfg, err := c.loadConfig()
+		if err != nil {
+			return nil, err
+		}
+		dataDir = cfg.DataDir
+	}
+	path := filepath.Join(dataDir, ledgerFile)
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("no ledger at %s (and no tobe-body answering at %s): %w", path, sock, err)
+	}
+	if offline {
+		return &ledgerAccess{path: path}, nil
+	}
+	id, _, err := readIdentity(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := ledgerOptions(dataDir, id, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, err
+	}
+	opts.CompactFree = 0 // a look does not rewrite the file
+	store, err := ledger.Open(opts)
+	if err != nil {
+		return nil, err
+	}
+	if d := store.Damage(); d != nil {
+		fmt.Fprintln(os.Stderr, "tobe-body: warning:", d.Error())
+	}
+	return &ledgerAccess{store: store, path: path}, nil
+}
+
+// readIdentity reads the identity without making one.
+func readIdentity(dataDir string) (body.Identity, bool, error) {
+	if _, err := os.Stat(filepath.Join(dataDir, body.IdentityFile)); err != nil {
+		return body.Identity{}, false, nil // the ledger keeps its own
+	}
+	id, _, err := body.LoadIdentity(dataDir, time.Now())
+	return id, true, err
+}
+
+// call runs method on the daemon, or local on the opened ledger.
+func (l *ledgerAccess) call(ctx context.Context, method string, params, out any, local func() (any, error)) error {
+	if l.socket != "" {
+		return callAdminParams(ctx, l.socket, method, params, out, 5*time.Minute)
+	}
+	v, err := local()
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
+}
+
+func (l *ledgerAccess) close() {
+	if l.store != nil {
+		l.store.Close()
+	}
+}
