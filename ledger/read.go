@@ -265,7 +265,6 @@ func (s *Store) Aggregates() (map[string]uint64, error) {
 	return out, err
 }
 
-
 // presentMode decodes payloads for people and JSON: maps with text keys.
 var presentMode = func() cbor.DecMode {
 	m, err := cbor.DecOptions{
