@@ -16,7 +16,7 @@ const Schema = 1
 var migrations = []func(tx *bolt.Tx, now time.Time) error{
 	// 0 -> 1: the first layout.
 	func(tx *bolt.Tx, now time.Time) error {
-		for _, name := range [][]byte{bEvents, bIDs, bInbox, bInboxExp, bAggregates, bOutbox, bProj} {
+		for _, name := range [][]byte{bEvents, bIDs, bInbox, bInboxExp, bAggregates, bProj} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}

@@ -58,6 +58,9 @@ func (s *Store) Scan(f Filter) (evs []Stored, next uint64, err error) {
 	err = s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bEvents).Cursor()
 		for k, v := c.Seek(u64(f.After + 1)); k != nil && len(evs) < f.Limit; k, v = c.Next() {
+			if isRowKey(k) {
+				continue
+			}
 			var st Stored
 			st.Seq = getU64(k)
 			if err := Decode(v, &st.Event); err != nil {
@@ -112,10 +115,13 @@ type OutboxItem struct {
 func (s *Store) OutboxNext(after uint64, n int) ([]OutboxItem, error) {
 	var out []OutboxItem
 	err := s.db.View(func(tx *bolt.Tx) error {
-		ob, ev := tx.Bucket(bOutbox), tx.Bucket(bEvents)
-		c := ob.Cursor()
+		ev := tx.Bucket(bEvents)
+		c := ev.Cursor()
 		for k, v := c.Seek(u64(after + 1)); k != nil && len(out) < n; k, v = c.Next() {
-			rec := ev.Get(k)
+			if !isRowKey(k) {
+				continue
+			}
+			rec := ev.Get(k[:8])
 			if rec == nil {
 				return fmt.Errorf("ledger: outbox row %d has no event", getU64(k))
 			}
@@ -133,17 +139,15 @@ func (s *Store) OutboxNext(after uint64, n int) ([]OutboxItem, error) {
 // OutboxAck removes delivered rows. Unknown sequences are ignored: a row
 // acknowledged twice, or dropped meanwhile, is gone either way.
 func (s *Store) OutboxAck(seqs ...uint64) error {
-	var w *writer
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		w = s.newWriter(tx)
+	err := s.update(func(w *writer) error {
 		for _, seq := range seqs {
-			k := u64(seq)
-			v := w.outbox.Get(k)
+			k := rowKey(seq)
+			v := w.events.Get(k)
 			if v == nil {
 				continue
 			}
 			row := decodeOutboxRow(v)
-			if err := w.outbox.Delete(k); err != nil {
+			if err := w.events.Delete(k); err != nil {
 				return err
 			}
 			w.outboxRows--
@@ -152,24 +156,21 @@ func (s *Store) OutboxAck(seqs ...uint64) error {
 		}
 		return nil
 	})
-	if err == nil {
-		w.done()
-	}
 	return err
 }
 
 // OutboxNack counts a failed delivery attempt of a row.
 func (s *Store) OutboxNack(seq uint64) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
-		ob := tx.Bucket(bOutbox)
-		v := ob.Get(u64(seq))
+		ev := tx.Bucket(bEvents)
+		v := ev.Get(rowKey(seq))
 		if v == nil {
 			return nil
 		}
 		row := decodeOutboxRow(v)
 		row.Attempts++
 		row.LastTry = s.opts.Now().UnixNano()
-		return ob.Put(u64(seq), row.encode())
+		return ev.Put(rowKey(seq), row.encode())
 	})
 }
 
@@ -205,7 +206,7 @@ func (s *Store) Stats() (Stats, error) {
 		st.Schema = getU64(meta.Get(kSchema))
 		st.OutboxDropped = getU64(meta.Get(kDropped))
 		ev := tx.Bucket(bEvents)
-		st.Events = ev.Stats().KeyN
+		st.Events = ev.Stats().KeyN - int(st.OutboxRows)
 		if k, _ := ev.Cursor().Last(); k != nil {
 			st.LastSeq = getU64(k)
 		}

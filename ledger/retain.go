@@ -56,9 +56,7 @@ func (s *Store) Retain(ctx context.Context) (RetainResult, error) {
 
 // retainStep runs one small transaction; more says there may be more.
 func (s *Store) retainStep(res *RetainResult) (more bool, err error) {
-	var w *writer
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		w = s.newWriter(tx)
+	err = s.update(func(w *writer) error {
 		now := w.now.UnixNano()
 		n := 0
 		// Dedupe keys past their window.
@@ -89,6 +87,9 @@ func (s *Store) retainStep(res *RetainResult) (more bool, err error) {
 		next := from
 		stopped := false
 		for k, v := ec.Seek(u64(from)); k != nil && n < retainBatch; k, v = ec.Next() {
+			if isRowKey(k) {
+				continue // deleted with its event
+			}
 			n++
 			if err := Decode(v, &e); err != nil {
 				return fmt.Errorf("ledger: retention: event %d: %w", getU64(k), err)
@@ -107,9 +108,9 @@ func (s *Store) retainStep(res *RetainResult) (more bool, err error) {
 			next = getU64(k) + 1
 		}
 		for _, k := range doomed {
-			if row := w.outbox.Get(k); row != nil {
+			if row := w.events.Get(rowKey(getU64(k))); row != nil {
 				r := decodeOutboxRow(row)
-				if err := w.outbox.Delete(k); err != nil {
+				if err := w.events.Delete(rowKey(getU64(k))); err != nil {
 					return err
 				}
 				w.outboxRows--
@@ -130,9 +131,6 @@ func (s *Store) retainStep(res *RetainResult) (more bool, err error) {
 		more = n >= retainBatch && !stopped
 		return nil
 	})
-	if err == nil {
-		w.done()
-	}
 	return more, err
 }
 

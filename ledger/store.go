@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,12 +36,11 @@ var (
 // Bucket names.
 var (
 	bMeta       = []byte("meta")
-	bEvents     = []byte("events")      // seq -> record
+	bEvents     = []byte("events")      // seq -> record; seq 'o' -> its outbox row
 	bIDs        = []byte("ids")         // event id -> seq
 	bInbox      = []byte("inbox")       // dedupe key -> expiry, seq
 	bInboxExp   = []byte("inbox_exp")   // expiry, dedupe key -> nil
 	bAggregates = []byte("aggregates")  // aggregate id -> version
-	bOutbox     = []byte("outbox")      // seq -> outbox row
 	bProj       = []byte("projections") // one nested bucket each
 
 	kSchema     = []byte("schema")
@@ -50,6 +50,15 @@ var (
 	kDropped    = []byte("outbox_dropped")
 	kRetainFrom = []byte("retain_from") // retention has looked at every event before this sequence
 )
+
+// An event's outbox row sits right after the event in the events bucket,
+// under the event's key and 'o': appending both writes one leaf page, not
+// one in each of two buckets.
+const rowSuffix = 'o'
+
+func rowKey(seq uint64) []byte { return append(u64(seq), rowSuffix) }
+
+func isRowKey(k []byte) bool { return len(k) == 9 && k[8] == rowSuffix }
 
 func u64(v uint64) []byte {
 	var b [8]byte
@@ -212,6 +221,7 @@ type Store struct {
 	outboxMu    sync.Mutex
 	outboxRows  uint64
 	outboxBytes uint64
+	writeGen    atomic.Uint64
 }
 
 // Damage is non-nil when Open found the file damaged, moved it aside and
@@ -454,9 +464,11 @@ func (s *Store) init() error {
 				return err
 			}
 		}
-		return tx.Bucket(bOutbox).ForEach(func(k, v []byte) error {
-			s.outboxRows++
-			s.outboxBytes += uint64(decodeOutboxRow(v).Size)
+		return tx.Bucket(bEvents).ForEach(func(k, v []byte) error {
+			if isRowKey(k) {
+				s.outboxRows++
+				s.outboxBytes += uint64(decodeOutboxRow(v).Size)
+			}
 			return nil
 		})
 	})
@@ -495,6 +507,24 @@ func (s *Store) retainLoop(every time.Duration) {
 			return
 		}
 	}
+}
+
+// update runs fn in a write transaction and, once it committed, publishes
+// what it did to the outbox's counts. writeGen is odd while a write is in
+// flight, so Verify can tell whether the counts it compares belong to the
+// snapshot it read.
+func (s *Store) update(fn func(w *writer) error) error {
+	s.writeGen.Add(1)
+	defer s.writeGen.Add(1)
+	var w *writer
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		w = s.newWriter(tx)
+		return fn(w)
+	})
+	if err == nil {
+		w.done()
+	}
+	return err
 }
 
 // Changed returns a channel closed at the next commit.
@@ -641,9 +671,7 @@ func (s *Store) commit(batch []*request) {
 	if len(live) == 0 {
 		return
 	}
-	var w *writer
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		w = s.newWriter(tx)
+	err := s.update(func(w *writer) error {
 		for _, r := range live {
 			r.results, r.err = nil, nil
 			if err := w.apply(r); err != nil {
@@ -652,9 +680,6 @@ func (s *Store) commit(batch []*request) {
 		}
 		return w.enforceOutboxBudget()
 	})
-	if err == nil {
-		w.done()
-	}
 	if err != nil && len(live) > 1 {
 		// Something failed the transaction; find out which by committing
 		// each alone, so one bad command cannot fail the others.

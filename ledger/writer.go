@@ -20,19 +20,21 @@ type writer struct {
 	arena []byte
 	buf   bytes.Buffer
 
-	events, ids, inbox, inboxExp, expiry, aggs, outbox, drop, meta, projs *bolt.Bucket
-	outboxRows, outboxBytes                                               uint64
-	outboxDirty                                                           bool
+	events, ids, inbox, inboxExp, aggs, meta, projs *bolt.Bucket
+	// The outbox's size as this transaction leaves it; done publishes it
+	// once the transaction committed.
+	outboxRows, outboxBytes uint64
+	outboxDirty             bool
 }
 
 func (s *Store) newWriter(tx *bolt.Tx) *writer {
 	w := &writer{s: s, tx: tx, now: s.opts.Now(),
 		events: tx.Bucket(bEvents), ids: tx.Bucket(bIDs), inbox: tx.Bucket(bInbox), inboxExp: tx.Bucket(bInboxExp),
-		aggs: tx.Bucket(bAggregates), outbox: tx.Bucket(bOutbox), meta: tx.Bucket(bMeta), projs: tx.Bucket(bProj)}
+		aggs: tx.Bucket(bAggregates), meta: tx.Bucket(bMeta), projs: tx.Bucket(bProj)}
 	// Keys grow with time (sequences, UUIDv7s): pages that split are not
 	// written to again, so fill them (bbolt's default of half full would
 	// write twice the pages a commit).
-	for _, b := range []*bolt.Bucket{w.events, w.ids, w.outbox} {
+	for _, b := range []*bolt.Bucket{w.events, w.ids} {
 		b.FillPercent = 0.95
 	}
 	s.outboxMu.Lock()
@@ -200,7 +202,7 @@ func (w *writer) write(e *Event) (uint64, error) {
 	}
 	if class.Outbox {
 		row := outboxRow{Priority: class.Priority, Droppable: class.Droppable, Size: uint32(len(rec))}
-		if err := w.outbox.Put(sk, w.keep(row.encode())); err != nil {
+		if err := w.events.Put(w.key(sk, []byte{rowSuffix}), w.keep(row.encode())); err != nil {
 			return 0, err
 		}
 		w.outboxRows++
@@ -244,7 +246,10 @@ func (w *writer) enforceOutboxBudget() error {
 	}
 	byPrio := map[uint8][]victim{}
 	var prios []uint8
-	w.outbox.ForEach(func(k, v []byte) error {
+	w.events.ForEach(func(k, v []byte) error {
+		if !isRowKey(k) {
+			return nil
+		}
 		row := decodeOutboxRow(v)
 		if row.Droppable {
 			if _, ok := byPrio[row.Priority]; !ok {
@@ -276,7 +281,7 @@ func (w *writer) enforceOutboxBudget() error {
 		}
 	}
 	for _, k := range victims {
-		if err := w.outbox.Delete(k); err != nil {
+		if err := w.events.Delete(k); err != nil {
 			return err
 		}
 	}
