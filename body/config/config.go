@@ -53,7 +53,18 @@ type Config struct {
 	Body    Body    `json:"body"`
 	Sim     Sim     `json:"sim"`
 	Monitor Monitor `json:"monitor"`
+	Ledger  Ledger  `json:"ledger"`
 	MQTT    MQTT    `json:"mqtt"`
+}
+
+// Ledger configures the event ledger.
+type Ledger struct {
+	OutboxMaxRows        int               `json:"outbox_max_rows"`
+	OutboxMaxMB          int               `json:"outbox_max_mb"`
+	TelemetryTTLDays     int               `json:"telemetry_ttl_days"`
+	RetentionIntervalMin int               `json:"retention_interval_min"`
+	CompactFreeMB        int               `json:"compact_free_mb"`
+	Classes              map[string]string `json:"classes"`
 }
 
 // Log configures logging.
@@ -136,6 +147,8 @@ func Default() Config {
 		Body:    Body{Name: "tobe-body"},
 		Sim:     Sim{Seed: 1},
 		Monitor: Monitor{IntervalMS: 1000},
+		Ledger: Ledger{OutboxMaxRows: 100000, OutboxMaxMB: 64, TelemetryTTLDays: 7, RetentionIntervalMin: 10,
+			CompactFreeMB: 64, Classes: map[string]string{}},
 		MQTT:    MQTT{Broker: "tcp://127.0.0.1:1883", KeepaliveS: 30},
 	}
 }

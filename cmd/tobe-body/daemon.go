@@ -112,9 +112,9 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	// but latched safe: nothing that acts may run without its record.
 	safety := "normal"
 	var store *ledger.Store
-	lopts, err := ledgerOptions(cfg.DataDir, id, log)
+	lopts, err := ledgerOptions(cfg.Ledger, cfg.DataDir, id, log)
 	if err == nil {
-		lopts.RetainEvery = 10 * time.Minute
+		lopts.RetainEvery = time.Duration(cfg.Ledger.RetentionIntervalMin) * time.Minute
 		store, err = ledger.Open(lopts)
 	}
 	switch {

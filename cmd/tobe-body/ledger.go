@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
@@ -21,13 +23,20 @@ var auditTypes = []string{"action.", "grant.", "estop.", "approval.", "lease.", 
 
 // ledgerOptions are the options every opener of the body's ledger uses, so
 // verify rebuilds the same projections the daemon keeps.
-func ledgerOptions(dataDir string, id body.Identity, log *slog.Logger) (ledger.Options, error) {
+func ledgerOptions(cfg config.Ledger, dataDir string, id body.Identity, log *slog.Logger) (ledger.Options, error) {
+	classes, err := ledgerClasses(cfg)
+	if err != nil {
+		return ledger.Options{}, err
+	}
 	opts := ledger.Options{
-		Path:        filepath.Join(dataDir, ledgerFile),
-		Projections: []ledger.Projection{ledger.TypeCounts{Follow: auditTypes}},
-		CheckAtOpen: true,
-		CompactFree: 64 << 20,
-		Log:         log,
+		Path:           filepath.Join(dataDir, ledgerFile),
+		Projections:    []ledger.Projection{ledger.TypeCounts{Follow: auditTypes}},
+		Classes:        &classes,
+		OutboxMaxRows:  cfg.OutboxMaxRows,
+		OutboxMaxBytes: int64(cfg.OutboxMaxMB) << 20,
+		CheckAtOpen:    true,
+		CompactFree:    int64(cfg.CompactFreeMB) << 20,
+		Log:            log,
 	}
 	if id.AgentID != "" {
 		var err error
@@ -39,6 +48,39 @@ func ledgerOptions(dataDir string, id body.Identity, log *slog.Logger) (ledger.O
 		}
 	}
 	return opts, nil
+}
+
+// ledgerClasses builds the class of every event type from the defaults and
+// the config. Audit types stay audit: the record of actions, grants and the
+// e-stop is never dropped or expired by a config change.
+func ledgerClasses(cfg config.Ledger) (ledger.Classes, error) {
+	c := ledger.DefaultClasses()
+	ttl := time.Duration(cfg.TelemetryTTLDays) * 24 * time.Hour
+	for p, cl := range c.ByPrefix {
+		if cl.TTL > 0 {
+			cl.TTL = ttl
+			c.ByPrefix[p] = cl
+		}
+	}
+	byName := map[string]ledger.Class{"telemetry": ledger.ClassTelemetry, "state": ledger.ClassState, "local": ledger.ClassLocal, "audit": ledger.ClassAudit}
+	for _, name := range []string{"telemetry", "state"} {
+		cl := byName[name]
+		cl.TTL = ttl
+		byName[name] = cl
+	}
+	for prefix, name := range cfg.Classes {
+		cl, ok := byName[name]
+		if !ok {
+			return c, fmt.Errorf("ledger.classes: %q: unknown class %q", prefix, name)
+		}
+		for _, a := range auditTypes {
+			if name != "audit" && (strings.HasPrefix(prefix, a) || strings.HasPrefix(a, prefix)) {
+				return c, fmt.Errorf("ledger.classes: %q would move audit events (%s) out of the audit class", prefix, a)
+			}
+		}
+		c.ByPrefix[prefix] = cl
+	}
+	return c, nil
 }
 
 // ledgerMethods are the admin socket's ledger calls.

@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
@@ -83,5 +85,33 @@ func TestDamagedLedgerStartsLatched(t *testing.T) {
 	out, _ = runCmd(t, "ledger", "events", "--data", data, "--type", "ledger.")
 	if !strings.Contains(out, "ledger.recovered") {
 		t.Errorf("no ledger.recovered event: %s", out)
+	}
+}
+
+func TestLedgerClassesFromConfig(t *testing.T) {
+	for _, tc := range []struct {
+		classes map[string]string
+		want    string // "" ok
+	}{
+		{map[string]string{"workitem.": "audit", "sense.": "telemetry"}, ""},
+		{map[string]string{"estop.": "telemetry"}, "would move audit events"},
+		{map[string]string{"": "local"}, "would move audit events"},
+		{map[string]string{"est": "local"}, "would move audit events"},
+		{map[string]string{"x.": "loud"}, "unknown class"},
+	} {
+		_, err := ledgerClasses(config.Ledger{TelemetryTTLDays: 3, Classes: tc.classes})
+		if (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.classes, err, tc.want)
+		}
+	}
+	c, _ := ledgerClasses(config.Ledger{TelemetryTTLDays: 3, Classes: map[string]string{"sense.": "telemetry"}})
+	if got := c.Of("sense.x").TTL; got != 72*time.Hour {
+		t.Errorf("configured telemetry TTL %v", got)
+	}
+	if got := c.Of("camera.motion_started").TTL; got != 72*time.Hour {
+		t.Errorf("built-in telemetry TTL %v", got)
+	}
+	if c.Of("estop.tripped").Droppable || c.Of("estop.tripped").TTL != 0 {
+		t.Error("estop events became droppable or expiring")
 	}
 }

@@ -252,15 +252,13 @@ func openLedgerAccess(ctx context.Context, c *common, offline bool) (*ledgerAcce
 		}
 		return &ledgerAccess{socket: sock}, nil
 	}
-	dataDir := filepath.Dir(sock)
-	if c.data != "" {
-		dataDir = c.data
-	} else if c.socket == "" {
-		cfg, err := c.loadConfig()
-		if err != nil {
-			return nil, err
-		}
-		dataDir = cfg.DataDir
+	cfg, err := c.loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	dataDir := cfg.DataDir
+	if c.data == "" && c.socket != "" {
+		dataDir = filepath.Dir(sock)
 	}
 	path := filepath.Join(dataDir, ledgerFile)
 	if _, err := os.Stat(path); err != nil {
@@ -273,7 +271,7 @@ func openLedgerAccess(ctx context.Context, c *common, offline bool) (*ledgerAcce
 	if err != nil {
 		return nil, err
 	}
-	opts, err := ledgerOptions(dataDir, id, slog.New(slog.DiscardHandler))
+	opts, err := ledgerOptions(cfg.Ledger, dataDir, id, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return nil, err
 	}
