@@ -149,7 +149,7 @@ func Default() Config {
 		Monitor: Monitor{IntervalMS: 1000},
 		Ledger: Ledger{OutboxMaxRows: 100000, OutboxMaxMB: 64, TelemetryTTLDays: 7, RetentionIntervalMin: 10,
 			CompactFreeMB: 64, Classes: map[string]string{}},
-		MQTT:    MQTT{Broker: "tcp://127.0.0.1:1883", KeepaliveS: 30},
+		MQTT: MQTT{Broker: "tcp://127.0.0.1:1883", KeepaliveS: 30},
 	}
 }
 
