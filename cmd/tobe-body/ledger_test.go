@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,4 +117,37 @@ func TestLedgerClassesFromConfig(t *testing.T) {
 	if c.Of("estop.tripped").Droppable || c.Of("estop.tripped").TTL != 0 {
 		t.Error("estop events became droppable or expiring")
 	}
+}
+
+func TestLedgerEventsFollow(t *testing.T) {
+	d := startDaemon(t, "")
+	pr, pw := io.Pipe()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"ledger", "events", "--follow", "--json", "--data", d.data}, nil, pw, io.Discard)
+		pw.Close()
+	}()
+	lines := bufio.NewScanner(pr)
+	var types []string
+	next := func() string {
+		if !lines.Scan() {
+			t.Fatalf("follow ended after %v", types)
+		}
+		var e ledger.EventView
+		json.Unmarshal(lines.Bytes(), &e)
+		types = append(types, e.Type)
+		return e.Type
+	}
+	if got := next(); got != "body.started" {
+		t.Fatalf("first followed event %s", got)
+	}
+	d.stop(t) // records body.stopped: the follower gets it from the daemon, or from the file once it stopped
+	if got := next(); got != "body.stopped" {
+		t.Errorf("followed %s after the stop, want body.stopped", got)
+	}
+	cancel()
+	go io.Copy(io.Discard, pr)
+	<-done
 }

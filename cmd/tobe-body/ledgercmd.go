@@ -162,6 +162,18 @@ func runLedger(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		var reply eventsReply
 		err := l.call(ctx, "ledger.events", batch, &reply, func() (any, error) { return readEvents(ctx, l.store, batch) })
+		if err != nil && ctx.Err() == nil && l.socket != "" && *follow {
+			// The body stopped between two polls: what it wrote last is
+			// in the file, which it has let go of.
+			fmt.Fprintln(stderr, "tobe-body: the body stopped; reading the rest from the ledger file")
+			l.close()
+			if l, err = openLedgerAccess(ctx, &c, false); err == nil {
+				defer l.close()
+				batch.WaitMS = 0
+				err = l.call(ctx, "ledger.events", batch, &reply, func() (any, error) { return readEvents(ctx, l.store, batch) })
+				*follow = false
+			}
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil // Ctrl-C ends --follow
