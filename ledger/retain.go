@@ -9,6 +9,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // retainBatch bounds one retention transaction, so appends are never held
@@ -145,7 +146,7 @@ func CompactFile(path string, progress func(done, total int)) (before, after int
 	// Opened for writing (and only read): its exclusive lock keeps the
 	// daemon off the file while it is rewritten.
 	src, err := bolt.Open(path, 0o640, &bolt.Options{Timeout: 100 * time.Millisecond})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, berrors.ErrTimeout) {
 		return 0, 0, fmt.Errorf("ledger: compact: %s is in use (stop tobe-body first)", path)
 	}
 	if err != nil {

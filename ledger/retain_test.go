@@ -110,6 +110,9 @@ func TestCompactAtOpen(t *testing.T) {
 	if after.Size() >= fi.Size() {
 		t.Errorf("not compacted at open: %d -> %d", fi.Size(), after.Size())
 	}
+	if r, err := s.Verify(t.Context()); err != nil || !r.OK() {
+		t.Errorf("verify after compaction at open: %v %v", r.Problems, err)
+	}
 }
 
 func TestRetainLoopStopsWithClose(t *testing.T) {

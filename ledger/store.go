@@ -17,6 +17,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // Errors of the store. Callers branch on them with errors.Is.
@@ -308,7 +309,7 @@ func openChecked(opts Options) (db *bolt.DB, err error) {
 	}()
 	classify := func(err error) error {
 		switch {
-		case errors.Is(err, bolt.ErrTimeout):
+		case errors.Is(err, berrors.ErrTimeout):
 			return fmt.Errorf("ledger: %s is locked by another process (is tobe-body running?)", opts.Path)
 		case errors.Is(err, os.ErrNotExist), errors.Is(err, os.ErrPermission),
 			errors.Is(err, syscall.EROFS), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
