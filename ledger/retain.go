@@ -82,6 +82,12 @@ func (s *Store) retainStep(res *RetainResult) (more bool, err error) {
 		}
 		// Events past their TTL.
 		from := getU64(w.meta.Get(kRetainFrom))
+		// Only events whose id is in the ids bucket: write the waiting
+		// ones first, so retention deletes index and event together.
+		if err := w.flushIDs(true); err != nil {
+			return err
+		}
+		indexed := getU64(w.meta.Get(kIDsThrough))
 		ec := w.events.Cursor()
 		var e Event
 		var doomed [][]byte
@@ -90,6 +96,10 @@ func (s *Store) retainStep(res *RetainResult) (more bool, err error) {
 		for k, v := ec.Seek(u64(from)); k != nil && n < retainBatch; k, v = ec.Next() {
 			if isRowKey(k) {
 				continue // deleted with its event
+			}
+			if getU64(k) > indexed {
+				stopped = true
+				break
 			}
 			n++
 			if err := Decode(v, &e); err != nil {

@@ -480,3 +480,32 @@ func TestFollow(t *testing.T) {
 		t.Errorf("follow ended with %v", err)
 	}
 }
+
+func TestIDIndexWrittenBehindSurvivesReopen(t *testing.T) {
+	path := tempPath(t)
+	s := openTest(t, path)
+	first := motion(1)
+	first.ID = NewID()
+	r1, _ := s.Append(t.Context(), first)
+	// Enough appends to write the waiting ids once, then one more waiting.
+	for i := range idFlushAt + 10 {
+		s.Append(t.Context(), motion(i))
+	}
+	late := motion(2)
+	late.ID = NewID()
+	r2, _ := s.Append(t.Context(), late)
+	s.Close() // the last ids only in memory: a crash loses them the same way
+	s = openTest(t, path)
+	for _, tc := range []struct {
+		e   Event
+		seq uint64
+	}{{first, r1[0].Seq}, {late, r2[0].Seq}} {
+		r, err := s.Append(t.Context(), tc.e)
+		if err != nil || !r[0].Duplicate || r[0].Seq != tc.seq {
+			t.Errorf("repeat of seq %d after reopen: %+v %v", tc.seq, r, err)
+		}
+	}
+	if r, err := s.Verify(t.Context()); err != nil || !r.OK() {
+		t.Errorf("verify: %v %v", r.Problems, err)
+	}
+}

@@ -50,6 +50,8 @@ func (s *Store) Verify(ctx context.Context) (VerifyReport, error) {
 		}
 		aggs := map[string]uint64{}
 		ids := tx.Bucket(bIDs)
+		through := getU64(tx.Bucket(bMeta).Get(kIDsThrough))
+		indexed := 0
 		var outboxRows, outboxBytes uint64
 		c := tx.Bucket(bEvents).Cursor()
 		var e Event
@@ -82,8 +84,11 @@ func (s *Store) Verify(ctx context.Context) (VerifyReport, error) {
 				problem("event %d: %v", seq, err)
 				continue
 			}
-			if got := getU64(ids.Get(e.ID[:])); got != seq {
-				problem("event %d (%s): the id index says %d", seq, e.ID, got)
+			if seq <= through {
+				indexed++
+				if got := getU64(ids.Get(e.ID[:])); got != seq {
+					problem("event %d (%s): the id index says %d", seq, e.ID, got)
+				}
 			}
 			if e.AggregateID != "" {
 				if want := aggs[e.AggregateID] + 1; e.AggregateVersion != want {
@@ -99,8 +104,8 @@ func (s *Store) Verify(ctx context.Context) (VerifyReport, error) {
 				}
 			}
 		}
-		if n := ids.Stats().KeyN; n != r.Events {
-			problem("the id index has %d entries for %d events", n, r.Events)
+		if n := ids.Stats().KeyN; n != indexed {
+			problem("the id index has %d entries for %d events up to sequence %d", n, indexed, through)
 		}
 		// The counts in memory belong to this snapshot only if no write
 		// was in flight or happened while it was read.

@@ -25,6 +25,11 @@ type writer struct {
 	// once the transaction committed.
 	outboxRows, outboxBytes uint64
 	outboxDirty             bool
+	// Ids of events this transaction wrote, and whether it wrote every
+	// pending id to the ids bucket.
+	newIDs       map[UUID]uint64
+	idsFlushed   bool
+	idsWrittenTo uint64 // with idsFlushed: ids_through as this transaction left it
 }
 
 func (s *Store) newWriter(tx *bolt.Tx) *writer {
@@ -43,8 +48,60 @@ func (s *Store) newWriter(tx *bolt.Tx) *writer {
 	return w
 }
 
-// done publishes what the committed transaction did to the outbox.
+// storedID finds an event id in the ids bucket, among the ids waiting to
+// be written, or among this transaction's.
+func (w *writer) storedID(id UUID) (uint64, bool) {
+	if seq := w.ids.Get(id[:]); seq != nil {
+		return getU64(seq), true
+	}
+	if seq, ok := w.newIDs[id]; ok {
+		return seq, true
+	}
+	return w.s.pendingID(id)
+}
+
+// flushIDs writes the waiting ids and this transaction's to the ids bucket
+// when there are enough of them (or always, with all), and moves
+// ids_through up. Batches commit in sequence order and publish their ids
+// before the next begins, so every event up to the highest id written has
+// its id in the bucket.
+func (w *writer) flushIDs(all bool) error {
+	w.s.idsMu.Lock()
+	defer w.s.idsMu.Unlock()
+	n := len(w.s.pendingIDs) + len(w.newIDs)
+	if n == 0 || !all && n < idFlushAt {
+		return nil
+	}
+	last := getU64(w.meta.Get(kIDsThrough))
+	for _, m := range []map[UUID]uint64{w.s.pendingIDs, w.newIDs} {
+		for id, seq := range m {
+			if err := w.ids.Put(w.key(id[:]), w.keep(u64(seq))); err != nil {
+				return err
+			}
+			last = max(last, seq)
+		}
+	}
+	w.idsFlushed, w.idsWrittenTo = true, last
+	return w.meta.Put(kIDsThrough, w.keep(u64(last)))
+}
+
+// done publishes what the committed transaction did to the outbox and the
+// ids waiting to be written.
 func (w *writer) done() {
+	w.s.idsMu.Lock()
+	for id, seq := range w.newIDs {
+		w.s.pendingIDs[id] = seq
+	}
+	if w.idsFlushed {
+		// Only what this transaction wrote: a batch committed meanwhile
+		// may have added ids of its own.
+		for id, seq := range w.s.pendingIDs {
+			if seq <= w.idsWrittenTo {
+				delete(w.s.pendingIDs, id)
+			}
+		}
+	}
+	w.s.idsMu.Unlock()
 	if w.outboxDirty {
 		w.s.outboxMu.Lock()
 		w.s.outboxRows, w.s.outboxBytes = w.outboxRows, w.outboxBytes
@@ -134,8 +191,8 @@ func (w *writer) prepare(evs []Event) (results []Result, todo []int, dupOf map[i
 			dupOf[i] = j
 			continue
 		}
-		if seq := w.ids.Get(e.ID[:]); seq != nil {
-			results[i] = Result{ID: e.ID, Seq: getU64(seq), Duplicate: true}
+		if seq, ok := w.storedID(e.ID); ok {
+			results[i] = Result{ID: e.ID, Seq: seq, Duplicate: true}
 			continue
 		}
 		if e.DedupeKey != "" {
@@ -187,9 +244,10 @@ func (w *writer) write(e *Event) (uint64, error) {
 	if err := w.events.Put(sk, rec); err != nil {
 		return 0, err
 	}
-	if err := w.ids.Put(w.keep(e.ID[:]), sk); err != nil {
-		return 0, err
+	if w.newIDs == nil {
+		w.newIDs = map[UUID]uint64{}
 	}
+	w.newIDs[e.ID] = seq
 	class := w.s.opts.Classes.Of(e.Type)
 	if e.DedupeKey != "" {
 		exp := u64(uint64(w.now.Add(class.DedupeWindow).UnixNano()))
