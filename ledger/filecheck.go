@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -38,6 +39,16 @@ func precheck(path string) (free int64, err error) {
 		return 0, err
 	}
 	c.ps, c.hwm = uint64(m.pageSize), m.pgid
+	// bbolt reads both meta pages and asserts each says which it is.
+	for id := uint64(0); id < 2; id++ {
+		var head [pageHeader]byte
+		if _, err := c.f.ReadAt(head[:], int64(id*c.ps)); err != nil {
+			return 0, fmt.Errorf("meta page %d: %v", id, err)
+		}
+		if got, flags := le.Uint64(head[0:]), le.Uint16(head[8:]); got != id || flags != flagMeta {
+			return 0, fmt.Errorf("meta page %d says it is page %d of type %#x", id, got, flags)
+		}
+	}
 	if c.hwm*c.ps > uint64(c.size) {
 		return 0, fmt.Errorf("the meta page says %d pages of %d bytes; the file has %d bytes", c.hwm, c.ps, c.size)
 	}
@@ -199,24 +210,52 @@ func (c *fileChecker) freelist(id uint64) error {
 
 // tree checks a bucket's tree from its root page.
 func (c *fileChecker) tree(id uint64, depth int, where string) error {
+	_, err := c.subtree(id, depth, where, nil, nil)
+	return err
+}
+
+// subtree checks the page id and what hangs below it. Its keys must
+// increase, and lie in [min, max) (nil: unbounded), as bbolt's own check
+// requires: bbolt panics, in a goroutine of its own, when a file it opens
+// breaks that. It returns the largest key below the page.
+func (c *fileChecker) subtree(id uint64, depth int, where string, min, max []byte) ([]byte, error) {
 	if depth > maxTreeDepth {
-		return fmt.Errorf("%s: the tree is deeper than %d", where, maxTreeDepth)
+		return nil, fmt.Errorf("%s: the tree is deeper than %d", where, maxTreeDepth)
 	}
 	p, err := c.page(id, flagBranch|flagLeaf, where)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return c.node(p, depth, where, id)
+	return c.node(p, depth, where, id, min, max)
 }
 
 // node checks one branch or leaf page (or an inline bucket's page).
-func (c *fileChecker) node(p []byte, depth int, where string, id uint64) error {
+func (c *fileChecker) node(p []byte, depth int, where string, id uint64, min, max []byte) ([]byte, error) {
 	if len(p) < pageHeader {
-		return fmt.Errorf("%s: page %d is short", where, id)
+		return nil, fmt.Errorf("%s: page %d is short", where, id)
 	}
 	flags, count := le.Uint16(p[8:]), int(le.Uint16(p[10:]))
 	if pageHeader+count*elemSize > len(p) {
-		return fmt.Errorf("%s: page %d claims %d elements, more than fit", where, id, count)
+		return nil, fmt.Errorf("%s: page %d claims %d elements, more than fit", where, id, count)
+	}
+	if flags != flagBranch && flags != flagLeaf {
+		return nil, fmt.Errorf("%s: page %d has type %#x where a branch or leaf belongs", where, id, flags)
+	}
+	if flags == flagBranch && count == 0 {
+		// A cursor descending it would read an element that is not there.
+		return nil, fmt.Errorf("%s: branch page %d is empty", where, id)
+	}
+	prev := min
+	var largest []byte
+	order := func(i int, key []byte) error {
+		switch {
+		case i == 0 && prev != nil && bytes.Compare(prev, key) > 0,
+			i > 0 && bytes.Compare(prev, key) >= 0:
+			return fmt.Errorf("%s: page %d: key %d is out of order", where, id, i)
+		case max != nil && bytes.Compare(key, max) >= 0:
+			return fmt.Errorf("%s: page %d: key %d is not below its parent's next key", where, id, i)
+		}
+		return nil
 	}
 	for i := range count {
 		e := pageHeader + i*elemSize
@@ -224,35 +263,60 @@ func (c *fileChecker) node(p []byte, depth int, where string, id uint64) error {
 		case flagBranch:
 			pos, ksize := int(le.Uint32(p[e:])), int(le.Uint32(p[e+4:]))
 			if e+pos+ksize > len(p) || pos < 0 || ksize < 0 {
-				return fmt.Errorf("%s: page %d element %d lies outside the page", where, id, i)
+				return nil, fmt.Errorf("%s: page %d element %d lies outside the page", where, id, i)
 			}
-			if err := c.tree(le.Uint64(p[e+8:]), depth+1, where); err != nil {
-				return err
+			key := p[e+pos : e+pos+ksize]
+			if err := order(i, key); err != nil {
+				return nil, err
 			}
+			hi := max
+			if i < count-1 {
+				n := pageHeader + (i+1)*elemSize
+				npos, nksize := int(le.Uint32(p[n:])), int(le.Uint32(p[n+4:]))
+				if n+npos+nksize > len(p) || npos < 0 || nksize < 0 {
+					return nil, fmt.Errorf("%s: page %d element %d lies outside the page", where, id, i+1)
+				}
+				hi = p[n+npos : n+npos+nksize]
+			}
+			sub, err := c.subtree(le.Uint64(p[e+8:]), depth+1, where, key, hi)
+			if err != nil {
+				return nil, err
+			}
+			prev, largest = sub, sub
 		case flagLeaf:
 			eflags, pos, ksize, vsize := le.Uint32(p[e:]), int(le.Uint32(p[e+4:])), int(le.Uint32(p[e+8:])), int(le.Uint32(p[e+12:]))
 			end := e + pos + ksize + vsize
 			if pos < 0 || ksize < 0 || vsize < 0 || end > len(p) || end < e {
-				return fmt.Errorf("%s: page %d element %d lies outside the page", where, id, i)
+				return nil, fmt.Errorf("%s: page %d element %d lies outside the page", where, id, i)
 			}
+			key := p[e+pos : e+pos+ksize]
+			if err := order(i, key); err != nil {
+				return nil, err
+			}
+			prev, largest = key, key
 			if eflags&bucketFlag == 0 {
 				continue
 			}
-			name := string(p[e+pos : e+pos+ksize])
+			name := string(key)
 			v := p[e+pos+ksize : end]
 			if len(v) < 16 {
-				return fmt.Errorf("%s: bucket %q has a short header", where, name)
+				return nil, fmt.Errorf("%s: bucket %q has a short header", where, name)
 			}
 			if root := le.Uint64(v); root != 0 {
 				if err := c.tree(root, depth+1, where+"/"+name); err != nil {
-					return err
+					return nil, err
 				}
-			} else if err := c.node(v[16:], depth+1, where+"/"+name, id); err != nil {
-				return err
+			} else if len(v) < 16+pageHeader || le.Uint16(v[16+8:]) != flagLeaf || le.Uint64(v[16:]) != 0 || le.Uint32(v[16+12:]) != 0 {
+				// An inline bucket is one leaf page inside the value, of
+				// id 0 and no overflow (bbolt frees the page a node was
+				// read from when it writes the node again).
+				return nil, fmt.Errorf("%s: inline bucket %q is not a leaf page of id 0", where, name)
+			} else if _, err := c.node(v[16:], depth+1, where+"/"+name, id, nil, nil); err != nil {
+				return nil, err
 			}
 		default:
-			return fmt.Errorf("%s: page %d has type %#x where a branch or leaf belongs", where, id, flags)
+			return nil, fmt.Errorf("%s: page %d has type %#x where a branch or leaf belongs", where, id, flags)
 		}
 	}
-	return nil
+	return largest, nil
 }

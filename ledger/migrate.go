@@ -16,7 +16,7 @@ const Schema = 1
 var migrations = []func(tx *bolt.Tx, now time.Time) error{
 	// 0 -> 1: the first layout.
 	func(tx *bolt.Tx, now time.Time) error {
-		for _, name := range [][]byte{bEvents, bIDs, bInbox, bInboxExp, bAggregates, bProj} {
+		for _, name := range layout[1:] {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
@@ -46,6 +46,19 @@ func migrate(tx *bolt.Tx, now time.Time) error {
 		}
 		if err := meta.Put(kSchema, u64(v+1)); err != nil {
 			return err
+		}
+	}
+	return checkLayout(tx)
+}
+
+// layout is every bucket a file of this schema has.
+var layout = [][]byte{bMeta, bEvents, bIDs, bInbox, bInboxExp, bAggregates, bProj}
+
+// checkLayout refuses a file that misses a bucket of its schema.
+func checkLayout(tx *bolt.Tx) error {
+	for _, name := range layout {
+		if tx.Bucket(name) == nil {
+			return fmt.Errorf("%w: it has no %s bucket", ErrDamaged, name)
 		}
 	}
 	return nil

@@ -264,7 +264,7 @@ func Open(opts Options) (*Store, error) {
 			for _, p := range opts.Projections {
 				s.projs[p.Name()] = p
 			}
-			if err = s.init(); err != nil {
+			if err = s.initSafe(); err != nil {
 				db.Close()
 			}
 		}
@@ -437,6 +437,18 @@ func moveAside(opts Options, cause error) (*Damage, error) {
 	}
 	reason := strings.TrimPrefix(cause.Error(), ErrDamaged.Error()+": ")
 	return &Damage{Reason: reason, MovedTo: to, At: now}, nil
+}
+
+// initSafe is init with a panic of bbolt on a damaged file turned into
+// ErrDamaged.
+func (s *Store) initSafe() (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: opening it panicked: %v", ErrDamaged, r)
+		}
+	}()
+	return s.init()
 }
 
 // init creates or migrates the layout, checks the identity and starts the

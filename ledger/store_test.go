@@ -361,7 +361,7 @@ func TestDamagedFilesAreMovedAside(t *testing.T) {
 		reason string
 	}{
 		{"empty first creation", func([]byte) []byte { return nil }, ""},
-		{"crash during first creation", func(b []byte) []byte { return b[:1000] }, "the file has 1000 bytes"},
+		{"crash during first creation", func(b []byte) []byte { return b[:1000] }, "meta page 1: EOF"},
 		{"truncated", func(b []byte) []byte { return b[:len(b)/2] }, ""},
 		{"wrong magic", func(b []byte) []byte {
 			c := append([]byte(nil), b...)

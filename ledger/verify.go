@@ -40,6 +40,10 @@ func (s *Store) Verify(ctx context.Context) (VerifyReport, error) {
 	memRows, memBytes := s.outboxRows, s.outboxBytes
 	s.outboxMu.Unlock()
 	err := s.db.View(func(tx *bolt.Tx) error {
+		if err := checkLayout(tx); err != nil {
+			problem("%v", err)
+			return nil
+		}
 		for e := range tx.Check() {
 			problem("bbolt: %v", e)
 		}
