@@ -152,8 +152,8 @@ func runLedger(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	printed := 0
-	for {
-		if *follow && printed > 0 || *follow && req.After > 0 {
+	for calls := 0; ; calls++ {
+		if *follow && calls > 0 { // past what was there: wait for more
 			req.WaitMS = 10000
 		}
 		batch := req
