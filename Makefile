@@ -6,6 +6,7 @@
 #                tests run under qemu-user (installed by scripts/deps.sh)
 #   make lint    gofmt, go vet, staticcheck, systemd-analyze verify
 #   make docs    regenerate the README's config reference from the schema
+#   make lab     the hardware tests in a VM with real kernel drivers
 
 GO      ?= go
 # Host tools always build for this machine, whatever GOOS/GOARCH say.
@@ -20,7 +21,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 CROSS := linux/arm64 linux/arm/7 linux/amd64
 
-.PHONY: all build run test deps cross lint docs footprint clean
+.PHONY: all build run test deps cross lint docs footprint lab clean
 
 all: build
 
@@ -70,6 +71,13 @@ docs:
 
 footprint:
 	scripts/bench/footprint.sh
+
+# The hardware lab: the packages with lab tests, run in a VM against real
+# kernel drivers (gpio-sim, vivid, uinput, snd-aloop). The first run
+# prepares a kernel and modules into ~/.cache/tobe-body-lab.
+LAB_PKGS ?= $(sort $(dir $(shell git ls-files '*lab_test.go')))
+lab:
+	scripts/lab/run.sh $(addprefix ./,$(LAB_PKGS))
 
 clean:
 	rm -rf bin dist

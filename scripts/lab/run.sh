@@ -1,0 +1,81 @@
+#!/bin/sh
+# Boots the hardware lab VM and runs the lab tests in it: Debian's kernel
+# under QEMU (TCG), an initramfs with busybox, the virtual-hardware modules
+# (gpio-sim, vivid, uinput, evdev, snd-aloop, softdog) and the test
+# binaries of the packages given (built with the lab tag). Prints what the
+# tests print, then a summary, and exits non-zero on any failure.
+#
+#   scripts/lab/run.sh ./hal/probe
+set -eu
+cd "$(dirname "$0")/../.."
+[ $# -gt 0 ] || set -- ./hal/probe
+cache=$(scripts/lab/prepare.sh | tail -n 1)
+kver=$(cut -d' ' -f1 "$cache/prepared")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+ir="$work/initramfs"
+mkdir -p "$ir/bin" "$ir/lab" "$ir/proc" "$ir/sys" "$ir/dev" "$ir/tmp" "$ir/lib/modules/$kver"
+
+cp /bin/busybox "$ir/bin/busybox"
+for a in sh mount mkdir echo cat ls modprobe poweroff sleep grep; do ln -s busybox "$ir/bin/$a"; done
+
+# The modules the lab loads, with what they depend on.
+mods="gpio-simlab evdev uinput vivid snd-aloop softdog"
+kdir="$cache/root/lib/modules/$kver"
+cp "$kdir"/modules.dep "$kdir"/modules.dep.bin "$kdir"/modules.alias "$kdir"/modules.builtin "$kdir"/modules.order "$ir/lib/modules/$kver/" 2>/dev/null || true
+for m in $mods; do
+	line=$(grep -E "(^|/)${m}\.ko(\.xz)?:" "$kdir/modules.dep")
+	for f in $(echo "$line" | tr -d ':'); do
+		mkdir -p "$ir/lib/modules/$kver/$(dirname "$f")"
+		cp "$kdir/$f" "$ir/lib/modules/$kver/$f"
+	done
+done
+
+# The tests: static binaries, one per package.
+for pkg in "$@"; do
+	name=$(echo "$pkg" | sed 's|/*$||' | tr '/.' '__' | sed 's/^_*//')
+	CGO_ENABLED=0 go test -c -tags lab -o "$ir/lab/$name.test" "$pkg"
+done
+
+cat > "$ir/init" <<'INIT'
+#!/bin/sh
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+for m in configfs gpio-simlab evdev uinput vivid snd-aloop softdog; do modprobe $m || echo "lab: modprobe $m failed"; done
+mount -t configfs none /sys/kernel/config
+# A gpio-sim chip with the lab profile's lines.
+c=/sys/kernel/config/gpio-sim/tobe-lab
+mkdir -p $c/bank0
+echo 16 > $c/bank0/num_lines
+echo tobe-lab > $c/bank0/label
+i=0
+for n in ESTOP ESTOP2 RESET BUTTON RELAY1 RELAY1_FB RELAY2 LED BUZZER; do
+	mkdir $c/bank0/line$i
+	echo $n > $c/bank0/line$i/name
+	i=$((i+1))
+done
+echo 1 > $c/live
+echo "lab: devices ready"
+for t in /lab/*.test; do
+	echo "lab: run $t"
+	$t -test.v -test.count=1 2>&1
+	echo "lab: exit $? $t"
+done
+poweroff -f
+INIT
+chmod +x "$ir/init"
+(cd "$ir" && find . | cpio -o -H newc 2>/dev/null | gzip -1) > "$work/initrd.gz"
+
+start=$(date +%s)
+timeout 600 qemu-system-x86_64 -accel tcg -m 768 -smp 1 -nographic -no-reboot \
+	-kernel "$cache/vmlinuz" -initrd "$work/initrd.gz" \
+	-append "console=ttyS0 quiet panic=-1" > "$work/console.log" 2>&1 || true
+took=$(( $(date +%s) - start ))
+tr -d '\r' < "$work/console.log" | sed -n '/^lab: /,$p' | grep -v '^lab: run' || true
+pass=$(tr -d '\r' < "$work/console.log" | grep -c -- '^--- PASS' || true)
+fail=$(tr -d '\r' < "$work/console.log" | grep -c -- '^--- FAIL' || true)
+bad=$(tr -d '\r' < "$work/console.log" | grep -c '^lab: exit [1-9]' || true)
+ran=$(tr -d '\r' < "$work/console.log" | grep -c '^lab: exit' || true)
+echo "lab: $pass passed, $fail failed, $ran test binaries ($bad failed) in a ${took}s VM run"
+[ "$fail" -eq 0 ] && [ "$bad" -eq 0 ] && [ "$ran" -eq "$#" ]
