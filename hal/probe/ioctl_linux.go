@@ -102,6 +102,29 @@ func (f Finder) Chip(label string) (string, error) {
 	return "", fmt.Errorf("no GPIO chip labelled %q (present: %s): %w", label, list(labels), hal.ErrAbsent)
 }
 
+// LineOffset returns the offset of the named line on the chip at path.
+func (f Finder) LineOffset(chipPath, name string) (uint32, error) {
+	info, err := chipInfo(chipPath)
+	if err != nil {
+		return 0, err
+	}
+	fd, err := os.Open(chipPath)
+	if err != nil {
+		return 0, err
+	}
+	defer fd.Close()
+	for off := uint32(0); off < info.Lines; off++ {
+		li := gpioV2LineInfo{Offset: off}
+		if err := ioctl(fd.Fd(), gpioV2GetLineInfo, unsafe.Pointer(&li)); err != nil {
+			return 0, os.NewSyscallError(fmt.Sprintf("ioctl GPIO_V2_GET_LINEINFO %s offset %d", chipPath, off), err)
+		}
+		if cstr(li.Name[:]) == name {
+			return off, nil
+		}
+	}
+	return 0, fmt.Errorf("chip %s has no line named %q: %w", cstr(info.Label[:]), name, hal.ErrAbsent)
+}
+
 // Line checks that the chip has a line of this name and no other consumer
 // holds it.
 func (f Finder) Line(chipPath, name string) error {

@@ -23,3 +23,8 @@ func (f Finder) Line(chipPath, name string) error { return unsupported("GPIO lin
 func (f Finder) Camera(device, driver string) (string, error) { return "", unsupported("camera") }
 
 func access(path string) error { return unsupported(path) }
+
+// LineOffset is Linux only.
+func (f Finder) LineOffset(chipPath, name string) (uint32, error) {
+	return 0, unsupported("GPIO line " + name)
+}

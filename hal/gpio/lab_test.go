@@ -1,0 +1,202 @@
+//go:build lab
+
+package gpio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tobe-body/tobe-body/hal"
+	"github.com/tobe-body/tobe-body/hal/probe"
+)
+
+// Against gpio-sim in the lab VM (scripts/lab/run.sh makes the chip
+// tobe-lab with the lab profile's lines).
+
+// sim drives or reads a line from outside, through gpio-sim's sysfs.
+func sim(t *testing.T, line, attr string) string {
+	t.Helper()
+	path, err := probe.Finder{Root: "/"}.Chip("tobe-lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, err := probe.Finder{Root: "/"}.LineOffset(path, line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := filepath.Glob(fmt.Sprintf("/sys/devices/platform/gpio-sim.*/%s/sim_gpio%d/%s", filepath.Base(path), off, attr))
+	if len(m) != 1 {
+		t.Fatalf("no gpio-sim attribute for %s: %v", line, m)
+	}
+	return m[0]
+}
+
+func setPull(t *testing.T, line string, high bool) {
+	t.Helper()
+	v := "pull-down"
+	if high {
+		v = "pull-up"
+	}
+	if err := os.WriteFile(sim(t, line, "pull"), []byte(v), 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func simValue(t *testing.T, line string) string {
+	t.Helper()
+	b, err := os.ReadFile(sim(t, line, "value"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func openChip(t *testing.T) hal.Chip {
+	t.Helper()
+	c, err := Open("tobe-lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestLabEdges(t *testing.T) {
+	c := openChip(t)
+	setPull(t, "BUTTON", false)
+	in, err := c.In("BUTTON", hal.InConfig{Edge: hal.BothEdges})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last hal.EdgeEvent
+	for i, high := range []bool{true, false, true} {
+		setPull(t, "BUTTON", high)
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		e, err := in.WaitForEdge(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("edge %d: %v", i, err)
+		}
+		want := hal.FallingEdge
+		if high {
+			want = hal.RisingEdge
+		}
+		if e.Edge != want || e.Level != hal.Level(high) || e.Time <= last.Time || e.Seq <= last.Seq {
+			t.Errorf("edge %d: %v after %v, want %v", i, e, last, want)
+		}
+		last = e
+	}
+	if l, err := in.Read(); err != nil || l != hal.High {
+		t.Errorf("read %v %v, want High", l, err)
+	}
+}
+
+func TestLabDebounce(t *testing.T) {
+	c := openChip(t)
+	setPull(t, "RESET", false)
+	in, err := c.In("RESET", hal.InConfig{Edge: hal.BothEdges, Debounce: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A bouncing contact: five changes within a few milliseconds, ending high.
+	for _, high := range []bool{true, false, true, false, true} {
+		setPull(t, "RESET", high)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	e, err := in.WaitForEdge(ctx)
+	if err != nil || e.Edge != hal.RisingEdge {
+		t.Fatalf("first event %v %v, want one rising edge", e, err)
+	}
+	quiet, cancel2 := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel2()
+	if e, err := in.WaitForEdge(quiet); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a second event %v %v from one bouncing press", e, err)
+	}
+}
+
+func TestLabOutputs(t *testing.T) {
+	c := openChip(t)
+	out, err := c.Out("RELAY1", hal.OutConfig{Safe: hal.Low})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := simValue(t, "RELAY1"); v != "0" {
+		t.Errorf("at request the line is %s, want its safe 0", v)
+	}
+	led, err := c.Out("LED", hal.OutConfig{Safe: hal.High})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := simValue(t, "LED"); v != "1" {
+		t.Errorf("a safe-high line starts at %s", v)
+	}
+	_ = led
+	if err := out.Out(hal.High); err != nil {
+		t.Fatal(err)
+	}
+	if v := simValue(t, "RELAY1"); v != "1" {
+		t.Errorf("driven High, the line is %s", v)
+	}
+	if l, err := out.ReadBack(); err != nil || l != hal.High {
+		t.Errorf("read back %v %v", l, err)
+	}
+	if err := c.Halt(); err != nil {
+		t.Fatal(err)
+	}
+	if v := simValue(t, "RELAY1"); v != "0" {
+		t.Errorf("after Halt the line is %s, want 0", v)
+	}
+	if err := out.Out(hal.High); !errors.Is(err, hal.ErrHalted) {
+		t.Errorf("Out after Halt: %v, want ErrHalted", err)
+	}
+	out.Rearm()
+	if err := out.Out(hal.High); err != nil || simValue(t, "RELAY1") != "1" {
+		t.Errorf("after Rearm: %v, line %s", err, simValue(t, "RELAY1"))
+	}
+	// Held by another consumer: the error names it.
+	other := openChip(t)
+	if _, err := other.Out("RELAY1", hal.OutConfig{}); !errors.Is(err, hal.ErrBusy) || !strings.Contains(err.Error(), Consumer) {
+		t.Errorf("second request: %v, want ErrBusy naming %q", err, Consumer)
+	}
+}
+
+func TestLabEdgeLatency(t *testing.T) {
+	c := openChip(t)
+	setPull(t, "ESTOP", false)
+	in, err := c.In("ESTOP", hal.InConfig{Edge: hal.BothEdges})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pull := sim(t, "ESTOP", "pull")
+	var delivered []time.Duration
+	high := false
+	for range 500 {
+		high = !high
+		v := []byte("pull-down")
+		if high {
+			v = []byte("pull-up")
+		}
+		start := hal.MonoNow()
+		if err := os.WriteFile(pull, v, 0); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		e, err := in.WaitForEdge(ctx)
+		cancel()
+		if err != nil || e.Level != hal.Level(high) {
+			t.Fatalf("edge: %v %v", e, err)
+		}
+		delivered = append(delivered, hal.MonoNow().Sub(start))
+	}
+	slices.Sort(delivered)
+	t.Logf("edge latency, pull written -> event delivered, 500 edges: p50 %v, p99 %v",
+		delivered[len(delivered)/2], delivered[len(delivered)*99/100])
+}
