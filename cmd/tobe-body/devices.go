@@ -88,19 +88,31 @@ func register(reg *body.Registry, log *slog.Logger, id, kind, device string, err
 }
 
 // openDevices opens every device p names with d and registers a channel
-// for each. A driver set with no openers at all (a build without the real
-// drivers) only finds the devices with f: they are registered discovered,
-// to be enabled when their driver is there.
+// for each. Devices of kinds d has no opener for are found with f, when
+// there is one, and registered discovered.
 func openDevices(p *board.Profile, d hal.Drivers, f board.Finder, reg *body.Registry, log *slog.Logger) *devices {
 	ds := &devices{}
-	if d.OpenChip == nil && d.OpenCamera == nil && d.OpenCapture == nil && d.OpenPlayback == nil && d.OpenInput == nil {
-		for _, r := range board.Check(p, d, f) {
+	// Kinds this driver set cannot open yet are only found: registered
+	// discovered, to be enabled when their driver is there.
+	if f != nil {
+		lacking := map[string]bool{
+			"gpio-chip": d.OpenChip == nil, "gpio-in": d.OpenChip == nil, "gpio-out": d.OpenChip == nil, "estop": d.OpenChip == nil,
+			"camera": d.OpenCamera == nil, "audio-capture": d.OpenCapture == nil, "audio-playback": d.OpenPlayback == nil,
+			"input": d.OpenInput == nil, "thermal-zone": true, "throttle": true,
+		}
+		for _, r := range board.Check(p, hal.Drivers{Name: d.Name}, f) {
+			if !lacking[r.Kind] {
+				continue
+			}
 			id := channelID(r.Kind, r.Name)
 			var err error
 			switch r.Status {
 			case board.Loaded:
-				err = reg.Register(body.Channel{ID: id, Kind: r.Kind, Device: r.Found, Driver: string(board.Loaded), State: body.Discovered,
-					Health: fmt.Sprintf("found; this build has no %q driver to stream from it", d.Name)})
+				health := fmt.Sprintf("found; this build has no %q driver to stream from it", d.Name)
+				if r.Kind == "thermal-zone" || r.Kind == "throttle" {
+					health = "found; read by self-state (to come)"
+				}
+				err = reg.Register(body.Channel{ID: id, Kind: r.Kind, Device: r.Found, Driver: string(board.Loaded), State: body.Discovered, Health: health})
 			case board.Failed:
 				err = reg.Register(body.Channel{ID: id, Kind: r.Kind, Device: r.Target, Driver: string(board.Failed), State: body.Error, Health: r.Reason})
 			default:
@@ -110,7 +122,6 @@ func openDevices(p *board.Profile, d hal.Drivers, f board.Finder, reg *body.Regi
 				log.Error("channel not registered", "channel", id, "err", err)
 			}
 		}
-		return ds
 	}
 
 	if g := p.GPIO; g != nil && d.OpenChip != nil {
