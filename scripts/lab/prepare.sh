@@ -87,6 +87,9 @@ mkdir -p "$root/lib/modules/$kver/extra"
 cp "$src/gpio-simlab.ko" "$root/lib/modules/$kver/extra/"
 PATH="$PATH:/sbin:/usr/sbin" depmod -b "$root" "$kver"
 
+# The source package (139 MB) served its two files.
+rm -f "$dl"/linux-source-6.1_*.deb
+
 echo "$kver $(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$stamp"
 echo "lab: cache ready in $cache" >&2
 echo "$cache"
