@@ -1,6 +1,6 @@
-// Command tobe-body is the body runtime of a personal agent: one binary
-// with subcommands, and the composition root that builds every component
-// once and wires them together.
+// Package main is the tobe-body command, the body runtime of a personal
+// agent: one binary with subcommands, and the composition root that builds
+// every component once and wires them together.
 //
 //	tobe-body run                 the daemon, in the foreground
 //	tobe-body status [--json]     ask the running daemon how it is

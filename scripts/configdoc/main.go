@@ -1,6 +1,6 @@
-// Command configdoc rewrites the config reference in README.md from the
-// config schema, between the config-reference markers. `make docs` runs it;
-// a test fails when the README's copy is stale.
+// Package main is configdoc, which rewrites the config reference in
+// README.md from the config schema, between the config-reference markers.
+// `make docs` runs it; a test fails when the README's copy is stale.
 package main
 
 import (
