@@ -151,3 +151,31 @@ func TestLedgerEventsFollow(t *testing.T) {
 	go io.Copy(io.Discard, pr)
 	<-done
 }
+
+// A secret in the config reaches none of stdout, stderr, status or the
+// ledger.
+func TestSecretNeverLeavesTheDaemon(t *testing.T) {
+	const canary = "CANARY-daemon-4c1e"
+	d := startDaemon(t, `, "log": {"level": "debug"}, "mqtt": {"enabled": true, "username": "body", "password": "`+canary+`"}`)
+	var seen strings.Builder
+	for range 3 { // a few reports of what the body sees
+		if d.lines.Scan() {
+			seen.WriteString(d.lines.Text())
+		}
+	}
+	st, _ := runCmd(t, "status", "--json", "--data", d.data)
+	evs, _ := runCmd(t, "ledger", "events", "--json", "--data", d.data)
+	d.stop(t)
+	for name, s := range map[string]string{"stdout": seen.String(), "stderr": d.stderr.String(), "status": st, "ledger": evs} {
+		if strings.Contains(s, canary) {
+			t.Errorf("the secret is in %s: %s", name, s)
+		}
+	}
+	if !strings.Contains(d.stderr.String(), "no MQTT uplink yet") {
+		t.Errorf("stderr does not warn about mqtt.enabled: %s", d.stderr.String())
+	}
+	raw, _ := os.ReadFile(filepath.Join(d.data, ledgerFile))
+	if strings.Contains(string(raw), canary) {
+		t.Error("the secret is in the ledger file")
+	}
+}
