@@ -101,7 +101,8 @@ func openDevices(p *board.Profile, d hal.Drivers, f board.Finder, reg *body.Regi
 			"input": d.OpenInput == nil, "thermal-zone": true, "throttle": true,
 		}
 		for _, r := range board.Check(p, hal.Drivers{Name: d.Name}, f) {
-			if !lacking[r.Kind] {
+			// "every input device" needs the hotplug watcher, still to come.
+			if !lacking[r.Kind] && !(r.Kind == "input" && r.Target == "device *") {
 				continue
 			}
 			id := channelID(r.Kind, r.Name)

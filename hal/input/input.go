@@ -1,0 +1,246 @@
+//go:build linux
+
+// Package input reads Linux input devices through evdev: it lists them
+// with their capabilities (github.com/holoplot/go-evdev), opens one by
+// name or path, and reads its events with the kernel's monotonic
+// timestamps (EVIOCSCLOCKID) from a descriptor of its own that Halt and a
+// context can interrupt. When the kernel's buffer overflowed
+// (SYN_DROPPED), it drops events up to the next SYN_REPORT and resyncs
+// the key state from the device, the way libevdev does, so no key is left
+// held that was released meanwhile. Grab asks for exclusive access.
+package input
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/holoplot/go-evdev"
+	"golang.org/x/sys/unix"
+
+	"github.com/tobe-body/tobe-body/hal"
+)
+
+const (
+	ioctlSetClockID = 0x400445a0 // EVIOCSCLOCKID, _IOW('E', 0xa0, int)
+	ioctlGrab       = 0x40044590 // EVIOCGRAB, _IOW('E', 0x90, int)
+)
+
+// rawEvent is the kernel's struct input_event: two longs of time, then
+// type, code and value.
+type rawEvent struct {
+	Sec, Usec int
+	Type      uint16
+	Code      uint16
+	Value     int32
+}
+
+const rawSize = int(unsafe.Sizeof(rawEvent{}))
+
+// List returns the input devices this process can open.
+func List() ([]hal.InputInfo, error) {
+	paths, err := evdev.ListDevicePaths()
+	if err != nil {
+		return nil, fmt.Errorf("input: %w", err)
+	}
+	var out []hal.InputInfo
+	for _, p := range paths {
+		if info, err := describe(p.Path); err == nil {
+			out = append(out, info)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}
+
+func describe(path string) (hal.InputInfo, error) {
+	d, err := evdev.OpenWithFlags(path, os.O_RDONLY)
+	if err != nil {
+		return hal.InputInfo{}, err
+	}
+	defer d.Close()
+	info := hal.InputInfo{Path: path}
+	info.Name, _ = d.Name()
+	info.Phys, _ = d.PhysicalLocation()
+	if id, err := d.InputID(); err == nil {
+		info.Bus, info.Vendor, info.Product = id.BusType, id.Vendor, id.Product
+	}
+	for _, c := range d.CapableEvents(evdev.EV_KEY) {
+		info.Keys = append(info.Keys, uint16(c))
+	}
+	return info, nil
+}
+
+// Open opens the device cfg names (by Path, else by Name).
+func Open(cfg hal.InputConfig) (hal.InputDevice, error) {
+	path := cfg.Path
+	if path == "" {
+		devs, err := List()
+		if err != nil {
+			return nil, err
+		}
+		var names []string
+		for _, d := range devs {
+			names = append(names, d.Name)
+			if d.Name == cfg.Name {
+				path = d.Path
+				break
+			}
+		}
+		if path == "" {
+			return nil, fmt.Errorf("input: no device named %q (present: %q): %w", cfg.Name, names, hal.ErrAbsent)
+		}
+	}
+	info, err := describe(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("input: %s: %w", path, hal.ErrAbsent)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("input: %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("input: %w", err)
+	}
+	clock := int32(unix.CLOCK_MONOTONIC)
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), ioctlSetClockID, uintptr(unsafe.Pointer(&clock))); e != 0 {
+		f.Close()
+		return nil, fmt.Errorf("input: %s: %w", path, os.NewSyscallError("ioctl EVIOCSCLOCKID", e))
+	}
+	if cfg.Grab {
+		if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), ioctlGrab, 1); e != 0 {
+			f.Close()
+			return nil, fmt.Errorf("input: %s: grab: %w", path, os.NewSyscallError("ioctl EVIOCGRAB", e))
+		}
+	}
+	return &device{info: info, f: f, keys: map[uint16]bool{}}, nil
+}
+
+type device struct {
+	info hal.InputInfo
+	f    *os.File
+
+	halt sync.Once
+	mu   sync.Mutex // one reader at a time; guards below
+	buf  [64 * 24]byte
+	q    []hal.InputEvent
+	keys map[uint16]bool // keys held, as the reader has been told
+	drop bool            // between SYN_DROPPED and the next SYN_REPORT
+	// Resyncs counts SYN_DROPPED recoveries.
+	resyncs int
+}
+
+func (d *device) Info() hal.InputInfo { return d.info }
+
+func (d *device) Halt() error {
+	d.halt.Do(func() { d.f.SetReadDeadline(time.Unix(1, 0)) })
+	return nil
+}
+
+func (d *device) Close() error {
+	d.Halt()
+	return d.f.Close()
+}
+
+// ReadEvent returns the next event; see the package doc for SYN_DROPPED.
+func (d *device) ReadEvent(ctx context.Context) (hal.InputEvent, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for len(d.q) == 0 {
+		stop := context.AfterFunc(ctx, func() { d.f.SetReadDeadline(time.Unix(1, 0)) })
+		n, err := d.f.Read(d.buf[:])
+		stop()
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return hal.InputEvent{}, ctx.Err()
+		case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, os.ErrClosed):
+			return hal.InputEvent{}, hal.ErrHalted
+		case errors.Is(err, unix.ENODEV):
+			return hal.InputEvent{}, fmt.Errorf("input: %s went away: %w", d.info.Path, hal.ErrAbsent)
+		case err != nil:
+			return hal.InputEvent{}, fmt.Errorf("input: %s: %w", d.info.Path, err)
+		}
+		for off := 0; off+rawSize <= n; off += rawSize {
+			d.take(d.buf[off : off+rawSize])
+		}
+	}
+	e := d.q[0]
+	d.q = d.q[1:]
+	return e, nil
+}
+
+// take queues one raw event, handling SYN_DROPPED.
+func (d *device) take(b []byte) {
+	var r rawEvent
+	if rawSize == 24 {
+		r = rawEvent{Sec: int(int64(binary.NativeEndian.Uint64(b[0:]))), Usec: int(int64(binary.NativeEndian.Uint64(b[8:])))}
+	} else {
+		r = rawEvent{Sec: int(int32(binary.NativeEndian.Uint32(b[0:]))), Usec: int(int32(binary.NativeEndian.Uint32(b[4:])))}
+	}
+	tail := b[rawSize-8:]
+	r.Type, r.Code, r.Value = binary.NativeEndian.Uint16(tail[0:]), binary.NativeEndian.Uint16(tail[2:]), int32(binary.NativeEndian.Uint32(tail[4:]))
+	e := hal.InputEvent{Time: hal.Mono(time.Duration(r.Sec)*time.Second + time.Duration(r.Usec)*time.Microsecond), Type: r.Type, Code: r.Code, Value: r.Value}
+	switch {
+	case e.Type == hal.EvSyn && e.Code == hal.SynDropped:
+		d.drop = true
+		return
+	case d.drop && e.Type == hal.EvSyn && e.Code == hal.SynReport:
+		d.drop = false
+		d.resync(e.Time)
+		return
+	case d.drop:
+		return
+	}
+	if e.Type == hal.EvKey && e.Value != 2 {
+		d.keys[e.Code] = e.Value == 1
+	}
+	d.q = append(d.q, e)
+}
+
+// resync reads the device's key state and queues the changes the dropped
+// events would have told, then a SYN_REPORT.
+func (d *device) resync(t hal.Mono) {
+	d.resyncs++
+	dev, err := evdev.OpenWithFlags(d.info.Path, os.O_RDONLY)
+	if err != nil {
+		return
+	}
+	defer dev.Close()
+	state, err := dev.State(evdev.EV_KEY)
+	if err != nil {
+		return
+	}
+	changed := false
+	seen := map[uint16]bool{}
+	for code, down := range state {
+		c := uint16(code)
+		seen[c] = true
+		if d.keys[c] != down {
+			d.keys[c] = down
+			v := int32(0)
+			if down {
+				v = 1
+			}
+			d.q = append(d.q, hal.InputEvent{Time: t, Type: hal.EvKey, Code: c, Value: v})
+			changed = true
+		}
+	}
+	for c, down := range d.keys {
+		if down && !seen[c] {
+			d.keys[c] = false
+			d.q = append(d.q, hal.InputEvent{Time: t, Type: hal.EvKey, Code: c, Value: 0})
+			changed = true
+		}
+	}
+	if changed {
+		d.q = append(d.q, hal.InputEvent{Time: t, Type: hal.EvSyn, Code: hal.SynReport})
+	}
+}
+
+var _ hal.InputDevice = (*device)(nil)
