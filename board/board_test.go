@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/hal/probe"
@@ -187,5 +188,25 @@ func TestCheckBusyLineFails(t *testing.T) {
 		if r.Name == "relay1" && (r.Status != Failed || !strings.Contains(r.Reason, "held by consumer")) {
 			t.Errorf("relay1: %s %q, want Failed naming the consumer", r.Status, r.Reason)
 		}
+	}
+}
+
+func TestLines(t *testing.T) {
+	s, _ := Builtin()
+	p, _ := s.Get("pi5")
+	var got []string
+	for _, l := range p.Lines() {
+		got = append(got, l.Kind+":"+l.Name+":"+l.Line)
+	}
+	want := "estop:main:GPIO17 estop:second:GPIO27 estop:reset:GPIO22 gpio-in:button:GPIO5 gpio-in:relay1-feedback:GPIO6 gpio-out:relay1:GPIO23 gpio-out:relay2:GPIO24 gpio-out:led:GPIO25 gpio-out:buzzer:GPIO18"
+	if strings.Join(got, " ") != want {
+		t.Errorf("lines %v\nwant %s", got, want)
+	}
+	main := p.Lines()[0]
+	if main.Role != RoleEStop || main.Active != hal.High || main.In.Pull != hal.PullUp || main.In.Debounce != 5*time.Millisecond {
+		t.Errorf("e-stop line %+v", main)
+	}
+	if g, _ := s.Get("generic-amd64"); g.Lines() != nil {
+		t.Error("a board without GPIO has lines")
 	}
 }

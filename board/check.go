@@ -75,47 +75,27 @@ func Check(p *Profile, d hal.Drivers, f Finder) []Report {
 	}
 
 	if p.GPIO != nil {
-		type lineReq struct {
-			kind, name, line string
-			in               *hal.InConfig
-			out              *hal.OutConfig
-		}
-		var reqs []lineReq
-		if e := p.EStop; e != nil {
-			reqs = append(reqs, lineReq{"estop", "main", e.Line, &hal.InConfig{Pull: e.Pull.HAL(), Edge: hal.BothEdges}, nil})
-			if s := e.Second; s != nil {
-				reqs = append(reqs, lineReq{"estop", "second", s.Line, &hal.InConfig{Pull: s.Pull.HAL(), Edge: hal.BothEdges}, nil})
-			}
-			if r := e.Reset; r != nil {
-				reqs = append(reqs, lineReq{"estop", "reset", r.Line, &hal.InConfig{Pull: r.Pull.HAL(), Edge: hal.BothEdges}, nil})
-			}
-		}
-		for _, in := range p.GPIO.Inputs {
-			reqs = append(reqs, lineReq{"gpio-in", in.Name, in.Line, &hal.InConfig{Pull: in.Pull.HAL(), Edge: hal.BothEdges, Debounce: in.Debounce()}, nil})
-		}
-		for _, o := range p.GPIO.Outputs {
-			reqs = append(reqs, lineReq{"gpio-out", o.Name, o.Line, nil, &hal.OutConfig{Safe: o.Safe.HAL()}})
-		}
-		target := func(r lineReq) string { return fmt.Sprintf("line %s on %s", r.line, p.GPIO.Chip) }
+		reqs := p.Lines()
+		target := func(r LineSpec) string { return fmt.Sprintf("line %s on %s", r.Line, p.GPIO.Chip) }
 		switch {
 		case d.OpenChip != nil:
 			chip, err := d.OpenChip(p.GPIO.Chip)
 			add("gpio-chip", p.GPIO.Chip, "chip labelled "+p.GPIO.Chip, p.GPIO.Chip, err)
 			for _, r := range reqs {
 				if errors.Is(err, hal.ErrAbsent) {
-					add(r.kind, r.name, target(r), "", fmt.Errorf("its chip %s is absent: %w", p.GPIO.Chip, hal.ErrAbsent))
+					add(r.Kind, r.Name, target(r), "", fmt.Errorf("its chip %s is absent: %w", p.GPIO.Chip, hal.ErrAbsent))
 					continue
 				} else if err != nil {
-					add(r.kind, r.name, target(r), "", fmt.Errorf("chip %s: %w", p.GPIO.Chip, err))
+					add(r.Kind, r.Name, target(r), "", fmt.Errorf("chip %s: %w", p.GPIO.Chip, err))
 					continue
 				}
 				var lerr error
-				if r.in != nil {
-					_, lerr = chip.In(r.line, *r.in)
+				if r.In != nil {
+					_, lerr = chip.In(r.Line, *r.In)
 				} else {
-					_, lerr = chip.Out(r.line, *r.out)
+					_, lerr = chip.Out(r.Line, *r.Out)
 				}
-				add(r.kind, r.name, target(r), r.line, lerr)
+				add(r.Kind, r.Name, target(r), r.Line, lerr)
 			}
 			if chip != nil {
 				chip.Close()
@@ -126,13 +106,13 @@ func Check(p *Profile, d hal.Drivers, f Finder) []Report {
 			for _, r := range reqs {
 				lerr := err
 				if err == nil {
-					lerr = f.Line(path, r.line)
+					lerr = f.Line(path, r.Line)
 				} else if errors.Is(err, hal.ErrAbsent) {
 					lerr = fmt.Errorf("its chip %s is absent: %w", p.GPIO.Chip, hal.ErrAbsent)
 				} else {
 					lerr = fmt.Errorf("chip %s: %w", p.GPIO.Chip, err)
 				}
-				add(r.kind, r.name, target(r), path, lerr)
+				add(r.Kind, r.Name, target(r), path, lerr)
 			}
 		default:
 			add("gpio-chip", p.GPIO.Chip, "chip labelled "+p.GPIO.Chip, "", noDriver("GPIO"))

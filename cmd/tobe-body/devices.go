@@ -10,13 +10,6 @@ import (
 	"github.com/tobe-body/tobe-body/hal"
 )
 
-// Roles of the GPIO inputs the daemon watches.
-const (
-	roleEStop       = "estop"
-	roleEStopSecond = "estop-second"
-	roleEStopReset  = "estop-reset"
-)
-
 type inputLine struct {
 	id     string
 	role   string // button, sensor, feedback, or one of the e-stop roles
@@ -131,31 +124,20 @@ func openDevices(p *board.Profile, d hal.Drivers, f board.Finder, reg *body.Regi
 			register(reg, log, channelID("gpio-chip", g.Chip), "gpio-chip", g.Chip, err, body.Enabled)
 		} else {
 			ds.chip = chip
-			in := func(id, role, line string, cfg hal.InConfig, active hal.Level) {
-				l, err := chip.In(line, cfg)
-				register(reg, log, id, "gpio-in", fmt.Sprintf("line %s on %s", line, g.Chip), err, body.Enabled)
+			for _, l := range p.Lines() {
+				id := channelID(l.Kind, l.Name)
+				if l.In != nil {
+					line, err := chip.In(l.Line, *l.In)
+					register(reg, log, id, "gpio-in", fmt.Sprintf("line %s on %s", l.Line, g.Chip), err, body.Enabled)
+					if err == nil {
+						ds.ins = append(ds.ins, inputLine{id: id, role: l.Role, line: line, active: l.Active})
+					}
+					continue
+				}
+				line, err := chip.Out(l.Line, *l.Out)
+				register(reg, log, id, "gpio-out", fmt.Sprintf("line %s on %s, safe %s", l.Line, g.Chip, l.Out.Safe), err, body.Enabled)
 				if err == nil {
-					ds.ins = append(ds.ins, inputLine{id: id, role: role, line: l, active: active})
-				}
-			}
-			if e := p.EStop; e != nil {
-				in(channelID("estop", "main"), roleEStop, e.Line, hal.InConfig{Pull: e.Pull.HAL(), Edge: hal.BothEdges, Debounce: msec(e.DebounceMS)}, e.StopLevel.HAL())
-				if s := e.Second; s != nil {
-					in(channelID("estop", "second"), roleEStopSecond, s.Line, hal.InConfig{Pull: s.Pull.HAL(), Edge: hal.BothEdges}, s.StopLevel.HAL())
-				}
-				if r := e.Reset; r != nil {
-					in(channelID("estop", "reset"), roleEStopReset, r.Line, hal.InConfig{Pull: r.Pull.HAL(), Edge: hal.BothEdges, Debounce: msec(20)}, r.Active.HAL())
-				}
-			}
-			for _, l := range g.Inputs {
-				in(channelID("gpio-in", l.Name), l.Role, l.Line, hal.InConfig{Pull: l.Pull.HAL(), Edge: hal.BothEdges, Debounce: l.Debounce()}, l.Active.HAL())
-			}
-			for _, o := range g.Outputs {
-				id := channelID("gpio-out", o.Name)
-				l, err := chip.Out(o.Line, hal.OutConfig{Safe: o.Safe.HAL()})
-				register(reg, log, id, "gpio-out", fmt.Sprintf("line %s on %s, safe %s", o.Line, g.Chip, o.Safe), err, body.Enabled)
-				if err == nil {
-					ds.outs = append(ds.outs, outputLine{id: id, name: o.Name, line: l})
+					ds.outs = append(ds.outs, outputLine{id: id, name: l.Name, line: line})
 				}
 			}
 		}

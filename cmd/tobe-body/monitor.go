@@ -11,11 +11,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/hal"
 )
-
-func msec(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
 // maxListed bounds the edges and keys listed for one interval; the rest
 // are counted.
@@ -378,12 +377,12 @@ func levelWord(l hal.Level) string {
 func lineMeaning(in inputLine, l hal.Level) string {
 	on := l == in.active
 	switch in.role {
-	case roleEStop, roleEStopSecond:
+	case board.RoleEStop, board.RoleEStopSecond:
 		if on {
 			return "STOP (contact open or wire broken)"
 		}
 		return "closed, no stop"
-	case roleEStopReset, "button":
+	case board.RoleEStopReset, "button":
 		if on {
 			return "pressed"
 		}
