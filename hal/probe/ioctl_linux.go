@@ -102,59 +102,50 @@ func (f Finder) Chip(label string) (string, error) {
 	return "", fmt.Errorf("no GPIO chip labelled %q (present: %s): %w", label, list(labels), hal.ErrAbsent)
 }
 
-// LineOffset returns the offset of the named line on the chip at path.
-func (f Finder) LineOffset(chipPath, name string) (uint32, error) {
+// findLine reads the chip's line infos until the one named name.
+func findLine(chipPath, name string) (gpioV2LineInfo, gpioChipInfo, error) {
 	info, err := chipInfo(chipPath)
 	if err != nil {
-		return 0, err
+		return gpioV2LineInfo{}, info, err
 	}
 	fd, err := os.Open(chipPath)
 	if err != nil {
-		return 0, err
+		return gpioV2LineInfo{}, info, err
 	}
 	defer fd.Close()
 	for off := uint32(0); off < info.Lines; off++ {
 		li := gpioV2LineInfo{Offset: off}
 		if err := ioctl(fd.Fd(), gpioV2GetLineInfo, unsafe.Pointer(&li)); err != nil {
-			return 0, os.NewSyscallError(fmt.Sprintf("ioctl GPIO_V2_GET_LINEINFO %s offset %d", chipPath, off), err)
+			return li, info, os.NewSyscallError(fmt.Sprintf("ioctl GPIO_V2_GET_LINEINFO %s offset %d", chipPath, off), err)
 		}
 		if cstr(li.Name[:]) == name {
-			return off, nil
+			return li, info, nil
 		}
 	}
-	return 0, fmt.Errorf("chip %s has no line named %q: %w", cstr(info.Label[:]), name, hal.ErrAbsent)
+	return gpioV2LineInfo{}, info, fmt.Errorf("chip %s has no line named %q: %w", cstr(info.Label[:]), name, hal.ErrAbsent)
+}
+
+// LineOffset returns the offset of the named line on the chip at path.
+func (f Finder) LineOffset(chipPath, name string) (uint32, error) {
+	li, _, err := findLine(chipPath, name)
+	return li.Offset, err
 }
 
 // Line checks that the chip has a line of this name and no other consumer
 // holds it.
 func (f Finder) Line(chipPath, name string) error {
-	info, err := chipInfo(chipPath)
+	li, info, err := findLine(chipPath, name)
 	if err != nil {
 		return err
 	}
-	fd, err := os.Open(chipPath)
-	if err != nil {
-		return err
+	if li.Flags&gpioV2FlagUsed != 0 {
+		consumer := cstr(li.Consumer[:])
+		if consumer == "" {
+			consumer = "the kernel"
+		}
+		return fmt.Errorf("line %s (offset %d of %s) is held by consumer %q: %w", name, li.Offset, cstr(info.Label[:]), consumer, hal.ErrBusy)
 	}
-	defer fd.Close()
-	for off := uint32(0); off < info.Lines; off++ {
-		li := gpioV2LineInfo{Offset: off}
-		if err := ioctl(fd.Fd(), gpioV2GetLineInfo, unsafe.Pointer(&li)); err != nil {
-			return os.NewSyscallError(fmt.Sprintf("ioctl GPIO_V2_GET_LINEINFO %s offset %d", chipPath, off), err)
-		}
-		if cstr(li.Name[:]) != name {
-			continue
-		}
-		if li.Flags&gpioV2FlagUsed != 0 {
-			consumer := cstr(li.Consumer[:])
-			if consumer == "" {
-				consumer = "the kernel"
-			}
-			return fmt.Errorf("line %s (offset %d of %s) is held by consumer %q: %w", name, off, cstr(info.Label[:]), consumer, hal.ErrBusy)
-		}
-		return nil
-	}
-	return fmt.Errorf("chip %s has no line named %q: %w", cstr(info.Label[:]), name, hal.ErrAbsent)
+	return nil
 }
 
 func queryCap(path string) (v4l2Capability, error) {
