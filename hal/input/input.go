@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"time"
@@ -43,15 +44,15 @@ type rawEvent struct {
 
 const rawSize = int(unsafe.Sizeof(rawEvent{}))
 
-// List returns the input devices this process can open.
+// List returns the input devices this process can open, each opened once.
 func List() ([]hal.InputInfo, error) {
-	paths, err := evdev.ListDevicePaths()
+	paths, err := filepath.Glob("/dev/input/event*")
 	if err != nil {
 		return nil, fmt.Errorf("input: %w", err)
 	}
 	var out []hal.InputInfo
 	for _, p := range paths {
-		if info, err := describe(p.Path); err == nil {
+		if info, err := describe(p); err == nil {
 			out = append(out, info)
 		}
 	}
@@ -79,8 +80,17 @@ func describe(path string) (hal.InputInfo, error) {
 
 // Open opens the device cfg names (by Path, else by Name).
 func Open(cfg hal.InputConfig) (hal.InputDevice, error) {
-	path := cfg.Path
-	if path == "" {
+	var info hal.InputInfo
+	if cfg.Path != "" {
+		var err error
+		info, err = describe(cfg.Path)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("input: %s: %w", cfg.Path, hal.ErrAbsent)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("input: %s: %w", cfg.Path, err)
+		}
+	} else {
 		devs, err := List()
 		if err != nil {
 			return nil, err
@@ -89,21 +99,15 @@ func Open(cfg hal.InputConfig) (hal.InputDevice, error) {
 		for _, d := range devs {
 			names = append(names, d.Name)
 			if d.Name == cfg.Name {
-				path = d.Path
+				info = d
 				break
 			}
 		}
-		if path == "" {
+		if info.Path == "" {
 			return nil, fmt.Errorf("input: no device named %q (present: %q): %w", cfg.Name, names, hal.ErrAbsent)
 		}
 	}
-	info, err := describe(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("input: %s: %w", path, hal.ErrAbsent)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("input: %s: %w", path, err)
-	}
+	path := info.Path
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("input: %w", err)
