@@ -319,82 +319,18 @@ func decodeEvent(d []byte, e *Event) error {
 		p += kn
 		v := d[p:]
 		var used int
-		switch key {
-		case 1:
-			used, err = readUUID(v, &e.ID)
-		case 5:
-			used, err = readUUID(v, &e.AgentID)
-		case 6:
-			used, err = readUUID(v, &e.BodyID)
-		case 15:
-			used, err = readUUID(v, &e.CorrelationID)
-		case 16:
-			used, err = readUUID(v, &e.CausationID)
-		case 2, 3, 7, 13, 21, 22, 23:
-			var s string
-			s, used, err = readText(v)
-			switch key {
-			case 2:
-				e.SourceEventID = s
-			case 3:
-				e.Type = s
-			case 7:
-				e.ChannelID = s
-			case 13:
-				e.ClockDomain = s
-			case 21:
-				e.PayloadRef = s
-			case 22:
-				e.DedupeKey = s
-			case 23:
-				e.AggregateID = s
-			}
-		case 8, 9, 10, 12:
-			var x int64
-			x, used, err = readInt(v)
-			switch key {
-			case 8:
-				e.OccurredAt = x
-			case 9:
-				e.ObservedAt = x
-			case 10:
-				e.IngestedAt = x
-			case 12:
-				e.MonotonicNS = x
-			}
-		case 4, 11, 14, 17, 18, 19, 24:
-			var x uint64
-			limit := uint64(math.MaxUint64)
-			switch key {
-			case 4:
-				limit = math.MaxUint16
-			case 14:
-				limit = math.MaxUint32
-			case 17, 18, 19:
-				limit = math.MaxUint8
-			}
-			x, used, err = readUint(v, limit)
-			switch key {
-			case 4:
-				e.SchemaVersion = uint16(x)
-			case 11:
-				e.SourceSequence = x
-			case 14:
-				e.ClockUncertaintyMS = uint32(x)
-			case 17:
-				e.Provenance = Provenance(x)
-			case 18:
-				e.Trust = Level(x)
-			case 19:
-				e.Privacy = Privacy(x)
-			case 24:
-				e.AggregateVersion = x
-			}
-		case 20:
-			used, err = skipItem(v, 1)
-			if err == nil {
+		if u := e.uuidField(key); u != nil {
+			used, err = readUUID(v, u)
+		} else if t := e.textField(key); t != nil {
+			used, err = readText(v, t)
+		} else if i := e.intField(key); i != nil {
+			used, err = readInt(v, i)
+		} else if key == 20 {
+			if used, err = skipItem(v, 1); err == nil {
 				e.Payload = append([]byte(nil), v[:used]...)
 			}
+		} else {
+			used, err = e.readUintField(key, v)
 		}
 		if err != nil {
 			return fmt.Errorf("field %d: %v", key, err)
@@ -415,6 +351,93 @@ func wrongType(major byte, want string) error {
 	return fmt.Errorf("want %s, got major type %d", want, major)
 }
 
+// The envelope's fields by key, for decoding: one place that knows which
+// key is which field and of what type.
+
+func (e *Event) uuidField(key uint64) *UUID {
+	switch key {
+	case 1:
+		return &e.ID
+	case 5:
+		return &e.AgentID
+	case 6:
+		return &e.BodyID
+	case 15:
+		return &e.CorrelationID
+	case 16:
+		return &e.CausationID
+	}
+	return nil
+}
+
+func (e *Event) textField(key uint64) *string {
+	switch key {
+	case 2:
+		return &e.SourceEventID
+	case 3:
+		return &e.Type
+	case 7:
+		return &e.ChannelID
+	case 13:
+		return &e.ClockDomain
+	case 21:
+		return &e.PayloadRef
+	case 22:
+		return &e.DedupeKey
+	case 23:
+		return &e.AggregateID
+	}
+	return nil
+}
+
+func (e *Event) intField(key uint64) *int64 {
+	switch key {
+	case 8:
+		return &e.OccurredAt
+	case 9:
+		return &e.ObservedAt
+	case 10:
+		return &e.IngestedAt
+	case 12:
+		return &e.MonotonicNS
+	}
+	return nil
+}
+
+// readUintField reads the unsigned fields, each within its type's range.
+func (e *Event) readUintField(key uint64, v []byte) (int, error) {
+	var limit uint64 = math.MaxUint64
+	switch key {
+	case 4:
+		limit = math.MaxUint16
+	case 14:
+		limit = math.MaxUint32
+	case 17, 18, 19:
+		limit = math.MaxUint8
+	}
+	x, used, err := readUint(v, limit)
+	if err != nil {
+		return 0, err
+	}
+	switch key {
+	case 4:
+		e.SchemaVersion = uint16(x)
+	case 11:
+		e.SourceSequence = x
+	case 14:
+		e.ClockUncertaintyMS = uint32(x)
+	case 17:
+		e.Provenance = Provenance(x)
+	case 18:
+		e.Trust = Level(x)
+	case 19:
+		e.Privacy = Privacy(x)
+	case 24:
+		e.AggregateVersion = x
+	}
+	return used, nil
+}
+
 func readUUID(d []byte, u *UUID) (int, error) {
 	major, l, n, err := head(d)
 	if err != nil {
@@ -430,22 +453,23 @@ func readUUID(d []byte, u *UUID) (int, error) {
 	return n + 16, nil
 }
 
-func readText(d []byte) (string, int, error) {
+func readText(d []byte, out *string) (int, error) {
 	major, l, n, err := head(d)
 	if err != nil {
-		return "", 0, err
+		return 0, err
 	}
 	if major != majText {
-		return "", 0, wrongType(major, "text")
+		return 0, wrongType(major, "text")
 	}
 	if l > uint64(len(d)-n) {
-		return "", 0, errors.New("text longer than the data")
+		return 0, errors.New("text longer than the data")
 	}
 	s := d[n : n+int(l)]
 	if !utf8.Valid(s) {
-		return "", 0, errors.New("text is not valid UTF-8")
+		return 0, errors.New("text is not valid UTF-8")
 	}
-	return string(s), n + int(l), nil
+	*out = string(s)
+	return n + int(l), nil
 }
 
 func readUint(d []byte, limit uint64) (uint64, int, error) {
@@ -462,18 +486,20 @@ func readUint(d []byte, limit uint64) (uint64, int, error) {
 	return x, n, nil
 }
 
-func readInt(d []byte) (int64, int, error) {
+func readInt(d []byte, out *int64) (int, error) {
 	major, x, n, err := head(d)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	switch {
 	case major == majUint && x <= math.MaxInt64:
-		return int64(x), n, nil
+		*out = int64(x)
+		return n, nil
 	case major == majNeg && x <= math.MaxInt64:
-		return -1 - int64(x), n, nil
+		*out = -1 - int64(x)
+		return n, nil
 	case major == majUint || major == majNeg:
-		return 0, 0, fmt.Errorf("%d overflows int64", x)
+		return 0, fmt.Errorf("%d overflows int64", x)
 	}
-	return 0, 0, wrongType(major, "an integer")
+	return 0, wrongType(major, "an integer")
 }
