@@ -42,7 +42,16 @@ type InConfig struct {
 	Edge Edge
 	// Debounce drops changes that do not hold for this long; 0 is off.
 	Debounce time.Duration
+	// Reconcile is how often a line watched for both edges is read while
+	// WaitForEdge waits, to catch an edge the driver never reported (a lost
+	// interrupt, an overflowed queue): a level that differs from the last
+	// edge's, with no event pending, is delivered as a Reconciled edge.
+	// 0 is DefaultReconcile; a negative value turns it off.
+	Reconcile time.Duration
 }
+
+// DefaultReconcile is how often an idle line is read back by default.
+const DefaultReconcile = time.Second
 
 // OutConfig is how an output line is requested. The driver drives the line
 // to Safe in the same request that claims it, so there is no moment where
@@ -62,9 +71,16 @@ type EdgeEvent struct {
 	// Seq counts the edges of this line from 1. A gap means the driver lost
 	// edges (a kernel buffer overflow); the level is then re-read.
 	Seq uint64
+	// Reconciled marks an edge no event told of: a periodic read found
+	// the line at Level, unlike the last edge. Time is when it was read
+	// and Seq is the last event's; the edge happened before, unseen.
+	Reconciled bool
 }
 
 func (e EdgeEvent) String() string {
+	if e.Reconciled {
+		return fmt.Sprintf("%s %s->%s (reconciled after #%d) at %s", e.Line, edgeName(e.Edge), e.Level, e.Seq, e.Time)
+	}
 	return fmt.Sprintf("%s %s->%s #%d at %s", e.Line, edgeName(e.Edge), e.Level, e.Seq, e.Time)
 }
 

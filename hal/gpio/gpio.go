@@ -6,7 +6,10 @@
 // timestamps and sequence numbers, and the kernel's debounce; outputs are
 // requested at their safe level in the same ioctl that claims them, so
 // there is no moment at an unknown level, and every write can be read
-// back. Halt drives an output safe and latches it until Rearm.
+// back. Halt drives an output safe and latches it until Rearm. A line
+// watched for both edges is also read while it is idle, so an edge the
+// kernel never reported (a lost interrupt, an overflowed queue) still
+// reaches the consumer, marked Reconciled.
 //
 // The ioctls are issued here rather than through periph.io's gpioioctl,
 // whose lines swallow read errors, turn an output into an input when read,
@@ -15,7 +18,6 @@
 package gpio
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -93,6 +95,22 @@ func ioctl(fd uintptr, req uintptr, arg unsafe.Pointer) error {
 		return e
 	}
 	return nil
+}
+
+// fileIoctl issues an ioctl on a file the runtime polls. It must not go
+// through f.Fd(), which puts the descriptor in blocking mode for good: a
+// read would then sit in the kernel where no deadline reaches it, and
+// Halt could not wake a WaitForEdge.
+func fileIoctl(f *os.File, req uintptr, arg unsafe.Pointer) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ierr error
+	if err := rc.Control(func(fd uintptr) { ierr = ioctl(fd, req, arg) }); err != nil {
+		return err
+	}
+	return ierr
 }
 
 // Consumer is the name the body's lines carry in the kernel (gpioinfo).
@@ -181,6 +199,19 @@ func (c *Chip) In(name string, cfg hal.InConfig) (hal.LineIn, error) {
 		return nil, err
 	}
 	in := &lineIn{name: name, f: f, edges: cfg.Edge != hal.NoEdge}
+	if cfg.Edge == hal.BothEdges {
+		in.reconcile = cfg.Reconcile
+		if in.reconcile == 0 {
+			in.reconcile = hal.DefaultReconcile
+		}
+		if in.reconcile < 0 {
+			in.reconcile = 0
+		}
+		if in.level, err = getValue(f); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("gpio: line %s on %s: %w", name, c.label, err)
+		}
+	}
 	c.mu.Lock()
 	c.lines = append(c.lines, in)
 	c.mu.Unlock()
@@ -244,7 +275,7 @@ func (c *Chip) Close() error {
 
 func getValue(f *os.File) (hal.Level, error) {
 	v := lineValues{Mask: 1}
-	if err := ioctl(f.Fd(), ioctlGetValues, unsafe.Pointer(&v)); err != nil {
+	if err := fileIoctl(f, ioctlGetValues, unsafe.Pointer(&v)); err != nil {
 		return hal.Low, os.NewSyscallError("ioctl GPIO_V2_LINE_GET_VALUES", err)
 	}
 	return hal.Level(v.Bits&1 == 1), nil
@@ -252,29 +283,61 @@ func getValue(f *os.File) (hal.Level, error) {
 
 // lineIn is a requested input line.
 type lineIn struct {
-	name  string
-	f     *os.File
-	edges bool
+	name      string
+	f         *os.File
+	edges     bool
+	reconcile time.Duration // 0: off
 
-	mu     sync.Mutex // one waiter at a time
-	halted sync.Once
+	// dl orders who sets the read deadline: Halt and a done context set
+	// it in the past, the reconcile timer in the future, and the past wins.
+	dl     sync.Mutex
+	halted bool
+
+	mu     sync.Mutex // one waiter at a time; guards below
 	buf    [eventSize * 16]byte
-	queued [][]byte
+	queued []hal.EdgeEvent
+	level  hal.Level // after the last edge delivered (or as requested)
+	seq    uint64    // of the last kernel event
 }
 
 func (in *lineIn) Name() string { return in.name }
 
 func (in *lineIn) Halt() error {
-	in.halted.Do(func() { in.f.SetReadDeadline(time.Unix(1, 0)) })
+	in.dl.Lock()
+	in.halted = true
+	in.f.SetReadDeadline(time.Unix(1, 0))
+	in.dl.Unlock()
 	return nil
+}
+
+// deadline arms the next read: in the past when halted or ctx is done,
+// else after the reconcile period (or never).
+func (in *lineIn) deadline(ctx context.Context) {
+	in.dl.Lock()
+	defer in.dl.Unlock()
+	switch {
+	case in.halted || ctx.Err() != nil:
+		in.f.SetReadDeadline(time.Unix(1, 0))
+	case in.reconcile > 0:
+		in.f.SetReadDeadline(time.Now().Add(in.reconcile))
+	default:
+		in.f.SetReadDeadline(time.Time{})
+	}
+}
+
+func (in *lineIn) stop() {
+	in.dl.Lock()
+	in.f.SetReadDeadline(time.Unix(1, 0))
+	in.dl.Unlock()
 }
 
 func (in *lineIn) close() { in.Halt(); in.f.Close() }
 
 func (in *lineIn) Read() (hal.Level, error) { return getValue(in.f) }
 
-// WaitForEdge reads the next edge event from the kernel's queue for the
-// line. A halted line returns hal.ErrHalted.
+// WaitForEdge returns the next edge: from the kernel's queue for the line,
+// or, when the line sits at a level no event told of, a Reconciled one.
+// A halted line returns hal.ErrHalted.
 func (in *lineIn) WaitForEdge(ctx context.Context) (hal.EdgeEvent, error) {
 	if !in.edges {
 		return hal.EdgeEvent{}, fmt.Errorf("gpio: line %s was requested without edges: %w", in.name, hal.ErrUnsupported)
@@ -282,32 +345,88 @@ func (in *lineIn) WaitForEdge(ctx context.Context) (hal.EdgeEvent, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	for len(in.queued) == 0 {
-		stop := context.AfterFunc(ctx, func() { in.f.SetReadDeadline(time.Unix(1, 0)) })
+		in.deadline(ctx)
+		stop := context.AfterFunc(ctx, in.stop)
 		n, err := in.f.Read(in.buf[:])
 		stop()
-		if err != nil {
-			if ctx.Err() != nil {
-				return hal.EdgeEvent{}, ctx.Err()
-			}
-			if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, os.ErrClosed) {
+		switch {
+		case err == nil:
+			in.take(in.buf[:n])
+		case ctx.Err() != nil:
+			return hal.EdgeEvent{}, ctx.Err()
+		case errors.Is(err, os.ErrClosed):
+			return hal.EdgeEvent{}, hal.ErrHalted
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			in.dl.Lock()
+			halted := in.halted
+			in.dl.Unlock()
+			if halted {
 				return hal.EdgeEvent{}, hal.ErrHalted
 			}
+			if err := in.reconcileOnce(); err != nil {
+				return hal.EdgeEvent{}, err
+			}
+		default:
 			return hal.EdgeEvent{}, fmt.Errorf("gpio: line %s: %w", in.name, err)
 		}
-		for off := 0; off+eventSize <= n; off += eventSize {
-			in.queued = append(in.queued, bytes.Clone(in.buf[off:off+eventSize]))
-		}
 	}
-	raw := in.queued[0]
+	e := in.queued[0]
 	in.queued = in.queued[1:]
-	le := binary.LittleEndian
-	e := hal.EdgeEvent{Line: in.name, Time: hal.Mono(le.Uint64(raw[0:])), Seq: uint64(le.Uint32(raw[20:]))}
-	if le.Uint32(raw[8:]) == eventRising {
-		e.Edge, e.Level = hal.RisingEdge, hal.High
-	} else {
-		e.Edge, e.Level = hal.FallingEdge, hal.Low
-	}
 	return e, nil
+}
+
+// take queues the kernel events in b.
+func (in *lineIn) take(b []byte) {
+	le := binary.LittleEndian
+	for off := 0; off+eventSize <= len(b); off += eventSize {
+		raw := b[off : off+eventSize]
+		e := hal.EdgeEvent{Line: in.name, Time: hal.Mono(le.Uint64(raw[0:])), Seq: uint64(le.Uint32(raw[20:]))}
+		if le.Uint32(raw[8:]) == eventRising {
+			e.Edge, e.Level = hal.RisingEdge, hal.High
+		} else {
+			e.Edge, e.Level = hal.FallingEdge, hal.Low
+		}
+		in.level, in.seq = e.Level, e.Seq
+		in.queued = append(in.queued, e)
+	}
+}
+
+// reconcileOnce reads the line; at a level other than the last edge's,
+// it first takes any event the kernel has queued meanwhile (which would
+// explain it) and only without one queues a Reconciled edge.
+func (in *lineIn) reconcileOnce() error {
+	lv, err := getValue(in.f)
+	if err != nil {
+		return fmt.Errorf("gpio: line %s: reconcile: %w", in.name, err)
+	}
+	if lv == in.level {
+		return nil
+	}
+	rc, err := in.f.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("gpio: line %s: %w", in.name, err)
+	}
+	var n int
+	var rerr error
+	// Control, not Read: the deadline that woke us has passed, and the
+	// descriptor is non-blocking, so this read never waits.
+	if err := rc.Control(func(fd uintptr) { n, rerr = unix.Read(int(fd), in.buf[:]) }); err != nil {
+		return fmt.Errorf("gpio: line %s: %w", in.name, err)
+	}
+	if rerr == nil && n > 0 {
+		in.take(in.buf[:n])
+		return nil
+	}
+	if rerr != nil && !errors.Is(rerr, unix.EAGAIN) {
+		return fmt.Errorf("gpio: line %s: reconcile: %w", in.name, os.NewSyscallError("read", rerr))
+	}
+	e := hal.EdgeEvent{Line: in.name, Level: lv, Edge: hal.FallingEdge, Time: hal.MonoNow(), Seq: in.seq, Reconciled: true}
+	if lv == hal.High {
+		e.Edge = hal.RisingEdge
+	}
+	in.level = lv
+	in.queued = append(in.queued, e)
+	return nil
 }
 
 // lineOut is a requested output line. mu is the line's own lock: Out and
@@ -327,7 +446,7 @@ func (o *lineOut) Safe() hal.Level { return o.safe }
 
 func (o *lineOut) set(v hal.Level) error {
 	lv := lineValues{Bits: levelBit(v), Mask: 1}
-	if err := ioctl(o.f.Fd(), ioctlSetValues, unsafe.Pointer(&lv)); err != nil {
+	if err := fileIoctl(o.f, ioctlSetValues, unsafe.Pointer(&lv)); err != nil {
 		return fmt.Errorf("gpio: line %s: %w", o.name, os.NewSyscallError("ioctl GPIO_V2_LINE_SET_VALUES", err))
 	}
 	return nil

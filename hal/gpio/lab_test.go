@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/hal/probe"
@@ -168,35 +171,102 @@ func TestLabOutputs(t *testing.T) {
 	}
 }
 
+// TestLabReconcile loses an edge on purpose: edge detection is switched
+// off on the requested line while the line changes (as a lost interrupt
+// would), then on again. The periodic read must deliver the change.
+func TestLabReconcile(t *testing.T) {
+	c := openChip(t)
+	setPull(t, "BUTTON", false)
+	in, err := c.In("BUTTON", hal.InConfig{Edge: hal.BothEdges, Reconcile: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := in.(*lineIn)
+	setFlags := func(flags uint64) {
+		cfg := lineConfig{Flags: flags}
+		if err := fileIoctl(l.f, ioctlSetConfig, unsafe.Pointer(&cfg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setFlags(flagInput)
+	setPull(t, "BUTTON", true)
+	setFlags(flagInput | flagEdgeRising | flagEdgeFalling)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	start := hal.MonoNow()
+	e, err := in.WaitForEdge(ctx)
+	if err != nil || !e.Reconciled || e.Edge != hal.RisingEdge || e.Level != hal.High {
+		t.Fatalf("got %v %v, want a reconciled rising edge", e, err)
+	}
+	t.Logf("lost edge reconciled after %v (period 50ms): %v", hal.MonoNow().Sub(start), e)
+	// A reported edge afterwards is the kernel's again, not doubled.
+	setPull(t, "BUTTON", false)
+	e, err = in.WaitForEdge(ctx)
+	if err != nil || e.Reconciled || e.Edge != hal.FallingEdge {
+		t.Fatalf("got %v %v, want the kernel's falling edge", e, err)
+	}
+	quiet, cancel2 := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel2()
+	if e, err := in.WaitForEdge(quiet); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("an extra event %v %v while the line is quiet", e, err)
+	}
+}
+
+// TestLabEdgeLatency measures pull written -> event delivered through the
+// driver, and through a bare blocking read(2) on a second line in the same
+// run: under emulation only the ratio means anything.
 func TestLabEdgeLatency(t *testing.T) {
 	c := openChip(t)
 	setPull(t, "ESTOP", false)
+	setPull(t, "ESTOP2", false)
 	in, err := c.In("ESTOP", hal.InConfig{Edge: hal.BothEdges})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pull := sim(t, "ESTOP", "pull")
-	var delivered []time.Duration
-	high := false
-	for range 500 {
-		high = !high
-		v := []byte("pull-down")
-		if high {
-			v = []byte("pull-up")
-		}
-		start := hal.MonoNow()
-		if err := os.WriteFile(pull, v, 0); err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		e, err := in.WaitForEdge(ctx)
-		cancel()
-		if err != nil || e.Level != hal.Level(high) {
-			t.Fatalf("edge: %v %v", e, err)
-		}
-		delivered = append(delivered, hal.MonoNow().Sub(start))
+	bare, _, err := c.(*Chip).request("ESTOP2", lineConfig{Flags: flagInput | flagEdgeRising | flagEdgeFalling})
+	if err != nil {
+		t.Fatal(err)
 	}
-	slices.Sort(delivered)
-	t.Logf("edge latency, pull written -> event delivered, 500 edges: p50 %v, p99 %v",
-		delivered[len(delivered)/2], delivered[len(delivered)*99/100])
+	defer bare.Close()
+	bfd := int(bare.Fd()) // Fd puts the descriptor back in blocking mode
+	measure := func(line string, wait func(high bool) error) []time.Duration {
+		pull := sim(t, line, "pull")
+		var delivered []time.Duration
+		high := false
+		for range 500 {
+			high = !high
+			v := []byte("pull-down")
+			if high {
+				v = []byte("pull-up")
+			}
+			start := hal.MonoNow()
+			if err := os.WriteFile(pull, v, 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := wait(high); err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			delivered = append(delivered, hal.MonoNow().Sub(start))
+		}
+		slices.Sort(delivered)
+		return delivered
+	}
+	drv := measure("ESTOP", func(high bool) error {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		e, err := in.WaitForEdge(ctx)
+		if err == nil && e.Level != hal.Level(high) {
+			err = fmt.Errorf("edge %v, want level %v", e, high)
+		}
+		return err
+	})
+	var buf [eventSize]byte
+	raw := measure("ESTOP2", func(bool) error {
+		_, err := unix.Read(bfd, buf[:])
+		return err
+	})
+	p := func(d []time.Duration, q int) time.Duration { return d[len(d)*q/100] }
+	t.Logf("edge latency, pull written -> event delivered, 500 edges: driver p50 %v p99 %v; bare read(2) p50 %v p99 %v; ratio p50 %.2f p99 %.2f",
+		p(drv, 50), p(drv, 99), p(raw, 50), p(raw, 99),
+		float64(p(drv, 50))/float64(p(raw, 50)), float64(p(drv, 99))/float64(p(raw, 99)))
 }

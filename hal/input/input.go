@@ -44,6 +44,31 @@ type rawEvent struct {
 
 const rawSize = int(unsafe.Sizeof(rawEvent{}))
 
+// fileIoctl issues an ioctl on a file the runtime polls, without f.Fd():
+// that would put the descriptor in blocking mode for good, and a read
+// would then sit in the kernel where neither Halt nor a context reaches it.
+// arg is a pointer (kept alive across the call) or, with value, an integer.
+func fileIoctl(f *os.File, req uintptr, arg unsafe.Pointer, value uintptr) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var errno unix.Errno
+	if err := rc.Control(func(fd uintptr) {
+		if arg != nil {
+			_, _, errno = unix.Syscall(unix.SYS_IOCTL, fd, req, uintptr(arg))
+		} else {
+			_, _, errno = unix.Syscall(unix.SYS_IOCTL, fd, req, value)
+		}
+	}); err != nil {
+		return err
+	}
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
 // List returns the input devices this process can open, each opened once.
 func List() ([]hal.InputInfo, error) {
 	paths, err := filepath.Glob("/dev/input/event*")
@@ -113,14 +138,17 @@ func Open(cfg hal.InputConfig) (hal.InputDevice, error) {
 		return nil, fmt.Errorf("input: %w", err)
 	}
 	clock := int32(unix.CLOCK_MONOTONIC)
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), ioctlSetClockID, uintptr(unsafe.Pointer(&clock))); e != 0 {
+	if err := fileIoctl(f, ioctlSetClockID, unsafe.Pointer(&clock), 0); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("input: %s: %w", path, os.NewSyscallError("ioctl EVIOCSCLOCKID", e))
+		return nil, fmt.Errorf("input: %s: %w", path, os.NewSyscallError("ioctl EVIOCSCLOCKID", err))
 	}
 	if cfg.Grab {
-		if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), ioctlGrab, 1); e != 0 {
+		if err := fileIoctl(f, ioctlGrab, nil, 1); err != nil {
 			f.Close()
-			return nil, fmt.Errorf("input: %s: grab: %w", path, os.NewSyscallError("ioctl EVIOCGRAB", e))
+			if errors.Is(err, unix.EBUSY) {
+				return nil, fmt.Errorf("input: %s: another process has grabbed it: %w", path, hal.ErrBusy)
+			}
+			return nil, fmt.Errorf("input: %s: grab: %w", path, os.NewSyscallError("ioctl EVIOCGRAB", err))
 		}
 	}
 	return &device{info: info, f: f, keys: map[uint16]bool{}}, nil

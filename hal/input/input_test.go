@@ -3,8 +3,16 @@
 package input
 
 import (
+	"context"
+	"errors"
+	"os"
 	"strconv"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tobe-body/tobe-body/hal"
 )
 
 // struct input_event is two longs and 8 bytes: 24 bytes on 64-bit, 16 on
@@ -35,4 +43,46 @@ func TestTakeDropsUntilReport(t *testing.T) {
 	if !d.keys[30] {
 		t.Error("a dropped event changed the key state")
 	}
+}
+
+// The ioctls at open must leave the descriptor to the runtime's poller, so
+// Halt still wakes a reader (f.Fd() would have made it blocking for good).
+func TestHaltWakesReaderAfterIoctl(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	defer r.Close()
+	clock := int32(1)
+	if err := fileIoctl(r, ioctlSetClockID, unsafe.Pointer(&clock), 0); err == nil {
+		t.Fatal("EVIOCSCLOCKID on a pipe succeeded")
+	}
+	if !nonblocking(t, r) {
+		t.Fatal("the ioctl left the descriptor in blocking mode")
+	}
+	d := &device{info: hal.InputInfo{Path: "pipe"}, f: r, keys: map[uint16]bool{}}
+	done := make(chan error, 1)
+	go func() {
+		_, err := d.ReadEvent(context.Background())
+		done <- err
+	}()
+	d.Halt()
+	if err := <-done; !errors.Is(err, hal.ErrHalted) {
+		t.Fatalf("ReadEvent after Halt: %v, want ErrHalted", err)
+	}
+}
+
+func nonblocking(t *testing.T, f *os.File) bool {
+	t.Helper()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fl int
+	rc.Control(func(fd uintptr) { fl, err = unix.FcntlInt(fd, unix.F_GETFL, 0) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fl&unix.O_NONBLOCK != 0
 }
