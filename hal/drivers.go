@@ -14,4 +14,6 @@ type Drivers struct {
 	OpenCapture  func(AudioConfig) (AudioCapture, error)
 	OpenPlayback func(AudioConfig) (AudioPlayback, error)
 	OpenInput    func(InputConfig) (InputDevice, error)
+	// WatchInputs reports input devices as they are plugged and unplugged.
+	WatchInputs func() (InputWatcher, error)
 }

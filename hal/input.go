@@ -63,3 +63,28 @@ type InputDevice interface {
 	ReadEvent(ctx context.Context) (InputEvent, error)
 	Close() error
 }
+
+// InputChange is an input device that appeared or went away.
+type InputChange struct {
+	// Added is true for a device that appeared, false for one removed.
+	Added bool
+	// Info describes the device; for a removal it is what was known when
+	// it was added.
+	Info InputInfo
+}
+
+func (c InputChange) String() string {
+	if c.Added {
+		return fmt.Sprintf("added %s %q", c.Info.Path, c.Info.Name)
+	}
+	return fmt.Sprintf("removed %s %q", c.Info.Path, c.Info.Name)
+}
+
+// InputWatcher reports input devices as they come and go: first every
+// device present, as additions, then each change.
+type InputWatcher interface {
+	// Next blocks until the next change, ctx is done, or the watcher is
+	// closed (ErrClosed).
+	Next(ctx context.Context) (InputChange, error)
+	Close() error
+}

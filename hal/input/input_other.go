@@ -13,3 +13,8 @@ import (
 func Open(cfg hal.InputConfig) (hal.InputDevice, error) {
 	return nil, fmt.Errorf("input: evdev is Linux's, this is %s: %w", runtime.GOOS, hal.ErrAbsent)
 }
+
+// Watch needs Linux's evdev.
+func Watch() (hal.InputWatcher, error) {
+	return nil, fmt.Errorf("input: evdev is Linux's, this is %s: %w", runtime.GOOS, hal.ErrAbsent)
+}

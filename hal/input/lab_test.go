@@ -34,24 +34,26 @@ func press(t *testing.T, dev *evdev.InputDevice, code evdev.EvCode, value int32)
 	}
 }
 
-// waitListed polls until the kernel has made the device node (udev-less
-// hotplug: the node appears in devtmpfs).
+// waitListed waits, through the hotplug watcher, until the kernel has
+// made the device's node.
 func waitListed(t *testing.T, name string) hal.InputInfo {
 	t.Helper()
-	for range 200 {
-		devs, err := List()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range devs {
-			if d.Name == name {
-				return d
-			}
-		}
-		time.Sleep(10 * time.Millisecond) // the kernel's hotplug, not ours to signal
+	w, err := Watch()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("%s never appeared", name)
-	return hal.InputInfo{}
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	for {
+		c, err := w.Next(ctx)
+		if err != nil {
+			t.Fatalf("%s never appeared: %v", name, err)
+		}
+		if c.Added && c.Info.Name == name {
+			return c.Info
+		}
+	}
 }
 
 func TestLabKeysWithMonotonicTime(t *testing.T) {
@@ -153,5 +155,96 @@ func TestLabUnpluggedDeviceEnds(t *testing.T) {
 			t.Errorf("after unplugging: %v, want ErrAbsent", err)
 		}
 		break
+	}
+}
+
+// TestLabHotplug plugs and unplugs a uinput device under a running
+// watcher, and checks grab on the way.
+func TestLabHotplug(t *testing.T) {
+	w, err := Watch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	present := map[string]string{}
+	next := func() hal.InputChange {
+		t.Helper()
+		c, err := w.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Added {
+			present[c.Info.Path] = c.Info.Name
+		} else {
+			delete(present, c.Info.Path)
+		}
+		return c
+	}
+
+	start := hal.MonoNow()
+	dev := keypad(t, "tobe-lab-hotplug")
+	var added hal.InputChange
+	for added.Info.Name != "tobe-lab-hotplug" {
+		added = next()
+	}
+	t.Logf("plugged -> reported in %v: %v", hal.MonoNow().Sub(start), added)
+	if !added.Added || len(added.Info.Keys) != 2 {
+		t.Fatalf("got %v with keys %v, want an addition with BTN_0 and KEY_A", added, added.Info.Keys)
+	}
+
+	// The body's grab takes the device from everyone else.
+	grabbed, err := Open(hal.InputConfig{Path: added.Info.Path, Grab: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer grabbed.Close()
+	if _, err := Open(hal.InputConfig{Path: added.Info.Path, Grab: true}); !errors.Is(err, hal.ErrBusy) {
+		t.Errorf("a second grab: %v, want ErrBusy", err)
+	}
+	other, err := Open(hal.InputConfig{Path: added.Info.Path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	press(t, dev, evdev.BTN_0, 1)
+	if e, err := grabbed.ReadEvent(ctx); err != nil || e.Type != hal.EvKey || e.Value != 1 {
+		t.Fatalf("grabbing reader: %v %v, want BTN_0 down", e, err)
+	}
+	// The kernel delivers to the grabber alone; a second reader sees
+	// nothing. (A negative, so bounded by time.)
+	quiet, cancelQ := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancelQ()
+	if e, err := other.ReadEvent(quiet); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a reader beside the grab got %v %v", e, err)
+	}
+
+	start = hal.MonoNow()
+	evdev.DestroyDevice(dev)
+	var removed hal.InputChange
+	for removed.Added || removed.Info.Path != added.Info.Path {
+		removed = next()
+	}
+	t.Logf("unplugged -> reported in %v: %v", hal.MonoNow().Sub(start), removed)
+	if removed.Info.Name != "tobe-lab-hotplug" {
+		t.Errorf("removal %v does not carry the device's name", removed)
+	}
+	// An open reader ends with ErrAbsent and closes cleanly.
+	for {
+		_, err := grabbed.ReadEvent(ctx)
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, hal.ErrAbsent) {
+			t.Errorf("reader after unplug: %v, want ErrAbsent", err)
+		}
+		break
+	}
+	if err := grabbed.Close(); err != nil {
+		t.Errorf("close after unplug: %v", err)
+	}
+	if _, ok := present[added.Info.Path]; ok {
+		t.Errorf("the watcher still lists %s", added.Info.Path)
 	}
 }

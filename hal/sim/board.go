@@ -77,6 +77,7 @@ func (b *Board) Drivers() hal.Drivers {
 		OpenCapture:  b.openCapture,
 		OpenPlayback: b.openPlayback,
 		OpenInput:    b.openInput,
+		WatchInputs:  b.watchInputs,
 	}
 }
 

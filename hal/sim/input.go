@@ -116,3 +116,42 @@ func (d *inputDevice) ReadEvent(ctx context.Context) (hal.InputEvent, error) {
 	ev.Time = d.b.mono(at)
 	return ev, nil
 }
+
+// inputWatcher reports the sim board's input devices, which are always
+// plugged: each once, as an addition, then nothing until it is closed.
+type inputWatcher struct {
+	mu      sync.Mutex
+	pending []hal.InputChange
+	closed  chan struct{}
+	once    sync.Once
+}
+
+func (b *Board) watchInputs() (hal.InputWatcher, error) {
+	w := &inputWatcher{closed: make(chan struct{})}
+	for _, name := range []string{KeypadName, KeyboardName} {
+		w.pending = append(w.pending, hal.InputChange{Added: true, Info: inputScripts[name].info})
+	}
+	return w, nil
+}
+
+func (w *inputWatcher) Next(ctx context.Context) (hal.InputChange, error) {
+	w.mu.Lock()
+	if len(w.pending) > 0 {
+		c := w.pending[0]
+		w.pending = w.pending[1:]
+		w.mu.Unlock()
+		return c, nil
+	}
+	w.mu.Unlock()
+	select {
+	case <-w.closed:
+		return hal.InputChange{}, fmt.Errorf("sim: input watcher: %w", hal.ErrClosed)
+	case <-ctx.Done():
+		return hal.InputChange{}, ctx.Err()
+	}
+}
+
+func (w *inputWatcher) Close() error {
+	w.once.Do(func() { close(w.closed) })
+	return nil
+}

@@ -354,6 +354,41 @@ func TestKeypadAndKeyboard(t *testing.T) {
 	})
 }
 
+func TestInputWatcherListsTheDevicesThenWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, err := New(1).Drivers().WatchInputs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for range 2 {
+			c, err := w.Next(t.Context())
+			if err != nil || !c.Added {
+				t.Fatalf("%v %v, want an addition", c, err)
+			}
+			names = append(names, c.Info.Name)
+		}
+		if names[0] != KeypadName || names[1] != KeyboardName {
+			t.Errorf("added %q", names)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := w.Next(t.Context())
+			done <- err
+		}()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("a third change: %v", err)
+		default:
+		}
+		w.Close()
+		if err := <-done; !errors.Is(err, hal.ErrClosed) {
+			t.Errorf("Next after Close: %v, want ErrClosed", err)
+		}
+	})
+}
+
 func TestEStopLineIsControllable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := New(1)
