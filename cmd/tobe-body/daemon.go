@@ -74,7 +74,7 @@ func driversFor(p *board.Profile, seed uint64) (hal.Drivers, board.Finder) {
 	if p.Drivers == "sim" {
 		return sim.New(seed).Drivers(), nil
 	}
-	return hal.Drivers{Name: "linux", OpenChip: gpio.Open, OpenInput: input.Open}, probe.Finder{Root: "/"}
+	return hal.Drivers{Name: "linux", OpenChip: gpio.Open, OpenInput: input.Open, WatchInputs: input.Watch}, probe.Finder{Root: "/"}
 }
 
 func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) error {

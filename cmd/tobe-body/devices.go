@@ -45,6 +45,7 @@ type devices struct {
 	speaker hal.AudioPlayback
 	spkID   string
 	inputs  []inputDevice
+	hotplug []*hotplug
 }
 
 // channelID names the channel of a device of a kind, the same whether a
@@ -94,8 +95,8 @@ func openDevices(p *board.Profile, d hal.Drivers, f board.Finder, reg *body.Regi
 			"input": d.OpenInput == nil, "thermal-zone": true, "throttle": true,
 		}
 		for _, r := range board.Check(p, hal.Drivers{Name: d.Name}, f) {
-			// "every input device" needs the hotplug watcher, still to come.
-			if !lacking[r.Kind] && !(r.Kind == "input" && r.Target == "device *") {
+			// "every input device" needs a hotplug watcher.
+			if !lacking[r.Kind] && !(r.Kind == "input" && r.Target == "device *" && d.WatchInputs == nil) {
 				continue
 			}
 			id := channelID(r.Kind, r.Name)
@@ -177,11 +178,11 @@ func openDevices(p *board.Profile, d hal.Drivers, f board.Finder, reg *body.Regi
 		register(reg, log, id, "audio-playback", dev, err, body.Enabled)
 	}
 	if d.OpenInput != nil {
+		var every []board.Input
 		for _, in := range p.Inputs {
 			id := channelID("input", in.Name)
 			if in.Match == "*" {
-				// Every device, as they come and go, is the hotplug
-				// watcher's job in the evdev driver; nothing to open here.
+				every = append(every, in)
 				continue
 			}
 			dev, err := d.OpenInput(hal.InputConfig{Name: in.Match, Grab: in.Grab})
@@ -191,6 +192,22 @@ func openDevices(p *board.Profile, d hal.Drivers, f board.Finder, reg *body.Regi
 				ds.inputs = append(ds.inputs, inputDevice{id: id, role: in.Role, dev: dev})
 			}
 			register(reg, log, id, "input", path, err, body.Enabled)
+		}
+		// Every other device, as they come and go.
+		for _, in := range every {
+			if d.WatchInputs == nil {
+				break
+			}
+			id := channelID("input", in.Name)
+			w, err := d.WatchInputs()
+			if err == nil {
+				h := &hotplug{id: id, w: w, open: d.OpenInput, skip: map[string]bool{}, devs: map[string]hal.InputDevice{}}
+				for _, named := range ds.inputs {
+					h.skip[named.dev.Info().Path] = true
+				}
+				ds.hotplug = append(ds.hotplug, h)
+			}
+			register(reg, log, id, "input", "every input device, as plugged", err, body.Enabled)
 		}
 	}
 	return ds
@@ -220,6 +237,9 @@ func (ds *devices) halt() error {
 	for _, in := range ds.inputs {
 		in.dev.Halt()
 	}
+	for _, h := range ds.hotplug {
+		h.halt()
+	}
 	return first
 }
 
@@ -237,6 +257,9 @@ func (ds *devices) close() error {
 	}
 	for _, in := range ds.inputs {
 		in.dev.Close()
+	}
+	for _, h := range ds.hotplug {
+		h.close()
 	}
 	if ds.chip != nil {
 		ds.chip.Close()

@@ -37,6 +37,8 @@ type monitor struct {
 	mic   audioStats
 	lines map[string]*lineStats
 	keys  map[string]*keyStats
+	// activity counts the events of hotplugged devices, per channel.
+	activity map[string]int
 }
 
 type camStats struct {
@@ -80,7 +82,7 @@ func listed(list []string, more *int, s string) []string {
 
 func newMonitor(ds *devices, reg *body.Registry, log *slog.Logger, out io.Writer) *monitor {
 	m := &monitor{ds: ds, reg: reg, log: log, out: out,
-		cams: map[string]*camStats{}, lines: map[string]*lineStats{}, keys: map[string]*keyStats{}}
+		cams: map[string]*camStats{}, lines: map[string]*lineStats{}, keys: map[string]*keyStats{}, activity: map[string]int{}}
 	for _, c := range ds.cams {
 		m.cams[c.id] = &camStats{format: c.cam.Format()}
 	}
@@ -107,6 +109,9 @@ func (m *monitor) start(ctx context.Context) {
 	}
 	for _, d := range m.ds.inputs {
 		m.goRead(ctx, d.id, func() error { return m.readInput(ctx, d) })
+	}
+	for _, h := range m.ds.hotplug {
+		m.goRead(ctx, h.id, func() error { return m.readHotplug(ctx, h) })
 	}
 }
 
@@ -330,6 +335,9 @@ func (m *monitor) print(since time.Duration, interval time.Duration) {
 		}
 		b.WriteString("\n")
 	}
+	for _, h := range m.ds.hotplug {
+		fmt.Fprintf(&b, "%s %-20s %d devices plugged, %d input events\n", stamp, h.id, h.count(), m.activity[h.id])
+	}
 	m.resetLocked()
 	m.mu.Unlock()
 	if len(m.ds.outs) > 0 {
@@ -365,6 +373,7 @@ func (m *monitor) resetLocked() {
 	for _, s := range m.keys {
 		s.events, s.names, s.more = 0, nil, 0
 	}
+	clear(m.activity)
 }
 
 func levelWord(l hal.Level) string {

@@ -79,3 +79,53 @@ func TestMonitorReportsAStoppedDevice(t *testing.T) {
 		}
 	})
 }
+
+// TestHotplugCountsActivityOfDevicesAsTheyCome: an "every device" input
+// channel opens what is plugged, counts its events without naming keys,
+// forgets what is unplugged, and leaves the devices the profile names to
+// their own channels.
+func TestHotplugCountsActivityOfDevicesAsTheyCome(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := haltest.NewInputWatcher(8)
+		named := haltest.NewInput(hal.InputInfo{Name: "keypad", Path: "/dev/input/event0"}, 4)
+		kbd := haltest.NewInput(hal.InputInfo{Name: "USB Keyboard", Path: "/dev/input/event1"}, 16)
+		mouse := haltest.NewInput(hal.InputInfo{Name: "USB Mouse", Path: "/dev/input/event2"}, 16)
+		h := &hotplug{id: "input.all", w: w, open: w.Open, skip: map[string]bool{named.Info().Path: true}, devs: map[string]hal.InputDevice{}}
+		ds := &devices{inputs: []inputDevice{{id: "input.keypad", role: "control", dev: named}}, hotplug: []*hotplug{h}}
+		var out bytes.Buffer
+		m := newMonitor(ds, body.NewRegistry(time.Now), slog.New(slog.NewTextHandler(io.Discard, nil)), &out)
+		ctx, cancel := context.WithCancel(t.Context())
+		m.start(ctx)
+
+		w.Plug(named)
+		w.Plug(kbd)
+		w.Plug(mouse)
+		synctest.Wait()
+		for _, code := range []uint16{35, 18, 38} {
+			kbd.Push(hal.InputEvent{Type: hal.EvKey, Code: code, Value: 1})
+		}
+		mouse.Push(hal.InputEvent{Type: hal.EvRel, Code: 0, Value: 5})
+		mouse.Push(hal.InputEvent{Type: hal.EvSyn, Code: hal.SynReport})
+		synctest.Wait()
+		m.print(time.Second, time.Second)
+		if got := out.String(); !strings.Contains(got, "input.all            2 devices plugged, 4 input events\n") {
+			t.Errorf("first interval:\n%s", got)
+		}
+		for _, leak := range []string{"key 35", "KEY_H", "35"} {
+			if strings.Contains(out.String(), leak) {
+				t.Errorf("a key leaks (%q):\n%s", leak, out.String())
+			}
+		}
+
+		out.Reset()
+		w.Unplug(mouse)
+		synctest.Wait()
+		m.print(time.Second, time.Second)
+		if got := out.String(); !strings.Contains(got, "input.all            1 devices plugged, 0 input events\n") {
+			t.Errorf("after unplugging:\n%s", got)
+		}
+		cancel()
+		ds.halt()
+		m.wait()
+	})
+}

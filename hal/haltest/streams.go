@@ -166,23 +166,105 @@ func (p *Playback) Halts() int {
 // Input is a fake input device that delivers the events a test pushes.
 type Input struct {
 	halter
-	info   hal.InputInfo
-	events chan hal.InputEvent
+	info     hal.InputInfo
+	events   chan hal.InputEvent
+	unplug   chan struct{}
+	unplugMu sync.Once
 }
 
 // NewInput returns a device described by info with room for n events.
 func NewInput(info hal.InputInfo, n int) *Input {
-	return &Input{halter: newHalter(), info: info, events: make(chan hal.InputEvent, n)}
+	return &Input{halter: newHalter(), info: info, events: make(chan hal.InputEvent, n), unplug: make(chan struct{})}
 }
 
 // Push queues an event.
 func (d *Input) Push(e hal.InputEvent) { d.events <- e }
 
+// Unplug makes ReadEvent return hal.ErrAbsent once the queued events are
+// read, as a removed device does.
+func (d *Input) Unplug() { d.unplugMu.Do(func() { close(d.unplug) }) }
+
 func (d *Input) Info() hal.InputInfo { return d.info }
 func (d *Input) Close() error        { return d.Halt() }
 
 func (d *Input) ReadEvent(ctx context.Context) (hal.InputEvent, error) {
-	return wait(ctx, &d.halter, d.events)
+	select {
+	case e := <-d.events:
+		return e, nil
+	default:
+	}
+	select {
+	case e := <-d.events:
+		return e, nil
+	case <-d.unplug:
+		return hal.InputEvent{}, fmt.Errorf("haltest: %s unplugged: %w", d.info.Name, hal.ErrAbsent)
+	case <-d.ch:
+		return hal.InputEvent{}, hal.ErrHalted
+	case <-ctx.Done():
+		return hal.InputEvent{}, ctx.Err()
+	}
+}
+
+// InputWatcher is a fake hotplug watcher: a test plugs and unplugs fake
+// devices, and Open (for hal.Drivers.OpenInput) opens the plugged ones.
+type InputWatcher struct {
+	changes chan hal.InputChange
+	closed  chan struct{}
+	once    sync.Once
+
+	mu      sync.Mutex
+	plugged map[string]*Input
+}
+
+// NewInputWatcher returns a watcher with room for n changes.
+func NewInputWatcher(n int) *InputWatcher {
+	return &InputWatcher{changes: make(chan hal.InputChange, n), closed: make(chan struct{}), plugged: map[string]*Input{}}
+}
+
+// Plug adds a device (its Info().Path is its key) and reports it.
+func (w *InputWatcher) Plug(d *Input) {
+	w.mu.Lock()
+	w.plugged[d.info.Path] = d
+	w.mu.Unlock()
+	w.changes <- hal.InputChange{Added: true, Info: d.info}
+}
+
+// Unplug removes a device: its reader ends with ErrAbsent and the removal
+// is reported.
+func (w *InputWatcher) Unplug(d *Input) {
+	w.mu.Lock()
+	delete(w.plugged, d.info.Path)
+	w.mu.Unlock()
+	d.Unplug()
+	w.changes <- hal.InputChange{Info: d.info}
+}
+
+// Open opens a plugged device by path or name.
+func (w *InputWatcher) Open(cfg hal.InputConfig) (hal.InputDevice, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, d := range w.plugged {
+		if d.info.Path == cfg.Path || (cfg.Path == "" && d.info.Name == cfg.Name) {
+			return d, nil
+		}
+	}
+	return nil, fmt.Errorf("haltest: no device %q %q: %w", cfg.Path, cfg.Name, hal.ErrAbsent)
+}
+
+func (w *InputWatcher) Next(ctx context.Context) (hal.InputChange, error) {
+	select {
+	case c := <-w.changes:
+		return c, nil
+	case <-w.closed:
+		return hal.InputChange{}, hal.ErrClosed
+	case <-ctx.Done():
+		return hal.InputChange{}, ctx.Err()
+	}
+}
+
+func (w *InputWatcher) Close() error {
+	w.once.Do(func() { close(w.closed) })
+	return nil
 }
 
 // Compile-time checks that the fakes keep the contracts.
@@ -194,4 +276,5 @@ var (
 	_ hal.AudioCapture  = (*Capture)(nil)
 	_ hal.AudioPlayback = (*Playback)(nil)
 	_ hal.InputDevice   = (*Input)(nil)
+	_ hal.InputWatcher  = (*InputWatcher)(nil)
 )
