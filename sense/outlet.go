@@ -1,0 +1,222 @@
+package sense
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/hal"
+	"github.com/tobe-body/tobe-body/ledger"
+)
+
+// Ledger is where a channel's events are kept: the ledger's Store.
+type Ledger interface {
+	Append(ctx context.Context, events ...ledger.Event) ([]ledger.Result, error)
+}
+
+// Source says who a channel's events are from and how they are to be
+// treated: every event an Outlet writes carries it.
+type Source struct {
+	// Channel is the channel id (camera.front, gpio.button, ...).
+	Channel string
+	Clock   *body.Clock
+	// Privacy is the channel's privacy class (camera and microphone are
+	// sensitive unless the config says otherwise).
+	Privacy ledger.Privacy
+	// Trust is how far the body trusts what this sensor reports.
+	Trust ledger.Level
+}
+
+// Outlet is a channel's bounded queue to the ledger. Emit never blocks: a
+// hal reader hands an event over and goes back to its device, whatever the
+// ledger is doing; when the queue is full the event is shed and counted.
+// Run writes the queue to the ledger in batches (the ledger's group commit
+// makes them durable together) and, when the ledger fails, keeps the batch
+// and retries with backoff while new events queue or are shed.
+type Outlet struct {
+	src Source
+	q   chan ledger.Event
+
+	closeOnce sync.Once
+	closed    chan struct{}
+
+	queued, shed, written, failures atomic.Uint64
+	lastErr                         atomic.Pointer[error]
+}
+
+// OutletStats counts what happened to a channel's events.
+type OutletStats struct {
+	// Queued is how many events Emit accepted; Shed how many it dropped
+	// because the queue was full; Written how many reached the ledger.
+	Queued, Shed, Written uint64
+	// Waiting is how many are in the queue now.
+	Waiting int
+	// Failures counts failed writes (each retried); LastError is the last.
+	Failures  uint64
+	LastError string
+}
+
+// DefaultQueue is an outlet's queue length unless a channel asks for more.
+const DefaultQueue = 256
+
+// NewOutlet makes an outlet with room for n events.
+func NewOutlet(src Source, n int) *Outlet {
+	if n <= 0 {
+		n = DefaultQueue
+	}
+	return &Outlet{src: src, q: make(chan ledger.Event, n), closed: make(chan struct{})}
+}
+
+// Source returns what the outlet stamps its events with.
+func (o *Outlet) Source() Source { return o.src }
+
+// Emit queues an event of type typ that happened at the monotonic time at
+// (from the source: a V4L2, evdev, GPIO or audio timestamp), with the
+// source's sequence number and a payload. It stamps occurred_at from at and
+// observed_at from now, with the clock's domain and uncertainty. It
+// returns false when the event was shed (the queue is full or closed).
+func (o *Outlet) Emit(typ string, at hal.Mono, seq uint64, payload any) bool {
+	ev := ledger.Event{Type: typ, ChannelID: o.src.Channel, SourceSequence: seq,
+		Provenance: ledger.Observed, Trust: o.src.Trust, Privacy: o.src.Privacy}
+	if payload != nil {
+		p, err := ledger.MarshalPayload(payload)
+		if err != nil {
+			o.fail(fmt.Errorf("sense: %s: %s: %w", o.src.Channel, typ, err))
+			o.shed.Add(1)
+			return false
+		}
+		ev.Payload = p
+	}
+	if c := o.src.Clock; c != nil {
+		s := c.Stamp(at)
+		ev.OccurredAt, ev.MonotonicNS, ev.ClockDomain, ev.ClockUncertaintyMS = s.UTC.UnixNano(), s.MonotonicNS, s.Domain, s.UncertaintyMS()
+		ev.ObservedAt = c.Now().UTC.UnixNano()
+	}
+	return o.Put(ev)
+}
+
+// Put queues a whole event as it is. It returns false when it was shed.
+func (o *Outlet) Put(ev ledger.Event) bool {
+	select {
+	case <-o.closed:
+		o.shed.Add(1)
+		return false
+	default:
+	}
+	select {
+	case o.q <- ev:
+		o.queued.Add(1)
+		return true
+	default:
+		o.shed.Add(1)
+		return false
+	}
+}
+
+// Close stops accepting events; Run writes what is queued, then returns.
+// Call it after the channel's readers have stopped.
+func (o *Outlet) Close() { o.closeOnce.Do(func() { close(o.closed) }) }
+
+// Stats returns the outlet's counts.
+func (o *Outlet) Stats() OutletStats {
+	s := OutletStats{Queued: o.queued.Load(), Shed: o.shed.Load(), Written: o.written.Load(),
+		Waiting: len(o.q), Failures: o.failures.Load()}
+	if e := o.lastErr.Load(); e != nil {
+		s.LastError = (*e).Error()
+	}
+	return s
+}
+
+func (o *Outlet) fail(err error) {
+	o.failures.Add(1)
+	o.lastErr.Store(&err)
+}
+
+// maxBatch bounds one write.
+const maxBatch = 64
+
+// Retry bounds of a failed write.
+var (
+	retryMin = 100 * time.Millisecond
+	retryMax = 5 * time.Second
+)
+
+// Run writes queued events to l until the outlet is closed and drained,
+// or ctx is done (then what is still queued is not written: a stopping
+// daemon closes outlets first and cancels ctx only to give up).
+func (o *Outlet) Run(ctx context.Context, l Ledger) error {
+	batch := make([]ledger.Event, 0, maxBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case ev := <-o.q:
+			batch = append(batch, ev)
+		case <-o.closed:
+			// Closed: take what is left, then end.
+			select {
+			case ev := <-o.q:
+				batch = append(batch, ev)
+			default:
+				return nil
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case ev := <-o.q:
+				batch = append(batch, ev)
+			default:
+				break fill
+			}
+		}
+		if err := o.write(ctx, l, batch); err != nil {
+			return err
+		}
+	}
+}
+
+// write appends batch, retrying with backoff until it is written or ctx
+// is done. Events that can never be written (invalid) are counted and
+// dropped one by one rather than blocking the queue forever.
+func (o *Outlet) write(ctx context.Context, l Ledger, batch []ledger.Event) error {
+	wait := retryMin
+	for {
+		_, err := l.Append(ctx, batch...)
+		if err == nil {
+			o.written.Add(uint64(len(batch)))
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		o.fail(fmt.Errorf("sense: %s: write %d events: %w", o.src.Channel, len(batch), err))
+		if errors.Is(err, ledger.ErrInvalid) {
+			// One bad event must not hold the others back: write them
+			// one at a time and drop only what the ledger refuses.
+			for _, ev := range batch {
+				if _, err := l.Append(ctx, ev); err == nil {
+					o.written.Add(1)
+				} else if !errors.Is(err, ledger.ErrInvalid) {
+					return o.write(ctx, l, []ledger.Event{ev})
+				} else {
+					o.shed.Add(1)
+				}
+			}
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		wait = min(2*wait, retryMax)
+	}
+}
