@@ -120,7 +120,7 @@ func (c *LineChannel) Run(ctx context.Context) error {
 			c.edge(e)
 		case ctx.Err() != nil || errors.Is(err, hal.ErrHalted):
 			return nil
-		case wctx.Err() != nil:
+		case errors.Is(err, context.DeadlineExceeded):
 			c.longSent = true
 			c.out.Emit("gpio.long_press", c.pressedAt.Add(c.cfg.LongPress), c.lastSeq,
 				Press{Line: c.line.Name(), HeldMS: c.cfg.LongPress.Milliseconds()})
