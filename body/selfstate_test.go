@@ -33,13 +33,13 @@ const (
 
 func TestSampleReadsTheKernel(t *testing.T) {
 	root := fakeSys(t, map[string]string{
-		"proc/stat":    stat1,
-		"proc/loadavg": "1.50 0.90 0.40 2/300 1234\n",
-		"proc/meminfo": meminfo,
-		"sys/class/thermal/thermal_zone0/type":                 "cpu-thermal\n",
-		"sys/class/thermal/thermal_zone0/temp":                 "81234\n",
-		"sys/class/thermal/thermal_zone1/type":                 "gpu-thermal\n",
-		"sys/class/thermal/thermal_zone1/temp":                 "40000\n",
+		"proc/stat":                                           stat1,
+		"proc/loadavg":                                        "1.50 0.90 0.40 2/300 1234\n",
+		"proc/meminfo":                                        meminfo,
+		"sys/class/thermal/thermal_zone0/type":                "cpu-thermal\n",
+		"sys/class/thermal/thermal_zone0/temp":                "81234\n",
+		"sys/class/thermal/thermal_zone1/type":                "gpu-thermal\n",
+		"sys/class/thermal/thermal_zone1/temp":                "40000\n",
 		"sys/devices/platform/soc/soc:firmware/get_throttled": "0x50005\n",
 	})
 	reg := NewRegistry(time.Now)
@@ -81,8 +81,8 @@ func TestSampleReadsTheKernel(t *testing.T) {
 
 func TestSampleSaysWhatItCouldNotRead(t *testing.T) {
 	root := fakeSys(t, map[string]string{
-		"proc/stat":    "intr 1 2 3\n",
-		"proc/meminfo": "nothing\n",
+		"proc/stat":                            "intr 1 2 3\n",
+		"proc/meminfo":                         "nothing\n",
 		"sys/class/thermal/thermal_zone0/type": "cpu-thermal\n",
 		"sys/class/thermal/thermal_zone0/temp": "hot\n",
 		"fw/get_throttled":                     "zzz\n",
