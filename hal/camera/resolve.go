@@ -115,7 +115,7 @@ func (r resolver) locate(device string) (node string, info capInfo, stable strin
 func (r resolver) find(device string) (string, capInfo, error) {
 	switch {
 	case device == "":
-		return r.scan("any camera", func(_ string, c capInfo) bool { return !c.csi() })
+		return r.scan("camera that is not a CSI camera", func(_ string, c capInfo) bool { return !c.csi() })
 	case filepath.IsAbs(device):
 		node, err := r.deref(device)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -158,7 +158,7 @@ func (r resolver) find(device string) (string, capInfo, error) {
 	if node, c, err := r.scan("", func(_ string, c capInfo) bool { return c.Card == device }); err == nil {
 		return node, c, nil
 	}
-	node, c, err := r.scan(fmt.Sprintf("a camera named %q (%s: %s)", device, byID, list(links)),
+	node, c, err := r.scan(fmt.Sprintf("camera named %q (entries of %s: %s)", device, byID, list(links)),
 		func(_ string, c capInfo) bool { return c.Driver == device })
 	return node, c, err
 }
