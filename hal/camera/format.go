@@ -48,6 +48,9 @@ func checkConfig(cfg hal.CameraConfig) error {
 }
 
 func formatList(ps []hal.PixelFormat) string {
+	if len(ps) == 0 {
+		return "no format"
+	}
 	s := make([]string, len(ps))
 	for i, p := range ps {
 		s[i] = p.String()

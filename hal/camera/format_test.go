@@ -55,6 +55,7 @@ func TestChoosePixel(t *testing.T) {
 		{"raw before MJPEG whatever the order", []hal.PixelFormat{m, y}, []hal.PixelFormat{m, y}, y, ""},
 		{"MJPEG only if accepted", []hal.PixelFormat{y}, []hal.PixelFormat{m}, 0, "it offers MJPG, none of YUYV: hal: unsupported"},
 		{"nothing usable", nil, []hal.PixelFormat{nv12}, 0, "it offers NV12, none of YUYV, GREY, MJPG"},
+		{"nothing listed", nil, nil, 0, "it offers no format, none of YUYV, GREY, MJPG"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := choosePixel(tc.accept, tc.offered)

@@ -233,19 +233,17 @@ func TestLabSlowConsumerDropsOldest(t *testing.T) {
 func TestLabErrorFramesAreDroppedAndCounted(t *testing.T) {
 	cam := openLab(t, hal.CameraConfig{Device: labCard, Width: 320, Height: 180, Rate: 60 * physic.Hertz})
 	f := next(t, cam, 10*time.Second)
-	first, last := f.Seq, f.Seq
+	first := f.Seq
 	f.Release()
 	s0 := stats(cam)
 	for i := range 3 {
 		setControl(t, "Inject V4L2_BUF_FLAG_ERROR", 1)
 		for stats(cam).ErrorFrames < uint64(i+1) {
-			f := next(t, cam, 5*time.Second)
-			last = f.Seq
-			f.Release()
+			next(t, cam, 5*time.Second).Release()
 		}
 	}
-	f = next(t, cam, 5*time.Second)
-	last = f.Seq
+	f = next(t, cam, 5*time.Second) // after the last error frame
+	last := f.Seq
 	f.Release()
 	s := stats(cam)
 	if s.ErrorFrames != 3 || !s.Online {
