@@ -410,3 +410,9 @@ func (s *sequence) next(raw uint32) uint64 {
 	s.raw, s.any, s.running = raw, true, true
 	return s.last
 }
+
+var (
+	_ hal.Camera        = (*device)(nil)
+	_ hal.CameraStatser = (*device)(nil)
+	_                   = hal.Drivers{OpenCamera: Open}
+)
