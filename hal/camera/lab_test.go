@@ -302,6 +302,48 @@ func TestLabDisconnectReopens(t *testing.T) {
 		offline.Sub(pressed).Round(time.Millisecond), back.Sub(offline).Round(time.Millisecond), minBackoff)
 }
 
+// A frame held across an unplug stays readable: its buffer stays mapped
+// after the device is closed, until Release. vivid comes back only when
+// its last user is gone, mappings included, so the reopen waits for it.
+func TestLabHeldFrameOutlivesTheDevice(t *testing.T) {
+	cam := openLab(t, hal.CameraConfig{Device: labCard, Width: 320, Height: 180, Rate: 60 * physic.Hertz})
+	held := next(t, cam, 10*time.Second)
+	before := checksum(held.Data)
+	setControl(t, "Disconnect", 1)
+	for {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		f, err := cam.NextFrame(ctx)
+		cancel()
+		if err == nil {
+			f.Release()
+			continue
+		}
+		if !errors.Is(err, hal.ErrAbsent) {
+			t.Fatalf("after the disconnect: %v, want ErrAbsent", err)
+		}
+		break
+	}
+	if after := checksum(held.Data); after != before {
+		t.Errorf("the held frame changed while the device went away: checksum %x, was %x", after, before)
+	}
+	released := hal.MonoNow()
+	held.Release()
+	f := next(t, cam, 10*time.Second)
+	f.Release()
+	if s := stats(cam); s.Reopens != 1 || !s.Online {
+		t.Errorf("after releasing the held frame: %+v, want reopened", s)
+	}
+	t.Logf("held frame intact after the unplug; frames again %s after its release", hal.MonoNow().Sub(released).Round(time.Millisecond))
+}
+
+func checksum(b []byte) uint64 {
+	var s uint64
+	for i, v := range b {
+		s = s*31 + uint64(v) + uint64(i)
+	}
+	return s
+}
+
 func TestLabNamesAndFormats(t *testing.T) {
 	node := labNode(t)
 	for _, tc := range []struct {
