@@ -183,11 +183,12 @@ func TestLabSlowConsumerDropsOldest(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // waiting for vivid's frames, not for the driver
 	}
-	b := next(t, cam, time.Second)
+	// Every drop counted now was of a frame older than all those waiting
+	// now, so older than the next one read; later drops are not counted.
 	dropped := stats(cam).Dropped - before
-	// Drop-oldest: every dropped frame came between a and b.
+	b := next(t, cam, time.Second)
 	if b.Seq-aSeq-1 < dropped {
-		t.Errorf("after a pause the next frame is %d, %d after %d, but %d were dropped: not the newest", b.Seq, b.Seq-aSeq-1, aSeq, dropped)
+		t.Errorf("after a pause the next frame is %d, %d after %d, but %d were dropped before it: not the newest", b.Seq, b.Seq-aSeq-1, aSeq, dropped)
 	}
 	t.Logf("paused reading: %d frames dropped, the next one is %d after the last read, %s old",
 		dropped, b.Seq-aSeq, hal.MonoNow().Sub(b.Time).Round(time.Millisecond))
@@ -249,14 +250,14 @@ func TestLabErrorFramesAreDroppedAndCounted(t *testing.T) {
 	if s.ErrorFrames != 3 || !s.Online {
 		t.Errorf("after 3 injected error frames: %+v", s)
 	}
-	// Every frame from first to last was delivered, dropped for the
-	// consumer, lost by the driver, or an error frame.
-	delivered, dropped := s.Frames-s0.Frames+1, s.Dropped-s0.Dropped
-	missing := last - first + 1 - delivered - dropped
+	// The error frames are among those from first to last that were not
+	// delivered (with those dropped here or lost by the driver).
+	delivered := s.Frames - s0.Frames + 1
+	missing := last - first + 1 - delivered
 	if missing < 3 {
-		t.Errorf("frames %d to %d: %d delivered, %d dropped, so %d missing; the 3 error frames must be among them", first, last, delivered, dropped, missing)
+		t.Errorf("frames %d to %d: %d delivered, so %d missing; the 3 error frames must be among them", first, last, delivered, missing)
 	}
-	t.Logf("3 error frames dropped and counted; frames %d..%d: %d delivered, %d dropped, %d missing", first, last, delivered, dropped, missing)
+	t.Logf("3 error frames dropped and counted; frames %d..%d: %d delivered, %d missing (%d dropped here)", first, last, delivered, missing, s.Dropped-s0.Dropped)
 }
 
 func TestLabDisconnectReopens(t *testing.T) {
@@ -287,8 +288,8 @@ func TestLabDisconnectReopens(t *testing.T) {
 	if f.Seq <= lastSeq {
 		t.Errorf("after the reopen, frame %d: not after %d", f.Seq, lastSeq)
 	}
-	if f.Time < offline {
-		t.Errorf("the first frame after the reopen is from %v, before going offline at %v", f.Time, offline)
+	if f.Time < pressed {
+		t.Errorf("the first frame after the reopen is from %v, before the disconnect at %v", f.Time, pressed)
 	}
 	f.Release()
 	s := stats(cam)
