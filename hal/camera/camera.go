@@ -6,7 +6,7 @@
 //
 // # Opening
 //
-// Config.Device is a node (/dev/video0), a symlink to one (udev's
+// CameraConfig.Device is a node (/dev/video0), a symlink to one (udev's
 // /dev/v4l/by-id and by-path entries), or a bare name matched against the
 // /dev/v4l/by-id entries and then against the card and driver names the
 // nodes report (VIDIOC_QUERYCAP); empty means the first capture node
@@ -58,7 +58,9 @@
 // error wrapping hal.ErrAbsent once, and the camera reopens the device
 // by its name with backoff (100 ms doubling to 5 s) and resumes; later
 // NextFrame calls wait for frames again. Buffers the consumer still holds
-// then stay mapped until their Release. Stats counts frames, drops, error
+// then stay mapped, their bytes intact, until their Release (a driver that
+// comes back only when its last user is gone, mappings included, as vivid
+// does, comes back after that). Stats counts frames, drops, error
 // frames and reopens and says whether the camera is online and what
 // failed last.
 //
