@@ -100,3 +100,32 @@ type Camera interface {
 	NextFrame(ctx context.Context) (*Frame, error)
 	Close() error
 }
+
+// CameraStats is what a camera driver counted since it was opened.
+type CameraStats struct {
+	// Frames counts frames handed to the consumer by NextFrame.
+	Frames uint64
+	// Dropped counts frames the driver threw away because the consumer
+	// fell behind or held too many frames at once.
+	Dropped uint64
+	// ErrorFrames counts frames the device marked as broken, delivered
+	// short, or that did not decode; they are dropped, never delivered.
+	ErrorFrames uint64
+	// Reopens counts the times the device came back after going offline.
+	Reopens uint64
+	// Online is true while the device is streaming.
+	Online bool
+	// DriverTime is true when the frames carry the driver's capture time
+	// on CLOCK_MONOTONIC, false when they are stamped on arrival.
+	DriverTime bool
+	// LastErr is the most recent error the driver met (nil if none); it
+	// stays after the device came back.
+	LastErr error
+}
+
+// CameraStatser is a camera that counts what it sees. Consumers find it
+// by type assertion on a Camera; Stats is safe to call at any time from
+// any goroutine, also after Close.
+type CameraStatser interface {
+	Stats() CameraStats
+}
