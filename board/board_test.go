@@ -2,6 +2,7 @@ package board
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -208,5 +209,20 @@ func TestLines(t *testing.T) {
 	}
 	if g, _ := s.Get("generic-amd64"); g.Lines() != nil {
 		t.Error("a board without GPIO has lines")
+	}
+}
+
+func TestCameraConfig(t *testing.T) {
+	for _, tc := range []struct {
+		cam  Camera
+		want string
+	}{
+		{Camera{Name: "front", Driver: "uvcvideo", Format: []string{"YUYV", "MJPG"}, Width: 640, Height: 480, FPS: 15}, "uvcvideo [YUYV MJPG] 640x480@15Hz"},
+		{Camera{Name: "door", Device: "/dev/v4l/by-id/usb-cam-video-index0", Driver: "uvcvideo", Format: []string{"GREY"}}, "/dev/v4l/by-id/usb-cam-video-index0 [GREY] 0x0@0Hz"},
+	} {
+		c := CameraConfig(tc.cam)
+		if got := fmt.Sprintf("%s %v %dx%d@%s", c.Device, c.Pixel, c.Width, c.Height, c.Rate); got != tc.want {
+			t.Errorf("%+v: %s, want %s", tc.cam, got, tc.want)
+		}
 	}
 }

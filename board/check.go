@@ -221,6 +221,11 @@ func Check(p *Profile, d hal.Drivers, f Finder) []Report {
 // CameraConfig converts a profile camera to what a driver is asked for.
 func CameraConfig(c Camera) hal.CameraConfig {
 	cfg := hal.CameraConfig{Device: c.Device, Width: c.Width, Height: c.Height, Rate: physic.Frequency(c.FPS) * physic.Hertz}
+	if cfg.Device == "" {
+		// A camera named by its V4L2 driver (uvcvideo, vivid): the camera
+		// driver takes a bare name as a card or driver name.
+		cfg.Device = c.Driver
+	}
 	for _, f := range c.Format {
 		if len(f) == 4 {
 			cfg.Pixel = append(cfg.Pixel, hal.FourCC(f[0], f[1], f[2], f[3]))

@@ -136,10 +136,27 @@ func (m *monitor) goRead(ctx context.Context, id string, read func() error) {
 func (m *monitor) wait() { m.wg.Wait() }
 
 func (m *monitor) readCamera(ctx context.Context, c camera) error {
+	offline := false
 	for {
 		f, err := c.cam.NextFrame(ctx)
+		if errors.Is(err, hal.ErrAbsent) {
+			// Unplugged: the driver reopens it; say so and wait for frames.
+			m.log.Warn("camera offline", "channel", c.id, "err", err)
+			if serr := m.reg.Set(c.id, body.Offline, err.Error()); serr != nil {
+				m.log.Error("channel state", "channel", c.id, "err", serr)
+			}
+			offline = true
+			continue
+		}
 		if err != nil {
 			return err
+		}
+		if offline {
+			offline = false
+			m.log.Info("camera back", "channel", c.id)
+			if serr := m.reg.Set(c.id, body.Enabled, "ok"); serr != nil {
+				m.log.Error("channel state", "channel", c.id, "err", serr)
+			}
 		}
 		m.mu.Lock()
 		s := m.cams[c.id]

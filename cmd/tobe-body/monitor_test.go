@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -61,10 +62,22 @@ func TestMonitorReportsAStoppedDevice(t *testing.T) {
 		m := newMonitor(ds, reg, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard)
 		m.start(t.Context())
 		cam.Fail(fmt.Errorf("camera front unplugged: %w", hal.ErrAbsent))
-		m.wait()
+		synctest.Wait()
 		c, _ := reg.Get("camera.front")
 		if c.State != body.Offline || !strings.Contains(c.Health, "unplugged") {
 			t.Errorf("an unplugged camera is %s (%s), want offline with the error", c.State, c.Health)
+		}
+		// The driver reopens it: frames again bring the channel back.
+		cam.Push(make([]byte, 16), 7, 0)
+		synctest.Wait()
+		if c, _ := reg.Get("camera.front"); c.State != body.Enabled {
+			t.Errorf("a camera delivering again is %s (%s), want enabled", c.State, c.Health)
+		}
+		// Another error is a fault that stops the reader.
+		cam.Fail(errors.New("VIDIOC_DQBUF: input/output error"))
+		m.wait()
+		if c, _ := reg.Get("camera.front"); c.State != body.Offline || !strings.Contains(c.Health, "input/output") {
+			t.Errorf("a failed camera is %s (%s)", c.State, c.Health)
 		}
 
 		// Halting is not a fault.
