@@ -39,6 +39,17 @@ func (d Degradation) String() string {
 // MarshalText writes the level's name.
 func (d Degradation) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
+// UnmarshalText reads a level's name.
+func (d *Degradation) UnmarshalText(b []byte) error {
+	for i, n := range degradationNames {
+		if string(b) == n {
+			*d = Degradation(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("body: %q is not a degradation level (%s)", b, strings.Join(degradationNames, ", "))
+}
+
 // Throttle is what the board says about throttling and power. Now bits are
 // the state at the sample; Since bits say it happened since boot.
 type Throttle struct {

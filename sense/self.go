@@ -71,10 +71,20 @@ func (c *SelfChannel) Last() (body.SelfState, bool) {
 	return c.last, c.have
 }
 
-// Run samples until ctx is done.
+// Prime takes the first sample now, so Last has one before Run starts.
+func (c *SelfChannel) Prime() { c.observe(c.sampler.Sample()) }
+
+// Run samples until ctx is done (at once, unless Prime already did).
 func (c *SelfChannel) Run(ctx context.Context) error {
 	t := time.NewTicker(c.every)
 	defer t.Stop()
+	if _, primed := c.Last(); primed {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
 	for {
 		c.observe(c.sampler.Sample())
 		select {

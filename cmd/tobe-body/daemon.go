@@ -21,6 +21,7 @@ import (
 	"github.com/tobe-body/tobe-body/hal/probe"
 	"github.com/tobe-body/tobe-body/hal/sim"
 	"github.com/tobe-body/tobe-body/ledger"
+	"github.com/tobe-body/tobe-body/sense"
 )
 
 // statusReply is what the daemon answers to "status". It holds nothing
@@ -45,6 +46,10 @@ type statusReply struct {
 	Safety   string         `json:"safety"`
 	Ledger   ledgerStatus   `json:"ledger"`
 	Channels []body.Channel `json:"channels"`
+	// Self is the latest self-state sample.
+	Self *body.SelfState `json:"self,omitempty"`
+	// Events counts, per sense channel, what it queued, shed and wrote.
+	Events map[string]sense.OutletStats `json:"events,omitempty"`
 }
 
 type ledgerStatus struct {
@@ -77,6 +82,10 @@ func driversFor(p *board.Profile, seed uint64) (hal.Drivers, board.Finder) {
 	}
 	return hal.Drivers{Name: "linux", OpenChip: gpio.Open, OpenCamera: v4l2.Open, OpenInput: input.Open, WatchInputs: input.Watch}, probe.Finder{Root: "/"}
 }
+
+// clockEvery is how often the monotonic-to-UTC offset and the clock's
+// sync state are measured again.
+const clockEvery = time.Minute
 
 func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c common
@@ -137,6 +146,11 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	drivers, finder := driversFor(profile, cfg.Sim.Seed)
 	reg := body.NewRegistry(time.Now)
 	ds := openDevices(profile, drivers, finder, reg, log)
+	clock, err := body.NewClock()
+	if err != nil {
+		return err
+	}
+	sn := newSenses(ds, profile, cfg.DataDir, clock, store, reg, log)
 	reg.Seal()
 	defer func() {
 		if err := ds.close(); err != nil {
@@ -156,6 +170,10 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			Drivers: drivers.Name, Version: version, PID: os.Getpid(), DataDir: cfg.DataDir, Config: cfg.Layers,
 			StartedAt: started.UTC(), UptimeS: time.Since(started).Seconds(), Safety: safety, Channels: reg.Snapshot(),
 			Ledger: ledgerStatus{Path: lopts.Path},
+		}
+		st.Events = sn.stats()
+		if self, ok := sn.self.Last(); ok {
+			st.Self = &self
 		}
 		if store == nil {
 			st.Ledger.Error = "not open"
@@ -179,15 +197,6 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		os.Remove(sock)
 	}()
 
-	mctx, stopReaders := context.WithCancel(ctx)
-	mon := newMonitor(ds, reg, log, stdout)
-	mon.start(mctx)
-	defer func() {
-		stopReaders()
-		ds.halt() // unblocks readers waiting on a device
-		mon.wait()
-	}()
-
 	chans := reg.Snapshot()
 	if store != nil {
 		p, _ := ledger.MarshalPayload(map[string]any{"board": profile.Name, "drivers": drivers.Name, "version": version,
@@ -195,13 +204,35 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if _, err := store.Append(ctx, ledger.Event{Type: "body.started", Provenance: ledger.Observed, Payload: p}); err != nil {
 			log.Error("ledger append", "err", err)
 		}
-		defer func() {
+	}
+	var startSeq uint64
+	var sink sense.Ledger
+	if store != nil {
+		if st, err := store.Stats(); err == nil {
+			startSeq = st.LastSeq
+		}
+		sink = store
+	}
+	mctx, stopReaders := context.WithCancel(ctx)
+	mon := newMonitor(ds, reg, log, stdout)
+	mon.start(mctx)
+	if store != nil {
+		mon.follow(mctx, store, startSeq)
+	}
+	sn.start(mctx, sink)
+	defer func() {
+		stopReaders()
+		ds.halt() // unblocks readers waiting on a device
+		sn.stop() // what the channels saw is written before the body says it stopped
+		mon.wait()
+		if store != nil {
 			p, _ := ledger.MarshalPayload(map[string]any{"uptime_s": time.Since(started).Seconds()})
 			if _, err := store.Append(context.Background(), ledger.Event{Type: "body.stopped", Provenance: ledger.Observed, Payload: p}); err != nil {
 				log.Error("ledger append", "err", err)
 			}
-		}()
-	}
+		}
+	}()
+
 	log.Info("body started", "body", cfg.Body.Name, "board", profile.Name, "drivers", drivers.Name,
 		"channels", len(chans), "data", cfg.DataDir, "socket", sock, "config", cfg.Layers)
 	if err := sdNotify("READY=1\nSTATUS=running on " + profile.Name); err != nil {

@@ -201,11 +201,7 @@ func openDevices(p *board.Profile, d hal.Drivers, f board.Finder, reg *body.Regi
 			id := channelID("input", in.Name)
 			w, err := d.WatchInputs()
 			if err == nil {
-				h := &hotplug{id: id, w: w, open: d.OpenInput, skip: map[string]bool{}, devs: map[string]hal.InputDevice{}}
-				for _, named := range ds.inputs {
-					h.skip[named.dev.Info().Path] = true
-				}
-				ds.hotplug = append(ds.hotplug, h)
+				ds.hotplug = append(ds.hotplug, &hotplug{id: id, w: w, open: d.OpenInput})
 			}
 			register(reg, log, id, "input", "every input device, as plugged", err, body.Enabled)
 		}
@@ -238,7 +234,7 @@ func (ds *devices) halt() error {
 		in.dev.Halt()
 	}
 	for _, h := range ds.hotplug {
-		h.halt()
+		h.w.Close()
 	}
 	return first
 }
@@ -257,9 +253,6 @@ func (ds *devices) close() error {
 	}
 	for _, in := range ds.inputs {
 		in.dev.Close()
-	}
-	for _, h := range ds.hotplug {
-		h.close()
 	}
 	if ds.chip != nil {
 		ds.chip.Close()

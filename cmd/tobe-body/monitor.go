@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/hal"
+	"github.com/tobe-body/tobe-body/ledger"
 )
 
 // maxListed bounds the edges and keys listed for one interval; the rest
@@ -36,9 +38,9 @@ type monitor struct {
 	cams  map[string]*camStats
 	mic   audioStats
 	lines map[string]*lineStats
-	keys  map[string]*keyStats
-	// activity counts the events of hotplugged devices, per channel.
-	activity map[string]int
+	// events are what the sense channels wrote to the ledger this interval.
+	events     []string
+	moreEvents int
 }
 
 type camStats struct {
@@ -65,12 +67,6 @@ type lineStats struct {
 	seq   uint64
 }
 
-type keyStats struct {
-	events int
-	names  []string
-	more   int // keys past maxListed
-}
-
 // listed appends s to a bounded list, or counts it in more.
 func listed(list []string, more *int, s string) []string {
 	if len(list) < maxListed {
@@ -82,18 +78,28 @@ func listed(list []string, more *int, s string) []string {
 
 func newMonitor(ds *devices, reg *body.Registry, log *slog.Logger, out io.Writer) *monitor {
 	m := &monitor{ds: ds, reg: reg, log: log, out: out,
-		cams: map[string]*camStats{}, lines: map[string]*lineStats{}, keys: map[string]*keyStats{}, activity: map[string]int{}}
+		cams: map[string]*camStats{}, lines: map[string]*lineStats{}}
 	for _, c := range ds.cams {
 		m.cams[c.id] = &camStats{format: c.cam.Format()}
 	}
-	for _, in := range ds.ins {
+	for _, in := range m.estopLines() {
 		l, _ := in.line.Read()
 		m.lines[in.id] = &lineStats{level: l}
 	}
-	for _, d := range ds.inputs {
-		m.keys[d.id] = &keyStats{}
-	}
 	return m
+}
+
+// estopLines are the lines the monitor reads itself: the e-stop's (every
+// other input line is a sense channel's).
+func (m *monitor) estopLines() []inputLine {
+	var out []inputLine
+	for _, in := range m.ds.ins {
+		switch in.role {
+		case board.RoleEStop, board.RoleEStopSecond, board.RoleEStopReset:
+			out = append(out, in)
+		}
+	}
+	return out
 }
 
 // start launches one reader per stream.
@@ -104,15 +110,45 @@ func (m *monitor) start(ctx context.Context) {
 	if m.ds.mic != nil {
 		m.goRead(ctx, m.ds.micID, func() error { return m.readMic(ctx) })
 	}
-	for _, in := range m.ds.ins {
+	for _, in := range m.estopLines() {
 		m.goRead(ctx, in.id, func() error { return m.readLine(ctx, in) })
 	}
-	for _, d := range m.ds.inputs {
-		m.goRead(ctx, d.id, func() error { return m.readInput(ctx, d) })
+}
+
+// follow prints, each interval, the events written to the ledger since
+// seq, until ctx ends.
+func (m *monitor) follow(ctx context.Context, store *ledger.Store, seq uint64) {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		store.Follow(ctx, ledger.Filter{After: seq}, func(e ledger.Stored) error {
+			line := eventLine(e.View())
+			m.mu.Lock()
+			m.events = listed(m.events, &m.moreEvents, line)
+			m.mu.Unlock()
+			return nil
+		})
+	}()
+}
+
+// eventLine is one event as the monitor prints it: type, channel and the
+// payload's fields.
+func eventLine(e ledger.EventView) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-22s %-16s", e.Type, e.ChannelID)
+	if p, ok := e.Payload.(map[string]any); ok {
+		keys := make([]string, 0, len(p))
+		for k := range p {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&b, " %s=%v", k, p[k])
+		}
+	} else if e.Payload != nil {
+		fmt.Fprintf(&b, " %v", e.Payload)
 	}
-	for _, h := range m.ds.hotplug {
-		m.goRead(ctx, h.id, func() error { return m.readHotplug(ctx, h) })
-	}
+	return strings.TrimRight(b.String(), " ")
 }
 
 // goRead runs a reader; a reader that fails for a reason other than the
@@ -268,35 +304,6 @@ func edgeWord(e hal.Edge) string {
 	return "falling"
 }
 
-func (m *monitor) readInput(ctx context.Context, d inputDevice) error {
-	for {
-		ev, err := d.dev.ReadEvent(ctx)
-		if err != nil {
-			return err
-		}
-		if ev.Type != hal.EvKey {
-			continue
-		}
-		m.mu.Lock()
-		s := m.keys[d.id]
-		s.events++
-		// Only controls name their keys; a keyboard's keys are private.
-		if d.role == "control" && ev.Value != 2 {
-			s.names = listed(s.names, &s.more, fmt.Sprintf("%s %s", keyName(ev.Code), map[int32]string{0: "up", 1: "down"}[ev.Value]))
-		}
-		m.mu.Unlock()
-	}
-}
-
-var keyNames = map[uint16]string{hal.BtnMisc: "BTN_0", hal.BtnMisc + 1: "BTN_1", hal.BtnMisc + 2: "BTN_2", hal.KeyEnter: "KEY_ENTER", 1: "KEY_ESC", 57: "KEY_SPACE", 103: "KEY_UP", 108: "KEY_DOWN", 105: "KEY_LEFT", 106: "KEY_RIGHT"}
-
-func keyName(code uint16) string {
-	if n, ok := keyNames[code]; ok {
-		return n
-	}
-	return fmt.Sprintf("key %d", code)
-}
-
 // print writes one line per device for the interval that ended and starts
 // the next.
 func (m *monitor) print(since time.Duration, interval time.Duration) {
@@ -327,7 +334,7 @@ func (m *monitor) print(since time.Duration, interval time.Duration) {
 		fmt.Fprintf(&b, "%s %-20s %s x%d  level %6.1f dBFS  peak %6.1f dBFS  %d frames  %d overruns\n",
 			stamp, m.ds.micID, f.Rate, f.Channels, rms, peak, s.frames, s.overruns)
 	}
-	for _, in := range m.ds.ins {
+	for _, in := range m.estopLines() {
 		s := m.lines[in.id]
 		fmt.Fprintf(&b, "%s %-20s %s  %s", stamp, in.id, levelWord(s.level), lineMeaning(in, s.level))
 		if len(s.edges) > 0 {
@@ -341,19 +348,11 @@ func (m *monitor) print(since time.Duration, interval time.Duration) {
 		}
 		b.WriteString("\n")
 	}
-	for _, d := range m.ds.inputs {
-		s := m.keys[d.id]
-		fmt.Fprintf(&b, "%s %-20s %d key events", stamp, d.id, s.events)
-		if len(s.names) > 0 {
-			fmt.Fprintf(&b, ": %s", strings.Join(s.names, ", "))
-		}
-		if s.more > 0 {
-			fmt.Fprintf(&b, " and %d more", s.more)
-		}
-		b.WriteString("\n")
+	for _, e := range m.events {
+		fmt.Fprintf(&b, "%s event  %s\n", stamp, e)
 	}
-	for _, h := range m.ds.hotplug {
-		fmt.Fprintf(&b, "%s %-20s %d devices plugged, %d input events\n", stamp, h.id, h.count(), m.activity[h.id])
+	if m.moreEvents > 0 {
+		fmt.Fprintf(&b, "%s event  and %d more\n", stamp, m.moreEvents)
 	}
 	m.resetLocked()
 	m.mu.Unlock()
@@ -387,10 +386,7 @@ func (m *monitor) resetLocked() {
 	for _, s := range m.lines {
 		s.edges, s.more, s.lost = nil, 0, 0
 	}
-	for _, s := range m.keys {
-		s.events, s.names, s.more = 0, nil, 0
-	}
-	clear(m.activity)
+	m.events, m.moreEvents = nil, 0
 }
 
 func levelWord(l hal.Level) string {

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,42 +13,14 @@ import (
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/hal/haltest"
+	"github.com/tobe-body/tobe-body/ledger"
 )
 
-// TestMonitorNeverNamesKeyboardKeys is the privacy rule: only devices the
-// profile marks as controls name their keys; every other device is counted.
-func TestMonitorNeverNamesKeyboardKeys(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		kbd := haltest.NewInput(hal.InputInfo{Name: "USB Keyboard"}, 16)
-		pad := haltest.NewInput(hal.InputInfo{Name: "keypad"}, 16)
-		ds := &devices{inputs: []inputDevice{{id: "input.keyboard", role: "activity", dev: kbd}, {id: "input.keypad", role: "control", dev: pad}}}
-		var out bytes.Buffer
-		m := newMonitor(ds, body.NewRegistry(time.Now), slog.New(slog.NewTextHandler(io.Discard, nil)), &out)
-		ctx, cancel := context.WithCancel(t.Context())
-		m.start(ctx)
-		for _, code := range []uint16{35, 18, 38, 38, 24} { // h e l l o
-			kbd.Push(hal.InputEvent{Type: hal.EvKey, Code: code, Value: 1})
-			kbd.Push(hal.InputEvent{Type: hal.EvKey, Code: code, Value: 0})
-		}
-		pad.Push(hal.InputEvent{Type: hal.EvKey, Code: hal.BtnMisc, Value: 1})
-		synctest.Wait()
-		m.print(time.Second, time.Second)
-		cancel()
-		ds.halt()
-		m.wait()
-		got := out.String()
-		if !strings.Contains(got, "input.keyboard       10 key events\n") {
-			t.Errorf("keyboard line:\n%s", got)
-		}
-		if !strings.Contains(got, "input.keypad         1 key events: BTN_0 down") {
-			t.Errorf("keypad line:\n%s", got)
-		}
-		for _, leak := range []string{"key 35", "key 18", "KEY_H", "hello"} {
-			if strings.Contains(got, leak) {
-				t.Errorf("the keyboard's keys leak (%q):\n%s", leak, got)
-			}
-		}
-	})
+func TestEventLine(t *testing.T) {
+	e := ledger.EventView{Type: "gpio.changed", ChannelID: "gpio.button", Payload: map[string]any{"line": "BUTTON", "level": "high", "edge": "rising", "active": true}}
+	if got, want := eventLine(e), "gpio.changed           gpio.button      active=true edge=rising level=high line=BUTTON"; got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
 }
 
 func TestMonitorReportsAStoppedDevice(t *testing.T) {
@@ -90,55 +60,5 @@ func TestMonitorReportsAStoppedDevice(t *testing.T) {
 		if c, _ := reg.Get("camera.back"); c.State != body.Enabled {
 			t.Errorf("a halted camera is %s", c.State)
 		}
-	})
-}
-
-// TestHotplugCountsActivityOfDevicesAsTheyCome: an "every device" input
-// channel opens what is plugged, counts its events without naming keys,
-// forgets what is unplugged, and leaves the devices the profile names to
-// their own channels.
-func TestHotplugCountsActivityOfDevicesAsTheyCome(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w := haltest.NewInputWatcher(8)
-		named := haltest.NewInput(hal.InputInfo{Name: "keypad", Path: "/dev/input/event0"}, 4)
-		kbd := haltest.NewInput(hal.InputInfo{Name: "USB Keyboard", Path: "/dev/input/event1"}, 16)
-		mouse := haltest.NewInput(hal.InputInfo{Name: "USB Mouse", Path: "/dev/input/event2"}, 16)
-		h := &hotplug{id: "input.all", w: w, open: w.Open, skip: map[string]bool{named.Info().Path: true}, devs: map[string]hal.InputDevice{}}
-		ds := &devices{inputs: []inputDevice{{id: "input.keypad", role: "control", dev: named}}, hotplug: []*hotplug{h}}
-		var out bytes.Buffer
-		m := newMonitor(ds, body.NewRegistry(time.Now), slog.New(slog.NewTextHandler(io.Discard, nil)), &out)
-		ctx, cancel := context.WithCancel(t.Context())
-		m.start(ctx)
-
-		w.Plug(named)
-		w.Plug(kbd)
-		w.Plug(mouse)
-		synctest.Wait()
-		for _, code := range []uint16{35, 18, 38} {
-			kbd.Push(hal.InputEvent{Type: hal.EvKey, Code: code, Value: 1})
-		}
-		mouse.Push(hal.InputEvent{Type: hal.EvRel, Code: 0, Value: 5})
-		mouse.Push(hal.InputEvent{Type: hal.EvSyn, Code: hal.SynReport})
-		synctest.Wait()
-		m.print(time.Second, time.Second)
-		if got := out.String(); !strings.Contains(got, "input.all            2 devices plugged, 4 input events\n") {
-			t.Errorf("first interval:\n%s", got)
-		}
-		for _, leak := range []string{"key 35", "KEY_H", "35"} {
-			if strings.Contains(out.String(), leak) {
-				t.Errorf("a key leaks (%q):\n%s", leak, out.String())
-			}
-		}
-
-		out.Reset()
-		w.Unplug(mouse)
-		synctest.Wait()
-		m.print(time.Second, time.Second)
-		if got := out.String(); !strings.Contains(got, "input.all            1 devices plugged, 0 input events\n") {
-			t.Errorf("after unplugging:\n%s", got)
-		}
-		cancel()
-		ds.halt()
-		m.wait()
 	})
 }

@@ -53,6 +53,20 @@ func printStatus(w io.Writer, st statusReply) {
 	} else {
 		fmt.Fprintf(w, "ledger    %d events (last seq %d), outbox %d rows / %d bytes waiting\n", st.Ledger.Events, st.Ledger.LastSeq, st.Ledger.OutboxRows, st.Ledger.OutboxBytes)
 	}
+	if self := st.Self; self != nil {
+		fmt.Fprintf(w, "self      %s", self.Level)
+		if len(self.Why) > 0 {
+			fmt.Fprintf(w, ": %s", strings.Join(self.Why, "; "))
+		}
+		fmt.Fprintln(w)
+	}
+	if len(st.Events) > 0 {
+		var q, wr, shed uint64
+		for _, e := range st.Events {
+			q, wr, shed = q+e.Queued, wr+e.Written, shed+e.Shed
+		}
+		fmt.Fprintf(w, "senses    %d events queued, %d written, %d shed by %d channels\n", q, wr, shed, len(st.Events))
+	}
 	fmt.Fprintf(w, "channels  %d, %d healthy\n\n", len(st.Channels), healthy)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CHANNEL\tKIND\tDRIVER\tSTATE\tHEALTH\tDEVICE")
