@@ -15,6 +15,7 @@ import (
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/hal"
+	"github.com/tobe-body/tobe-body/hal/audio"
 	"github.com/tobe-body/tobe-body/hal/gpio"
 	"github.com/tobe-body/tobe-body/hal/input"
 	"github.com/tobe-body/tobe-body/hal/probe"
@@ -74,7 +75,7 @@ func driversFor(p *board.Profile, seed uint64) (hal.Drivers, board.Finder) {
 	if p.Drivers == "sim" {
 		return sim.New(seed).Drivers(), nil
 	}
-	return hal.Drivers{Name: "linux", OpenChip: gpio.Open, OpenInput: input.Open}, probe.Finder{Root: "/"}
+	return hal.Drivers{Name: "linux", OpenChip: gpio.Open, OpenInput: input.Open, OpenCapture: audio.OpenCapture, OpenPlayback: audio.OpenPlayback}, probe.Finder{Root: "/"}
 }
 
 func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) error {
