@@ -28,14 +28,19 @@ type Capture struct {
 	dev     stream
 	running bool
 
-	mu     sync.Mutex // guards what the callback shares with readers
-	ring   ring
-	clock  clockSource
-	last   time.Time // the last callback
-	halted bool
-	closed bool
-	halt   chan struct{} // closed by Halt
-	ready  chan struct{} // poked when a frame arrives
+	mu    sync.Mutex // guards what the callback shares with readers
+	ring  ring
+	clock clockSource
+	last  time.Time // the last callback
+	// flagged is PortAudio's current time at the last buffer flagged with
+	// an overflow. PortAudio hands each of the host's buffers on in frames,
+	// all with the host buffer's flags and current time: one loss, flagged
+	// on each, is counted on the first.
+	flagged time.Duration
+	halted  bool
+	closed  bool
+	halt    chan struct{} // closed by Halt
+	ready   chan struct{} // poked when a frame arrives
 
 	// stallOnce, when set, makes the next callback sleep that long first:
 	// the lab's way to make the device overrun for real.
@@ -93,6 +98,13 @@ func (c *Capture) deliver(in []int16, adc, cur time.Duration, flags callbackFlag
 	if c.clock == clockUnknown {
 		c.clock = chooseClock(cur, now, wall)
 	}
+	overflowed := flags&inputOverflow != 0
+	if overflowed {
+		if cur != 0 && cur == c.flagged {
+			overflowed = false // the same host buffer, the same loss
+		}
+		c.flagged = cur
+	}
 	t := hal.Mono(adc)
 	if c.clock != clockDevice {
 		buffered := cur - adc
@@ -101,7 +113,7 @@ func (c *Capture) deliver(in []int16, adc, cur time.Duration, flags callbackFlag
 		}
 		t = now.Add(-buffered)
 	}
-	c.ring.push(in, t, flags&inputOverflow != 0)
+	c.ring.push(in, t, overflowed)
 	select {
 	case c.ready <- struct{}{}:
 	default:

@@ -3,6 +3,7 @@ package audio
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -118,6 +119,31 @@ func TestCaptureEstimatesTimesOffAnotherClock(t *testing.T) {
 	c.ReadFrame(t.Context(), &f)
 	if f.Time < after.Add(-20*time.Millisecond) || f.Time > end.Add(-20*time.Millisecond) {
 		t.Errorf("time %v, want MonoNow minus one 20 ms frame", f.Time)
+	}
+}
+
+func TestCaptureCountsAnOverflowOncePerHostBuffer(t *testing.T) {
+	c, _ := openFakeCapture(t, mono16k)
+	defer c.Close()
+	base := monoAt(-400 * time.Millisecond)
+	// Frames 1 and 2 come from one host buffer (one current time), both
+	// flagged for the one loss before it; frame 3 from the next, clean;
+	// frame 4 from another flagged one: a second loss.
+	for i, b := range []struct {
+		cur   time.Duration
+		flags callbackFlags
+	}{{base + 60*time.Millisecond, inputOverflow}, {base + 60*time.Millisecond, inputOverflow}, {base + 100*time.Millisecond, 0}, {base + 200*time.Millisecond, inputOverflow}} {
+		adc := base + time.Duration(i)*20*time.Millisecond
+		c.deliver(frameOf(mono16k, 1), adc, b.cur, b.flags)
+	}
+	f := hal.AudioFrame{Samples: make([]int16, mono16k.Len())}
+	var got []int
+	for range 4 {
+		c.ReadFrame(t.Context(), &f)
+		got = append(got, f.Overruns)
+	}
+	if want := []int{1, 0, 0, 1}; !slices.Equal(got, want) {
+		t.Errorf("overruns %v, want %v", got, want)
 	}
 }
 

@@ -62,7 +62,8 @@
 // Seq counts the frames the device delivered, from 1. Overruns counts the
 // losses since the frame before, of two kinds: the device overran (an ALSA
 // xrun: PortAudio's thread was late, and PortAudio restarts the device
-// and flags the next buffer), which shows as a jump in Time; or the
+// and flags the host buffer after it, counted once though every frame cut
+// from that buffer carries the flag), which shows as a jump in Time; or the
 // readers fell a whole ring behind and the oldest frames were dropped to
 // keep the newest, which shows as a gap in Seq and counts once however
 // long the readers stay behind. Either way capture goes on.
