@@ -146,6 +146,13 @@ func (c *Capture) ReadFrame(ctx context.Context, f *hal.AudioFrame) error {
 			c.mu.Unlock()
 			return fmt.Errorf("audio: capture %q: %w", c.name, hal.ErrHalted)
 		case c.ring.pop(f):
+			if c.ring.n > 0 {
+				// More frames than pokes: wake another reader for them.
+				select {
+				case c.ready <- struct{}{}:
+				default:
+				}
+			}
 			c.mu.Unlock()
 			return nil
 		}
