@@ -5,6 +5,7 @@ package audio
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -386,4 +387,68 @@ func TestLabHaltSilencesPlaybackAndLatches(t *testing.T) {
 		_, ok := firstLoud(fs, f, again)
 		return ok
 	})
+}
+
+func TestLabPlaybackUnderflowIsCounted(t *testing.T) {
+	mic, spk := openLoopback(t)
+	defer spk.Close()
+	defer mic.Close()
+	f := mic.Format()
+	tp := record(mic)
+	defer tp.stop()
+	pb := spk.(*Playback)
+	before := pb.Underflows()
+
+	played := make(chan error, 1)
+	start := hal.MonoNow()
+	go func() {
+		played <- spk.Play(context.Background(), Tone(spk.Format(), toneFreq, toneLevel, 2*time.Second))
+	}()
+	tp.waitFor(t, "the tone heard", 5*time.Second, func(fs []hal.AudioFrame) bool {
+		_, ok := firstLoud(fs, f, start)
+		return ok
+	})
+	// PortAudio's thread held for half a second, six times ALSA's buffer,
+	// in the middle of the tone: the device runs dry.
+	pb.stallOnce.Store(int64(500 * time.Millisecond))
+	if err := <-played; err != nil {
+		t.Fatalf("Play across the underflow: %v", err)
+	}
+	fs := tp.waitFor(t, "the end of the tone", 5*time.Second, func(fs []hal.AudioFrame) bool {
+		end, ok := lastLoud(fs, f)
+		return ok && fs[len(fs)-1].Time > end.Add(300*time.Millisecond)
+	})
+	onset, _ := firstLoud(fs, f, start)
+	end, _ := lastLoud(fs, f)
+	// The longest silence inside the tone is the gap the underflow left.
+	var gap, run time.Duration
+	var gaps []string
+	sample := time.Second / time.Duration(f.Rate/physic.Hertz)
+	for _, fr := range fs {
+		for i := 0; i < len(fr.Samples); i += f.Channels {
+			at := sampleTime(fr, f, i/f.Channels)
+			if at < onset || at > end {
+				continue
+			}
+			if v := fr.Samples[i]; v > loud || v < -loud {
+				if run > 10*time.Millisecond {
+					gaps = append(gaps, fmt.Sprintf("%v at +%v (seq %d)", run, at.Sub(onset).Round(time.Millisecond), fr.Seq))
+				}
+				run = 0
+				continue
+			}
+			run += sample
+			gap = max(gap, run)
+		}
+	}
+	got := pb.Underflows() - before
+	t.Logf("underflow: %d counted; the captured tone has a %v gap and lasts %v (2s played, 500ms stall); gaps %v", got, gap, end.Sub(onset), gaps)
+	// One for the stall; a loaded machine may add one of its own, but each
+	// gap in the tone is one underflow counted, and only a gap is.
+	if len(gaps) == 0 || got != uint64(len(gaps)) {
+		t.Errorf("%d underflows counted for %d gaps in the tone, want one for each, and the stall's", got, len(gaps))
+	}
+	if gap < 300*time.Millisecond {
+		t.Errorf("longest gap in the captured tone %v, want the stall to show", gap)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tobe-body/tobe-body/hal"
@@ -28,8 +29,13 @@ type Playback struct {
 	last       time.Time // the last callback
 	sounding   bool      // the last callback handed the device samples
 	underflows uint64
+	flagged    time.Duration // PortAudio's current time at the last underflow flag
 	halted     bool
 	closed     bool
+
+	// stallOnce, when set, makes the next callback sleep that long first:
+	// the lab's way to make the device underrun for real.
+	stallOnce atomic.Int64
 }
 
 // clip is one Play's samples on their way to the device.
@@ -80,13 +86,21 @@ func (p *Playback) Underflows() uint64 {
 }
 
 // fill gives PortAudio's thread the next len(out) samples: queued clips,
-// then silence. It never blocks on a player.
-func (p *Playback) fill(out []int16, flags callbackFlags) {
+// then silence. cur is PortAudio's current time, the same for every
+// buffer cut from one host buffer, so an underflow flagged on each of
+// them is counted once. It never blocks on a player.
+func (p *Playback) fill(out []int16, cur time.Duration, flags callbackFlags) {
+	if d := p.stallOnce.Swap(0); d > 0 {
+		time.Sleep(time.Duration(d))
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.last = time.Now()
-	if flags&outputUnderflow != 0 && (p.sounding || len(p.queue) > 0) {
-		p.underflows++
+	if flags&outputUnderflow != 0 {
+		if (cur == 0 || cur != p.flagged) && (p.sounding || len(p.queue) > 0) {
+			p.underflows++
+		}
+		p.flagged = cur
 	}
 	n := 0
 	for !p.halted && n < len(out) && len(p.queue) > 0 {

@@ -60,12 +60,12 @@ func TestPlayHandsClipsInOrderThenSilence(t *testing.T) {
 		first := play(p, t.Context(), ramp(1, 20))
 		second := play(p, t.Context(), ramp(100, 6))
 		out := make([]int16, 16)
-		p.fill(out, 0)
+		p.fill(out, 0, 0)
 		synctest.Wait()
 		if !slices.Equal(out, ramp(1, 16)) || !pending(first) || !pending(second) {
 			t.Fatalf("first buffer %v; the first clip must still be playing", out)
 		}
-		p.fill(out, 0)
+		p.fill(out, 0, 0)
 		synctest.Wait()
 		want := append(append(ramp(17, 4), ramp(100, 6)...), make([]int16, 6)...)
 		if !slices.Equal(out, want) {
@@ -77,7 +77,7 @@ func TestPlayHandsClipsInOrderThenSilence(t *testing.T) {
 		if err := <-second; err != nil {
 			t.Errorf("second Play: %v", err)
 		}
-		p.fill(out, 0)
+		p.fill(out, 0, 0)
 		if !slices.Equal(out, make([]int16, 16)) {
 			t.Errorf("idle buffer %v, want silence", out)
 		}
@@ -95,13 +95,13 @@ func TestPlayCancelledDropsTheRest(t *testing.T) {
 		first := play(p, ctx, ramp(1, 40))
 		second := play(p, t.Context(), ramp(100, 4))
 		out := make([]int16, 16)
-		p.fill(out, 0)
+		p.fill(out, 0, 0)
 		cancel()
 		synctest.Wait()
 		if err := <-first; !errors.Is(err, context.Canceled) {
 			t.Errorf("cancelled Play: %v", err)
 		}
-		p.fill(out, 0)
+		p.fill(out, 0, 0)
 		if want := append(ramp(100, 4), make([]int16, 12)...); !slices.Equal(out, want) {
 			t.Errorf("after the cancel %v, want the next clip %v", out, want)
 		}
@@ -117,7 +117,7 @@ func TestPlaybackHaltSilencesAndLatches(t *testing.T) {
 		waiting := play(p, t.Context(), ramp(1, 100))
 		queued := play(p, t.Context(), ramp(500, 10))
 		out := make([]int16, 16)
-		p.fill(out, 0)
+		p.fill(out, 0, 0)
 		if err := p.Halt(); err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +127,7 @@ func TestPlaybackHaltSilencesAndLatches(t *testing.T) {
 			}
 		}
 		// A callback still on its way gets silence.
-		p.fill(out, 0)
+		p.fill(out, 0, 0)
 		if !slices.Equal(out, make([]int16, 16)) {
 			t.Errorf("after Halt %v, want silence", out)
 		}
@@ -151,7 +151,7 @@ func TestPlaybackHaltSilencesAndLatches(t *testing.T) {
 			t.Errorf("stream started %d times after Rearm twice, want 2", starts)
 		}
 		done := play(p, t.Context(), ramp(7, 3))
-		p.fill(out, 0)
+		p.fill(out, 0, 0)
 		if err := <-done; err != nil || out[0] != 7 {
 			t.Errorf("Play after Rearm: %v, buffer %v", err, out)
 		}
@@ -180,7 +180,7 @@ func TestPlaybackHaltAndRearmRace(t *testing.T) {
 	for range 50 {
 		wg.Go(func() { p.Halt() })
 		wg.Go(func() { p.Rearm() })
-		wg.Go(func() { p.fill(make([]int16, 16), 0) })
+		wg.Go(func() { p.fill(make([]int16, 16), 0, 0) })
 		wg.Wait()
 		// Whichever came last, the latch and the stream agree.
 		p.ctl.Lock()
@@ -198,16 +198,27 @@ func TestPlaybackUnderflowsCountOnlyMidClip(t *testing.T) {
 		p, _ := openFakePlayback(t, frame8)
 		defer p.Close()
 		out := make([]int16, 16)
-		p.fill(out, outputUnderflow) // idle: nobody heard a gap
-		done := play(p, t.Context(), ramp(1, 40))
-		p.fill(out, outputUnderflow) // the device ran dry as the clip began
-		p.fill(out, outputUnderflow) // and again mid-clip
-		p.fill(out, 0)
-		p.fill(out, outputUnderflow) // right after the clip's last buffer
-		p.fill(out, outputUnderflow) // idle again
+		ms := time.Millisecond
+		p.fill(out, 1*ms, outputUnderflow) // idle: nobody heard a gap
+		done := play(p, t.Context(), ramp(1, 56))
+		p.fill(out, 2*ms, outputUnderflow) // the device ran dry as the clip began
+		p.fill(out, 2*ms, outputUnderflow) // the same host buffer: the same gap
+		p.fill(out, 3*ms, outputUnderflow) // another gap mid-clip
+		p.fill(out, 4*ms, 0)               // the clip's last samples
+		p.fill(out, 5*ms, outputUnderflow) // a gap right after them
+		p.fill(out, 6*ms, outputUnderflow) // idle again
 		<-done
 		if got := p.Underflows(); got != 3 {
 			t.Errorf("%d underflows, want 3", got)
+		}
+		// A host API without times: each flag counts.
+		done = play(p, t.Context(), ramp(1, 40))
+		p.fill(out, 0, outputUnderflow)
+		p.fill(out, 0, outputUnderflow)
+		p.fill(out, 0, 0)
+		<-done
+		if got := p.Underflows(); got != 5 {
+			t.Errorf("%d underflows, want 5", got)
 		}
 	})
 }
@@ -220,7 +231,7 @@ func TestPlaybackStalledDevice(t *testing.T) {
 		go func() {
 			for range 3 {
 				time.Sleep(time.Second)
-				p.fill(make([]int16, 16), 0)
+				p.fill(make([]int16, 16), 0, 0)
 			}
 		}()
 		start := time.Now()

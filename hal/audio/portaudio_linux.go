@@ -195,12 +195,12 @@ func (c *Capture) callback(in []int16, t portaudio.StreamCallbackTimeInfo, flags
 }
 
 // callback is PortAudio's playback callback, on PortAudio's thread.
-func (p *Playback) callback(out []int16, _ portaudio.StreamCallbackTimeInfo, flags portaudio.StreamCallbackFlags) {
+func (p *Playback) callback(out []int16, t portaudio.StreamCallbackTimeInfo, flags portaudio.StreamCallbackFlags) {
 	var fl callbackFlags
 	if flags&portaudio.OutputUnderflow != 0 {
 		fl |= outputUnderflow
 	}
-	p.fill(out, fl)
+	p.fill(out, t.CurrentTime, fl)
 }
 
 // paStream is a PortAudio stream holding one reference to the library.
