@@ -1,8 +1,10 @@
 # tobe-body: build, run on the simulated board, test, cross-build, lint.
 #
 #   make run     build and run the body on the sim board, data under ./var
-#   make test    the whole test suite with the race detector
-#   make cross   pure-Go builds for linux/arm64, linux/arm (GOARM=7), amd64;
+#   make test    the whole test suite with the race detector, the audio
+#                driver included (scripts/deps.sh installs PortAudio)
+#   make cross   builds for linux/arm64, linux/arm (GOARM=7), amd64, each
+#                with the audio driver (cgo, Debian's cross compilers);
 #                tests run under qemu-user (installed by scripts/deps.sh)
 #   make lint    gofmt, go vet, staticcheck, systemd-analyze verify
 #   make docs    regenerate the README's config reference from the schema
@@ -14,8 +16,17 @@ HOSTGO  := env -u GOOS -u GOARCH -u GOARM -- $(GO)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 BOARD   ?= auto
-TAGS    ?=
-LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildBoard=$(BOARD) -X main.buildTags=$(TAGS)
+# The audio driver (hal/audio) is PortAudio through cgo, built with the tag
+# portaudio when pkg-config finds PortAudio's development files. These are
+# expanded when a recipe runs, so after scripts/deps.sh has installed them.
+AUDIO_TAG = $(shell pkg-config --exists portaudio-2.0 2>/dev/null && echo portaudio)
+TAGS    ?= $(AUDIO_TAG)
+# Build tags go to go with -tags, comma-separated, and into the binary.
+CGO     = $(if $(filter portaudio,$(subst $(comma), ,$(TAGS))),CGO_ENABLED=1)
+AUDIO_NOTE = $(if $(AUDIO_TAG),,-X github.com/tobe-body/tobe-body/hal/audio.missing=portaudio-2.0)
+comma   := ,
+BASE_LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildBoard=$(BOARD)
+LDFLAGS = $(BASE_LDFLAGS) -X main.buildTags=$(TAGS) $(AUDIO_NOTE)
 BIN     := bin/tobe-body
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
@@ -29,41 +40,27 @@ deps:
 	@scripts/deps.sh
 
 build:
-	$(HOSTGO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/tobe-body
+	$(CGO) $(HOSTGO) build -trimpath -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/tobe-body
 
 run: build
 	$(BIN) run --board sim --data ./var
 
 test: deps
-	$(HOSTGO) test -race ./...
+	$(CGO) $(HOSTGO) test -race -tags '$(TAGS)' ./...
 
 cross:
 	@scripts/deps.sh cross
-	@mkdir -p dist
-	@set -e; for t in $(CROSS); do \
-		os=$${t%%/*}; rest=$${t#*/}; arch=$${rest%%/*}; arm=""; \
-		[ "$$arch" = arm ] && arm=$${rest#*/}; \
-		out=dist/tobe-body-$$os-$$arch$${arm:+v$$arm}; \
-		echo "cross $$t -> $$out"; \
-		env -u GOARM CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $${arm:+GOARM=$$arm} \
-			$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $$out ./cmd/tobe-body; \
-		file $$out | sed 's/^/  /'; \
-		exe=true; \
-		case $$arch in arm64) q=qemu-aarch64-static;; arm) q=qemu-arm-static;; *) q="";; esac; \
-		if [ -n "$$q" ] && command -v $$q >/dev/null 2>&1; then exe=$$q; fi; \
-		echo "  tests for $$t $${exe:+(exec: $$exe)}"; \
-		env -u GOARM CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $${arm:+GOARM=$$arm} \
-			$(GO) test -count=1 $${exe:+-exec "$$exe"} ./... >dist/test-$$arch$$arm.log 2>&1 \
-			|| { cat dist/test-$$arch$$arm.log; exit 1; }; \
-		if [ "$$exe" = true ]; then echo "  tests compiled (make test runs them natively)"; \
-		else echo "  $$(grep -c '^ok' dist/test-$$arch$$arm.log) packages ok under $$exe"; \
-			echo "  $$($$exe $$out version | head -1) (run under $$exe)"; fi; \
-	done
+	@GO='$(GO)' LDFLAGS='$(BASE_LDFLAGS)' scripts/cross.sh $(CROSS)
 
+# Lint twice: pure Go, and with the build's tags and the lab's, so the
+# cgo driver and the lab tests are checked too.
+LINT_TAGS = lab$(if $(TAGS),$(comma)$(TAGS))
 lint: build
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(HOSTGO) vet ./...
 	$(HOSTGO) run $(STATICCHECK) ./...
+	$(CGO) $(HOSTGO) vet -tags '$(LINT_TAGS)' ./...
+	$(CGO) $(HOSTGO) run $(STATICCHECK) -tags '$(LINT_TAGS)' ./...
 	scripts/verify-units.sh
 
 docs:

@@ -6,6 +6,7 @@ require (
 	github.com/blackjack/webcam v0.6.1
 	github.com/fxamacker/cbor/v2 v2.10.0
 	github.com/google/uuid v1.6.0
+	github.com/gordonklaus/portaudio v0.0.0-20250206071425-98a94950218b
 	github.com/holoplot/go-evdev v0.0.0-20240306072622-217e18f17db1
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	go.etcd.io/bbolt v1.4.3

@@ -226,3 +226,32 @@ func TestCameraConfig(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckUnsupportedIsSkippedWithTheReason(t *testing.T) {
+	s, _ := Builtin()
+	p, _ := s.Get("lab")
+	var asked []string
+	notBuilt := func(cfg hal.AudioConfig) error {
+		asked = append(asked, cfg.Device)
+		return fmt.Errorf("audio: %q: this binary was built without PortAudio: %w", cfg.Device, hal.ErrUnsupported)
+	}
+	d := hal.Drivers{
+		Name:         "linux",
+		OpenCapture:  func(cfg hal.AudioConfig) (hal.AudioCapture, error) { return nil, notBuilt(cfg) },
+		OpenPlayback: func(cfg hal.AudioConfig) (hal.AudioPlayback, error) { return nil, notBuilt(cfg) },
+	}
+	n := 0
+	for _, r := range Check(p, d, probe.Finder{Root: t.TempDir()}) {
+		if r.Kind != "audio-capture" && r.Kind != "audio-playback" {
+			continue
+		}
+		n++
+		if r.Status != Skipped || !strings.HasPrefix(r.Reason, "unsupported: audio: ") || !strings.HasSuffix(r.Reason, "built without PortAudio") {
+			t.Errorf("%s: %s %q, want Skipped with the driver's reason", r.Kind, r.Status, r.Reason)
+		}
+	}
+	// The lab profile's capture is PCM 1 of the loopback card, its playback PCM 0.
+	if n != 2 || strings.Join(asked, " ") != "Loopback,1 Loopback" {
+		t.Errorf("%d audio reports, devices asked %q; want 2, Loopback,1 and Loopback", n, asked)
+	}
+}

@@ -18,7 +18,7 @@ type Status string
 // this board is not broken.
 const (
 	Loaded  Status = "Loaded"  // found and answered
-	Skipped Status = "Skipped" // absent on this board
+	Skipped Status = "Skipped" // absent on this board, or this build cannot drive it
 	Failed  Status = "Failed"  // present but unusable; Reason says why
 )
 
@@ -47,13 +47,17 @@ type Finder interface {
 	Throttle(source, glob string) (string, error)
 }
 
-// statusOf sorts an error into Skipped (hal.ErrAbsent) or Failed.
+// statusOf sorts an error into Skipped (hal.ErrAbsent, or
+// hal.ErrUnsupported: the driver cannot do it, as a binary built without
+// one says) or Failed.
 func statusOf(err error) (Status, string) {
 	switch {
 	case err == nil:
 		return Loaded, ""
 	case errors.Is(err, hal.ErrAbsent):
 		return Skipped, "absent on this board: " + strings.TrimSuffix(err.Error(), ": "+hal.ErrAbsent.Error())
+	case errors.Is(err, hal.ErrUnsupported):
+		return Skipped, "unsupported: " + strings.TrimSuffix(err.Error(), ": "+hal.ErrUnsupported.Error())
 	}
 	return Failed, err.Error()
 }
@@ -234,9 +238,13 @@ func CameraConfig(c Camera) hal.CameraConfig {
 	return cfg
 }
 
-// AudioConfig converts a profile audio device to what a driver is asked for.
+// AudioConfig converts a profile audio device to what a driver is asked
+// for. A PCM other than 0 goes into Device as ALSA writes it, CARD,PCM.
 func AudioConfig(a AudioDevice) hal.AudioConfig {
 	cfg := hal.AudioConfig{Device: a.Device, Rate: physic.Frequency(a.RateHz) * physic.Hertz, Channels: a.Channels}
+	if a.PCM != 0 {
+		cfg.Device = fmt.Sprintf("%s,%d", a.Device, a.PCM)
+	}
 	if a.RateHz > 0 && a.FrameMS > 0 {
 		cfg.FrameSamples = int(int64(a.RateHz) * int64(a.FrameMS) * int64(time.Millisecond) / int64(time.Second))
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/hal"
+	"github.com/tobe-body/tobe-body/hal/audio"
 	v4l2 "github.com/tobe-body/tobe-body/hal/camera"
 	"github.com/tobe-body/tobe-body/hal/gpio"
 	"github.com/tobe-body/tobe-body/hal/input"
@@ -80,7 +81,8 @@ func driversFor(p *board.Profile, seed uint64) (hal.Drivers, board.Finder) {
 	if p.Drivers == "sim" {
 		return sim.New(seed).Drivers(), nil
 	}
-	return hal.Drivers{Name: "linux", OpenChip: gpio.Open, OpenCamera: v4l2.Open, OpenInput: input.Open, WatchInputs: input.Watch}, probe.Finder{Root: "/"}
+	return hal.Drivers{Name: "linux", OpenChip: gpio.Open, OpenCamera: v4l2.Open, OpenCapture: audio.OpenCapture, OpenPlayback: audio.OpenPlayback,
+		OpenInput: input.Open, WatchInputs: input.Watch}, probe.Finder{Root: "/"}
 }
 
 // clockEvery is how often the monotonic-to-UTC offset and the clock's

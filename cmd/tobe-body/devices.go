@@ -72,6 +72,8 @@ func register(reg *body.Registry, log *slog.Logger, id, kind, device string, err
 		rerr = reg.Register(body.Channel{ID: id, Kind: kind, Device: device, Driver: string(board.Loaded), State: state})
 	case errors.Is(err, hal.ErrAbsent):
 		log.Info("device absent on this board", "channel", id, "why", err)
+	case errors.Is(err, hal.ErrUnsupported):
+		log.Warn("device skipped: unsupported", "channel", id, "why", err)
 	default:
 		log.Warn("device failed", "channel", id, "err", err)
 		rerr = reg.Register(body.Channel{ID: id, Kind: kind, Device: device, Driver: string(board.Failed), State: body.Error, Health: err.Error()})

@@ -238,7 +238,7 @@ func TestBoardPi5IsSkippedHere(t *testing.T) {
 
 func TestVersionAndUsage(t *testing.T) {
 	out, err := runCmd(t, "version")
-	if err != nil || !strings.Contains(out, "tobe-body dev") || !strings.Contains(out, "commit") || !strings.Contains(out, "tags") {
+	if err != nil || !strings.Contains(out, "tobe-body dev") || !strings.Contains(out, "commit") || !strings.Contains(out, "tags") || !strings.Contains(out, "\naudio     ") {
 		t.Errorf("version: %v %q", err, out)
 	}
 	for _, args := range [][]string{{}, {"fly"}, {"status", "extra"}, {"config"}, {"config", "check"}, {"run", "--nope"}} {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+
+	"github.com/tobe-body/tobe-body/hal/audio"
 )
 
 func runVersion(args []string, stdout, stderr io.Writer) error {
@@ -21,5 +23,6 @@ func runVersion(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "board     %s\n", buildBoard)
 	fmt.Fprintf(stdout, "tags      %s\n", tags)
 	fmt.Fprintf(stdout, "go        %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(stdout, "audio     %s\n", audio.Version())
 	return nil
 }

@@ -2,8 +2,9 @@
 # Boots the hardware lab VM and runs the lab tests in it: Debian's kernel
 # under QEMU (TCG), an initramfs with busybox, the virtual-hardware modules
 # (gpio-sim, vivid, uinput, evdev, snd-aloop, softdog) and the test
-# binaries of the packages given (built with the lab tag). Prints what the
-# tests print, then a summary, and exits non-zero on any failure.
+# binaries of the packages given (built with the lab tag; the audio tests
+# with cgo and PortAudio). Prints what the tests print, then a summary,
+# and exits non-zero on any failure.
 #
 #   scripts/lab/run.sh ./hal/probe
 set -eu
@@ -31,10 +32,36 @@ for m in $mods; do
 	done
 done
 
-# The tests: static binaries, one per package.
+# The tests, one binary per package, static where they can be. A package
+# whose lab tests need PortAudio (their build line names the portaudio
+# tag: hal/audio) is built with cgo and the tag, and brings its shared
+# libraries (ldd, the dynamic loader included) and ALSA's configuration.
+# A binary without a single lab test is refused rather than run: a tag
+# left out would otherwise pass by testing nothing.
 for pkg in "$@"; do
 	name=$(echo "$pkg" | sed 's|/*$||' | tr '/.' '__' | sed 's/^_*//')
-	CGO_ENABLED=0 go test -c -tags lab -o "$ir/lab/$name.test" "$pkg"
+	bin="$ir/lab/$name.test"
+	if grep -qs '^//go:build.*portaudio' "$pkg"/*lab_test.go; then
+		if ! pkg-config --exists portaudio-2.0 2>/dev/null; then
+			echo "lab: $pkg needs PortAudio's development files for its lab tests (scripts/deps.sh installs them)" >&2
+			exit 1
+		fi
+		CGO_ENABLED=1 go test -c -tags lab,portaudio -o "$bin" "$pkg"
+		for lib in $(ldd "$bin" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'); do
+			mkdir -p "$ir$(dirname "$lib")"
+			cp -L "$lib" "$ir$lib"
+		done
+		if [ ! -d "$ir/usr/share/alsa" ]; then
+			mkdir -p "$ir/usr/share"
+			cp -a /usr/share/alsa "$ir/usr/share/alsa"
+		fi
+	else
+		CGO_ENABLED=0 go test -c -tags lab -o "$bin" "$pkg"
+	fi
+	if ! "$bin" -test.list '^TestLab' | grep -q '^TestLab'; then
+		echo "lab: $pkg has no lab tests in its binary (build tags?)" >&2
+		exit 1
+	fi
 done
 
 cat > "$ir/init" <<'INIT'
@@ -42,6 +69,9 @@ cat > "$ir/init" <<'INIT'
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
+# /dev/shm as on any system: libjack, which PortAudio loads, keeps a
+# database there and has libdb complain on stderr when it cannot.
+mkdir -p /dev/shm && mount -t tmpfs shm /dev/shm
 for m in configfs gpio-simlab evdev uinput vivid snd-aloop softdog; do modprobe $m || echo "lab: modprobe $m failed"; done
 mount -t configfs none /sys/kernel/config
 # A gpio-sim chip with the lab profile's lines.

@@ -1,0 +1,80 @@
+#!/bin/sh
+# Cross builds for the boards, each with the audio driver: PortAudio
+# through cgo (tag portaudio), built with Debian's cross compiler against
+# the architecture's multiarch portaudio19-dev (scripts/deps.sh cross
+# installs them). For each target it prints the binary's file type, runs
+# the pure-Go tests (CGO_ENABLED=0) and hal/audio's cgo tests under
+# qemu-user, and runs the binary's version, audio line included. amd64's
+# tests are only compiled here: make test runs them natively, with -race.
+#
+#   scripts/cross.sh linux/arm64 linux/arm/7 linux/amd64
+#
+# Environment: GO (go), LDFLAGS (the -X flags of version, commit and
+# board; buildTags is added here), OUT (dist).
+set -eu
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+LDFLAGS=${LDFLAGS:-}
+OUT=${OUT:-dist}
+mkdir -p "$OUT"
+
+# libjack, which PortAudio loads, keeps a Berkeley DB in /dev/shm/jack_db-UID.
+# One made by another architecture's libdb makes an emulated libjack print
+# "Build signature doesn't match environment" on stderr, and an emulated
+# run has no business in the host's JACK files anyway: where a mount
+# namespace can be had, each emulated test binary gets a /dev/shm of its own.
+private_shm=""
+if unshare --mount --map-root-user sh -c 'mount -t tmpfs tmpfs /dev/shm' 2>/dev/null; then
+	private_shm=yes
+fi
+
+for t in "$@"; do
+	os=${t%%/*} rest=${t#*/}
+	arch=${rest%%/*} arm=""
+	[ "$arch" = arm ] && arm=${rest#*/}
+	case $arch in
+	arm64) triplet=aarch64-linux-gnu q=qemu-aarch64-static ;;
+	arm) triplet=arm-linux-gnueabihf q=qemu-arm-static ;;
+	amd64) triplet=x86_64-linux-gnu q="" ;;
+	*) echo "cross: no cross compiler known for $arch" >&2; exit 1 ;;
+	esac
+	out=$OUT/tobe-body-$os-$arch${arm:+v$arm}
+	log=$OUT/test-$arch$arm
+	# The emulator finds the architecture's loader and libraries (multiarch,
+	# under /lib and /usr/lib/$triplet) from the root.
+	run=""
+	[ -n "$q" ] && run="$q -L /"
+	cgo="CC=$triplet-gcc PKG_CONFIG_LIBDIR=/usr/lib/$triplet/pkgconfig"
+	target="GOOS=$os GOARCH=$arch${arm:+ GOARM=$arm}"
+
+	echo "cross $t -> $out (cgo, tag portaudio, CC=$triplet-gcc)"
+	# shellcheck disable=SC2086
+	env -u GOARM CGO_ENABLED=1 $target $cgo \
+		"$GO" build -trimpath -tags portaudio -ldflags "$LDFLAGS -X main.buildTags=portaudio" -o "$out" ./cmd/tobe-body
+	echo "  file:    $(file -b "$out")"
+
+	if [ -n "$q" ]; then
+		exec_pure=$q
+		exec_cgo="$run"
+		[ -n "$private_shm" ] && exec_cgo="unshare --mount --map-root-user sh -c 'mount -t tmpfs tmpfs /dev/shm && exec $run \"\$@\"' sh"
+	else
+		exec_pure=true exec_cgo=true # compiled only; make test runs them
+	fi
+	# shellcheck disable=SC2086
+	env -u GOARM CGO_ENABLED=0 $target \
+		"$GO" test -count=1 -exec "$exec_pure" ./... >"$log-pure.log" 2>&1 ||
+		{ cat "$log-pure.log"; echo "cross $t: pure-Go tests failed" >&2; exit 1; }
+	# shellcheck disable=SC2086
+	env -u GOARM CGO_ENABLED=1 $target $cgo \
+		"$GO" test -count=1 -v -tags portaudio -exec "$exec_cgo" ./hal/audio/ >"$log-audio.log" 2>&1 ||
+		{ cat "$log-audio.log"; echo "cross $t: hal/audio cgo tests failed" >&2; exit 1; }
+	if [ -n "$q" ]; then
+		echo "  tests:   $(grep -c '^ok' "$log-pure.log") packages ok (CGO_ENABLED=0) under $q"
+		echo "  tests:   hal/audio with PortAudio (cgo): $(grep -c '^--- PASS' "$log-audio.log") passed, $(grep -c '^--- FAIL' "$log-audio.log") failed, $(grep -c '^--- SKIP' "$log-audio.log") skipped under $run${private_shm:+ (private /dev/shm)}"
+	else
+		echo "  tests:   compiled, pure-Go and hal/audio with PortAudio (make test runs them natively)"
+	fi
+	echo "  version${run:+ (under $run)}:"
+	# shellcheck disable=SC2086
+	$run "$out" version | sed 's/^/    /'
+done
