@@ -56,7 +56,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 	"time"
 
 	"github.com/tobe-body/tobe-body/hal"
@@ -184,20 +183,19 @@ type Detector struct {
 	normTau     float64 // seconds
 
 	// Buffers, each of n cells unless noted.
-	colSum []uint64 // per cell column, while downscaling one row of cells
-	small  []uint8  // downscaled luma
-	tmp    []uint16 // horizontal pass of the blur
-	blur   []uint8
-	acc    []float32 // the background
-	ratio  []float32 // frame/background, for the illumination
-	mask   []uint8   // changed cells (0/1)
-	dil    []uint8   // dilated mask
-	hmax   []uint8   // horizontal pass of the dilation
-	labels []int32
-	stack  []int32
-	keep   []bool   // by label: region kept
-	zbits  []uint32 // by cell: the zones it is in
-	zones  []zone
+	colSum  []uint64 // per cell column, while downscaling one row of cells
+	small   []uint8  // downscaled luma
+	tmp     []uint16 // horizontal pass of the blur
+	blur    []uint8
+	acc     []float32 // the background
+	ratio   []float32 // frame/background of a quarter of the cells, for the illumination
+	changed []int32   // indices of the changed cells
+	dil     []uint8   // changed cells, dilated (0/1)
+	labels  []int32   // region of each cell of dil, from 1
+	visit   []int32   // the regions' cells, region after region
+	kept    []span    // the regions kept, in visit
+	zbits   []uint32  // by cell: the zones it is in
+	zones   []zone
 
 	seeded     bool
 	seen       hal.Mono // time of the last frame given
@@ -270,12 +268,11 @@ func New(cfg Config, f hal.FrameFormat) (*Detector, error) {
 	d.blur = make([]uint8, d.n)
 	d.acc = make([]float32, d.n)
 	d.ratio = make([]float32, 0, (d.w+1)/2*((d.h+1)/2))
-	d.mask = make([]uint8, d.n)
+	d.changed = make([]int32, 0, d.n)
 	d.dil = make([]uint8, d.n)
-	d.hmax = make([]uint8, d.n)
 	d.labels = make([]int32, d.n)
-	d.stack = make([]int32, 0, d.n)
-	d.keep = make([]bool, d.n+1)
+	d.visit = make([]int32, 0, d.n)
+	d.kept = make([]span, 0, d.n/max(d.minCells, 4)+1)
 	d.zbits = make([]uint32, d.n)
 	d.zones = make([]zone, len(cfg.Zones))
 	for i, z := range cfg.Zones {
@@ -480,248 +477,4 @@ func (d *Detector) ended(z *zone) Transition {
 func (d *Detector) box(b cellBox) Box {
 	w, h := float64(d.w), float64(d.h)
 	return Box{float64(b.x0) / w, float64(b.y0) / h, float64(b.x1) / w, float64(b.y1) / h}
-}
-
-// contrastGain is how much a difference counts for a scene whose luma
-// has standard deviation sigma: 32/sigma, within [0.25, 4].
-func contrastGain(sigma float64) float64 {
-	if sigma <= 8 {
-		return 4
-	}
-	return max(32/sigma, 0.25)
-}
-
-// illumination estimates how much brighter the frame is than the
-// background: the median of the ratios frame/background of every other
-// cell of every other row (a quarter of the cells is plenty for a median),
-// over those neither too dark nor saturated in both; 1 when fewer than a
-// sixteenth of all cells qualify. Moving things cover fewer than half of
-// the cells, so they do not move the median much.
-func (d *Detector) illumination() float32 {
-	r := d.ratio[:0]
-	w := d.w
-	for y := 0; y < d.h; y += 2 {
-		acc := d.acc[y*w : y*w+w]
-		blur := d.blur[y*w : y*w+w][:len(acc)]
-		for x := 0; x < len(acc); x += 2 {
-			a, v := acc[x], blur[x]
-			if a >= 8 && a <= 250 && v >= 8 && v <= 250 {
-				r = append(r, float32(v)/a)
-			}
-		}
-	}
-	if len(r) < d.n/16 {
-		return 1
-	}
-	return median(r)
-}
-
-// median returns the median of r (the mean of the two middle values when
-// len(r) is even), reordering r.
-func median(r []float32) float32 {
-	k := len(r) / 2
-	m := selectKth(r, k)
-	if len(r)%2 == 1 {
-		return m
-	}
-	lo := r[0]
-	for _, v := range r[1:k] {
-		lo = max(lo, v)
-	}
-	return (lo + m) / 2
-}
-
-// selectKth reorders a so that a[k] is its k-th smallest value, with no
-// larger value before it and no smaller after it, and returns a[k]
-// (Hoare's FIND with a median-of-three pivot).
-func selectKth(a []float32, k int) float32 {
-	lo, hi := 0, len(a)-1
-	for lo < hi {
-		mid := lo + (hi-lo)/2
-		if a[mid] < a[lo] {
-			a[mid], a[lo] = a[lo], a[mid]
-		}
-		if a[hi] < a[lo] {
-			a[hi], a[lo] = a[lo], a[hi]
-		}
-		if a[hi] < a[mid] {
-			a[hi], a[mid] = a[mid], a[hi]
-		}
-		p := a[mid]
-		i, j := lo, hi
-		for i <= j {
-			for a[i] < p {
-				i++
-			}
-			for a[j] > p {
-				j--
-			}
-			if i <= j {
-				a[i], a[j] = a[j], a[i]
-				i++
-				j--
-			}
-		}
-		switch {
-		case k <= j:
-			hi = j
-		case k >= i:
-			lo = i
-		default:
-			return a[k]
-		}
-	}
-	return a[k]
-}
-
-// gauss3 blurs small into blur with the 3×3 kernel [1 2 1]ᵀ[1 2 1]/16,
-// borders reflected around the edge cell (OpenCV's BORDER_REFLECT_101).
-func (d *Detector) gauss3() {
-	w, h := d.w, d.h
-	src, tmp := d.small, d.tmp
-	for y := range h {
-		r := src[y*w : y*w+w]
-		o := tmp[y*w : y*w+w]
-		o[0] = 2*uint16(r[1]) + 2*uint16(r[0])
-		for x := 1; x < w-1; x++ {
-			o[x] = uint16(r[x-1]) + 2*uint16(r[x]) + uint16(r[x+1])
-		}
-		o[w-1] = 2*uint16(r[w-2]) + 2*uint16(r[w-1])
-	}
-	for y := range h {
-		up, dn := y-1, y+1
-		if up < 0 {
-			up = 1
-		}
-		if dn >= h {
-			dn = h - 2
-		}
-		a, b, c := tmp[up*w:up*w+w], tmp[y*w:y*w+w], tmp[dn*w:dn*w+w]
-		o := d.blur[y*w : y*w+w]
-		for x := range o {
-			o[x] = uint8((a[x] + 2*b[x] + c[x] + 8) >> 4)
-		}
-	}
-}
-
-// The light changed too fast to follow when its recent change (the log of
-// the brightness ratios, each fading with time constant lightWindow) is
-// beyond lightLimit: more than 25 % brighter or darker within about a
-// second. A switch or a fast dimmer is that; dusk, clouds and a slow
-// dimmer are followed by the illumination estimate instead.
-const lightWindow = time.Second
-
-var lightLimit = math.Log(1.25)
-
-// difference marks the cells whose blurred value differs by more than
-// limit from the background relit by light (the prediction, at most 255),
-// moves the background towards the frame: acc = frame·alpha +
-// prediction·(1−alpha), and returns how many cells changed.
-func (d *Detector) difference(light, limit, alpha float32) (changed int) {
-	beta := 1 - alpha
-	acc := d.acc
-	mask := d.mask[:len(acc)]
-	blur := d.blur[:len(acc)]
-	for i, a := range acc {
-		v := float32(blur[i])
-		p := min(a*light, 255)
-		var m uint8
-		if diff := v - p; diff > limit || -diff > limit {
-			m = 1
-		}
-		mask[i] = m
-		changed += int(m)
-		acc[i] = v*alpha + p*beta
-	}
-	return changed
-}
-
-// dilate sets dil to the maximum of mask over each cell's 3×3
-// neighbourhood (cells outside the frame do not count).
-func (d *Detector) dilate() {
-	w, h := d.w, d.h
-	for y := range h {
-		r := d.mask[y*w : y*w+w]
-		o := d.hmax[y*w : y*w+w]
-		o[0] = r[0] | r[1]
-		for x := 1; x < w-1; x++ {
-			o[x] = r[x-1] | r[x] | r[x+1]
-		}
-		o[w-1] = r[w-2] | r[w-1]
-	}
-	for y := range h {
-		b := d.hmax[y*w : y*w+w]
-		a, c := b, b
-		if y > 0 {
-			a = d.hmax[(y-1)*w : y*w]
-		}
-		if y < h-1 {
-			c = d.hmax[(y+1)*w : (y+2)*w]
-		}
-		o := d.dil[y*w : y*w+w]
-		for x := range o {
-			o[x] = a[x] | b[x] | c[x]
-		}
-	}
-}
-
-// label finds the 8-connected regions of dil, marks in keep those of at
-// least minCells, and returns how many were kept and their cells.
-func (d *Detector) label() (regions, cells int) {
-	w, h := d.w, d.h
-	lab := d.labels
-	clear(lab)
-	next := int32(0)
-	for i, v := range d.dil {
-		if v == 0 || lab[i] != 0 {
-			continue
-		}
-		next++
-		lab[i] = next
-		stack := append(d.stack[:0], int32(i))
-		area := 0
-		for len(stack) > 0 {
-			p := int(stack[len(stack)-1])
-			stack = stack[:len(stack)-1]
-			area++
-			x, y := p%w, p/w
-			for ny := max(y-1, 0); ny <= min(y+1, h-1); ny++ {
-				for nx := max(x-1, 0); nx <= min(x+1, w-1); nx++ {
-					q := ny*w + nx
-					if d.dil[q] != 0 && lab[q] == 0 {
-						lab[q] = next
-						stack = append(stack, int32(q))
-					}
-				}
-			}
-		}
-		kept := area >= d.minCells
-		d.keep[next] = kept
-		if kept {
-			regions++
-			cells += area
-		}
-	}
-	return regions, cells
-}
-
-// zoneTest counts the cells of kept regions in each zone and their box.
-func (d *Detector) zoneTest() {
-	for i := range d.zones {
-		z := &d.zones[i]
-		z.count, z.x0, z.y0, z.x1, z.y1 = 0, d.w, d.h, 0, 0
-	}
-	w := d.w
-	for i, l := range d.labels {
-		if l == 0 || !d.keep[l] {
-			continue
-		}
-		x, y := i%w, i/w
-		for zb := d.zbits[i]; zb != 0; zb &= zb - 1 {
-			z := &d.zones[bits.TrailingZeros32(zb)]
-			z.count++
-			z.x0, z.y0 = min(z.x0, x), min(z.y0, y)
-			z.x1, z.y1 = max(z.x1, x+1), max(z.y1, y+1)
-		}
-	}
 }
