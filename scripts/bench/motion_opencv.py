@@ -24,7 +24,9 @@ The steps are those of the package documentation of sense/motion:
   4. illumination: the median (np.median) of the ratios frame/background
      of the cells at even rows and columns that are between 8 and 250 in
      both; the background relit by it, at most 255;
-  5. cv2.absdiff against the relit background, cv2.threshold;
+  5. cv2.absdiff against the relit background, cv2.threshold at the larger
+     of the contrast's threshold and six times the noise (the median
+     absolute difference over the cells of step 4);
   6. calibration when more than calibrate_above of the cells changed or
      the light changed by more than 25 % within about a second; otherwise
      cv2.accumulateWeighted into the relit background;
@@ -144,11 +146,13 @@ class Detector:
             self.drift = 0.0
             return self.update(t, None)
 
-        limit = np.float32(self.thr / contrast_gain(self.sigma))
         acc_s, blur_s = self.acc[::2, ::2], blur[::2, ::2]
         valid = (acc_s >= 8) & (acc_s <= 250) & (blur_s >= 8) & (blur_s <= 250)
         ratios = blur_s[valid].astype(np.float32) / acc_s[valid]
         light = np.float32(np.median(ratios)) if ratios.size >= self.n // 16 else np.float32(1)
+        pred_s = np.minimum(acc_s * light, np.float32(255))
+        noise = np.float32(np.median(np.abs(blur_s.astype(np.float32) - pred_s)))
+        limit = np.float32(max(self.thr / contrast_gain(self.sigma), 6 * float(noise)))
         self.drift = self.drift * math.exp(-dt / LIGHT_WINDOW) + math.log(float(light))
         alpha = float(np.float32(1 - math.exp(-dt / self.bg_tau)))
 

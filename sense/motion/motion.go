@@ -24,8 +24,10 @@
 //     the frame and barely move the median, so a light that changes
 //     gradually is followed, not reported;
 //  5. difference against the running-average background and threshold: a
-//     cell changed when |frame − prediction| is above T/g, where
-//     T = max(2, round(64·(1−Sensitivity)));
+//     cell changed when |frame − prediction| is above max(T/g, 6·m),
+//     where T = max(2, round(64·(1−Sensitivity))) and m, the sensor
+//     noise, is the median of |frame − prediction| over the cells of step
+//     4 (6·m is about four standard deviations of Gaussian noise);
 //  6. calibration: when more than CalibrateAbove of the cells changed, or
 //     the light changed by more than 25 % within about a second (the log
 //     ratios summed, each fading with a 1 s time constant), or during
@@ -73,8 +75,12 @@ var (
 	ErrTime = errors.New("motion: frame time went backwards")
 )
 
-// maxSide bounds a frame's width and height (and so every buffer).
-const maxSide = 16384
+// Bounds of a frame's width and height, and of the cells of the grid (and
+// so of every buffer): 1920x1080 fits without downscaling.
+const (
+	maxSide  = 16384
+	maxCells = 1 << 21
+)
 
 // Kind says what a Transition reports.
 type Kind uint8
@@ -252,6 +258,9 @@ func New(cfg Config, f hal.FrameFormat) (*Detector, error) {
 	if d.w < 4 || d.h < 4 {
 		return nil, fmt.Errorf("%w: %dx%d downscaled by %d is %dx%d cells, fewer than 4x4", ErrFormat, f.Width, f.Height, ds, d.w, d.h)
 	}
+	if d.w*d.h > maxCells {
+		return nil, fmt.Errorf("%w: %dx%d downscaled by %d is %d cells, more than %d (downscale more)", ErrFormat, f.Width, f.Height, ds, d.w*d.h, maxCells)
+	}
 	d.n = d.w * d.h
 	d.thr = max(2, int(math.RoundToEven(64*(1-cfg.Sensitivity))))
 	d.minCells = max(1, int(math.Ceil(cfg.MinArea*float64(d.n)-1e-9)))
@@ -374,8 +383,8 @@ func (d *Detector) process(data []byte, t hal.Mono, out []Transition) []Transiti
 		return d.still(t, out)
 	}
 
-	limit := float32(float64(d.thr) / contrastGain(d.sigma))
 	light := d.illumination()
+	limit := float32(max(float64(d.thr)/contrastGain(d.sigma), noiseFloor*float64(d.noise(light))))
 	d.drift = d.drift*math.Exp(-dt/lightWindow.Seconds()) + math.Log(float64(light))
 	alpha := float32(1 - math.Exp(-dt/d.bgTau))
 	changed := d.difference(light, limit, alpha)

@@ -52,6 +52,28 @@ func (d *Detector) illumination() float32 {
 	return median(r)
 }
 
+// noiseFloor times the noise estimate is the smallest difference that
+// counts: about four standard deviations of Gaussian noise, whose median
+// absolute value is 0.67 of one.
+const noiseFloor = 6
+
+// noise estimates the sensor noise: the median absolute difference
+// between the frame and the background relit by light, over the same
+// quarter of the cells as illumination.
+func (d *Detector) noise(light float32) float32 {
+	r := d.ratio[:0]
+	w := d.w
+	for y := 0; y < d.h; y += 2 {
+		acc := d.acc[y*w : y*w+w]
+		blur := d.blur[y*w : y*w+w][:len(acc)]
+		for x := 0; x < len(acc); x += 2 {
+			diff := float32(blur[x]) - min(acc[x]*light, 255)
+			r = append(r, max(diff, -diff))
+		}
+	}
+	return median(r)
+}
+
 // median returns the median of r (the mean of the two middle values when
 // len(r) is even), reordering r.
 func median(r []float32) float32 {
