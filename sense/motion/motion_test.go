@@ -80,8 +80,8 @@ func summary(trs []Transition) string {
 }
 
 func TestCrossingTwoZones(t *testing.T) {
-	padded := yuyv(320, 240)
-	padded.Stride = 2*320 + 64
+	padded := yuyv(160, 120)
+	padded.Stride = 2*160 + 64
 	tests := []struct {
 		name   string
 		format hal.FrameFormat
@@ -89,19 +89,21 @@ func TestCrossingTwoZones(t *testing.T) {
 		objs   []motiontest.Object
 		noise  int
 	}{
-		{"yuyv bright object", yuyv(320, 240), Config{Zones: halves}, crossing(230), 3},
-		{"yuyv dark object", yuyv(320, 240), Config{Zones: halves}, crossing(15), 3},
-		{"grey", grey(320, 240), Config{Zones: halves}, crossing(230), 3},
+		{"yuyv bright object", yuyv(160, 120), Config{Zones: halves}, crossing(230), 3},
+		{"yuyv dark object", yuyv(160, 120), Config{Zones: halves}, crossing(15), 3},
+		{"grey", grey(160, 120), Config{Zones: halves}, crossing(230), 3},
 		{"yuyv stride padded", padded, Config{Zones: halves}, crossing(230), 3},
-		{"640x480 by 8", yuyv(640, 480), Config{Zones: halves, Downscale: 8}, crossing(230), 3},
-		{"grey by 16", grey(640, 480), Config{Zones: halves, Downscale: 16}, crossing(230), 3},
-		{"by 3 (no word path)", yuyv(320, 240), Config{Zones: halves, Downscale: 3}, crossing(230), 3},
-		{"by 1", grey(160, 120), Config{Zones: halves, Downscale: 1}, crossing(230), 3},
-		{"noisy camera", yuyv(320, 240), Config{Zones: halves}, crossing(200), 20},
-		{"rate capped", yuyv(320, 240), Config{Zones: halves, MaxFPS: 5}, crossing(230), 3},
+		{"yuyv by 4", yuyv(320, 240), Config{Zones: halves}, crossing(230), 3},
+		{"yuyv by 8", yuyv(320, 240), Config{Zones: halves, Downscale: 8}, crossing(230), 3},
+		{"grey by 8", grey(320, 240), Config{Zones: halves, Downscale: 8}, crossing(230), 3},
+		{"by 3", yuyv(240, 180), Config{Zones: halves, Downscale: 3}, crossing(230), 3},
+		{"by 1", grey(80, 60), Config{Zones: halves, Downscale: 1}, crossing(230), 3},
+		{"noisy camera", yuyv(160, 120), Config{Zones: halves}, crossing(200), 20},
+		{"rate capped", yuyv(160, 120), Config{Zones: halves, MaxFPS: 5}, crossing(230), 3},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			sc := motiontest.Scene{Format: tc.format, Seed: 1, Noise: tc.noise, Objects: tc.objs}
 			r := play(t, tc.cfg, sc, 15, 10*time.Second)
 			if got, want := summary(r.trs), "left:started right:started left:ended right:ended"; got != want {
@@ -146,7 +148,7 @@ func TestZonesOverlapAndMiss(t *testing.T) {
 		{Name: "top-band", Polygon: []Point{{0, 0}, {1, 0}, {1, 0.25}, {0, 0.25}}},
 		{Name: "middle-triangle", Polygon: []Point{{0.3, 0.2}, {0.7, 0.2}, {0.5, 0.8}}},
 	}
-	sc := motiontest.Scene{Format: yuyv(320, 240), Seed: 2, Noise: 3, Objects: crossing(230)}
+	sc := motiontest.Scene{Format: yuyv(160, 120), Seed: 2, Noise: 3, Objects: crossing(230)}
 	r := play(t, Config{Zones: zones}, sc, 15, 10*time.Second)
 	got := map[string]string{}
 	for _, tr := range r.trs {
@@ -159,7 +161,7 @@ func TestZonesOverlapAndMiss(t *testing.T) {
 }
 
 func TestNoZonesMeansWholeFrame(t *testing.T) {
-	sc := motiontest.Scene{Format: grey(320, 240), Seed: 3, Noise: 3, Objects: crossing(230)}
+	sc := motiontest.Scene{Format: grey(160, 120), Seed: 3, Noise: 3, Objects: crossing(230)}
 	r := play(t, Config{}, sc, 10, 10*time.Second)
 	if got, want := summary(r.trs), WholeFrame+":started "+WholeFrame+":ended"; got != want {
 		t.Errorf("got %q, want %q", got, want)
@@ -188,7 +190,8 @@ func TestLightChangesAreNotMotion(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			sc := motiontest.Scene{Format: yuyv(320, 240), Seed: 4, Noise: 3, Lights: tc.lights}
+			t.Parallel()
+			sc := motiontest.Scene{Format: yuyv(160, 120), Seed: 4, Noise: 3, Lights: tc.lights}
 			r := play(t, Config{Zones: halves}, sc, 15, 12*time.Second)
 			if len(r.trs) != 0 {
 				t.Errorf("got %q, want no motion", summary(r.trs))
@@ -204,7 +207,7 @@ func TestLightChangesAreNotMotion(t *testing.T) {
 func TestMotionAfterLightSwitch(t *testing.T) {
 	// The light goes on at 1 s; the object crosses from 2 s: once the
 	// calibration is over (1 s), the detector sees it again.
-	sc := motiontest.Scene{Format: yuyv(320, 240), Seed: 5, Noise: 3, Objects: crossing(250),
+	sc := motiontest.Scene{Format: yuyv(160, 120), Seed: 5, Noise: 3, Objects: crossing(250),
 		Lights: []motiontest.Light{{At: time.Second, Gain: 1.5}}}
 	r := play(t, Config{Zones: halves}, sc, 15, 10*time.Second)
 	if got, want := summary(r.trs), "left:started right:started left:ended right:ended"; got != want {
@@ -223,15 +226,16 @@ func TestStaticNoisySceneIsStill(t *testing.T) {
 		noise  int
 		flat   bool
 	}{
-		{"textured, noise ±10", yuyv(320, 240), Config{}, 10, false},
-		{"textured, noise ±30", yuyv(320, 240), Config{}, 30, false},
-		{"flat (gain at its cap), noise ±20", yuyv(320, 240), Config{}, 20, true},
-		{"by 1, noise ±12", grey(160, 120), Config{Downscale: 1}, 12, false},
-		{"640x480, noise ±20", yuyv(640, 480), Config{}, 20, false},
-		{"sensitive, noise ±6", yuyv(320, 240), Config{Sensitivity: 0.8}, 6, false},
+		{"textured, noise ±10", yuyv(160, 120), Config{}, 10, false},
+		{"textured, noise ±30", yuyv(160, 120), Config{}, 30, false},
+		{"flat (gain at its cap), noise ±20", yuyv(160, 120), Config{}, 20, true},
+		{"by 1, noise ±12", grey(80, 60), Config{Downscale: 1}, 12, false},
+		{"by 8, noise ±20", yuyv(320, 240), Config{Downscale: 8}, 20, false},
+		{"sensitive, noise ±6", yuyv(160, 120), Config{Sensitivity: 0.8}, 6, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			sc := motiontest.Scene{Format: tc.format, Seed: 6, Noise: tc.noise, Flat: tc.flat}
 			r := play(t, tc.cfg, sc, 15, 10*time.Second)
 			if len(r.trs) != 0 || r.motion != 0 || r.stats.Calibrations != 0 {
@@ -253,9 +257,7 @@ func TestHysteresis(t *testing.T) {
 	}{
 		{"one frame", []motiontest.Object{obj(2*time.Second, 2*time.Second+fr)}, ""},
 		{"two frames", []motiontest.Object{obj(2*time.Second, 2*time.Second+2*fr)}, ""},
-		{"flicker every other frame", []motiontest.Object{
-			obj(2*time.Second, 2*time.Second+fr), obj(2*time.Second+2*fr, 2*time.Second+3*fr), obj(2*time.Second+4*fr, 2*time.Second+5*fr),
-		}, ""},
+		{"two one-frame blips", []motiontest.Object{obj(2*time.Second, 2*time.Second+fr), obj(2*time.Second+2*fr, 2*time.Second+3*fr)}, ""},
 		// Appearing and staying, the object is motion on its first frame
 		// and its last; frames in between are still when the object
 		// stands. It moves here, so every frame of it is motion.
@@ -265,7 +267,8 @@ func TestHysteresis(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			sc := motiontest.Scene{Format: yuyv(320, 240), Seed: 7, Noise: 3, Objects: tc.objs}
+			t.Parallel()
+			sc := motiontest.Scene{Format: yuyv(160, 120), Seed: 7, Noise: 3, Objects: tc.objs}
 			r := play(t, Config{}, sc, 10, 10*time.Second)
 			if got := summary(r.trs); got != tc.want {
 				t.Errorf("got %q, want %q", got, tc.want)
@@ -275,7 +278,7 @@ func TestHysteresis(t *testing.T) {
 }
 
 func TestTransitionTimes(t *testing.T) {
-	sc := motiontest.Scene{Format: yuyv(320, 240), Seed: 8, Noise: 3, Objects: []motiontest.Object{
+	sc := motiontest.Scene{Format: yuyv(160, 120), Seed: 8, Noise: 3, Objects: []motiontest.Object{
 		{From: 2 * time.Second, To: 4 * time.Second, Start: [2]float64{0.3, 0.5}, End: [2]float64{0.7, 0.5}, W: 0.15, H: 0.2, Luma: 230},
 	}}
 	r := play(t, Config{StartFrames: 2, EndAfter: 1500 * time.Millisecond}, sc, 10, 10*time.Second)
@@ -323,7 +326,7 @@ func TestMaxFPS(t *testing.T) {
 }
 
 func TestReset(t *testing.T) {
-	sc := motiontest.Scene{Format: yuyv(320, 240), Seed: 10, Noise: 3, Objects: crossing(230)}
+	sc := motiontest.Scene{Format: yuyv(160, 120), Seed: 10, Noise: 3, Objects: crossing(230)}
 	d, err := New(Config{}, sc.Format)
 	if err != nil {
 		t.Fatal(err)
@@ -514,7 +517,7 @@ func TestCellMeanRoundsHalfToEven(t *testing.T) {
 }
 
 func TestProcessDoesNotAllocate(t *testing.T) {
-	sc := motiontest.Scene{Format: yuyv(320, 240), Seed: 11, Noise: 3, Objects: crossing(230)}
+	sc := motiontest.Scene{Format: yuyv(160, 120), Seed: 11, Noise: 3, Objects: crossing(230)}
 	d, err := New(Config{Zones: halves}, sc.Format)
 	if err != nil {
 		t.Fatal(err)

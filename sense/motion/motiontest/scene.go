@@ -31,7 +31,9 @@ type Light struct {
 	Gain, Tilt float64
 }
 
-// Scene is a synthetic scene. The zero Noise is a noiseless camera.
+// Scene is a synthetic scene. The zero Noise is a noiseless camera. Its
+// fields must not change once it has rendered a frame, and it is not safe
+// for concurrent use.
 type Scene struct {
 	Format  hal.FrameFormat
 	Seed    uint64
@@ -40,6 +42,8 @@ type Scene struct {
 	Lights  []Light
 	// Flat draws a plain mid-grey background instead of the texture.
 	Flat bool
+
+	background []int16 // the luma of the background, drawn once
 }
 
 // mix is splitmix64, the scene's stateless source of noise.
@@ -96,28 +100,41 @@ func (s *Scene) Render(buf []byte, t time.Duration, frame uint64) {
 		gl *= 1 + p*(l.Gain-0.5*l.Tilt-1)
 		gr *= 1 + p*(l.Gain+0.5*l.Tilt-1)
 	}
+	if len(s.background) != w*h {
+		s.background = make([]int16, w*h)
+		for y := range h {
+			for x := range w {
+				v := 110
+				if !s.Flat {
+					v = 50 + 90*(x+y)/(w+h)
+					v += int(mix(s.Seed^uint64(y/8)<<32^uint64(x/8))%25) - 12
+				}
+				s.background[y*w+x] = int16(v)
+			}
+		}
+	}
+	lit := gl != 1 || gr != 1
 	noise := uint64(2*s.Noise + 1)
+	rnd := mix(s.Seed^frame<<40^0x5eed) | 1 // xorshift state for the frame's noise
 	for y := range h {
 		row := buf[y*f.Stride : (y+1)*f.Stride]
+		bg := s.background[y*w : (y+1)*w]
 		for x := range w {
-			var v int
-			if s.Flat {
-				v = 110
-			} else {
-				v = 50 + 90*(x+y)/(w+h)
-				v += int(mix(s.Seed^uint64(y/8)<<32^uint64(x/8))%25) - 12
-			}
+			v := int(bg[x])
 			for _, r := range rects[:nr] {
 				if x >= r.x0 && x < r.x1 && y >= r.y0 && y < r.y1 {
 					v = r.luma
 				}
 			}
-			if gl != 1 || gr != 1 {
+			if lit {
 				g := gl + (gr-gl)*float64(x)/float64(w)
 				v = int(float64(v)*g + 0.5)
 			}
 			if s.Noise > 0 {
-				v += int(mix(s.Seed^frame<<40^uint64(y*w+x))%noise) - s.Noise
+				rnd ^= rnd << 13
+				rnd ^= rnd >> 7
+				rnd ^= rnd << 17
+				v += int(rnd>>32%noise) - s.Noise
 			}
 			row[x*step] = byte(min(max(v, 0), 255))
 			if step == 2 {
