@@ -118,12 +118,13 @@ func (c Config) Validate() error {
 		return bad("Zones has %d zones, more than %d", len(c.Zones), MaxZones)
 	}
 	for i, z := range c.Zones {
-		if err := z.validate(); err != nil {
-			return bad("Zones[%d]: %v", i, err)
+		path := fmt.Sprintf("Zones[%d]", i)
+		if err := z.validate(path); err != nil {
+			return bad("%v", err)
 		}
 		for j := range i {
 			if c.Zones[j].Name == z.Name {
-				return bad("Zones[%d]: name %q is also Zones[%d]", i, z.Name, j)
+				return bad("%s.Name %q is also the name of Zones[%d]", path, z.Name, j)
 			}
 		}
 	}
@@ -157,23 +158,24 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-func (z Zone) validate() error {
-	if err := validName(z.Name); err != nil {
+// validate checks z, which is the field at path (Zones[i]).
+func (z Zone) validate(path string) error {
+	if err := validName(path, z.Name); err != nil {
 		return err
 	}
 	p := z.Polygon
 	if len(p) < 3 || len(p) > MaxVertices {
-		return fmt.Errorf("zone %q: Polygon has %d points, want 3 to %d", z.Name, len(p), MaxVertices)
+		return fmt.Errorf("%s.Polygon has %d points, want 3 to %d (zone %q)", path, len(p), MaxVertices, z.Name)
 	}
 	for i, v := range p {
 		if !(v.X >= 0 && v.X <= 1 && v.Y >= 0 && v.Y <= 1) {
-			return fmt.Errorf("zone %q: Polygon[%d] (%v, %v) is outside the frame [0, 1]", z.Name, i, v.X, v.Y)
+			return fmt.Errorf("%s.Polygon[%d] (%v, %v) is outside the frame [0, 1] (zone %q)", path, i, v.X, v.Y, z.Name)
 		}
 	}
 	n := len(p)
 	for i := range n {
 		if p[i] == p[(i+1)%n] {
-			return fmt.Errorf("zone %q: Polygon[%d] and Polygon[%d] are the same point", z.Name, i, (i+1)%n)
+			return fmt.Errorf("%s.Polygon[%d] and Polygon[%d] are the same point (zone %q)", path, i, (i+1)%n, z.Name)
 		}
 	}
 	// Edges i (p[i]→p[i+1]) and j must not touch unless they are
@@ -185,34 +187,34 @@ func (z Zone) validate() error {
 			switch {
 			case j == i+1: // share b == c
 				if foldsBack(a, b, d) {
-					return fmt.Errorf("zone %q: Polygon edges %d and %d overlap", z.Name, i, j)
+					return fmt.Errorf("%s.Polygon edges %d and %d overlap (zone %q)", path, i, j, z.Name)
 				}
 			case i == 0 && j == n-1: // share a == d
 				if foldsBack(b, a, c) {
-					return fmt.Errorf("zone %q: Polygon edges %d and %d overlap", z.Name, j, i)
+					return fmt.Errorf("%s.Polygon edges %d and %d overlap (zone %q)", path, j, i, z.Name)
 				}
 			default:
 				if segmentsTouch(a, b, c, d) {
-					return fmt.Errorf("zone %q: Polygon edges %d and %d cross", z.Name, i, j)
+					return fmt.Errorf("%s.Polygon edges %d and %d cross (zone %q)", path, i, j, z.Name)
 				}
 			}
 		}
 	}
 	if area := math.Abs(shoelace(p)); !(area > 1e-9) {
-		return fmt.Errorf("zone %q: Polygon has no area", z.Name)
+		return fmt.Errorf("%s.Polygon has no area (zone %q)", path, z.Name)
 	}
 	return nil
 }
 
-func validName(s string) error {
+func validName(path, s string) error {
 	if s == "" || len(s) > MaxZoneName {
-		return fmt.Errorf("Name %q must have 1 to %d bytes", s, MaxZoneName)
+		return fmt.Errorf("%s.Name %q must have 1 to %d bytes", path, s, MaxZoneName)
 	}
 	for _, r := range s {
 		switch {
 		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
 		default:
-			return fmt.Errorf("Name %q: %q is not a letter, a digit, '.', '_' or '-'", s, r)
+			return fmt.Errorf("%s.Name %q: %q is not a letter, a digit, '.', '_' or '-'", path, s, r)
 		}
 	}
 	return nil

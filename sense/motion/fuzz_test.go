@@ -58,7 +58,7 @@ func FuzzZones(f *testing.F) {
 			}
 			return
 		}
-		if len(p) < 3 || len(p) > MaxVertices || !(math.Abs(shoelace(p)) > 0) || validName(name) != nil || name == "other" {
+		if len(p) < 3 || len(p) > MaxVertices || !(math.Abs(shoelace(p)) > 0) || validName("", name) != nil || name == "other" {
 			t.Fatalf("accepted %q %v", name, p)
 		}
 		for _, v := range p {
