@@ -3,6 +3,7 @@ package motion
 import (
 	"encoding/binary"
 	"math"
+	"math/bits"
 
 	"github.com/tobe-body/tobe-body/hal"
 )
@@ -24,6 +25,10 @@ func (d *Detector) downscale(data []byte) (sigma float64) {
 	switch {
 	case d.format.Pixel == hal.PixelYUYV && f == 8:
 		d.downscaleYUYV8(data)
+	case d.format.Pixel == hal.PixelYUYV && f == 4:
+		d.downscaleYUYV4(data)
+	case d.format.Pixel == hal.PixelGrey && f == 8:
+		d.downscaleGrey8(data)
 	case d.format.Pixel == hal.PixelYUYV && f%4 == 0:
 		d.downscaleWords(data, 2*f, false)
 	case d.format.Pixel == hal.PixelGrey && f%8 == 0:
@@ -41,7 +46,9 @@ func (d *Detector) downscale(data []byte) (sigma float64) {
 	return math.Sqrt(max(float64(sq)*scale-mean*mean, 0))
 }
 
-// cellMean divides a cell's sum by its area, rounding half to even.
+// cellMean divides a cell's sum by its area, rounding half to even. The
+// areas of the usual factors are powers of two, and a constant area
+// inlined here becomes shifts.
 func cellMean(sum, area uint64) uint8 {
 	q, r := sum/area, sum%area
 	if 2*r > area || (2*r == area && q&1 == 1) {
@@ -50,13 +57,40 @@ func cellMean(sum, area uint64) uint8 {
 	return uint8(q)
 }
 
+// cellMeans fills out with the means of sums, of cells of area pixels.
+func cellMeans(out []uint8, sums []uint64, area uint64, lanes bool) {
+	sums = sums[:len(out)]
+	if area&(area-1) == 0 {
+		shift := uint(bits.TrailingZeros64(area))
+		half := area / 2
+		for i, a := range sums {
+			if lanes {
+				a = laneSum(a)
+			}
+			q, r := a>>shift, a&(area-1)
+			if r > half || (r == half && q&1 == 1) {
+				q++
+			}
+			out[i] = uint8(q)
+		}
+		return
+	}
+	for i, a := range sums {
+		if lanes {
+			a = laneSum(a)
+		}
+		out[i] = cellMean(a, area)
+	}
+}
+
 func laneSum(a uint64) uint64 {
 	return a&0xffff + a>>16&0xffff + a>>32&0xffff + a>>48
 }
 
-// downscaleYUYV8 is downscaleWords for YUYV by 8 (the default at 640x480),
-// two words per cell row. Rows are read one after the other: from memory
-// one stream at a time is faster here than eight side by side.
+// downscaleYUYV8 is downscaleWords for YUYV by 8 (the default at 640x480):
+// two words per cell row, four cells (a cache line) at a time. Rows are
+// read one after the other: from memory, one stream at a time is faster
+// here than eight side by side.
 func (d *Detector) downscaleYUYV8(data []byte) {
 	w, stride := d.w, d.format.Stride
 	sums := d.colSum[:w]
@@ -66,10 +100,85 @@ func (d *Detector) downscaleYUYV8(data []byte) {
 		for r := range 8 {
 			off := (cy*8 + r) * stride
 			row := data[off : off+w*16]
-			for cx := range sums {
+			s := sums
+			for len(s) >= 4 && len(row) >= 64 {
+				c := row[:64]
+				s[0] += le.Uint64(c)&lumaLanes + le.Uint64(c[8:])&lumaLanes
+				s[1] += le.Uint64(c[16:])&lumaLanes + le.Uint64(c[24:])&lumaLanes
+				s[2] += le.Uint64(c[32:])&lumaLanes + le.Uint64(c[40:])&lumaLanes
+				s[3] += le.Uint64(c[48:])&lumaLanes + le.Uint64(c[56:])&lumaLanes
+				row, s = row[64:], s[4:]
+			}
+			for len(s) >= 1 && len(row) >= 16 {
 				c := row[:16]
-				sums[cx] += le.Uint64(c)&lumaLanes + le.Uint64(c[8:])&lumaLanes
-				row = row[16:]
+				s[0] += le.Uint64(c)&lumaLanes + le.Uint64(c[8:])&lumaLanes
+				row, s = row[16:], s[1:]
+			}
+		}
+		out := d.small[cy*w : cy*w+w]
+		for cx, a := range sums {
+			out[cx] = cellMean(laneSum(a), 64)
+		}
+	}
+}
+
+// downscaleYUYV4 is downscaleWords for YUYV by 4 (the default at
+// 320x240): one word per cell row, four cells at a time.
+func (d *Detector) downscaleYUYV4(data []byte) {
+	w, stride := d.w, d.format.Stride
+	sums := d.colSum[:w]
+	le := binary.LittleEndian
+	for cy := range d.h {
+		clear(sums)
+		for r := range 4 {
+			off := (cy*4 + r) * stride
+			row := data[off : off+w*8]
+			s := sums
+			for len(s) >= 4 && len(row) >= 32 {
+				c := row[:32]
+				s[0] += le.Uint64(c) & lumaLanes
+				s[1] += le.Uint64(c[8:]) & lumaLanes
+				s[2] += le.Uint64(c[16:]) & lumaLanes
+				s[3] += le.Uint64(c[24:]) & lumaLanes
+				row, s = row[32:], s[4:]
+			}
+			for len(s) >= 1 && len(row) >= 8 {
+				s[0] += le.Uint64(row) & lumaLanes
+				row, s = row[8:], s[1:]
+			}
+		}
+		out := d.small[cy*w : cy*w+w]
+		for cx, a := range sums {
+			out[cx] = cellMean(laneSum(a), 16)
+		}
+	}
+}
+
+// downscaleGrey8 is downscaleWords for GREY by 8 (MJPEG decoded at
+// 640x480): one word per cell row, its even and odd bytes masked into the
+// lanes, four cells at a time.
+func (d *Detector) downscaleGrey8(data []byte) {
+	w, stride := d.w, d.format.Stride
+	sums := d.colSum[:w]
+	le := binary.LittleEndian
+	lanes := func(v uint64) uint64 { return v&lumaLanes + v>>8&lumaLanes }
+	for cy := range d.h {
+		clear(sums)
+		for r := range 8 {
+			off := (cy*8 + r) * stride
+			row := data[off : off+w*8]
+			s := sums
+			for len(s) >= 4 && len(row) >= 32 {
+				c := row[:32]
+				s[0] += lanes(le.Uint64(c))
+				s[1] += lanes(le.Uint64(c[8:]))
+				s[2] += lanes(le.Uint64(c[16:]))
+				s[3] += lanes(le.Uint64(c[24:]))
+				row, s = row[32:], s[4:]
+			}
+			for len(s) >= 1 && len(row) >= 8 {
+				s[0] += lanes(le.Uint64(row))
+				row, s = row[8:], s[1:]
 			}
 		}
 		out := d.small[cy*w : cy*w+w]
@@ -108,10 +217,7 @@ func (d *Detector) downscaleWords(data []byte, cellBytes int, grey bool) {
 				sums[cx] += s
 			}
 		}
-		out := d.small[cy*w : cy*w+w]
-		for cx, a := range sums {
-			out[cx] = cellMean(laneSum(a), area)
-		}
+		cellMeans(d.small[cy*w:cy*w+w], sums, area, true)
 	}
 }
 
@@ -139,9 +245,6 @@ func (d *Detector) downscaleBytes(data []byte) {
 				sums[cx] += s
 			}
 		}
-		out := d.small[cy*w : cy*w+w]
-		for cx, a := range sums {
-			out[cx] = cellMean(a, area)
-		}
+		cellMeans(d.small[cy*w:cy*w+w], sums, area, false)
 	}
 }

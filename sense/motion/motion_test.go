@@ -513,6 +513,21 @@ func TestCellMeanRoundsHalfToEven(t *testing.T) {
 		if got := cellMean(tc.sum, tc.area); got != tc.want {
 			t.Errorf("cellMean(%d, %d) = %d, want %d", tc.sum, tc.area, got, tc.want)
 		}
+		var out [1]uint8
+		if cellMeans(out[:], []uint64{tc.sum}, tc.area, false); out[0] != tc.want {
+			t.Errorf("cellMeans(%d, %d) = %d, want %d", tc.sum, tc.area, out[0], tc.want)
+		}
+	}
+	// Every sum of a 4x4 cell, and the lanes of a word.
+	for sum := range uint64(16*255 + 1) {
+		var out [1]uint8
+		if cellMeans(out[:], []uint64{sum}, 16, false); out[0] != cellMean(sum, 16) {
+			t.Errorf("cellMeans(%d, 16) = %d, want %d", sum, out[0], cellMean(sum, 16))
+		}
+	}
+	var out [1]uint8
+	if cellMeans(out[:], []uint64{1<<48 | 2<<32 | 3<<16 | 4}, 4, true); out[0] != 2 {
+		t.Errorf("cellMeans of lanes 1+2+3+4 over 4 = %d, want 2 (2.5 rounded to even)", out[0])
 	}
 }
 
