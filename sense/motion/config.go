@@ -61,7 +61,8 @@ type Config struct {
 	// standard deviation of its luma).
 	Sensitivity float64
 	// MinArea is the smallest moving region that counts, as a fraction of
-	// the frame in (0, 1); default 0.005 (0.5 %).
+	// the frame in (0, 1), measured after the dilation (which grows a
+	// region by a cell all round); default 0.005 (0.5 %).
 	MinArea float64
 	// MaxFPS caps the frames processed per second; frames that come sooner
 	// are skipped (and counted). 0 processes every frame.
