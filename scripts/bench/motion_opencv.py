@@ -49,7 +49,7 @@ import cv2
 import numpy as np
 
 LIGHT_WINDOW = 1.0  # seconds
-LIGHT_LIMIT = math.log(1.25)
+LIGHT_LIMIT = 0.22314355131420976  # ln 1.25
 
 
 def inside(poly, qx, qy):

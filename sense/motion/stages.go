@@ -1,7 +1,6 @@
 package motion
 
 import (
-	"math"
 	"math/bits"
 	"time"
 )
@@ -23,9 +22,10 @@ func contrastGain(sigma float64) float64 {
 // beyond lightLimit: more than 25 % brighter or darker within about a
 // second. A switch or a fast dimmer is that; dusk, clouds and a slow
 // dimmer are followed by the illumination estimate instead.
-const lightWindow = time.Second
-
-var lightLimit = math.Log(1.25)
+const (
+	lightWindow = time.Second
+	lightLimit  = 0.22314355131420976 // ln 1.25
+)
 
 // illumination estimates how much brighter the frame is than the
 // background: the median of the ratios frame/background of every other
