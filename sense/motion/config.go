@@ -226,14 +226,14 @@ func shoelace(p []Point) float64 {
 	var s float64
 	for i := range p {
 		a, b := p[i], p[(i+1)%len(p)]
-		s += a.X*b.Y - b.X*a.Y
+		s += float64(a.X*b.Y) - float64(b.X*a.Y)
 	}
 	return s
 }
 
 // orient is the sign of the turn a→b→c: >0 left, <0 right, 0 collinear.
 func orient(a, b, c Point) float64 {
-	return (b.X-a.X)*(c.Y-a.Y) - (b.Y-a.Y)*(c.X-a.X)
+	return float64((b.X-a.X)*(c.Y-a.Y)) - float64((b.Y-a.Y)*(c.X-a.X)) // not fused, as everywhere
 }
 
 // onSegment tells whether c, collinear with a and b, lies between them.
@@ -257,7 +257,7 @@ func foldsBack(a, b, c Point) bool {
 	if orient(a, b, c) != 0 {
 		return false
 	}
-	return (b.X-a.X)*(c.X-b.X)+(b.Y-a.Y)*(c.Y-b.Y) < 0
+	return float64((b.X-a.X)*(c.X-b.X))+float64((b.Y-a.Y)*(c.Y-b.Y)) < 0
 }
 
 // inside tells whether q is inside polygon p by the even-odd rule (a ray

@@ -49,7 +49,9 @@
 // stops moving fades into the background the same way.
 //
 // Time comes only from the frames' timestamps, so the detector is
-// deterministic and tests need no sleeps. A Detector preallocates every
+// deterministic and tests need no sleeps; products are rounded before they
+// are added (never fused), so it gives the same results on every
+// architecture. A Detector preallocates every
 // buffer for its frame format in New: Process does not allocate. It is not
 // safe for concurrent use; one goroutine (a camera's reader) owns it.
 package motion
@@ -375,7 +377,7 @@ func (d *Detector) process(data []byte, t hal.Mono, out []Transition) []Transiti
 	if first || calibrating {
 		d.sigma = sigma
 	} else {
-		d.sigma += (1 - math.Exp(-dt/d.normTau)) * (sigma - d.sigma)
+		d.sigma += float64((1 - math.Exp(-dt/d.normTau)) * (sigma - d.sigma))
 	}
 	if first {
 		d.seed()
@@ -385,7 +387,7 @@ func (d *Detector) process(data []byte, t hal.Mono, out []Transition) []Transiti
 
 	light := d.illumination()
 	limit := float32(max(float64(d.thr)/contrastGain(d.sigma), noiseFloor*float64(d.noise(light))))
-	d.drift = d.drift*math.Exp(-dt/lightWindow.Seconds()) + math.Log(float64(light))
+	d.drift = float64(d.drift*math.Exp(-dt/lightWindow.Seconds())) + math.Log(float64(light))
 	alpha := float32(1 - math.Exp(-dt/d.bgTau))
 	changed := d.difference(light, limit, alpha)
 	d.info.Changed = float64(changed) / float64(d.n)

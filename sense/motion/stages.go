@@ -185,7 +185,7 @@ func (d *Detector) difference(light, limit, alpha float32) int {
 		if diff := v - p; diff > limit || -diff > limit {
 			changed = append(changed, int32(i))
 		}
-		acc[i] = v*alpha + p*beta
+		acc[i] = float32(v*alpha) + float32(p*beta) // not fused: the same result on every architecture
 	}
 	d.changed = changed
 	return len(changed)

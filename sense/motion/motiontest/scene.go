@@ -78,8 +78,8 @@ func (s *Scene) Render(buf []byte, t time.Duration, frame uint64) {
 			continue
 		}
 		p := float64(t-o.From) / float64(o.To-o.From)
-		cx := o.Start[0] + p*(o.End[0]-o.Start[0])
-		cy := o.Start[1] + p*(o.End[1]-o.Start[1])
+		cx := o.Start[0] + float64(p*(o.End[0]-o.Start[0])) // products never fused: the same
+		cy := o.Start[1] + float64(p*(o.End[1]-o.Start[1])) // frames on every architecture
 		rects[nr] = rect{
 			int((cx - o.W/2) * float64(w)), int((cy - o.H/2) * float64(h)),
 			int((cx + o.W/2) * float64(w)), int((cy + o.H/2) * float64(h)),
@@ -97,8 +97,8 @@ func (s *Scene) Render(buf []byte, t time.Duration, frame uint64) {
 		case l.Ramp > 0 && t < l.At+l.Ramp:
 			p = float64(t-l.At) / float64(l.Ramp)
 		}
-		gl *= 1 + p*(l.Gain-0.5*l.Tilt-1)
-		gr *= 1 + p*(l.Gain+0.5*l.Tilt-1)
+		gl *= 1 + float64(p*(l.Gain-float64(0.5*l.Tilt)-1))
+		gr *= 1 + float64(p*(l.Gain+float64(0.5*l.Tilt)-1))
 	}
 	if len(s.background) != w*h {
 		s.background = make([]int16, w*h)
@@ -128,7 +128,7 @@ func (s *Scene) Render(buf []byte, t time.Duration, frame uint64) {
 			}
 			if lit {
 				g := gl + (gr-gl)*float64(x)/float64(w)
-				v = int(float64(v)*g + 0.5)
+				v = int(float64(float64(v)*g) + 0.5)
 			}
 			if s.Noise > 0 {
 				rnd ^= rnd << 13
