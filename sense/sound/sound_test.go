@@ -1,0 +1,483 @@
+package sound
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"periph.io/x/conn/v3/physic"
+
+	"github.com/tobe-body/tobe-body/hal"
+)
+
+func TestValidateNamesTheBadField(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cfg   Config
+		field string // "" when the config is valid
+	}{
+		{"zero is all defaults", Config{}, ""},
+		{"every field set", Config{Window: 10 * time.Millisecond, SummaryEvery: time.Minute, LoudDBFS: -12, LoudHysteresis: 3, LoudRelease: time.Second, VoiceSNR: 9, MinVoice: 60 * time.Millisecond, Hangover: 500 * time.Millisecond, FloorRise: 5 * time.Second}, ""},
+		{"window too short", Config{Window: time.Millisecond}, "Window"},
+		{"window negative", Config{Window: -20 * time.Millisecond}, "Window"},
+		{"window too long", Config{Window: time.Second}, "Window"},
+		{"summary too often", Config{SummaryEvery: 100 * time.Millisecond}, "SummaryEvery"},
+		{"summary too rare", Config{SummaryEvery: 2 * time.Hour}, "SummaryEvery"},
+		{"loud above full scale", Config{LoudDBFS: 3}, "LoudDBFS"},
+		{"loud far too low", Config{LoudDBFS: -100}, "LoudDBFS"},
+		{"loud not a number", Config{LoudDBFS: math.NaN()}, "LoudDBFS"},
+		{"hysteresis negative", Config{LoudHysteresis: -1}, "LoudHysteresis"},
+		{"hysteresis huge", Config{LoudHysteresis: 40}, "LoudHysteresis"},
+		{"release negative", Config{LoudRelease: -time.Second}, "LoudRelease"},
+		{"release too long", Config{LoudRelease: time.Minute}, "LoudRelease"},
+		{"snr negative", Config{VoiceSNR: -3}, "VoiceSNR"},
+		{"snr infinite", Config{VoiceSNR: math.Inf(1)}, "VoiceSNR"},
+		{"min voice negative", Config{MinVoice: -time.Millisecond}, "MinVoice"},
+		{"min voice too long", Config{MinVoice: 3 * time.Second}, "MinVoice"},
+		{"hangover too long", Config{Hangover: 6 * time.Second}, "Hangover"},
+		{"floor rise too fast", Config{FloorRise: 10 * time.Millisecond}, "FloorRise"},
+		{"floor rise too slow", Config{FloorRise: time.Hour}, "FloorRise"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			_, newErr := New(tc.cfg, format(16000, 1))
+			switch {
+			case tc.field == "" && err != nil:
+				t.Fatalf("Validate: got %v, want nil", err)
+			case tc.field == "" && newErr != nil:
+				t.Fatalf("New: got %v, want nil", newErr)
+			case tc.field == "":
+				return
+			case err == nil:
+				t.Fatalf("Validate: got nil, want an error naming %s", tc.field)
+			case !strings.Contains(err.Error(), tc.field+" "):
+				t.Errorf("Validate: got %q, want it to name %s", err, tc.field)
+			case !errors.Is(err, ErrConfig):
+				t.Errorf("Validate: got %v, want it to wrap ErrConfig", err)
+			case !errors.Is(newErr, ErrConfig):
+				t.Errorf("New: got %v, want the same error", newErr)
+			}
+		})
+	}
+}
+
+func TestNewRefusesFormatsItCannotAnalyse(t *testing.T) {
+	for _, f := range []hal.AudioFormat{
+		{Rate: 4 * physic.KiloHertz, Channels: 1},
+		{Rate: 384 * physic.KiloHertz, Channels: 1},
+		{Rate: 16 * physic.KiloHertz, Channels: 0},
+		{Rate: 16 * physic.KiloHertz, Channels: 64},
+		{Rate: 16*physic.KiloHertz + physic.MilliHertz, Channels: 1},
+	} {
+		if _, err := New(Config{}, f); !errors.Is(err, hal.ErrUnsupported) {
+			t.Errorf("New(%v): got %v, want hal.ErrUnsupported", f, err)
+		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	a, err := New(Config{}, format(16000, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := a.Config()
+	want := Config{DefaultWindow, DefaultSummaryEvery, DefaultLoudDBFS, DefaultLoudHysteresis, DefaultLoudRelease, DefaultVoiceSNR, DefaultMinVoice, DefaultHangover, DefaultFloorRise}
+	if got != want {
+		t.Errorf("Config(): got %+v, want %+v", got, want)
+	}
+}
+
+// of returns the events of kind k.
+func of(evs []Event, k Kind) []Event {
+	var out []Event
+	for _, e := range evs {
+		if e.Kind == k {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// since is t as an offset from the start of a scene.
+func since(t hal.Mono) time.Duration { return t.Sub(base) }
+
+// tone renders a sine of peak amplitude amp (full scale 1) at f Hz.
+func tone(fs int, d time.Duration, f, amp float64) *scene {
+	s := newScene(fs, d)
+	for i := range s.x {
+		s.x[i] = amp * math.Sin(2*math.Pi*f*float64(i)/float64(fs))
+	}
+	return s
+}
+
+func TestLevelSummaries(t *testing.T) {
+	const fs = 16000
+	square := newScene(fs, 30*time.Second)
+	for i := range square.x {
+		square.x[i] = 0.5 * float64(1-2*(i/40%2)) // 200 Hz at half scale
+	}
+	noisy := newScene(fs, 30*time.Second)
+	noisy.addNoise(rand.New(rand.NewPCG(5, 5)), white, -40, 0, 30*time.Second)
+	for _, tc := range []struct {
+		name      string
+		sc        *scene
+		rms, peak float64 // dBFS
+		tolerance float64 // dB
+	}{
+		// A full-scale sine: -3.01 dBFS RMS, 0 dBFS peak (32767 of 32768).
+		{"full-scale sine", tone(fs, 30*time.Second, 1000, 32767.0/32768), -3.01, 0, 0.02},
+		{"-20 dBFS sine", tone(fs, 30*time.Second, 440, 0.1), -23.01, -20, 0.02},
+		{"-6 dBFS square", square, -6.02, -6.02, 0.02},
+		{"digital silence", newScene(fs, 30*time.Second), Silence, Silence, 0},
+		// Gaussian noise peaks at about 4.5 σ in 160 000 samples.
+		{"-40 dBFS white noise", noisy, -40, -40 + 20*math.Log10(4.5), 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := New(Config{}, format(fs, 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs := feed(a, tc.sc.pcm(1), 320)
+			if got := slices.DeleteFunc(slices.Clone(evs), func(e Event) bool { return e.Kind != VoiceStarted && e.Kind != VoiceEnded }); len(got) != 0 {
+				t.Errorf("got voice events %v, want none", got)
+			}
+			lv := of(evs, Level)
+			if len(lv) != 3 {
+				t.Fatalf("got %d Level events, want 3 (one every 10 s of 30 s): %v", len(lv), lv)
+			}
+			for i, e := range lv {
+				wantStart, wantEnd := time.Duration(i)*10*time.Second, time.Duration(i+1)*10*time.Second
+				if since(e.Start) != wantStart || since(e.Time) != wantEnd || e.Covered != 10*time.Second {
+					t.Errorf("Level %d covers %v..%v (%v of audio), want %v..%v, all of it", i, since(e.Start), since(e.Time), e.Covered, wantStart, wantEnd)
+				}
+				if math.Abs(e.RMS-tc.rms) > tc.tolerance {
+					t.Errorf("Level %d: RMS %.3f dBFS, want %.3f", i, e.RMS, tc.rms)
+				}
+				if tc.name == "-40 dBFS white noise" {
+					if e.Peak < tc.peak-2 || e.Peak > tc.peak+2 {
+						t.Errorf("Level %d: peak %.2f dBFS, want about %.2f", i, e.Peak, tc.peak)
+					}
+				} else if math.Abs(e.Peak-tc.peak) > tc.tolerance {
+					t.Errorf("Level %d: peak %.3f dBFS, want %.3f", i, e.Peak, tc.peak)
+				}
+				// The floor of a steady sound is its level.
+				if math.Abs(e.Floor-tc.rms) > max(tc.tolerance, 0.1) {
+					t.Errorf("Level %d: floor %.2f dBFS, want the steady level %.2f", i, e.Floor, tc.rms)
+				}
+				if e.Voice != 0 || e.Gaps != 0 {
+					t.Errorf("Level %d: voice %v, gaps %d, want none", i, e.Voice, e.Gaps)
+				}
+			}
+		})
+	}
+}
+
+func TestSummaryPeriod(t *testing.T) {
+	for _, every := range []time.Duration{time.Second, 3 * time.Second, 7 * time.Second} {
+		t.Run(every.String(), func(t *testing.T) {
+			a, err := New(Config{SummaryEvery: every}, format(16000, 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs := feed(a, tone(16000, 21*time.Second, 300, 0.01).pcm(1), 333)
+			lv := of(evs, Level)
+			want := int((21*time.Second + every - 1) / every)
+			if len(lv) != want {
+				t.Fatalf("got %d Level events, want %d", len(lv), want)
+			}
+			for i, e := range lv[:len(lv)-1] {
+				if since(e.Time) != time.Duration(i+1)*every {
+					t.Errorf("Level %d at %v, want %v", i, since(e.Time), time.Duration(i+1)*every)
+				}
+			}
+			if last := lv[len(lv)-1]; since(last.Time) != 21*time.Second {
+				t.Errorf("last Level (from Flush) at %v, want 21s", since(last.Time))
+			}
+		})
+	}
+}
+
+// clap adds a hand clap at t: a burst of noise with a 1 ms attack and a
+// decay of about 8 ms, peaking near full scale.
+func (s *scene) clap(r *rand.Rand, t time.Duration, peak float64) {
+	i := s.idx(t)
+	for k := 0; k < s.fs/10 && i+k < len(s.x); k++ {
+		tt := float64(k) / float64(s.fs)
+		env := math.Min(1, tt/0.001) * math.Exp(-tt/0.008)
+		s.x[i+k] += peak * env * max(-1, min(1, r.NormFloat64()/3))
+	}
+}
+
+func TestLoud(t *testing.T) {
+	const fs = 16000
+	r := rand.New(rand.NewPCG(9, 9))
+	type pair struct{ start, end time.Duration }
+	for _, tc := range []struct {
+		name string
+		make func() *scene
+		want []pair // loud stretches, to the window
+	}{
+		{"one clap", func() *scene {
+			s := newScene(fs, 6*time.Second)
+			s.addNoise(r, pink, -50, 0, 6*time.Second)
+			s.clap(r, 3*time.Second, 0.9)
+			return s
+		}, []pair{{3 * time.Second, 3*time.Second + 40*time.Millisecond}}},
+		{"two claps apart", func() *scene {
+			s := newScene(fs, 8*time.Second)
+			s.addNoise(r, pink, -50, 0, 8*time.Second)
+			s.clap(r, 2*time.Second, 0.9)
+			s.clap(r, 5*time.Second, 0.5)
+			return s
+		}, []pair{{2 * time.Second, 2*time.Second + 40*time.Millisecond}, {5 * time.Second, 5*time.Second + 40*time.Millisecond}}},
+		{"two claps within the release", func() *scene {
+			s := newScene(fs, 6*time.Second)
+			s.addNoise(r, pink, -50, 0, 6*time.Second)
+			s.clap(r, 2*time.Second, 0.9)
+			s.clap(r, 2300*time.Millisecond, 0.9)
+			return s
+		}, []pair{{2 * time.Second, 2300*time.Millisecond + 40*time.Millisecond}}},
+		{"a tone hovering at the threshold", func() *scene {
+			// Peak alternating between -19 and -21 dBFS every 100 ms
+			// from 1 s to 5 s.
+			s := newScene(fs, 7*time.Second)
+			for i := s.idx(time.Second); i < s.idx(5*time.Second); i++ {
+				db := -19.0
+				if (i/(fs/10))%2 == 1 {
+					db = -21
+				}
+				s.x[i] = amp(db) * math.Sin(2*math.Pi*500*float64(i)/fs)
+			}
+			return s
+		}, []pair{{time.Second, 5 * time.Second}}},
+		{"a tone under the threshold", func() *scene {
+			return tone(fs, 5*time.Second, 500, amp(-21))
+		}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := New(Config{}, format(fs, 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs := feed(a, tc.make().pcm(1), 320)
+			starts, ends := of(evs, LoudStarted), of(evs, LoudEnded)
+			if len(starts) != len(tc.want) || len(ends) != len(tc.want) {
+				t.Fatalf("got %d loud starts and %d ends, want %d of each: %v", len(starts), len(ends), len(tc.want), evs)
+			}
+			for i, w := range tc.want {
+				s, e := starts[i], ends[i]
+				// The start is the first sample over the threshold.
+				if d := since(s.Time) - w.start; d < 0 || d > 2*time.Millisecond {
+					t.Errorf("loud %d started at %v, want %v (the first loud sample)", i, since(s.Time), w.start)
+				}
+				if s.Peak < DefaultLoudDBFS || s.Peak > 0 {
+					t.Errorf("loud %d started with peak %.1f dBFS, want at least %v", i, s.Peak, DefaultLoudDBFS)
+				}
+				if e.Start != s.Time {
+					t.Errorf("loud %d ended with Start %v, want its start %v", i, since(e.Start), since(s.Time))
+				}
+				if d := since(e.Time) - w.end; d < -DefaultWindow || d > DefaultWindow {
+					t.Errorf("loud %d ended at %v, want %v within a window", i, since(e.Time), w.end)
+				}
+				if e.Cut || e.Peak < s.Peak {
+					t.Errorf("loud %d ended cut %t, peak %.1f, want not cut, peak ≥ %.1f", i, e.Cut, e.Peak, s.Peak)
+				}
+			}
+		})
+	}
+}
+
+// burstResult is how one speech burst was detected.
+type burstResult struct {
+	pairs      int
+	onsetErr   time.Duration // VoiceStarted.Time - true onset
+	endErr     time.Duration // VoiceEnded.Time - true end
+	emittedLag time.Duration // when VoiceEnded came out of Process, after the true end
+}
+
+// feedTimed is feed that also notes, per event, the time of the end of
+// the frame whose Process returned it.
+func feedTimed(a *Analyzer, samples []int16, frame int) (evs []Event, at []time.Duration) {
+	ch := a.format.Channels
+	fr := hal.AudioFrame{}
+	for i, seq := 0, uint64(1); i < len(samples); i, seq = i+frame*ch, seq+1 {
+		fr.Samples = samples[i:min(len(samples), i+frame*ch)]
+		fr.Seq = seq
+		fr.Time = base.Add(a.at(i / ch))
+		n := len(evs)
+		evs = a.Process(&fr, evs)
+		for range evs[n:] {
+			at = append(at, a.at((i+len(fr.Samples))/ch))
+		}
+	}
+	n := len(evs)
+	evs = a.Flush(evs)
+	for range evs[n:] {
+		at = append(at, a.at(len(samples)/ch))
+	}
+	return evs, at
+}
+
+// matchBursts checks that each speech span of sc has exactly one voice
+// segment and that there are no others, and returns how each was found.
+func matchBursts(t *testing.T, sc *scene, evs []Event, at []time.Duration) []burstResult {
+	t.Helper()
+	var starts, ends []int
+	for i, e := range evs {
+		switch e.Kind {
+		case VoiceStarted:
+			starts = append(starts, i)
+		case VoiceEnded:
+			ends = append(ends, i)
+		}
+	}
+	if len(starts) != len(ends) {
+		t.Fatalf("got %d voice starts and %d ends", len(starts), len(ends))
+	}
+	res := make([]burstResult, len(sc.speech))
+	for k := range starts {
+		s, e := evs[starts[k]], evs[ends[k]]
+		if e.Start != s.Time {
+			t.Errorf("voice end %v has Start %v, want its start %v", since(e.Time), since(e.Start), since(s.Time))
+		}
+		found := false
+		for j, sp := range sc.speech {
+			// A segment belongs to the burst it overlaps.
+			if since(s.Time) < sp.to && since(e.Time) > sp.from {
+				res[j].pairs++
+				if res[j].pairs == 1 {
+					res[j].onsetErr = since(s.Time) - sp.from
+					res[j].endErr = since(e.Time) - sp.to
+					res[j].emittedLag = at[ends[k]] - sp.to
+				}
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("voice from %v to %v, where there is no speech", since(s.Time), since(e.Time))
+		}
+	}
+	return res
+}
+
+// speechScene is n bursts of 0.5–2 s, 3–6 s apart, over noise at
+// noiseDB, with speech at snr dB over the noise.
+func speechScene(r *rand.Rand, fs int, kind noiseKind, noiseDB, snr float64, n int) *scene {
+	var bursts []span
+	at := 2 * time.Second
+	for range n {
+		d := 500*time.Millisecond + time.Duration(r.IntN(1500))*time.Millisecond
+		bursts = append(bursts, span{at, at + d})
+		at += d + 3*time.Second + time.Duration(r.IntN(3000))*time.Millisecond
+	}
+	sc := newScene(fs, at)
+	sc.addNoise(r, kind, noiseDB, 0, at)
+	for _, b := range bursts {
+		sc.addSpeech(r, noiseDB+snr, b.from, b.to-b.from)
+	}
+	return sc
+}
+
+func TestVoiceInNoiseAt10dB(t *testing.T) {
+	const fs = 16000
+	cfg := Config{}.withDefaults()
+	var all []time.Duration
+	for _, kind := range []noiseKind{white, pink} {
+		for seed := uint64(1); seed <= 4; seed++ {
+			t.Run(fmt.Sprintf("%s/seed%d", kind, seed), func(t *testing.T) {
+				sc := speechScene(rand.New(rand.NewPCG(seed, 10)), fs, kind, -55, 10, 8)
+				a, err := New(Config{}, format(fs, 1))
+				if err != nil {
+					t.Fatal(err)
+				}
+				evs, at := feedTimed(a, sc.pcm(1), 320)
+				var onsets []string
+				for j, b := range matchBursts(t, sc, evs, at) {
+					sp := sc.speech[j]
+					onsets = append(onsets, fmt.Sprintf("%+d", b.onsetErr.Milliseconds()))
+					all = append(all, b.onsetErr)
+					switch {
+					case b.pairs != 1:
+						t.Errorf("burst %v..%v: %d voice segments, want 1", sp.from, sp.to, b.pairs)
+					case b.onsetErr < -100*time.Millisecond || b.onsetErr > 100*time.Millisecond:
+						t.Errorf("burst %v..%v: voice started %v from the onset, want within 100ms", sp.from, sp.to, b.onsetErr)
+					case b.endErr < -(cfg.Hangover+cfg.Window) || b.endErr > cfg.Hangover+cfg.Window:
+						t.Errorf("burst %v..%v: voice ended %v from the end, want within %v", sp.from, sp.to, b.endErr, cfg.Hangover+cfg.Window)
+					case b.emittedLag > cfg.Hangover+2*cfg.Window:
+						t.Errorf("burst %v..%v: the end came out %v after the true end, want within %v", sp.from, sp.to, b.emittedLag, cfg.Hangover+2*cfg.Window)
+					}
+				}
+				t.Logf("onset errors (ms): %s", strings.Join(onsets, " "))
+				checkLevelVoice(t, sc, evs)
+			})
+		}
+	}
+	if len(all) > 0 {
+		var sum, worst time.Duration
+		for _, d := range all {
+			sum += d
+			worst = max(worst, d.Abs())
+		}
+		t.Logf("onset error over %d bursts: mean %v, worst %v", len(all), sum/time.Duration(len(all)), worst)
+	}
+}
+
+// checkLevelVoice checks that the Level events' voice adds up to the
+// voice segments.
+func checkLevelVoice(t *testing.T, sc *scene, evs []Event) {
+	t.Helper()
+	var seg, lv time.Duration
+	for _, e := range evs {
+		switch e.Kind {
+		case VoiceEnded:
+			seg += e.Duration()
+		case Level:
+			lv += e.Voice
+		}
+	}
+	if (seg - lv).Abs() > time.Millisecond {
+		t.Errorf("Level events count %v of voice, the segments last %v", lv, seg)
+	}
+}
+
+func TestNoVoiceInSilenceOrSteadySound(t *testing.T) {
+	const fs = 16000
+	for _, tc := range []struct {
+		name  string
+		kind  noiseKind // "" for digital silence
+		level float64
+	}{
+		{"digital silence", "", 0},
+		{"dither at -70 dBFS", white, -70},
+		{"white noise", white, -40},
+		{"pink noise", pink, -40},
+		{"brown noise", brown, -30},
+		{"mains hum", hum, -40},
+		{"fan", fan, -35},
+		{"loud pink noise", pink, -15},
+		// A steady harmonic sound is periodic, but it is there from the
+		// start, so the floor is already at its level.
+		{"buzz", buzz, -40},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := newScene(fs, 60*time.Second)
+			if tc.kind != "" {
+				sc.addNoise(rand.New(rand.NewPCG(3, 3)), tc.kind, tc.level, 0, 60*time.Second)
+			}
+			a, err := New(Config{}, format(fs, 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range feed(a, sc.pcm(1), 320) {
+				if e.Kind == VoiceStarted || e.Kind == VoiceEnded {
+					t.Errorf("got %v, want no voice", e)
+				}
+			}
+		})
+	}
+}
