@@ -112,8 +112,10 @@ func (a *Analyzer) updateBins(elapsed time.Duration) {
 // spectrum is at a voice's pitch: the highest normalised autocorrelation
 // at a lag between the shortest and the longest pitch period, corrected
 // for the window's own autocorrelation, in [0, 1]. The spectrum is first
-// divided by the per-bin noise floors, so that noise of any colour looks
-// white and only what rises above it can look periodic.
+// divided by the noise spectrum, so that noise of any colour looks white
+// and only what rises above it can look periodic. A periodicity that
+// counts (periodicKeep or more) needs two harmonics of the pitch over
+// the noise and near each other in level; a lone tone has 0.
 func (a *Analyzer) periodicity() float64 {
 	l := len(a.acfIn)
 	var r0 float64
@@ -138,11 +140,41 @@ func (a *Analyzer) periodicity() float64 {
 	}
 	// Refine the peak between steps with a parabola through its
 	// neighbours.
+	lag := float64(at)
 	y0 := r[at-1] * a.hannInv[at-1]
 	y2 := r[at+1] * a.hannInv[at+1]
 	if d := y0 - 2*best + y2; d < 0 {
 		off := 0.5 * (y0 - y2) / d
 		best -= 0.25 * (y0 - y2) * off
+		lag += off
 	}
-	return max(0, min(1, best/(2*r0)))
+	per := max(0, min(1, best/(2*r0)))
+	if per < periodicKeep {
+		return per
+	}
+	// A lone tone (a beep, a whistle, a siren) is periodic at every
+	// multiple of its period; a voice has harmonics. The two strongest
+	// harmonics of the pitch found (the harmonic h is at bin h·l/lag)
+	// must both stand clearly over the noise and within 20 dB of each
+	// other, which a tone's leakage into the next bins is not.
+	var top, second float64
+	for h := 1; ; h++ {
+		k := int(math.Round(float64(h*l) / lag))
+		if k+1 > a.perHi {
+			break
+		}
+		if k-1 < a.perLo {
+			continue
+		}
+		v := max(a.acfIn[k-1], a.acfIn[k], a.acfIn[k+1])
+		if v > top {
+			top, second = v, top
+		} else if v > second {
+			second = v
+		}
+	}
+	if second < harmonicMin || second < top/100 {
+		return 0
+	}
+	return per
 }

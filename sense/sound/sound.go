@@ -142,6 +142,9 @@ const (
 	// voice segment and keep one going.
 	periodicStart = 0.6
 	periodicKeep  = 0.5
+	// harmonicMin is how far a harmonic must stand over the noise
+	// spectrum (a factor in power: 9 dB) to count.
+	harmonicMin = 8.0
 	// voiceMinDBFS is the speech band level below which nothing is voice,
 	// whatever the floor (a silent room, a muted input).
 	voiceMinDBFS = -80.0

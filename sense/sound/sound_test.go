@@ -481,3 +481,296 @@ func TestNoVoiceInSilenceOrSteadySound(t *testing.T) {
 		})
 	}
 }
+
+// TestNoiseStep changes a steady background suddenly and checks what the
+// detector makes of it while the floors rise to the new level. A noise,
+// of any colour, yields no voice at all; a steady harmonic sound (the
+// buzz) is voice from its onset until the speech band's floor is within
+// VoiceSNR of it, about FloorRise·ln(step/VoiceSNR), once, and not after.
+func TestNoiseStep(t *testing.T) {
+	const fs = 16000
+	const step = 10 * time.Second
+	for _, kind := range []noiseKind{white, pink, brown, hum, fan, buzz} {
+		for _, levels := range [][2]float64{{-60, -30}, {-50, -40}, {-40, -20}, {-30, -60}} {
+			t.Run(fmt.Sprintf("%s/%v_to_%v", kind, levels[0], levels[1]), func(t *testing.T) {
+				sc := newScene(fs, 40*time.Second)
+				r := rand.New(rand.NewPCG(4, 4))
+				sc.addNoise(r, white, -70, 0, 40*time.Second)
+				sc.addNoise(r, kind, levels[0], 0, step)
+				sc.addNoise(r, kind, levels[1], step, 40*time.Second)
+				a, err := New(Config{}, format(fs, 1))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var open time.Duration // the last window over the floor by VoiceSNR
+				a.trace = func(w windowTrace) {
+					if w.energy {
+						open = since(w.end)
+					}
+				}
+				evs := feed(a, sc.pcm(1), 320)
+				starts, ends := of(evs, VoiceStarted), of(evs, VoiceEnded)
+				if open > step {
+					t.Logf("the speech band stayed VoiceSNR over its floor for %v after the step", open-step)
+				}
+				if kind != buzz || levels[1] < levels[0] {
+					if len(starts)+len(ends) != 0 {
+						t.Errorf("got voice %v %v, want none", starts, ends)
+					}
+					return
+				}
+				rise := levels[1] - levels[0]
+				limit := time.Duration(DefaultFloorRise.Seconds()*math.Log(rise/DefaultVoiceSNR)*float64(time.Second)) + 500*time.Millisecond
+				switch {
+				case len(starts) != 1 || len(ends) != 1:
+					t.Fatalf("got voice %v %v, want one segment", starts, ends)
+				case since(starts[0].Time) < step-DefaultWindow || since(starts[0].Time) > step+100*time.Millisecond:
+					t.Errorf("voice started at %v, want at the step, %v", since(starts[0].Time), step)
+				case ends[0].Duration() > limit:
+					t.Errorf("voice lasted %v, want the floor to absorb the buzz within %v", ends[0].Duration(), limit)
+				}
+				t.Logf("buzz stepping %v dB: voice for %v", rise, ends[0].Duration())
+			})
+		}
+	}
+}
+
+func TestRatesChannelsAndFrameSizes(t *testing.T) {
+	for _, tc := range []struct {
+		fs, ch, frame int
+		oneSilent     bool // only the first channel carries sound
+	}{
+		{8000, 1, 160, false},
+		{8000, 1, 97, false},
+		{16000, 1, 1024, false},
+		{16000, 2, 320, false},
+		{16000, 2, 320, true},
+		{44100, 1, 441, false},
+		{48000, 1, 960, false},
+		{48000, 2, 480, false},
+		{48000, 6, 1000, true},
+	} {
+		t.Run(fmt.Sprintf("%dHz/x%d/%d/one-silent=%t", tc.fs, tc.ch, tc.frame, tc.oneSilent), func(t *testing.T) {
+			sc := speechScene(rand.New(rand.NewPCG(uint64(tc.fs+tc.ch), 11)), tc.fs, pink, -55, 10, 4)
+			pcm := sc.pcm(tc.ch)
+			if tc.oneSilent {
+				for i := range pcm {
+					if i%tc.ch != 0 {
+						pcm[i] = 0
+					}
+				}
+			}
+			a, err := New(Config{}, format(tc.fs, tc.ch))
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs, at := feedTimed(a, pcm, tc.frame)
+			for j, b := range matchBursts(t, sc, evs, at) {
+				sp := sc.speech[j]
+				if b.pairs != 1 || b.onsetErr.Abs() > 100*time.Millisecond {
+					t.Errorf("burst %v..%v: %d segments, onset off by %v; want 1, within 100ms", sp.from, sp.to, b.pairs, b.onsetErr)
+				}
+			}
+			// The level is that of the mono mixdown; the peak is the
+			// highest sample of any channel.
+			mono, err := New(Config{}, format(tc.fs, 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := of(feed(mono, sc.pcm(1), tc.frame), Level)
+			got := of(evs, Level)
+			if len(got) != len(want) {
+				t.Fatalf("got %d Level events, want %d as for mono", len(got), len(want))
+			}
+			shift := 0.0
+			if tc.oneSilent {
+				shift = 20 * math.Log10(float64(tc.ch))
+			}
+			for i := range got {
+				if math.Abs(got[i].RMS+shift-want[i].RMS) > 0.01 || math.Abs(got[i].Peak-want[i].Peak) > 0.01 {
+					t.Errorf("Level %d: RMS %.2f, peak %.2f dBFS; want %.2f, %.2f", i, got[i].RMS, got[i].Peak, want[i].RMS-shift, want[i].Peak)
+				}
+			}
+		})
+	}
+}
+
+// feedGap feeds samples in 20 ms frames but drops the frames that start
+// in [from, to); the frame after the drop carries overruns and, when
+// keepSeq, the Seq that follows the last one delivered.
+func feedGap(a *Analyzer, samples []int16, from, to time.Duration, overruns int, keepSeq bool) []Event {
+	frame := a.rate / 50
+	var out []Event
+	fr := hal.AudioFrame{}
+	seq, delivered := uint64(0), uint64(0)
+	dropped := false
+	for i := 0; i < len(samples); i += frame {
+		seq++
+		at := a.at(i)
+		if at >= from && at < to {
+			dropped = true
+			continue
+		}
+		fr.Samples = samples[i:min(len(samples), i+frame)]
+		fr.Time = base.Add(at)
+		fr.Seq = seq
+		if keepSeq {
+			fr.Seq = delivered + 1
+		}
+		fr.Overruns = 0
+		if dropped {
+			fr.Overruns = overruns
+			dropped = false
+		}
+		delivered = fr.Seq
+		out = a.Process(&fr, out)
+	}
+	return a.Flush(out)
+}
+
+func TestLostAudioIsNotStretchedOver(t *testing.T) {
+	const fs = 16000
+	r := rand.New(rand.NewPCG(12, 12))
+	sc := newScene(fs, 12*time.Second)
+	sc.addNoise(r, pink, -55, 0, 12*time.Second)
+	sc.addSpeech(r, -45, 2*time.Second, 3*time.Second)
+	for i := sc.idx(7 * time.Second); i < sc.idx(10*time.Second); i++ {
+		sc.x[i] += 0.5 * math.Sin(2*math.Pi*1000*float64(i)/fs) // loud
+	}
+	pcm := sc.pcm(1)
+	for _, tc := range []struct {
+		name     string
+		from, to time.Duration // the frames lost
+		overruns int
+		keepSeq  bool // Seq follows on although frames were lost
+	}{
+		{"an overrun in speech", 3200 * time.Millisecond, 3400 * time.Millisecond, 1, true},
+		{"frames missing in speech", 3200 * time.Millisecond, 3400 * time.Millisecond, 0, false},
+		{"an overrun in a loud tone", 8 * time.Second, 8500 * time.Millisecond, 2, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := New(Config{}, format(fs, 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs := feedGap(a, pcm, tc.from, tc.to, tc.overruns, tc.keepSeq)
+			checkOrder(t, evs)
+			if st := a.Stats(); st.Gaps != 1 || st.Overruns != uint64(tc.overruns) {
+				t.Errorf("Stats: %d gaps, %d overruns; want 1, %d", st.Gaps, st.Overruns, tc.overruns)
+			}
+			kinds := []Kind{VoiceStarted, VoiceEnded}
+			if tc.from >= 7*time.Second {
+				kinds = []Kind{LoudStarted, LoudEnded}
+			}
+			starts, ends := of(evs, kinds[0]), of(evs, kinds[1])
+			var cut int
+			for i, e := range ends {
+				s := starts[i]
+				spans := since(s.Time) < tc.from && since(e.Time) > tc.to
+				switch {
+				case spans:
+					t.Errorf("%v..%v spans the lost audio %v..%v", since(s.Time), since(e.Time), tc.from, tc.to)
+				case e.Cut:
+					cut++
+					if since(e.Time) > tc.from || since(e.Time) < tc.from-DefaultHangover {
+						t.Errorf("cut %v at %v, want at the last audio before %v", e.Kind, since(e.Time), tc.from)
+					}
+				}
+			}
+			if cut != 1 {
+				t.Errorf("%d %v events are cut, want 1: %v", cut, kinds[1], ends)
+			}
+			// The stretch goes on after the gap as a new one.
+			resumed := false
+			for _, s := range starts {
+				if since(s.Time) >= tc.to && since(s.Time) < tc.to+500*time.Millisecond {
+					resumed = true
+				}
+			}
+			if !resumed {
+				t.Errorf("no %v in the 500ms after the gap, want the sound found again: %v", kinds[0], starts)
+			}
+			lv := of(evs, Level)
+			if len(lv) != 2 || lv[0].Gaps != 1 || lv[0].Covered != 10*time.Second-(tc.to-tc.from) || lv[1].Gaps != 0 {
+				t.Errorf("Levels %v, want the first to count the gap and cover all but the lost audio", lv)
+			}
+		})
+	}
+}
+
+// checkOrder checks that events come in order of time and that every
+// end follows its start.
+func checkOrder(t *testing.T, evs []Event) {
+	t.Helper()
+	var last hal.Mono
+	open := map[Kind]*Event{}
+	for i, e := range evs {
+		if i > 0 && e.Time < last {
+			t.Fatalf("event %d (%v) at %v, before the one before at %v", i, e.Kind, e.Time, last)
+		}
+		last = e.Time
+		switch e.Kind {
+		case LoudStarted, VoiceStarted:
+			if open[e.Kind] != nil {
+				t.Fatalf("event %d: %v while one is open", i, e.Kind)
+			}
+			open[e.Kind] = &evs[i]
+		case LoudEnded, VoiceEnded:
+			start := open[e.Kind-1]
+			if start == nil || e.Start != start.Time || e.Time < e.Start {
+				t.Fatalf("event %d: %v with no matching start (%v)", i, e, start)
+			}
+			open[e.Kind-1] = nil
+		case Level:
+			if e.Time < e.Start || e.Covered > e.Duration() || e.Voice > e.Covered || e.Voice < 0 || e.Gaps < 0 {
+				t.Fatalf("event %d: %v is inconsistent", i, e)
+			}
+		default:
+			t.Fatalf("event %d: unknown kind %v", i, e.Kind)
+		}
+	}
+}
+
+func TestNoVoiceInTones(t *testing.T) {
+	const fs = 16000
+	for _, tc := range []struct {
+		name string
+		wave func(t float64) float64 // amplitude at t seconds, from 5 s on
+	}{
+		{"a 1 kHz beep, on and off every half second", func(t float64) float64 {
+			if int(t*2)%2 == 1 {
+				return 0
+			}
+			return 0.1 * math.Sin(2*math.Pi*1000*t)
+		}},
+		{"a 440 Hz tone that starts", func(t float64) float64 { return 0.05 * math.Sin(2*math.Pi*440*t) }},
+		{"a smoke alarm at 3.1 kHz", func(t float64) float64 {
+			if math.Mod(t, 1.5) > 0.5 {
+				return 0
+			}
+			return 0.3 * math.Sin(2*math.Pi*3100*t)
+		}},
+		{"a siren sweeping 600–1200 Hz", func(t float64) float64 {
+			// The phase of a sweep whose frequency goes 600→1200→600 Hz
+			// every 2 s.
+			return 0.1 * math.Sin(2*math.Pi*(900*t-300/math.Pi*math.Cos(math.Pi*t)))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := newScene(fs, 20*time.Second)
+			sc.addNoise(rand.New(rand.NewPCG(6, 6)), pink, -55, 0, 20*time.Second)
+			for i := sc.idx(5 * time.Second); i < len(sc.x); i++ {
+				sc.x[i] += tc.wave(float64(i) / fs)
+			}
+			a, err := New(Config{}, format(fs, 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range feed(a, sc.pcm(1), 320) {
+				if e.Kind == VoiceStarted || e.Kind == VoiceEnded {
+					t.Errorf("got %v, want no voice", e)
+				}
+			}
+		})
+	}
+}
