@@ -176,7 +176,8 @@ type Analyzer struct {
 	n      int // samples per window
 
 	// The clock.
-	started bool
+	started bool // a frame came since New or Flush
+	clocked bool // a frame came since New: cursor is set
 	lastSeq uint64
 	cursor  hal.Mono // time of the next sample expected
 
@@ -405,15 +406,15 @@ func (a *Analyzer) Process(fr *hal.AudioFrame, out []Event) []Event {
 		a.stats.Overruns += uint64(fr.Overruns)
 	}
 	start := fr.Time
-	if a.started {
-		if fr.Overruns > 0 || (fr.Seq != 0 && fr.Seq != a.lastSeq+1) {
-			a.stats.Gaps++
-			a.period.gaps++
-			a.cut()
-		}
+	if a.started && (fr.Overruns > 0 || (fr.Seq != 0 && fr.Seq != a.lastSeq+1)) {
+		a.stats.Gaps++
+		a.period.gaps++
+		a.cut()
+	}
+	if a.clocked {
 		start = max(start, a.cursor)
 	}
-	a.started = true
+	a.started, a.clocked = true, true
 	a.lastSeq = fr.Seq
 
 	n := len(fr.Samples) / a.ch
@@ -436,7 +437,8 @@ func (a *Analyzer) Process(fr *hal.AudioFrame, out []Event) []Event {
 // Flush ends the stream: open loud and voice stretches end (Cut), the
 // current period's Level is emitted however short, and every event held
 // back is appended to out. A later Process starts afresh, keeping only
-// the noise floors and Stats.
+// the noise floors, the clock (its events still come after these) and
+// Stats.
 func (a *Analyzer) Flush(out []Event) []Event {
 	a.cut()
 	a.closePeriod()

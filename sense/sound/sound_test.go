@@ -774,3 +774,144 @@ func TestNoVoiceInTones(t *testing.T) {
 		})
 	}
 }
+
+// TestOrderAroundBackDatedEvents puts a clap at different places around a
+// burst of speech: events back-dated by the voice detector must still
+// leave in order of time, and nothing may wait longer than the longest
+// open decision.
+func TestOrderAroundBackDatedEvents(t *testing.T) {
+	const fs = 16000
+	for _, clapAt := range []time.Duration{-400, -150, -50, 300, 900, 1700, 1900} {
+		clapAt *= time.Millisecond
+		t.Run(fmt.Sprintf("clap%+v", clapAt), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(13, 13))
+			sc := newScene(fs, 6*time.Second)
+			sc.addNoise(r, pink, -55, 0, 6*time.Second)
+			sc.addSpeech(r, -45, 2*time.Second, 1500*time.Millisecond)
+			sc.clap(r, 2*time.Second+clapAt, 0.9)
+			a, err := New(Config{}, format(fs, 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs, at := feedTimed(a, sc.pcm(1), 320)
+			checkOrder(t, evs)
+			cfg := a.Config()
+			wait := max(cfg.MinVoice+2*cfg.Hangover, cfg.LoudRelease) + 2*cfg.Window
+			for i, e := range evs {
+				if lag := at[i] - since(e.Time); lag > wait {
+					t.Errorf("%v came out %v after it happened, want within %v", e, lag, wait)
+				}
+			}
+			if n, m := len(of(evs, LoudStarted)), len(of(evs, VoiceStarted)); n != 1 || m != 1 {
+				t.Errorf("got %d loud and %d voice stretches, want 1 of each: %v", n, m, evs)
+			}
+		})
+	}
+}
+
+func TestTimeJitterKeepsOrder(t *testing.T) {
+	const fs = 16000
+	r := rand.New(rand.NewPCG(14, 14))
+	sc := speechScene(r, fs, white, -55, 10, 6)
+	a, err := New(Config{}, format(fs, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcm := sc.pcm(1)
+	var evs []Event
+	fr := hal.AudioFrame{}
+	for i, seq := 0, uint64(1); i < len(pcm); i, seq = i+320, seq+1 {
+		fr.Samples = pcm[i:min(len(pcm), i+320)]
+		fr.Seq = seq
+		// Stamped when read: up to 8 ms late, sometimes "earlier" than
+		// the frame before ended.
+		fr.Time = base.Add(a.at(i) + time.Duration(r.IntN(8000))*time.Microsecond)
+		evs = a.Process(&fr, evs)
+	}
+	evs = a.Flush(evs)
+	checkOrder(t, evs)
+	if st := a.Stats(); st.Gaps != 0 {
+		t.Errorf("%d gaps, want none: jitter is not lost audio", st.Gaps)
+	}
+	if got := len(of(evs, VoiceStarted)); got != len(sc.speech) {
+		t.Errorf("%d voice segments, want %d", got, len(sc.speech))
+	}
+}
+
+func TestFlush(t *testing.T) {
+	const fs = 16000
+	r := rand.New(rand.NewPCG(15, 15))
+	sc := newScene(fs, 6*time.Second)
+	sc.addNoise(r, pink, -55, 0, 6*time.Second)
+	sc.addSpeech(r, -45, 2*time.Second, 3*time.Second)
+	pcm := sc.pcm(1)
+	a, err := New(Config{}, format(fs, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := sc.idx(3 * time.Second)
+	evs := feed(a, pcm[:half], 320) // feed flushes at 3 s, inside the speech
+	checkOrder(t, evs)
+	ends, lv := of(evs, VoiceEnded), of(evs, Level)
+	if len(ends) != 1 || !ends[0].Cut || since(ends[0].Time) > 3*time.Second {
+		t.Errorf("voice ends %v, want one, cut, by 3s", ends)
+	}
+	if len(lv) != 1 || lv[0].Covered != 3*time.Second {
+		t.Errorf("Levels %v, want one covering the 3 s so far", lv)
+	}
+	if !strings.Contains(ends[0].String(), "cut true") {
+		t.Errorf("String() = %q, want it to say the segment was cut", ends[0])
+	}
+	// Processing goes on afresh: the rest of the speech is a new
+	// segment, and the Level grid starts again.
+	fr := hal.AudioFrame{}
+	var more []Event
+	for i, seq := half, uint64(1); i < len(pcm); i, seq = i+320, seq+1 {
+		fr.Samples, fr.Seq, fr.Time = pcm[i:i+320], seq, base.Add(a.at(i))
+		more = a.Process(&fr, more)
+	}
+	more = a.Flush(more)
+	checkOrder(t, more)
+	if s := of(more, VoiceStarted); len(s) != 1 || since(s[0].Time) < 3*time.Second {
+		t.Errorf("after the flush: voice starts %v, want one after 3s", s)
+	}
+	if l := of(more, Level); len(l) != 1 || since(l[0].Start) != 3*time.Second {
+		t.Errorf("after the flush: Levels %v, want one from 3s", l)
+	}
+}
+
+func TestProcessAllocatesNothing(t *testing.T) {
+	const fs = 16000
+	sc := speechScene(rand.New(rand.NewPCG(16, 16)), fs, pink, -55, 10, 6)
+	pcm := sc.pcm(2)
+	a, err := New(Config{}, format(fs, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]Event, 0, 16)
+	fr := hal.AudioFrame{}
+	i, seq := 0, uint64(0)
+	step := func() {
+		if i+640 > len(pcm) {
+			i = 0
+		}
+		seq++
+		fr.Samples, fr.Seq, fr.Time = pcm[i:i+640], seq, base.Add(time.Duration(seq)*20*time.Millisecond)
+		if seq%500 == 0 {
+			fr.Overruns = 1
+		} else {
+			fr.Overruns = 0
+		}
+		i += 640
+		out = a.Process(&fr, out[:0])
+	}
+	for range 3000 {
+		step()
+	}
+	if n := testing.AllocsPerRun(3000, step); n != 0 {
+		t.Errorf("Process allocates %v times a frame, want 0", n)
+	}
+	if n := testing.AllocsPerRun(10, func() { out = a.Flush(out[:0]) }); n != 0 {
+		t.Errorf("Flush allocates %v times, want 0", n)
+	}
+}
