@@ -465,6 +465,7 @@ func TestNoVoiceInSilenceOrSteadySound(t *testing.T) {
 		{"buzz", buzz, -40},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			sc := newScene(fs, 60*time.Second)
 			if tc.kind != "" {
 				sc.addNoise(rand.New(rand.NewPCG(3, 3)), tc.kind, tc.level, 0, 60*time.Second)
@@ -493,6 +494,7 @@ func TestNoiseStep(t *testing.T) {
 	for _, kind := range []noiseKind{white, pink, brown, hum, fan, buzz} {
 		for _, levels := range [][2]float64{{-60, -30}, {-50, -40}, {-40, -20}, {-30, -60}} {
 			t.Run(fmt.Sprintf("%s/%v_to_%v", kind, levels[0], levels[1]), func(t *testing.T) {
+				t.Parallel()
 				sc := newScene(fs, 40*time.Second)
 				r := rand.New(rand.NewPCG(4, 4))
 				sc.addNoise(r, white, -70, 0, 40*time.Second)
@@ -551,6 +553,7 @@ func TestRatesChannelsAndFrameSizes(t *testing.T) {
 		{48000, 6, 1000, true},
 	} {
 		t.Run(fmt.Sprintf("%dHz/x%d/%d/one-silent=%t", tc.fs, tc.ch, tc.frame, tc.oneSilent), func(t *testing.T) {
+			t.Parallel()
 			sc := speechScene(rand.New(rand.NewPCG(uint64(tc.fs+tc.ch), 11)), tc.fs, pink, -55, 10, 4)
 			pcm := sc.pcm(tc.ch)
 			if tc.oneSilent {
@@ -757,6 +760,7 @@ func TestNoVoiceInTones(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			sc := newScene(fs, 20*time.Second)
 			sc.addNoise(rand.New(rand.NewPCG(6, 6)), pink, -55, 0, 20*time.Second)
 			for i := sc.idx(5 * time.Second); i < len(sc.x); i++ {
@@ -913,5 +917,36 @@ func TestProcessAllocatesNothing(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(10, func() { out = a.Flush(out[:0]) }); n != 0 {
 		t.Errorf("Flush allocates %v times, want 0", n)
+	}
+}
+
+// TestVoiceAcrossPeriods checks that a voice segment crossing the end of
+// a Level period is split between the two summaries, although the
+// segment is only confirmed, and back-dated, after the period ended.
+func TestVoiceAcrossPeriods(t *testing.T) {
+	const fs = 16000
+	for _, at := range []time.Duration{9900 * time.Millisecond, 9500 * time.Millisecond, 8 * time.Second} {
+		t.Run(at.String(), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(17, 17))
+			sc := newScene(fs, 14*time.Second)
+			sc.addNoise(r, pink, -55, 0, 14*time.Second)
+			sc.addSpeech(r, -45, at, 2*time.Second+100*time.Millisecond)
+			a, err := New(Config{}, format(fs, 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs := feed(a, sc.pcm(1), 320)
+			checkOrder(t, evs)
+			s, e, lv := of(evs, VoiceStarted), of(evs, VoiceEnded), of(evs, Level)
+			if len(s) != 1 || len(e) != 1 || len(lv) != 2 {
+				t.Fatalf("got %v", evs)
+			}
+			boundary := lv[0].Time
+			want0 := max(0, boundary.Sub(s[0].Time))
+			want1 := e[0].Time.Sub(max(boundary, s[0].Time))
+			if lv[0].Voice != want0 || lv[1].Voice != want1 {
+				t.Errorf("voice %v and %v in the two periods, want %v and %v (segment %v..%v)", lv[0].Voice, lv[1].Voice, want0, want1, since(s[0].Time), since(e[0].Time))
+			}
+		})
 	}
 }

@@ -166,13 +166,16 @@ func noise(r *rand.Rand, kind noiseKind, fs, n int) []float64 {
 		for h := range ph {
 			ph[h] = 2 * math.Pi * r.Float64()
 		}
-		for i := range out {
+		// One period, repeated (f0 divides every rate the tests use).
+		period := make([]float64, int(float64(fs)/f0))
+		for i := range period {
 			t := float64(i) / float64(fs)
-			var v float64
 			for h := 1; h <= harmonics && float64(h)*f0 < 0.45*float64(fs); h++ {
-				v += math.Sin(2*math.Pi*f0*float64(h)*t+ph[h-1]) / float64(h)
+				period[i] += math.Sin(2*math.Pi*f0*float64(h)*t+ph[h-1]) / float64(h)
 			}
-			out[i] = v + 0.01*r.NormFloat64()
+		}
+		for i := range out {
+			out[i] = period[i%len(period)] + 0.01*r.NormFloat64()
 		}
 	case fan:
 		var lo, hi resonator
