@@ -65,8 +65,9 @@
 // and the sample rate; a frame whose Time goes backwards is placed right
 // after the previous one, so event times never go backwards. Seq and
 // Overruns, not Time, say whether audio was lost: a frame with Overruns
-// > 0, or whose Seq does not follow the previous frame's (a Seq of 0 is
-// not checked), follows lost audio. The Analyzer does not treat lost
+// > 0, or whose Seq does not follow the last numbered frame's (a Seq of
+// 0 means unnumbered and is neither checked nor remembered), follows lost
+// audio. The Analyzer does not treat lost
 // audio as silence and does not stretch anything across it: an open loud
 // stretch or voice segment ends at the last audio before the gap (with
 // Cut set), an onset not yet confirmed is dropped, the partial window is
@@ -123,20 +124,16 @@ const (
 	// spectrumMin is the shortest audio a spectrum covers (two periods
 	// of the lowest pitch and more): 512 samples at 16 kHz.
 	spectrumMin = 25 * time.Millisecond
-	// periodicHi is the top of the band whose periodicity is judged: the
-	// harmonics of voice are resolved and strongest below it.
-	// spectrumMin is the shortest audio a spectrum covers: enough for
-	// several periods of the lowest pitch.
-	// spectrumEvery is how often the per-bin noise floors are updated
-	// while no window needs a spectrum of its own.
+	// spectrumEvery is how often the noise spectrum is updated while no
+	// window needs a spectrum of its own.
 	spectrumEvery = 100 * time.Millisecond
 	// binsMean is the time constant of the per-bin noise spectrum.
 	binsMean = 400 * time.Millisecond
 	// binsSmooth is how far, in Hz, the noise spectrum is smoothed to
 	// either side of a bin.
 	binsSmooth = 60.0
-	// binsSNR is how close to its floor the speech band must be for a
-	// window to count as noise only.
+	// binsSNR is how close to its floor, in dB, the speech band must be
+	// for a window to count as noise only.
 	binsSNR = 3.0
 	// periodicStart and periodicKeep are the periodicities that start a
 	// voice segment and keep one going.
@@ -163,7 +160,7 @@ type Stats struct {
 	// Overruns is the sum of the frames' Overruns.
 	Overruns uint64
 	// Gaps counts the places where audio was lost: frames with Overruns
-	// or a Seq that does not follow.
+	// or a Seq that does not follow the last numbered frame's.
 	Gaps uint64
 }
 
@@ -406,16 +403,21 @@ func (a *Analyzer) Process(fr *hal.AudioFrame, out []Event) []Event {
 		a.stats.Overruns += uint64(fr.Overruns)
 	}
 	start := fr.Time
-	if a.started && (fr.Overruns > 0 || (fr.Seq != 0 && fr.Seq != a.lastSeq+1)) {
+	skipped := a.started && fr.Seq != 0 && a.lastSeq != 0 && fr.Seq != a.lastSeq+1
+	if fr.Overruns > 0 || skipped {
 		a.stats.Gaps++
 		a.period.gaps++
-		a.cut()
+		if a.started {
+			a.cut()
+		}
 	}
 	if a.clocked {
 		start = max(start, a.cursor)
 	}
 	a.started, a.clocked = true, true
-	a.lastSeq = fr.Seq
+	if fr.Seq != 0 {
+		a.lastSeq = fr.Seq
+	}
 
 	n := len(fr.Samples) / a.ch
 	src := fr.Samples[:n*a.ch]
@@ -444,6 +446,7 @@ func (a *Analyzer) Flush(out []Event) []Event {
 	a.closePeriod()
 	a.period.anchored = false
 	a.started = false
+	a.lastSeq = 0
 	out = append(out, a.pending...)
 	a.pending = a.pending[:0]
 	return out
@@ -562,7 +565,9 @@ func (a *Analyzer) window(end hal.Mono) {
 		// close to the floor and from those well over it that do not
 		// look voiced (a louder noise).
 		if a.voice.phase == voiceIdle && (snr < binsSNR || (energy && per < periodicKeep)) {
-			a.updateBins(end.Sub(a.binsAt))
+			// After a long pause in learning (voice, lost audio) the
+			// next spectrum counts as no more than one taken on time.
+			a.updateBins(min(end.Sub(a.binsAt), spectrumEvery))
 			a.binsAt = end
 		}
 	}

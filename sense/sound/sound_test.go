@@ -950,3 +950,37 @@ func TestVoiceAcrossPeriods(t *testing.T) {
 		})
 	}
 }
+
+func TestSeqGaps(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		seqs     []uint64
+		overruns map[int]int // by frame index
+		gaps     uint64
+	}{
+		{"numbered", []uint64{1, 2, 3, 4}, nil, 0},
+		{"unnumbered", []uint64{0, 0, 0, 0}, nil, 0},
+		{"an unnumbered frame among numbered ones", []uint64{1, 2, 0, 3, 4}, nil, 0},
+		{"a skip over an unnumbered frame", []uint64{1, 2, 0, 5}, nil, 1},
+		{"a skip", []uint64{7, 8, 10, 11, 20}, nil, 2},
+		{"numbering starting anywhere", []uint64{1000, 1001}, nil, 0},
+		{"restarted numbering", []uint64{5, 6, 1, 2}, nil, 1},
+		{"an overrun", []uint64{1, 2, 3}, map[int]int{1: 4}, 1},
+		{"an overrun before the first frame", []uint64{1, 2}, map[int]int{0: 1}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := New(Config{}, format(16000, 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fr := hal.AudioFrame{Samples: make([]int16, 320)}
+			for i, seq := range tc.seqs {
+				fr.Seq, fr.Overruns, fr.Time = seq, tc.overruns[i], base.Add(time.Duration(i)*20*time.Millisecond)
+				a.Process(&fr, nil)
+			}
+			if got := a.Stats().Gaps; got != tc.gaps {
+				t.Errorf("got %d gaps, want %d", got, tc.gaps)
+			}
+		})
+	}
+}
