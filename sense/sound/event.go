@@ -23,7 +23,7 @@ const (
 	// VoiceStarted: voice confirmed; Time is its onset.
 	VoiceStarted
 	// VoiceEnded: voice absent for Hangover, or the audio was cut; Time is
-	// the end of the last voiced window.
+	// the end of the last window that kept the segment going.
 	VoiceEnded
 )
 
@@ -49,9 +49,12 @@ func (k Kind) String() string {
 // 0 dBFS peak) and Silence stands for no signal at all.
 //
 // Time is when the thing happened on the capture clock, from the frame's
-// time and the sample's offset in it, not when the Analyzer noticed: an
-// onset is back-dated to the first voiced window, an end to the last
-// loud or voiced window. Events leave Process in the order of Time.
+// time and the sample's offset in it, not when the Analyzer noticed:
+// LoudStarted is the first sample at or over LoudDBFS; VoiceStarted is
+// the onset, back-dated to the start of the sound that led to voice (see
+// the package doc); an ended event is the end of the last window that
+// kept the stretch going; Level is the end of the period's last window.
+// Events leave Process in the order of Time.
 type Event struct {
 	Kind Kind
 	Time hal.Mono
