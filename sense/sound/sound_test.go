@@ -228,6 +228,12 @@ func TestLoud(t *testing.T) {
 			s.clap(r, 3*time.Second, 0.9)
 			return s
 		}, []pair{{3 * time.Second, 3*time.Second + 40*time.Millisecond}}},
+		{"a one-sample impulse", func() *scene {
+			s := newScene(fs, 6*time.Second)
+			s.addNoise(r, pink, -50, 0, 6*time.Second)
+			s.x[s.idx(3*time.Second)+100] = -1
+			return s
+		}, []pair{{3*time.Second + 100*time.Second/fs, 3*time.Second + 20*time.Millisecond}}},
 		{"two claps apart", func() *scene {
 			s := newScene(fs, 8*time.Second)
 			s.addNoise(r, pink, -50, 0, 8*time.Second)
