@@ -1,0 +1,180 @@
+package sound
+
+import (
+	"math"
+	"time"
+)
+
+// biquad is a second-order IIR section (transposed direct form II).
+type biquad struct {
+	b0, b1, b2, a1, a2 float64
+	z1, z2             float64
+}
+
+// butterworth returns a second-order Butterworth high-pass (high) or
+// low-pass section at f Hz for rate fs (the audio EQ cookbook's).
+func butterworth(f float64, fs int, high bool) biquad {
+	w := 2 * math.Pi * f / float64(fs)
+	sin, cos := math.Sincos(w)
+	alpha := sin / math.Sqrt2
+	a0 := 1 + alpha
+	q := biquad{a1: -2 * cos / a0, a2: (1 - alpha) / a0}
+	if high {
+		q.b0 = (1 + cos) / 2 / a0
+		q.b1 = -(1 + cos) / a0
+	} else {
+		q.b0 = (1 - cos) / 2 / a0
+		q.b1 = (1 - cos) / a0
+	}
+	q.b2 = q.b0
+	return q
+}
+
+func (q *biquad) reset() { q.z1, q.z2 = 0, 0 }
+
+// floor is an adaptive noise floor in dB: it falls toward a quieter input
+// quickly and rises toward a louder one slowly.
+type floor struct {
+	db   float64
+	set  bool
+	fall float64 // share of the distance covered per update going down
+	rise float64 // and going up
+}
+
+func newFloor(every, fall, rise time.Duration) floor {
+	return floor{
+		fall: 1 - math.Exp(-every.Seconds()/fall.Seconds()),
+		rise: 1 - math.Exp(-every.Seconds()/rise.Seconds()),
+	}
+}
+
+func (f *floor) update(db float64) {
+	switch {
+	case !f.set:
+		f.db, f.set = db, true
+	case db < f.db:
+		f.db += (db - f.db) * f.fall
+	default:
+		f.db += (db - f.db) * f.rise
+	}
+}
+
+// spectrum computes the power spectrum of the most recent m samples,
+// Hann-windowed, into a.power (bins up to perHi).
+func (a *Analyzer) spectrum() {
+	// The ring's oldest sample is at a.ringAt.
+	old, hann := a.ring[a.ringAt:], a.hann[:a.m]
+	frame := a.frame[:a.m]
+	for i, v := range old {
+		frame[i] = v * hann[i]
+	}
+	frame, hann = frame[len(old):], hann[len(old):]
+	for i, v := range a.ring[:a.ringAt] {
+		frame[i] = v * hann[i]
+	}
+	a.fft.transform(a.frame, a.specRe, a.specIm)
+	hi := a.perHi + a.smoothBins
+	re, im := a.specRe[:hi+1], a.specIm[:hi+1]
+	for k := a.perLo - a.smoothBins; k <= hi; k++ {
+		a.power[k] = re[k]*re[k] + im[k]*im[k]
+	}
+}
+
+// updateBins moves the per-bin noise spectrum toward the last spectrum,
+// a running mean over about binsMean; elapsed is the time since the
+// previous update.
+func (a *Analyzer) updateBins(elapsed time.Duration) {
+	k := 1 - math.Exp(-elapsed.Seconds()/binsMean.Seconds())
+	if !a.binsSet {
+		k = 1
+	}
+	lo, hi := a.perLo-a.smoothBins, a.perHi+a.smoothBins
+	for i := lo; i <= hi; i++ {
+		a.binFloor[i] += (a.power[i] - a.binFloor[i]) * k
+	}
+	// Smooth across ±smoothBins (a running box sum): noise spectra are
+	// smooth, and a trace of voice left in the mean is spread too thin
+	// to look like harmonics.
+	w := 2*a.smoothBins + 1
+	var sum float64
+	for i := lo; i < lo+w-1; i++ {
+		sum += a.binFloor[i]
+	}
+	for i := a.perLo; i <= a.perHi; i++ {
+		sum += a.binFloor[i+a.smoothBins]
+		a.binNoise[i] = sum/float64(w) + 1e-30
+		sum -= a.binFloor[i-a.smoothBins]
+	}
+	a.binsSet = true
+}
+
+// periodicity tells how periodic the periodicity band of the last
+// spectrum is at a voice's pitch: the highest normalised autocorrelation
+// at a lag between the shortest and the longest pitch period, corrected
+// for the window's own autocorrelation, in [0, 1]. The spectrum is first
+// divided by the noise spectrum, so that noise of any colour looks white
+// and only what rises above it can look periodic. A periodicity that
+// counts (periodicKeep or more) needs two harmonics of the pitch over
+// the noise and near each other in level; a lone tone has 0.
+func (a *Analyzer) periodicity() float64 {
+	l := len(a.acfIn)
+	var r0 float64
+	for k := a.perLo; k <= a.perHi; k++ {
+		p := a.power[k] / a.binNoise[k]
+		a.acfIn[k] = p
+		a.acfIn[l-k] = p
+		r0 += p
+	}
+	if !(r0 > 0) || math.IsInf(r0, 0) {
+		return 0
+	}
+	// The transform of this even sequence is real: the autocorrelation.
+	// Bins outside the band stay zero from New on.
+	a.acf.transform(a.acfIn, a.acfRe, a.acfIm)
+	r := a.acfRe
+	best, at := math.Inf(-1), 0
+	for s := a.lagLo; s <= a.lagHi; s++ {
+		if v := r[s] * a.hannInv[s]; v > best {
+			best, at = v, s
+		}
+	}
+	// Refine the peak between steps with a parabola through its
+	// neighbours.
+	lag := float64(at)
+	y0 := r[at-1] * a.hannInv[at-1]
+	y2 := r[at+1] * a.hannInv[at+1]
+	if d := y0 - 2*best + y2; d < 0 {
+		off := 0.5 * (y0 - y2) / d
+		best -= 0.25 * (y0 - y2) * off
+		lag += off
+	}
+	per := max(0, min(1, best/(2*r0)))
+	if per < periodicKeep {
+		return per
+	}
+	// A lone tone (a beep, a whistle, a siren) is periodic at every
+	// multiple of its period; a voice has harmonics. The two strongest
+	// harmonics of the pitch found (the harmonic h is at bin h·l/lag)
+	// must both stand clearly over the noise and within 20 dB of each
+	// other, which a tone's leakage into the next bins is not.
+	var top, second float64
+	for h := 1; ; h++ {
+		k := int(math.Round(float64(h*l) / lag))
+		if k+1 > a.perHi {
+			break
+		}
+		if k-1 < a.perLo {
+			continue
+		}
+		v := max(a.acfIn[k-1], a.acfIn[k], a.acfIn[k+1])
+		if v > top {
+			top, second = v, top
+		} else if v > second {
+			second = v
+		}
+	}
+	if second < harmonicMin || second < top/100 {
+		return 0
+	}
+	return per
+}
