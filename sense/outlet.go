@@ -80,7 +80,13 @@ func (o *Outlet) Source() Source { return o.src }
 // observed_at from now, with the clock's domain and uncertainty. It
 // returns false when the event was shed (the queue is full or closed).
 func (o *Outlet) Emit(typ string, at hal.Mono, seq uint64, payload any) bool {
-	ev := ledger.Event{Type: typ, ChannelID: o.src.Channel, SourceSequence: seq,
+	return o.EmitRef(typ, at, seq, payload, "")
+}
+
+// EmitRef is Emit with evidence: ref names a file under the data
+// directory (payload_ref) that the event refers to.
+func (o *Outlet) EmitRef(typ string, at hal.Mono, seq uint64, payload any, ref string) bool {
+	ev := ledger.Event{Type: typ, ChannelID: o.src.Channel, SourceSequence: seq, PayloadRef: ref,
 		Provenance: ledger.Observed, Trust: o.src.Trust, Privacy: o.src.Privacy}
 	if payload != nil {
 		p, err := ledger.MarshalPayload(payload)

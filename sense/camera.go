@@ -1,0 +1,268 @@
+package sense
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	"image/jpeg"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/tobe-body/tobe-body/hal"
+	"github.com/tobe-body/tobe-body/sense/motion"
+)
+
+// MotionStarted is the payload of camera.motion_started.
+type MotionStarted struct {
+	Zone string `cbor:"zone" json:"zone"`
+	// Box is [x0, y0, x1, y1] in normalised frame coordinates.
+	Box  [4]float64 `cbor:"box" json:"box"`
+	Area float64    `cbor:"area" json:"area"` // fraction of the frame
+}
+
+// MotionEnded is the payload of camera.motion_ended.
+type MotionEnded struct {
+	Zone       string     `cbor:"zone" json:"zone"`
+	DurationMS int64      `cbor:"duration_ms" json:"duration_ms"`
+	PeakArea   float64    `cbor:"peak_area" json:"peak_area"`
+	Frames     int        `cbor:"frames" json:"frames"`
+	Box        [4]float64 `cbor:"box" json:"box"` // the union over the episode
+	// Cut is true when the camera went away while motion was on.
+	Cut bool `cbor:"cut,omitempty" json:"cut,omitempty"`
+}
+
+// Snapshots configures evidence: a small greyscale JPEG of the frame that
+// started motion, kept under Dir for TTL. Off unless Dir is set.
+type Snapshots struct {
+	Dir   string
+	TTL   time.Duration
+	Width int // of the JPEG; the height keeps the frame's aspect
+}
+
+// CameraState is told when the camera goes offline and comes back.
+type CameraState func(online bool, err error)
+
+// CameraChannel runs a camera's frames through motion detection and emits
+// camera.motion_started / camera.motion_ended per zone, never an event
+// per frame. Frames are released as soon as they are analysed; no frame
+// leaves the channel, except the optional snapshot the config allows.
+type CameraChannel struct {
+	out   *Outlet
+	cam   hal.Camera
+	det   *motion.Detector
+	snaps Snapshots
+	state CameraState
+
+	tr []motion.Transition
+
+	mu    sync.Mutex
+	stats CameraChannelStats
+}
+
+// CameraChannelStats is what a camera channel saw.
+type CameraChannelStats struct {
+	Frames, Skipped, Calibrations uint64
+	LastSeq                       uint64
+	Moving                        []string // zones with motion now
+	Snapshots                     int
+	// Changed is the share of the last analysed frame that changed.
+	Changed float64
+}
+
+// NewCameraChannel detects motion with cfg on cam's frames.
+func NewCameraChannel(out *Outlet, cam hal.Camera, cfg motion.Config, snaps Snapshots, state CameraState) (*CameraChannel, error) {
+	det, err := motion.New(cfg, cam.Format())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", out.Source().Channel, err)
+	}
+	if snaps.Dir != "" && snaps.Width == 0 {
+		snaps.Width = 160
+	}
+	return &CameraChannel{out: out, cam: cam, det: det, snaps: snaps, state: state}, nil
+}
+
+// Stats returns what the channel saw so far.
+func (c *CameraChannel) Stats() CameraChannelStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.stats
+	s.Moving = append([]string(nil), s.Moving...)
+	return s
+}
+
+// Run reads frames until ctx is done or the camera is halted (nil). A
+// camera that goes away ends the motion it had (marked cut) and is waited
+// for: the driver reopens it. Another error is returned.
+func (c *CameraChannel) Run(ctx context.Context) error {
+	offline := false
+	for {
+		f, err := c.cam.NextFrame(ctx)
+		switch {
+		case err == nil:
+		case ctx.Err() != nil, errors.Is(err, hal.ErrHalted):
+			c.emit(c.det.Reset(c.tr[:0]), true)
+			return nil
+		case errors.Is(err, hal.ErrAbsent):
+			c.emit(c.det.Reset(c.tr[:0]), true)
+			if !offline && c.state != nil {
+				c.state(false, err)
+			}
+			offline = true
+			continue
+		default:
+			c.emit(c.det.Reset(c.tr[:0]), true)
+			return fmt.Errorf("%s: %w", c.out.Source().Channel, err)
+		}
+		if offline {
+			offline = false
+			if c.state != nil {
+				c.state(true, nil)
+			}
+		}
+		c.tr, err = c.det.Process(f, c.tr[:0])
+		if err != nil {
+			f.Release()
+			if errors.Is(err, motion.ErrTime) {
+				continue // a frame from before the last: skip it
+			}
+			return fmt.Errorf("%s: %w", c.out.Source().Channel, err)
+		}
+		var snap string
+		if c.snaps.Dir != "" && hasStart(c.tr) {
+			snap = c.snapshot(f)
+		}
+		seq := f.Seq
+		f.Release()
+		c.emitAt(c.tr, false, seq, snap)
+		st := c.det.Stats()
+		c.mu.Lock()
+		c.stats.Frames, c.stats.Skipped, c.stats.Calibrations, c.stats.LastSeq = st.Frames, st.Skipped, st.Calibrations, seq
+		if li := c.det.Last(); !li.Skipped {
+			c.stats.Changed = li.Changed
+		}
+		c.mu.Unlock()
+	}
+}
+
+func hasStart(tr []motion.Transition) bool {
+	for _, t := range tr {
+		if t.Kind == motion.Started {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *CameraChannel) emit(tr []motion.Transition, cut bool) { c.emitAt(tr, cut, 0, "") }
+
+func (c *CameraChannel) emitAt(tr []motion.Transition, cut bool, seq uint64, snap string) {
+	for _, t := range tr {
+		box := [4]float64{round3(t.Box.X0), round3(t.Box.Y0), round3(t.Box.X1), round3(t.Box.Y1)}
+		switch t.Kind {
+		case motion.Started:
+			c.out.EmitRef("camera.motion_started", t.Time, seq, MotionStarted{Zone: t.Zone, Box: box, Area: round3(t.Area)}, snap)
+			c.moving(t.Zone, true)
+		case motion.Ended:
+			c.out.Emit("camera.motion_ended", t.Time, seq, MotionEnded{Zone: t.Zone, DurationMS: t.Duration.Milliseconds(),
+				PeakArea: round3(t.Area), Frames: t.Frames, Box: box, Cut: cut})
+			c.moving(t.Zone, false)
+		}
+	}
+}
+
+func (c *CameraChannel) moving(zone string, on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, z := range c.stats.Moving {
+		if z == zone {
+			c.stats.Moving = append(c.stats.Moving[:i], c.stats.Moving[i+1:]...)
+			break
+		}
+	}
+	if on {
+		c.stats.Moving = append(c.stats.Moving, zone)
+	}
+}
+
+func round3(v float64) float64 { return float64(int64(v*1000+0.5)) / 1000 }
+
+// snapshot writes a small greyscale JPEG of the frame's luma and returns
+// its path relative to the snapshot directory's parent ("" on failure,
+// which is counted as an outlet failure, not fatal).
+func (c *CameraChannel) snapshot(f *hal.Frame) string {
+	ff := f.Format
+	w := c.snaps.Width
+	h := w * ff.Height / max(1, ff.Width)
+	if w <= 0 || h <= 0 || ff.Width <= 0 {
+		return ""
+	}
+	img := image.NewGray(image.Rect(0, 0, w, h))
+	step := 1
+	if ff.Pixel == hal.PixelYUYV {
+		step = 2
+	}
+	for y := range h {
+		sy := y * ff.Height / h
+		row := f.Data[sy*ff.Stride:]
+		for x := range w {
+			sx := x * ff.Width / w
+			if i := sx * step; i < len(row) {
+				img.Pix[y*img.Stride+x] = row[i]
+			}
+		}
+	}
+	if err := os.MkdirAll(c.snaps.Dir, 0o750); err != nil {
+		c.out.fail(fmt.Errorf("%s: snapshot: %w", c.out.Source().Channel, err))
+		return ""
+	}
+	name := fmt.Sprintf("%d-%d.jpg", time.Now().UnixNano(), f.Seq)
+	tmp := filepath.Join(c.snaps.Dir, "."+name)
+	file, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o640)
+	if err == nil {
+		err = jpeg.Encode(file, img, &jpeg.Options{Quality: 70})
+		if cerr := file.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(c.snaps.Dir, name))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		c.out.fail(fmt.Errorf("%s: snapshot: %w", c.out.Source().Channel, err))
+		return ""
+	}
+	c.mu.Lock()
+	c.stats.Snapshots++
+	c.mu.Unlock()
+	return filepath.Join(filepath.Base(c.snaps.Dir), name)
+}
+
+// SweepSnapshots removes snapshots older than ttl from dir and returns how
+// many it removed.
+func SweepSnapshots(dir string, ttl time.Duration, now time.Time) (int, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range ents {
+		if e.IsDir() || filepath.Ext(e.Name()) != ".jpg" {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil || now.Sub(info.ModTime()) < ttl {
+			continue
+		}
+		if os.Remove(filepath.Join(dir, e.Name())) == nil {
+			n++
+		}
+	}
+	return n, nil
+}
