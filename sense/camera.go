@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image"
 	"image/jpeg"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -187,7 +188,7 @@ func (c *CameraChannel) moving(zone string, on bool) {
 	}
 }
 
-func round3(v float64) float64 { return float64(int64(v*1000+0.5)) / 1000 }
+func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
 
 // snapshot writes a small greyscale JPEG of the frame's luma and returns
 // its path relative to the snapshot directory's parent ("" on failure,

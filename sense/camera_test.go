@@ -31,8 +31,8 @@ func TestCameraChannel(t *testing.T) {
 	o := NewOutlet(Source{Channel: "camera.front"}, 64)
 	var states []string
 	cfg := motion.Config{Zones: []motion.Zone{
-		{Name: "left", Polygon: []motion.Point{{0, 0}, {0.5, 0}, {0.5, 1}, {0, 1}}},
-		{Name: "right", Polygon: []motion.Point{{0.5, 0}, {1, 0}, {1, 1}, {0.5, 1}}},
+		{Name: "left", Polygon: []motion.Point{{X: 0, Y: 0}, {X: 0.5, Y: 0}, {X: 0.5, Y: 1}, {X: 0, Y: 1}}},
+		{Name: "right", Polygon: []motion.Point{{X: 0.5, Y: 0}, {X: 1, Y: 0}, {X: 1, Y: 1}, {X: 0.5, Y: 1}}},
 	}}
 	c, err := NewCameraChannel(o, cam, cfg, Snapshots{Dir: snapDir, TTL: time.Hour}, func(online bool, err error) {
 		states = append(states, fmt.Sprintf("online=%v %v", online, err))

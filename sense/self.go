@@ -3,6 +3,7 @@ package sense
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -162,4 +163,4 @@ func throttleWhat(t body.Throttle) string {
 	return fmt.Sprintf("not throttled (%s)", t.Source)
 }
 
-func round1(v float64) float64 { return float64(int64(v*10+0.5)) / 10 }
+func round1(v float64) float64 { return math.Round(v*10) / 10 }

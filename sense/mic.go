@@ -1,0 +1,150 @@
+package sense
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/tobe-body/tobe-body/hal"
+	"github.com/tobe-body/tobe-body/sense/sound"
+)
+
+// SoundLevel is the payload of audio.level: a summary of a period.
+type SoundLevel struct {
+	RMS       float64 `cbor:"rms_dbfs" json:"rms_dbfs"`
+	Peak      float64 `cbor:"peak_dbfs" json:"peak_dbfs"`
+	Floor     float64 `cbor:"floor_dbfs" json:"floor_dbfs"`
+	VoiceMS   int64   `cbor:"voice_ms" json:"voice_ms"`
+	CoveredMS int64   `cbor:"covered_ms" json:"covered_ms"`
+	Gaps      int     `cbor:"gaps,omitempty" json:"gaps,omitempty"`
+	PeriodMS  int64   `cbor:"period_ms" json:"period_ms"`
+}
+
+// Loud is the payload of audio.loud and audio.loud_ended.
+type Loud struct {
+	Peak       float64 `cbor:"peak_dbfs" json:"peak_dbfs"`
+	RMS        float64 `cbor:"rms_dbfs" json:"rms_dbfs"`
+	DurationMS int64   `cbor:"duration_ms,omitempty" json:"duration_ms,omitempty"`
+	Cut        bool    `cbor:"cut,omitempty" json:"cut,omitempty"`
+}
+
+// Voice is the payload of audio.voice_started and audio.voice_ended.
+type Voice struct {
+	SNR        float64 `cbor:"snr_db" json:"snr_db"`
+	Floor      float64 `cbor:"floor_dbfs,omitempty" json:"floor_dbfs,omitempty"`
+	DurationMS int64   `cbor:"duration_ms,omitempty" json:"duration_ms,omitempty"`
+	Cut        bool    `cbor:"cut,omitempty" json:"cut,omitempty"`
+}
+
+// MicChannel analyses a microphone's frames and emits level summaries,
+// loud stretches and voice activity. No audio is kept or sent: the
+// analyser holds one window, and only the numbers above leave it.
+type MicChannel struct {
+	out *Outlet
+	mic hal.AudioCapture
+	an  *sound.Analyzer
+
+	evs []sound.Event
+
+	mu     sync.Mutex
+	stats  MicChannelStats
+	period struct{ sum, n, peak float64 }
+}
+
+// MicChannelStats is what a microphone channel saw.
+type MicChannelStats struct {
+	Frames, Overruns uint64
+	Voice, Loud      bool    // a voice segment or a loud stretch is on
+	RMS, Peak        float64 // dBFS since the last call of Stats
+}
+
+// NewMicChannel analyses mic's frames with cfg.
+func NewMicChannel(out *Outlet, mic hal.AudioCapture, cfg sound.Config) (*MicChannel, error) {
+	an, err := sound.New(cfg, mic.Format())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", out.Source().Channel, err)
+	}
+	return &MicChannel{out: out, mic: mic, an: an}, nil
+}
+
+// Stats returns what the channel saw; RMS and Peak cover the time since
+// the previous call.
+func (c *MicChannel) Stats() MicChannelStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.stats
+	s.RMS, s.Peak = sound.Silence, sound.Silence
+	if c.period.n > 0 && c.period.sum > 0 {
+		s.RMS = max(sound.Silence, 10*math.Log10(2*c.period.sum/c.period.n))
+	}
+	if c.period.peak > 0 {
+		s.Peak = max(sound.Silence, 20*math.Log10(c.period.peak))
+	}
+	c.period.sum, c.period.n, c.period.peak = 0, 0, 0
+	return s
+}
+
+// Run reads frames until ctx is done or the microphone is halted (nil);
+// another error ends what was open (cut) and is returned.
+func (c *MicChannel) Run(ctx context.Context) error {
+	f := hal.AudioFrame{Samples: make([]int16, c.mic.Format().Len())}
+	for {
+		err := c.mic.ReadFrame(ctx, &f)
+		if err != nil {
+			c.emit(c.an.Flush(c.evs[:0]))
+			if ctx.Err() != nil || errors.Is(err, hal.ErrHalted) {
+				return nil
+			}
+			return fmt.Errorf("%s: %w", c.out.Source().Channel, err)
+		}
+		var sum, peak float64
+		for _, v := range f.Samples {
+			x := float64(v) / 32768
+			sum += x * x
+			peak = max(peak, math.Abs(x))
+		}
+		c.mu.Lock()
+		c.stats.Frames++
+		c.stats.Overruns += uint64(f.Overruns)
+		c.period.sum += sum
+		c.period.n += float64(len(f.Samples))
+		c.period.peak = max(c.period.peak, peak)
+		c.mu.Unlock()
+		c.evs = c.an.Process(&f, c.evs[:0])
+		c.emit(c.evs)
+	}
+}
+
+func (c *MicChannel) emit(evs []sound.Event) {
+	for _, e := range evs {
+		var p any
+		switch e.Kind {
+		case sound.Level:
+			p = SoundLevel{RMS: round1(e.RMS), Peak: round1(e.Peak), Floor: round1(e.Floor), VoiceMS: e.Voice.Milliseconds(),
+				CoveredMS: e.Covered.Milliseconds(), Gaps: e.Gaps, PeriodMS: e.Duration().Milliseconds()}
+		case sound.LoudStarted:
+			p = Loud{Peak: round1(e.Peak), RMS: round1(e.RMS)}
+			c.setOn(&c.stats.Loud, true)
+		case sound.LoudEnded:
+			p = Loud{Peak: round1(e.Peak), RMS: round1(e.RMS), DurationMS: e.Duration().Milliseconds(), Cut: e.Cut}
+			c.setOn(&c.stats.Loud, false)
+		case sound.VoiceStarted:
+			p = Voice{SNR: round1(e.SNR), Floor: round1(e.Floor)}
+			c.setOn(&c.stats.Voice, true)
+		case sound.VoiceEnded:
+			p = Voice{SNR: round1(e.SNR), DurationMS: e.Duration().Milliseconds(), Cut: e.Cut}
+			c.setOn(&c.stats.Voice, false)
+		default:
+			continue
+		}
+		c.out.Emit(e.Kind.String(), e.Time, 0, p)
+	}
+}
+
+func (c *MicChannel) setOn(b *bool, on bool) {
+	c.mu.Lock()
+	*b = on
+	c.mu.Unlock()
+}

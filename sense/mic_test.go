@@ -1,0 +1,75 @@
+package sense
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tobe-body/tobe-body/hal"
+	"github.com/tobe-body/tobe-body/hal/sim"
+	"github.com/tobe-body/tobe-body/ledger"
+	"github.com/tobe-body/tobe-body/sense/sound"
+)
+
+// TestMicChannelOnTheSimMicrophone runs a minute of the sim board's
+// microphone (speech bursts every ~10 s over -50 dBFS noise) through the
+// channel: each burst is one voice_started/voice_ended pair, levels come
+// every 10 s, and voice never starts twice without ending.
+func TestMicChannelOnTheSimMicrophone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := sim.New(7)
+		mic, err := b.Drivers().OpenCapture(hal.AudioConfig{Device: sim.MicName})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := NewOutlet(Source{Channel: "audio.mic"}, 256)
+		c, err := NewMicChannel(o, mic, sound.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- c.Run(ctx) }()
+		time.Sleep(61 * time.Second)
+		st := c.Stats()
+		mic.Halt()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		counts := map[string]int{}
+		var voiceOn bool
+		var order []string
+		for len(o.q) > 0 {
+			ev := <-o.q
+			counts[ev.Type]++
+			var p map[string]any
+			if err := ledger.UnmarshalPayload(ev.Payload, &p); err != nil {
+				t.Fatal(err)
+			}
+			switch ev.Type {
+			case "audio.voice_started":
+				if voiceOn {
+					t.Errorf("voice started twice")
+				}
+				voiceOn = true
+			case "audio.voice_ended":
+				voiceOn = false
+			case "audio.level":
+				if rms, ok := p["rms_dbfs"].(float64); !ok || rms > -10 || rms < -60 {
+					t.Errorf("level %v", p)
+				}
+			}
+			order = append(order, ev.Type)
+		}
+		if counts["audio.voice_started"] != 6 || counts["audio.voice_ended"] != 6 || counts["audio.level"] != 7 {
+			t.Errorf("events %v, want 6 voice pairs and 7 levels (6, and the part at the stop) in a minute:\n%s", counts, strings.Join(order, "\n"))
+		}
+		if st.Frames < 2900 || st.Overruns != 0 {
+			t.Errorf("stats %+v, want about 3000 frames of 20 ms", st)
+		}
+		t.Logf("a minute of the sim microphone: %v", counts)
+	})
+}
