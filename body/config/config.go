@@ -54,7 +54,70 @@ type Config struct {
 	Sim     Sim     `json:"sim"`
 	Monitor Monitor `json:"monitor"`
 	Ledger  Ledger  `json:"ledger"`
+	Sense   Sense   `json:"sense"`
 	MQTT    MQTT    `json:"mqtt"`
+}
+
+// Sense configures the sense channels.
+type Sense struct {
+	Queue       int                   `json:"queue"`
+	Self        SelfState             `json:"self"`
+	Buttons     Buttons               `json:"buttons"`
+	Inputs      Inputs                `json:"inputs"`
+	Cameras     map[string]Camera     `json:"cameras"`
+	Microphones map[string]Microphone `json:"microphones"`
+}
+
+// SelfState configures the self-state channel and the limits it judges by.
+type SelfState struct {
+	IntervalS      int     `json:"interval_s"`
+	HotC           float64 `json:"hot_c"`
+	CriticalC      float64 `json:"critical_c"`
+	DiskLowMB      int     `json:"disk_low_mb"`
+	DiskCriticalMB int     `json:"disk_critical_mb"`
+}
+
+// Buttons configures press detection on GPIO buttons.
+type Buttons struct {
+	LongPressMS   int `json:"long_press_ms"`
+	DoublePressMS int `json:"double_press_ms"`
+}
+
+// Inputs configures input device channels.
+type Inputs struct {
+	ActivityWindowS int `json:"activity_window_s"`
+}
+
+// Camera configures motion detection on one camera. Absent fields take
+// the schema's defaults.
+type Camera struct {
+	Zones       []Zone     `json:"zones"`
+	Sensitivity *float64   `json:"sensitivity"`
+	MinArea     *float64   `json:"min_area"`
+	MaxFPS      *float64   `json:"max_fps"`
+	Privacy     string     `json:"privacy"`
+	Snapshots   *Snapshots `json:"snapshots"`
+}
+
+// Zone is a named polygon in normalised frame coordinates.
+type Zone struct {
+	Name    string       `json:"name"`
+	Polygon [][2]float64 `json:"polygon"`
+}
+
+// Snapshots configures motion evidence.
+type Snapshots struct {
+	Enabled  bool `json:"enabled"`
+	TTLHours int  `json:"ttl_hours"`
+	Width    int  `json:"width"`
+}
+
+// Microphone configures sound analysis on one microphone.
+type Microphone struct {
+	SummaryS   int      `json:"summary_s"`
+	LoudDBFS   *float64 `json:"loud_dbfs"`
+	VoiceSNRDB *float64 `json:"voice_snr_db"`
+	Privacy    string   `json:"privacy"`
 }
 
 // Ledger configures the event ledger.
@@ -149,6 +212,9 @@ func Default() Config {
 		Monitor: Monitor{IntervalMS: 1000},
 		Ledger: Ledger{OutboxMaxRows: 100000, OutboxMaxMB: 64, TelemetryTTLDays: 7, RetentionIntervalMin: 10,
 			CompactFreeMB: 64, Classes: map[string]string{}},
+		Sense: Sense{Queue: 256, Self: SelfState{IntervalS: 5, HotC: 80, CriticalC: 85, DiskLowMB: 256, DiskCriticalMB: 32},
+			Buttons: Buttons{LongPressMS: 1000, DoublePressMS: 400}, Inputs: Inputs{ActivityWindowS: 10},
+			Cameras: map[string]Camera{}, Microphones: map[string]Microphone{}},
 		MQTT: MQTT{Broker: "tcp://127.0.0.1:1883", KeepaliveS: 30},
 	}
 }
@@ -227,7 +293,37 @@ func Load(src Sources) (*Loaded, error) {
 	if err := strictjson.Into(&strictjson.Doc{File: "merged config", Value: merged}, &l.Config); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	if err := l.Config.check(); err != nil {
+		return nil, err
+	}
 	return l, nil
+}
+
+// check is what the schema cannot say: limits that must be ordered.
+func (c *Config) check() error {
+	var errs strictjson.Errors
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, &strictjson.Error{File: "merged config", Path: path, Reason: fmt.Sprintf(format, args...)})
+	}
+	if s := c.Sense.Self; s.CriticalC < s.HotC {
+		bad("$.sense.self.critical_c", "%g °C is below hot_c (%g °C); critical must be at least hot", s.CriticalC, s.HotC)
+	}
+	if s := c.Sense.Self; s.DiskCriticalMB > s.DiskLowMB {
+		bad("$.sense.self.disk_critical_mb", "%d MiB is above disk_low_mb (%d MiB); critical must be at most low", s.DiskCriticalMB, s.DiskLowMB)
+	}
+	for name, cam := range c.Sense.Cameras {
+		seen := map[string]bool{}
+		for i, z := range cam.Zones {
+			if seen[z.Name] {
+				bad(fmt.Sprintf("$.sense.cameras.%s.zones[%d].name", name, i), "zone name %q is used twice", z.Name)
+			}
+			seen[z.Name] = true
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
 }
 
 // readLayer reads and checks one file; a missing optional file is nil, and

@@ -46,6 +46,11 @@ func TestCheckRefuses(t *testing.T) {
 		{"no version", `{"board": "pi5"}`, `$: missing required key "version"`},
 		{"duplicate key", `{"version": 1, "board": "pi4", "board": "pi5"}`, `$.board: key "board" appears twice`},
 		{"not json", `version = 1`, `not valid JSON`},
+		{"zone corner outside the frame", `{"version": 1, "sense": {"cameras": {"front": {"zones": [{"name": "door", "polygon": [[0, 0], [1.5, 0], [1, 1]]}]}}}}`, `$.sense.cameras.front.zones[0].polygon[1][0]: out of range: 1.5 is more than the maximum 1`},
+		{"zone of two corners", `{"version": 1, "sense": {"cameras": {"front": {"zones": [{"name": "door", "polygon": [[0, 0], [1, 1]]}]}}}}`, `$.sense.cameras.front.zones[0].polygon: 2 items, want at least 3`},
+		{"unknown camera key", `{"version": 1, "sense": {"cameras": {"front": {"zone": []}}}}`, `$.sense.cameras.front.zone: unknown key "zone"`},
+		{"loud at full scale", `{"version": 1, "sense": {"microphones": {"mic": {"loud_dbfs": 0}}}}`, `$.sense.microphones.mic.loud_dbfs: out of range`},
+		{"privacy class", `{"version": 1, "sense": {"cameras": {"front": {"privacy": "` + canary + `"}}}}`, `$.sense.cameras.front.privacy: not one of the allowed values`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := write(t, "config.json", tc.doc)
@@ -239,4 +244,25 @@ func FuzzCheck(f *testing.F) {
 			t.Fatalf("a valid layer does not decode: %v", err)
 		}
 	})
+}
+
+func TestLoadRefusesLimitsOutOfOrder(t *testing.T) {
+	for _, tc := range []struct{ doc, want string }{
+		{`{"version": 1, "sense": {"self": {"hot_c": 90, "critical_c": 85}}}`, `$.sense.self.critical_c: 85 °C is below hot_c (90 °C)`},
+		{`{"version": 1, "sense": {"self": {"disk_low_mb": 10, "disk_critical_mb": 32}}}`, `$.sense.self.disk_critical_mb: 32 MiB is above disk_low_mb (10 MiB)`},
+		{`{"version": 1, "sense": {"cameras": {"front": {"zones": [{"name": "a", "polygon": [[0,0],[1,0],[1,1]]}, {"name": "a", "polygon": [[0,0],[1,0],[0,1]]}]}}}}`, `$.sense.cameras.front.zones[1].name: zone name "a" is used twice`},
+	} {
+		_, err := Load(Sources{File: write(t, "config.json", tc.doc)})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.doc, err, tc.want)
+		}
+	}
+	l, err := Load(Sources{File: write(t, "config.json", `{"version": 1, "sense": {"cameras": {"front": {"zones": [{"name": "door", "polygon": [[0,0],[0.5,0],[0.5,1]]}], "sensitivity": 0.8, "snapshots": {"enabled": true}}}}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cam := l.Sense.Cameras["front"]
+	if len(cam.Zones) != 1 || cam.Zones[0].Polygon[1] != [2]float64{0.5, 0} || *cam.Sensitivity != 0.8 || !cam.Snapshots.Enabled || cam.MinArea != nil {
+		t.Errorf("camera config %+v", cam)
+	}
 }

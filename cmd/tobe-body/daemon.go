@@ -152,7 +152,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	sn := newSenses(ds, profile, cfg.DataDir, clock, store, reg, log)
+	sn := newSenses(ds, profile, cfg.Sense, cfg.DataDir, clock, store, reg, log)
 	reg.Seal()
 	defer func() {
 		if err := ds.close(); err != nil {
@@ -216,7 +216,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		sink = store
 	}
 	mctx, stopReaders := context.WithCancel(ctx)
-	mon := newMonitor(ds, reg, log, stdout)
+	mon := newMonitor(ds, sn, reg, log, stdout)
 	mon.start(mctx)
 	if store != nil {
 		mon.follow(mctx, store, startSeq)

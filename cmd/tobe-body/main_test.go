@@ -331,26 +331,6 @@ func FuzzAdminRequest(f *testing.F) {
 	})
 }
 
-func TestCompareLuma(t *testing.T) {
-	for _, tc := range []struct {
-		name          string
-		cur, prev     []byte
-		mean, changed float64
-	}{
-		{"first frame", []byte{10, 20}, nil, 15, 0},
-		{"still", []byte{10, 20}, []byte{12, 18}, 15, 0},
-		{"half moved", []byte{200, 20, 10, 10}, []byte{10, 20, 10, 10}, 60, 0.25},
-		{"darker", []byte{0, 0}, []byte{100, 100}, 0, 1},
-		{"size changed", []byte{1}, []byte{1, 2}, 1, 0},
-		{"empty", nil, nil, 0, 0},
-	} {
-		mean, changed := compareLuma(tc.cur, tc.prev)
-		if mean != tc.mean || changed != tc.changed {
-			t.Errorf("%s: got %v %v, want %v %v", tc.name, mean, changed, tc.mean, tc.changed)
-		}
-	}
-}
-
 func TestAdminServerClosesWithIdleConnections(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "a.sock")
 	ln, err := listenAdmin(path)

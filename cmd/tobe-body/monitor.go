@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -35,28 +34,12 @@ type monitor struct {
 	wg sync.WaitGroup
 
 	mu    sync.Mutex
-	cams  map[string]*camStats
-	mic   audioStats
+	sn    *senses
+	cams  map[string]uint64 // frames analysed at the last print, per camera
 	lines map[string]*lineStats
 	// events are what the sense channels wrote to the ledger this interval.
 	events     []string
 	moreEvents int
-}
-
-type camStats struct {
-	frames, dropped int
-	lastSeq         uint64
-	lumaSum         float64
-	changedMax      float64 // the largest share of samples that changed between two frames
-	prev, cur       []byte  // luma samples of the previous and this frame
-	format          hal.FrameFormat
-}
-
-type audioStats struct {
-	frames, overruns int
-	sumSquares       float64
-	samples          int
-	peak             float64
 }
 
 type lineStats struct {
@@ -76,12 +59,8 @@ func listed(list []string, more *int, s string) []string {
 	return list
 }
 
-func newMonitor(ds *devices, reg *body.Registry, log *slog.Logger, out io.Writer) *monitor {
-	m := &monitor{ds: ds, reg: reg, log: log, out: out,
-		cams: map[string]*camStats{}, lines: map[string]*lineStats{}}
-	for _, c := range ds.cams {
-		m.cams[c.id] = &camStats{format: c.cam.Format()}
-	}
+func newMonitor(ds *devices, sn *senses, reg *body.Registry, log *slog.Logger, out io.Writer) *monitor {
+	m := &monitor{ds: ds, sn: sn, reg: reg, log: log, out: out, cams: map[string]uint64{}, lines: map[string]*lineStats{}}
 	for _, in := range m.estopLines() {
 		l, _ := in.line.Read()
 		m.lines[in.id] = &lineStats{level: l}
@@ -104,12 +83,6 @@ func (m *monitor) estopLines() []inputLine {
 
 // start launches one reader per stream.
 func (m *monitor) start(ctx context.Context) {
-	for _, c := range m.ds.cams {
-		m.goRead(ctx, c.id, func() error { return m.readCamera(ctx, c) })
-	}
-	if m.ds.mic != nil {
-		m.goRead(ctx, m.ds.micID, func() error { return m.readMic(ctx) })
-	}
 	for _, in := range m.estopLines() {
 		m.goRead(ctx, in.id, func() error { return m.readLine(ctx, in) })
 	}
@@ -171,103 +144,6 @@ func (m *monitor) goRead(ctx context.Context, id string, read func() error) {
 // wait returns when every reader has ended.
 func (m *monitor) wait() { m.wg.Wait() }
 
-func (m *monitor) readCamera(ctx context.Context, c camera) error {
-	offline := false
-	for {
-		f, err := c.cam.NextFrame(ctx)
-		if errors.Is(err, hal.ErrAbsent) {
-			// Unplugged: the driver reopens it; say so and wait for frames.
-			m.log.Warn("camera offline", "channel", c.id, "err", err)
-			if serr := m.reg.Set(c.id, body.Offline, err.Error()); serr != nil {
-				m.log.Error("channel state", "channel", c.id, "err", serr)
-			}
-			offline = true
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if offline {
-			offline = false
-			m.log.Info("camera back", "channel", c.id)
-			if serr := m.reg.Set(c.id, body.Enabled, "ok"); serr != nil {
-				m.log.Error("channel state", "channel", c.id, "err", serr)
-			}
-		}
-		m.mu.Lock()
-		s := m.cams[c.id]
-		s.cur = sampleLuma(f, s.cur[:0])
-		luma, changed := compareLuma(s.cur, s.prev)
-		s.prev, s.cur = s.cur, s.prev
-		s.changedMax = max(s.changedMax, changed)
-		if s.lastSeq != 0 && f.Seq > s.lastSeq+1 {
-			s.dropped += int(f.Seq - s.lastSeq - 1)
-		}
-		s.lastSeq = f.Seq
-		s.frames++
-		s.lumaSum += luma
-		m.mu.Unlock()
-		f.Release()
-	}
-}
-
-// sampleLuma appends every 16th pixel's luma to dst.
-func sampleLuma(f *hal.Frame, dst []byte) []byte {
-	step := 16
-	if f.Format.Pixel == hal.PixelYUYV {
-		step = 32 // luma at even bytes
-	} else if f.Format.Pixel != hal.PixelGrey {
-		return dst
-	}
-	for i := 0; i < len(f.Data); i += step {
-		dst = append(dst, f.Data[i])
-	}
-	return dst
-}
-
-// changeThreshold is how far a luma sample must move to count as changed.
-const changeThreshold = 24
-
-// compareLuma returns the mean of cur and the share of samples that moved
-// more than changeThreshold since prev (0 without a previous frame).
-func compareLuma(cur, prev []byte) (mean, changed float64) {
-	if len(cur) == 0 {
-		return 0, 0
-	}
-	var sum, moved int
-	for i, v := range cur {
-		sum += int(v)
-		if len(prev) == len(cur) {
-			if d := int(v) - int(prev[i]); d > changeThreshold || d < -changeThreshold {
-				moved++
-			}
-		}
-	}
-	return float64(sum) / float64(len(cur)), float64(moved) / float64(len(cur))
-}
-
-func (m *monitor) readMic(ctx context.Context) error {
-	f := hal.AudioFrame{Samples: make([]int16, m.ds.mic.Format().Len())}
-	for {
-		if err := m.ds.mic.ReadFrame(ctx, &f); err != nil {
-			return err
-		}
-		var sq, peak float64
-		for _, v := range f.Samples {
-			x := float64(v) / 32768
-			sq += x * x
-			peak = max(peak, math.Abs(x))
-		}
-		m.mu.Lock()
-		m.mic.frames++
-		m.mic.overruns += f.Overruns
-		m.mic.sumSquares += sq
-		m.mic.samples += len(f.Samples)
-		m.mic.peak = max(m.mic.peak, peak)
-		m.mu.Unlock()
-	}
-}
-
 func (m *monitor) readLine(ctx context.Context, in inputLine) error {
 	for {
 		e, err := in.line.WaitForEdge(ctx)
@@ -310,29 +186,34 @@ func (m *monitor) print(since time.Duration, interval time.Duration) {
 	var b strings.Builder
 	stamp := fmt.Sprintf("[%6s]", since.Truncate(time.Second))
 	m.mu.Lock()
-	for _, c := range m.ds.cams {
-		s := m.cams[c.id]
-		fps := float64(s.frames) / interval.Seconds()
-		luma := 0.0
-		if s.frames > 0 {
-			luma = s.lumaSum / float64(s.frames)
+	if m.sn != nil {
+		for _, c := range m.sn.cams {
+			st := c.ch.Stats()
+			f := c.cam.Format()
+			fps := float64(st.Frames-m.cams[c.id]) / interval.Seconds()
+			m.cams[c.id] = st.Frames
+			fmt.Fprintf(&b, "%s %-20s %s %dx%d  %4.1f fps analysed  seq %d", stamp, c.id, f.Pixel, f.Width, f.Height, fps, st.LastSeq)
+			if cs, ok := c.cam.(hal.CameraStatser); ok {
+				fmt.Fprintf(&b, "  %d dropped", cs.Stats().Dropped)
+			}
+			fmt.Fprintf(&b, "  changed %4.1f%%", 100*st.Changed)
+			if len(st.Moving) > 0 {
+				fmt.Fprintf(&b, "  MOTION in %s", strings.Join(st.Moving, ", "))
+			}
+			b.WriteString("\n")
 		}
-		fmt.Fprintf(&b, "%s %-20s %s %dx%d  %4.1f fps  seq %d  %d dropped  luma %3.0f  changed %4.1f%%\n",
-			stamp, c.id, s.format.Pixel, s.format.Width, s.format.Height, fps, s.lastSeq, s.dropped, luma, 100*s.changedMax)
-	}
-	if m.ds.mic != nil {
-		s := &m.mic
-		rms := -120.0
-		if s.samples > 0 && s.sumSquares > 0 {
-			rms = 10 * math.Log10(s.sumSquares/float64(s.samples))
+		if c := m.sn.mic; c != nil {
+			st := c.ch.Stats()
+			f := c.mic.Format()
+			fmt.Fprintf(&b, "%s %-20s %s x%d  level %6.1f dBFS  peak %6.1f dBFS  %d frames  %d overruns", stamp, c.id, f.Rate, f.Channels, st.RMS, st.Peak, st.Frames, st.Overruns)
+			if st.Voice {
+				b.WriteString("  VOICE")
+			}
+			if st.Loud {
+				b.WriteString("  LOUD")
+			}
+			b.WriteString("\n")
 		}
-		peak := -120.0
-		if s.peak > 0 {
-			peak = 20 * math.Log10(s.peak)
-		}
-		f := m.ds.mic.Format()
-		fmt.Fprintf(&b, "%s %-20s %s x%d  level %6.1f dBFS  peak %6.1f dBFS  %d frames  %d overruns\n",
-			stamp, m.ds.micID, f.Rate, f.Channels, rms, peak, s.frames, s.overruns)
 	}
 	for _, in := range m.estopLines() {
 		s := m.lines[in.id]
@@ -379,10 +260,6 @@ func (m *monitor) reset() {
 }
 
 func (m *monitor) resetLocked() {
-	for _, s := range m.cams {
-		s.frames, s.dropped, s.lumaSum, s.changedMax = 0, 0, 0, 0
-	}
-	m.mic = audioStats{}
 	for _, s := range m.lines {
 		s.edges, s.more, s.lost = nil, 0, 0
 	}
