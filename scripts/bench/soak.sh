@@ -1,0 +1,66 @@
+#!/bin/sh
+# Runs `tobe-body run --board sim` with every simulated stream at its rate
+# (camera 640x480 YUYV at 30 frames/s through motion detection, 16 kHz
+# microphone through sound analysis, keypad, keyboard, GPIO lines and the
+# self-state) for a while, and reports whether memory stays flat and
+# whether any sense channel shed events: RSS at the start (after a warm-up)
+# and every minute, and at the end what each channel queued, wrote and
+# shed, from `tobe-body status --json`.
+#
+#   scripts/bench/soak.sh          # 10 minutes
+#   SOAK_MINUTES=2 scripts/bench/soak.sh
+set -eu
+cd "$(dirname "$0")/../.."
+
+minutes=${SOAK_MINUTES:-10}
+warmup=${SOAK_WARMUP_SECONDS:-30}
+out=$(mktemp -d)
+trap 'kill -INT "$pid" 2>/dev/null || true; rm -rf "$out"' EXIT
+
+make -s build
+bin/tobe-body run --board sim --data "$out/data" >/dev/null 2>"$out/stderr" &
+pid=$!
+
+rss() { awk '/^VmRSS:/ {print $2}' "/proc/$pid/status"; }
+alive() {
+	if ! kill -0 "$pid" 2>/dev/null; then
+		echo "soak: the daemon exited:" >&2
+		cat "$out/stderr" >&2
+		exit 1
+	fi
+}
+
+sleep "$warmup"
+alive
+start=$(rss)
+cpu0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+echo "soak: ${minutes} min of the sim board at full rate; RSS after ${warmup}s warm-up: ${start} KiB"
+i=0
+while [ "$i" -lt "$minutes" ]; do
+	sleep 60
+	alive
+	i=$((i + 1))
+	echo "soak: minute $i: RSS $(rss) KiB, $(awk '/^Threads:/ {print $2}' "/proc/$pid/status") threads"
+done
+end=$(rss)
+cpu1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+hz=$(getconf CLK_TCK)
+bin/tobe-body status --json --data "$out/data" >"$out/status.json"
+kill -INT "$pid"
+wait "$pid" || true
+
+python3 - "$out/status.json" "$start" "$end" "$cpu0" "$cpu1" "$hz" "$minutes" <<'PY'
+import json, sys
+st = json.load(open(sys.argv[1]))
+start, end = int(sys.argv[2]), int(sys.argv[3])
+cpu = (int(sys.argv[5]) - int(sys.argv[4])) / int(sys.argv[6])
+secs = int(sys.argv[7]) * 60
+shed = 0
+for ch, e in sorted(st.get("events", {}).items()):
+    shed += e["Shed"]
+    print(f"soak: {ch:22s} queued {e['Queued']:7d}  written {e['Written']:7d}  shed {e['Shed']}")
+print(f"soak: RSS start {start} KiB, end {end} KiB ({(end - start) / start * 100:+.1f}%)")
+print(f"soak: CPU {cpu:.1f} s over {secs} s ({cpu / secs * 100:.1f}% of one core); events shed: {shed}")
+print(f"soak: ledger {st['ledger']['events']} events")
+sys.exit(1 if shed else 0)
+PY
