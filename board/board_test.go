@@ -51,8 +51,8 @@ func TestParseRefuses(t *testing.T) {
 		name, file, from, to, want string
 	}{
 		{"unknown key", "sim.json", `"drivers": "sim",`, `"drivers": "sim", "colour": "red",`, `$.colour: unknown key "colour"`},
-		{"wrong type", "sim.json", `"fps": 10`, `"fps": "10"`, `$.cameras[0].fps: wrong type: got string, want integer`},
-		{"out of range", "sim.json", `"fps": 10`, `"fps": 1000`, `$.cameras[0].fps: out of range: 1000 is more than the maximum 120`},
+		{"wrong type", "sim.json", `"fps": 30`, `"fps": "10"`, `$.cameras[0].fps: wrong type: got string, want integer`},
+		{"out of range", "sim.json", `"fps": 30`, `"fps": 1000`, `$.cameras[0].fps: out of range: 1000 is more than the maximum 120`},
 		{"bad pull", "sim.json", `"line": "ESTOP", "wiring": "normally-closed", "pull": "up"`, `"line": "ESTOP", "wiring": "normally-closed", "pull": "sideways"`, `$.estop.pull: not one of the allowed values "up", "down", "none"`},
 		{"normally open e-stop", "sim.json", `"wiring": "normally-closed"`, `"wiring": "normally-open"`, `$.estop.wiring: must be "normally-closed"`},
 		{"line used twice", "sim.json", `"line": "RELAY2"`, `"line": "RELAY1"`, `line "RELAY1" is already used`},
@@ -80,7 +80,7 @@ func TestParseRefuses(t *testing.T) {
 func TestUserProfiles(t *testing.T) {
 	dir := t.TempDir()
 	sim, _ := os.ReadFile("profiles/sim.json")
-	mine := strings.Replace(strings.Replace(string(sim), `"name": "sim"`, `"name": "garage"`, 1), `"fps": 10`, `"fps": 5`, 1)
+	mine := strings.Replace(strings.Replace(string(sim), `"name": "sim"`, `"name": "garage"`, 1), `"fps": 30`, `"fps": 5`, 1)
 	os.WriteFile(filepath.Join(dir, "garage.json"), []byte(mine), 0o644)
 	os.WriteFile(filepath.Join(dir, "pi5.json"), []byte(strings.Replace(mine, `"name": "garage"`, `"name": "pi5"`, 1)), 0o644)
 	s, err := LoadSet(dir)
