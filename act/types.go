@@ -1,0 +1,151 @@
+package act
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/tobe-body/tobe-body/ledger"
+)
+
+// Risk is a capability's risk class.
+type Risk uint8
+
+// Risk classes, from harmless to dangerous.
+const (
+	R0 Risk = iota // read-only
+	R1             // reversible, low impact (an LED, a short tone)
+	R2             // an external side effect (a relay, a notification to a person)
+	R3             // irreversible or dangerous; runs only with an approval bound to the one invocation
+)
+
+func (r Risk) String() string {
+	if r <= R3 {
+		return fmt.Sprintf("R%d", r)
+	}
+	return fmt.Sprintf("Risk(%d)", r)
+}
+
+// PrincipalKind says how a request reached the body.
+type PrincipalKind string
+
+// Principal kinds.
+const (
+	// AgentSession is an agent connected over `tobe-body stdio`.
+	AgentSession PrincipalKind = "agent"
+	// MQTTCommand came from the home server's broker.
+	MQTTCommand PrincipalKind = "mqtt"
+	// LocalAdmin is whoever reaches the admin socket (root or the body's
+	// admin group).
+	LocalAdmin PrincipalKind = "admin"
+	// LocalRule is a rule configured on the device.
+	LocalRule PrincipalKind = "rule"
+)
+
+// Principal is who asks. The transport decides it from what the kernel
+// says (peer credentials, the broker connection), never from what a
+// client claims.
+type Principal struct {
+	Kind PrincipalKind
+	// Subject names the principal for grants: "agent:pi", "mqtt:home",
+	// "admin:uid=0", "rule:night-light".
+	Subject string
+	// Session is the agent session or connection that owns the request;
+	// its actions stop when it ends.
+	Session string
+	// Trust is the session's trust level from the config.
+	Trust ledger.Level
+}
+
+// Mode says how far an invocation goes.
+type Mode string
+
+// Modes.
+const (
+	Shadow     Mode = "shadow"     // record what would happen, touch nothing
+	Simulation Mode = "simulation" // run against the simulated driver
+	Live       Mode = "live"       // drive the world
+)
+
+// Capability is one thing an action channel can do.
+type Capability struct {
+	// Name is the capability: "gpio.set", "gpio.pulse", "audio.tone",
+	// "audio.play", "body.notify".
+	Name string
+	Risk Risk
+	// Reversible says whether a compensation can undo it.
+	Reversible bool
+	// Verify says how the result is checked afterwards ("read-back",
+	// "feedback input", "microphone level", "none").
+	Verify string
+	// Shared is true when it drives a resource others may drive too; it
+	// then takes a lease on the target.
+	Shared bool
+}
+
+// Observation is what a request says caused it, with the trust the body
+// gave it. The lowest trust of the session and the observation decides.
+type Observation struct {
+	EventID string
+	Trust   ledger.Level
+}
+
+// Reason is why a request was refused, or "" when it was allowed. Every
+// refusal names one.
+type Reason string
+
+// Reasons of refusal.
+const (
+	ReasonEStopLatched      Reason = "estop_latched"      // the e-stop is latched
+	ReasonEStopUnverified   Reason = "estop_unverified"   // the e-stop line cannot be read: nothing above R0
+	ReasonSafetyRule        Reason = "safety_rule"        // a global safety rule forbids it
+	ReasonUnknownCapability Reason = "unknown_capability" // no channel offers it
+	ReasonRiskExceedsTrust  Reason = "risk_exceeds_trust" // the lowest trust in the chain is too low for the risk
+	ReasonNoGrant           Reason = "no_grant"           // no grant covers principal, capability and target
+	ReasonGrantExpired      Reason = "grant_expired"
+	ReasonGrantRevoked      Reason = "grant_revoked"
+	ReasonChannelDisabled   Reason = "channel_disabled" // the channel is disabled, revoked, offline or in error
+	ReasonChannelShadow     Reason = "channel_shadow"   // the channel only records: a live request is refused
+	ReasonHealthCritical    Reason = "health_critical"  // self-state critical: read-only only
+	ReasonHealthDegraded    Reason = "health_degraded"  // self-state degraded: nothing above R1
+	ReasonLedgerUnavailable Reason = "ledger_unavailable"
+	ReasonLeaseHeld         Reason = "lease_held"    // another holder has the resource
+	ReasonStaleEpoch        Reason = "stale_epoch"   // the holder's fencing epoch is old
+	ReasonHumanControl      Reason = "human_control" // a person took the resource over
+	ReasonRateLimited       Reason = "rate_limited"
+	ReasonApprovalRequired  Reason = "approval_required" // R3 without an approval bound to this invocation
+	ReasonResetNotLocal     Reason = "reset_not_local"   // only a local, deliberate act resets the e-stop
+)
+
+// Decision is the policy's answer.
+type Decision struct {
+	Allow  bool
+	Reason Reason
+	// Detail says more, for people (never used to decide).
+	Detail string
+}
+
+func (d Decision) String() string {
+	if d.Allow {
+		return "allowed"
+	}
+	if d.Detail != "" {
+		return fmt.Sprintf("refused: %s: %s", d.Reason, d.Detail)
+	}
+	return "refused: " + string(d.Reason)
+}
+
+// Grant lets a subject use a capability on targets until it expires or
+// is revoked. Grants are kept as ledger events.
+type Grant struct {
+	ID      string
+	Subject string // a principal's Subject
+	// Capability is a name or a prefix ending in a dot or "*" ("gpio.*").
+	Capability string
+	// Scope is a target or a pattern of targets ("gpio.relay1", "gpio.*",
+	// "*").
+	Scope     string
+	Expires   time.Time // zero: never
+	Revoked   bool
+	RevokedAt time.Time
+	By        string // who granted it
+}
