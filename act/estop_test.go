@@ -1,0 +1,429 @@
+package act
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tobe-body/tobe-body/hal"
+	"github.com/tobe-body/tobe-body/hal/haltest"
+)
+
+// rig is an e-stop on fake pins: a normally-closed main line (pulled up,
+// low while closed, high = stop), an optional second channel, a reset
+// button (active low), a relay and an LED, and a runner and a lease table
+// that record when they were called.
+type rig struct {
+	chip                *haltest.Chip
+	main, second, reset *haltest.LineIn
+	relay, led          *haltest.LineOut
+	relayOut, ledOut    hal.LineOut
+	e                   *EStop
+	runner              *fakeRunner
+	start               time.Time
+	base                hal.Mono
+	cancel              context.CancelFunc
+	done                chan error
+}
+
+type fakeRunner struct {
+	mu     sync.Mutex
+	e      *EStop
+	outs   []*haltest.LineOut
+	calls  []string
+	unsafe []string // outputs not yet safe, or latch not yet set, when called
+}
+
+func (f *fakeRunner) check(what string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, what)
+	if !f.e.Latched() {
+		f.unsafe = append(f.unsafe, what+": latch not set")
+	}
+	for _, o := range f.outs {
+		if o.Level() != o.Safe() {
+			f.unsafe = append(f.unsafe, what+": "+o.Name()+" not safe")
+		}
+	}
+}
+
+func (f *fakeRunner) CancelAll(r Reason) []string {
+	f.check("cancel " + string(r))
+	return []string{"act-1", "act-2"}
+}
+
+func (f *fakeRunner) RevokeAll(r Reason) int {
+	f.check("revoke " + string(r))
+	return 3
+}
+
+func newRig(t *testing.T, second bool) *rig {
+	t.Helper()
+	r := &rig{chip: haltest.NewChip("c"), start: time.Now(), base: hal.MonoNow()}
+	r.main = r.chip.AddIn("ESTOP", hal.Low)
+	r.reset = r.chip.AddIn("RESET", hal.High)
+	r.relay = r.chip.AddOut("RELAY1")
+	r.led = r.chip.AddOut("LED")
+	cfg := EStopConfig{MainStop: hal.High, ResetActive: hal.Low, Now: r.now}
+	var err error
+	if cfg.Main, err = r.chip.In("ESTOP", hal.InConfig{Edge: hal.BothEdges}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Reset, err = r.chip.In("RESET", hal.InConfig{Edge: hal.BothEdges}); err != nil {
+		t.Fatal(err)
+	}
+	if second {
+		r.second = r.chip.AddIn("ESTOP2", hal.Low)
+		if cfg.Second, err = r.chip.In("ESTOP2", hal.InConfig{Edge: hal.BothEdges}); err != nil {
+			t.Fatal(err)
+		}
+		cfg.SecondStop = hal.High
+	}
+	if r.relayOut, err = r.chip.Out("RELAY1", hal.OutConfig{Safe: hal.Low}); err != nil {
+		t.Fatal(err)
+	}
+	if r.ledOut, err = r.chip.Out("LED", hal.OutConfig{Safe: hal.High}); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Outputs = []hal.LineOut{r.relayOut, r.ledOut}
+	if r.e, err = NewEStop(cfg); err != nil {
+		t.Fatal(err)
+	}
+	r.runner = &fakeRunner{e: r.e, outs: []*haltest.LineOut{r.relay, r.led}}
+	r.e.SetRunner(r.runner, r.runner)
+	return r
+}
+
+// now is the bubble's clock on the monotonic scale (synctest moves it).
+func (r *rig) now() hal.Mono { return r.base.Add(time.Since(r.start)) }
+
+func (r *rig) run(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel, r.done = cancel, make(chan error, 1)
+	go func() { r.done <- r.e.Run(ctx) }()
+}
+
+func (r *rig) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	if err := <-r.done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// drive turns the outputs on, as actions would.
+func (r *rig) drive(t *testing.T) {
+	t.Helper()
+	if err := r.relayOut.Out(hal.High); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ledOut.Out(hal.Low); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r *rig) records() []Record {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	recs, _ := r.e.Records(ctx)
+	return recs
+}
+
+func types(recs []Record) []string {
+	var out []string
+	for _, r := range recs {
+		out = append(out, r.Type)
+	}
+	return out
+}
+
+// E1: the line opens while actions run: latch, outputs safe and read
+// back, then cancel, then revoke, then the record.
+func TestTripOrderAndRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, false)
+		if c := r.e.Check(); !c.Verified || c.Latched || c.Main != "ok" {
+			t.Fatalf("check %+v", c)
+		}
+		r.run(t)
+		r.drive(t)
+		edge := r.now()
+		r.main.Set(hal.High, edge)
+		synctest.Wait()
+		if !r.e.Latched() {
+			t.Fatal("not latched")
+		}
+		if len(r.runner.unsafe) > 0 || !slices.Equal(r.runner.calls, []string{"cancel estop_latched", "revoke estop_latched"}) {
+			t.Errorf("runner calls %q, problems %q: want cancel then revoke, each after the outputs were safe", r.runner.calls, r.runner.unsafe)
+		}
+		if r.relay.Level() != hal.Low || r.led.Level() != hal.High {
+			t.Errorf("outputs relay %v led %v, want their safe levels", r.relay.Level(), r.led.Level())
+		}
+		if err := r.relayOut.Out(hal.High); !errors.Is(err, hal.ErrHalted) {
+			t.Errorf("a write after the trip: %v, want ErrHalted", err)
+		}
+		recs := r.records()
+		if got := types(recs); !slices.Equal(got, []string{"estop.checked", "estop.tripped"}) {
+			t.Fatalf("records %v", got)
+		}
+		trip := recs[1].Payload.(Trip)
+		if trip.Cause != "line_open" || trip.Edge != edge || !trip.AllSafe || len(trip.Outputs) != 2 ||
+			trip.Outputs[0] != (OutputState{Name: "RELAY1", Safe: "low", ReadBack: "low"}) ||
+			!slices.Equal(trip.Cancelled, []string{"act-1", "act-2"}) || trip.Leases != 3 || trip.Already {
+			t.Errorf("trip %+v", trip)
+		}
+		r.stop(t)
+	})
+}
+
+// A stuck output is reported, not hidden.
+func TestTripReportsAStuckOutput(t *testing.T) {
+	r := newRig(t, false)
+	high := hal.High
+	r.relay.Stick(&high)
+	trip := r.e.Trip("requested by admin:uid=0", hal.MonoNow())
+	if trip.AllSafe || trip.Outputs[0].ReadBack != "high" {
+		t.Errorf("trip %+v, want RELAY1 read back high and not all safe", trip)
+	}
+}
+
+// E2: the line closes again without a reset: still latched.
+func TestLatchHoldsWhenTheLineCloses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, false)
+		r.e.Check()
+		r.run(t)
+		r.main.Set(hal.High, r.now())
+		time.Sleep(time.Second)
+		r.main.Set(hal.Low, r.now())
+		time.Sleep(10 * time.Second)
+		if !r.e.Latched() || r.e.Status().Main != "ok" {
+			t.Errorf("status %+v, want latched with a healthy line", r.e.Status())
+		}
+		r.stop(t)
+	})
+}
+
+// E3 and E4: who may reset, and when.
+func TestReset(t *testing.T) {
+	admin := Principal{Kind: LocalAdmin, Subject: "admin:uid=0"}
+	for _, tc := range []struct {
+		name string
+		by   Principal
+		open bool // the line still says stop
+		want string
+	}{
+		{"the agent", Principal{Kind: AgentSession, Subject: "agent:pi", Session: "s1"}, false, "reset_not_local"},
+		{"MQTT", Principal{Kind: MQTTCommand, Subject: "mqtt:home"}, false, "reset_not_local"},
+		{"a local rule", Principal{Kind: LocalRule, Subject: "rule:x"}, false, "reset_not_local"},
+		{"an administrator, line still open", admin, true, "the e-stop line still says stop"},
+		{"an administrator, line healthy", admin, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, false)
+			r.e.Check()
+			r.e.Trip("line_open", hal.MonoNow())
+			if tc.open {
+				r.main.Set(hal.High, hal.MonoNow())
+			}
+			r.records()
+			err := r.e.Reset(tc.by)
+			recs := r.records()
+			if tc.want == "" {
+				if err != nil || r.e.Latched() || !slices.Equal(types(recs), []string{"estop.reset"}) {
+					t.Errorf("reset: %v, latched %v, records %v", err, r.e.Latched(), types(recs))
+				}
+				// Reset starts nothing: outputs stay safe, nothing is written.
+				if r.relay.Level() != hal.Low || len(r.relay.Writes()) != 2 {
+					t.Errorf("relay %v after %v writes", r.relay.Level(), r.relay.Writes())
+				}
+				if err := r.relayOut.Out(hal.High); err != nil {
+					t.Errorf("after a reset the relay may be driven again: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrResetRefused) || !strings.Contains(err.Error(), tc.want) || !r.e.Latched() {
+				t.Errorf("reset: %v, latched %v; want refused with %q", err, r.e.Latched(), tc.want)
+			}
+			if !slices.Equal(types(recs), []string{"estop.reset_refused"}) {
+				t.Errorf("records %v, want the refusal recorded", types(recs))
+			}
+		})
+	}
+}
+
+// E3: the reset button: only a press of 350 ms to 2 s, accepted on release
+// with a healthy line, clears the latch; a button held at start is an
+// error.
+func TestResetButton(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		heldAtStart bool
+		press       time.Duration
+		open        bool
+		cleared     bool
+		refusal     string
+	}{
+		{"a press of 1 s", false, time.Second, false, true, ""},
+		{"a press of 50 ms", false, 50 * time.Millisecond, false, false, "a press of 50ms"},
+		{"a press of 5 s", false, 5 * time.Second, false, false, "a press of 5s"},
+		{"a good press with the line open", false, time.Second, true, false, "still says stop"},
+		{"held at start", true, time.Second, false, false, "held when the body started"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newRig(t, false)
+				if tc.heldAtStart {
+					r.reset.Set(hal.Low, r.now())
+					<-mustNext(t, r.reset)
+				}
+				r.e.Check()
+				r.e.Trip("line_open", r.now())
+				if tc.open {
+					r.main.Set(hal.High, r.now())
+					<-mustNext(t, r.main)
+				}
+				r.run(t)
+				synctest.Wait() // the watchers have read the lines
+				r.records()
+				if !tc.heldAtStart {
+					r.reset.Set(hal.Low, r.now())
+				}
+				time.Sleep(tc.press)
+				r.reset.Set(hal.High, r.now())
+				synctest.Wait()
+				recs := r.records()
+				if r.e.Latched() == tc.cleared {
+					t.Errorf("latched %v after %v, records %v", r.e.Latched(), tc.press, types(recs))
+				}
+				if tc.refusal != "" {
+					if len(recs) != 1 || recs[0].Type != "estop.reset_refused" || !strings.Contains(recs[0].Payload.(ResetRefused).Detail, tc.refusal) {
+						t.Errorf("records %+v, want a refusal saying %q", recs, tc.refusal)
+					}
+				}
+				r.stop(t)
+			})
+		})
+	}
+}
+
+// mustNext drains one queued edge the rig made before the e-stop watches.
+func mustNext(t *testing.T, l *haltest.LineIn) <-chan hal.EdgeEvent {
+	t.Helper()
+	c := make(chan hal.EdgeEvent, 1)
+	e, err := l.WaitForEdge(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c <- e
+	return c
+}
+
+// E5: a broken wire floats the line to its stop level: a trip like any
+// other. Two channels that disagree longer than the window are a wiring
+// fault that blocks the reset until they agree.
+func TestTwoChannels(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, true)
+		r.e.Check()
+		r.run(t)
+		// The second channel's wire breaks: it floats to stop, the main
+		// channel stays closed.
+		r.second.Set(hal.High, r.now())
+		synctest.Wait()
+		if !r.e.Latched() {
+			t.Fatal("the second channel alone did not trip")
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		st := r.e.Status()
+		if st.Fault == "" || !strings.Contains(st.Fault, "disagree for more than 200ms") {
+			t.Errorf("status %+v, want a wiring fault", st)
+		}
+		if got := types(r.records()); !slices.Equal(got, []string{"estop.checked", "estop.tripped", "estop.wiring_fault"}) {
+			t.Errorf("records %v", got)
+		}
+		admin := Principal{Kind: LocalAdmin, Subject: "admin:uid=0"}
+		if err := r.e.Reset(admin); err == nil || !strings.Contains(err.Error(), "still says stop") {
+			t.Errorf("reset with one channel open: %v", err)
+		}
+		// Repaired: both agree again; the fault clears, the latch does not.
+		r.second.Set(hal.Low, r.now())
+		synctest.Wait()
+		if st := r.e.Status(); st.Fault != "" || !st.Latched {
+			t.Errorf("after the repair: %+v, want no fault and still latched", st)
+		}
+		if err := r.e.Reset(admin); err != nil || r.e.Latched() {
+			t.Errorf("reset after the repair: %v", err)
+		}
+		r.stop(t)
+	})
+}
+
+// A line that cannot be read at start trips, and the e-stop is not
+// verified: nothing above R0 may act.
+func TestUnreadableLineAtStart(t *testing.T) {
+	r := newRig(t, false)
+	r.main.Fail(errors.New("EIO"))
+	c := r.e.Check()
+	if c.Verified || !c.Latched || !strings.HasPrefix(c.Main, "unreadable") || r.e.Verified() {
+		t.Errorf("check %+v", c)
+	}
+	if err := r.e.Reset(Principal{Kind: LocalAdmin, Subject: "admin"}); err == nil || !strings.Contains(err.Error(), string(ReasonEStopUnverified)) {
+		t.Errorf("reset with an unreadable line: %v", err)
+	}
+}
+
+// E1 with fake pins: edge to every output safe and read back, over 1,000
+// trips. A figure, not a pass/fail: see BenchmarkEStopTrip.
+func TestTripLatencyFakePins(t *testing.T) {
+	lat := measureTrips(t, 1000)
+	t.Logf("e-stop latency with fake pins, edge -> outputs safe and read back, %d trips: p50 %v p99 %v max %v",
+		len(lat), lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1])
+}
+
+func measureTrips(tb testing.TB, n int) []time.Duration {
+	r := newRig(tb.(*testing.T), false)
+	r.e.SetRunner(nil, nil)
+	r.e.Check()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.e.Run(ctx) }()
+	var lat []time.Duration
+	admin := Principal{Kind: LocalAdmin, Subject: "admin"}
+	for range n {
+		r.main.Set(hal.High, hal.MonoNow())
+		var trip Trip
+		for trip.Cause == "" {
+			recs, _ := r.e.Records(context.Background())
+			for _, rec := range recs {
+				if tr, ok := rec.Payload.(Trip); ok {
+					trip = tr
+				}
+			}
+		}
+		lat = append(lat, time.Duration(trip.LatencyNS))
+		r.main.Set(hal.Low, hal.MonoNow())
+		for r.e.Status().Main != "ok" {
+			time.Sleep(10 * time.Microsecond) // the watcher's goroutine updating the level
+		}
+		if err := r.e.Reset(admin); err != nil {
+			tb.Fatal(err)
+		}
+		r.records()
+	}
+	cancel()
+	<-done
+	slices.Sort(lat)
+	return lat
+}
+
+var _ = fmt.Sprint
