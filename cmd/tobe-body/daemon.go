@@ -9,8 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
+	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
@@ -51,6 +53,8 @@ type statusReply struct {
 	Self *body.SelfState `json:"self,omitempty"`
 	// Events counts, per sense channel, what it queued, shed and wrote.
 	Events map[string]sense.OutletStats `json:"events,omitempty"`
+	// EStop is the e-stop's state; nil on a board without one.
+	EStop *act.EStopStatus `json:"estop,omitempty"`
 }
 
 type ledgerStatus struct {
@@ -154,6 +158,24 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	sn := newSenses(ds, profile, cfg.Sense, cfg.DataDir, clock, store, reg, log)
 	reg.Seal()
+	estop, err := newEStop(ds, profile)
+	if err != nil {
+		return err
+	}
+	if estop != nil {
+		// The latch survives a restart, and a ledger that cannot be read
+		// means starting latched.
+		switch latched, err := latchedBefore(store, store != nil); {
+		case err != nil:
+			estop.LatchAtStart("the ledger cannot be read: " + err.Error())
+		case latched:
+			estop.LatchAtStart("it was latched when the body stopped")
+		}
+		c := estop.Check()
+		log.Info("e-stop checked", "verified", c.Verified, "latched", c.Latched, "main", c.Main, "why", c.Why)
+	} else {
+		log.Warn("this board has no e-stop line: nothing above read-only may act")
+	}
 	defer func() {
 		if err := ds.close(); err != nil {
 			log.Error("closing devices", "err", err)
@@ -174,6 +196,10 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			Ledger: ledgerStatus{Path: lopts.Path},
 		}
 		st.Events = sn.stats()
+		if estop != nil {
+			es := estop.Status()
+			st.EStop = &es
+		}
 		if self, ok := sn.self.Last(); ok {
 			st.Self = &self
 		}
@@ -187,6 +213,9 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return st, nil
 	}
 	methods := map[string]method{"status": status}
+	for name, m := range estopMethods(estop) {
+		methods[name] = m
+	}
 	if store != nil {
 		for name, m := range ledgerMethods(store) {
 			methods[name] = m
@@ -216,16 +245,30 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		sink = store
 	}
 	mctx, stopReaders := context.WithCancel(ctx)
-	mon := newMonitor(ds, sn, reg, log, stdout)
-	mon.start(mctx)
+	mon := newMonitor(ds, sn, estop, reg, log, stdout)
 	if store != nil {
 		mon.follow(mctx, store, startSeq)
 	}
 	sn.start(mctx, sink)
+	var estopWG sync.WaitGroup
+	if estop != nil {
+		estopWG.Add(2)
+		go func() {
+			defer estopWG.Done()
+			if err := estop.Run(mctx); err != nil {
+				log.Error("e-stop watcher", "err", err)
+			}
+		}()
+		go func() {
+			defer estopWG.Done()
+			estopRecorder(mctx, estop, store, clock, log)
+		}()
+	}
 	defer func() {
 		stopReaders()
 		ds.halt() // unblocks readers waiting on a device
 		sn.stop() // what the channels saw is written before the body says it stopped
+		estopWG.Wait()
 		mon.wait()
 		if store != nil {
 			p, _ := ledger.MarshalPayload(map[string]any{"uptime_s": time.Since(started).Seconds()})

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,20 +10,20 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tobe-body/tobe-body/board"
+	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
-// maxListed bounds the edges and keys listed for one interval; the rest
-// are counted.
+// maxListed bounds the events listed for one interval; the rest are
+// counted.
 const maxListed = 16
 
-// monitor reads every opened stream and prints, once an interval, what the
-// body sees. It is the daemon's view until the sense channels turn the
-// streams into events. Readers are goroutines owned by the monitor: they
-// end when ctx ends or their device is halted, and wait returns after all.
+// monitor prints, once an interval, what the body sees: each camera's and
+// microphone's counts from its sense channel, the e-stop, the outputs read
+// back, and the events the channels wrote to the ledger since the last
+// print (followed by one goroutine, which wait waits for).
 type monitor struct {
 	ds  *devices
 	reg *body.Registry
@@ -36,18 +35,10 @@ type monitor struct {
 	mu    sync.Mutex
 	sn    *senses
 	cams  map[string]uint64 // frames analysed at the last print, per camera
-	lines map[string]*lineStats
+	estop *act.EStop
 	// events are what the sense channels wrote to the ledger this interval.
 	events     []string
 	moreEvents int
-}
-
-type lineStats struct {
-	edges []string
-	more  int // edges past maxListed
-	level hal.Level
-	lost  uint64
-	seq   uint64
 }
 
 // listed appends s to a bounded list, or counts it in more.
@@ -59,33 +50,8 @@ func listed(list []string, more *int, s string) []string {
 	return list
 }
 
-func newMonitor(ds *devices, sn *senses, reg *body.Registry, log *slog.Logger, out io.Writer) *monitor {
-	m := &monitor{ds: ds, sn: sn, reg: reg, log: log, out: out, cams: map[string]uint64{}, lines: map[string]*lineStats{}}
-	for _, in := range m.estopLines() {
-		l, _ := in.line.Read()
-		m.lines[in.id] = &lineStats{level: l}
-	}
-	return m
-}
-
-// estopLines are the lines the monitor reads itself: the e-stop's (every
-// other input line is a sense channel's).
-func (m *monitor) estopLines() []inputLine {
-	var out []inputLine
-	for _, in := range m.ds.ins {
-		switch in.role {
-		case board.RoleEStop, board.RoleEStopSecond, board.RoleEStopReset:
-			out = append(out, in)
-		}
-	}
-	return out
-}
-
-// start launches one reader per stream.
-func (m *monitor) start(ctx context.Context) {
-	for _, in := range m.estopLines() {
-		m.goRead(ctx, in.id, func() error { return m.readLine(ctx, in) })
-	}
+func newMonitor(ds *devices, sn *senses, estop *act.EStop, reg *body.Registry, log *slog.Logger, out io.Writer) *monitor {
+	return &monitor{ds: ds, sn: sn, estop: estop, reg: reg, log: log, out: out, cams: map[string]uint64{}}
 }
 
 // follow prints, each interval, the events written to the ledger since
@@ -124,61 +90,8 @@ func eventLine(e ledger.EventView) string {
 	return strings.TrimRight(b.String(), " ")
 }
 
-// goRead runs a reader; a reader that fails for a reason other than the
-// shutdown marks its channel offline with the error.
-func (m *monitor) goRead(ctx context.Context, id string, read func() error) {
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		err := read()
-		if err == nil || ctx.Err() != nil || errors.Is(err, hal.ErrHalted) {
-			return
-		}
-		m.log.Error("device stopped", "channel", id, "err", err)
-		if serr := m.reg.Set(id, body.Offline, err.Error()); serr != nil {
-			m.log.Error("channel state", "channel", id, "err", serr)
-		}
-	}()
-}
-
-// wait returns when every reader has ended.
+// wait returns when the monitor's follower has ended.
 func (m *monitor) wait() { m.wg.Wait() }
-
-func (m *monitor) readLine(ctx context.Context, in inputLine) error {
-	for {
-		e, err := in.line.WaitForEdge(ctx)
-		if err != nil {
-			return err
-		}
-		gap := false
-		m.mu.Lock()
-		s := m.lines[in.id]
-		if e.Seq > s.seq+1 {
-			s.lost += e.Seq - s.seq - 1
-			gap = true
-		}
-		s.seq = e.Seq
-		s.level = e.Level
-		s.edges = listed(s.edges, &s.more, edgeWord(e.Edge))
-		m.mu.Unlock()
-		if gap {
-			// Edges were lost: the level now is what counts, not the
-			// last edge that arrived.
-			if l, err := in.line.Read(); err == nil {
-				m.mu.Lock()
-				m.lines[in.id].level = l
-				m.mu.Unlock()
-			}
-		}
-	}
-}
-
-func edgeWord(e hal.Edge) string {
-	if e == hal.RisingEdge {
-		return "rising"
-	}
-	return "falling"
-}
 
 // print writes one line per device for the interval that ended and starts
 // the next.
@@ -215,17 +128,19 @@ func (m *monitor) print(since time.Duration, interval time.Duration) {
 			b.WriteString("\n")
 		}
 	}
-	for _, in := range m.estopLines() {
-		s := m.lines[in.id]
-		fmt.Fprintf(&b, "%s %-20s %s  %s", stamp, in.id, levelWord(s.level), lineMeaning(in, s.level))
-		if len(s.edges) > 0 {
-			fmt.Fprintf(&b, "  edges: %s", strings.Join(s.edges, ", "))
+	if e := m.estop; e != nil {
+		st := e.Status()
+		state := "armed"
+		if st.Latched {
+			state = "LATCHED: " + st.Why
 		}
-		if s.more > 0 {
-			fmt.Fprintf(&b, " and %d more", s.more)
+		fmt.Fprintf(&b, "%s %-20s %s  (main %s", stamp, "estop", state, st.Main)
+		if st.Second != "" {
+			fmt.Fprintf(&b, ", second %s", st.Second)
 		}
-		if s.lost > 0 {
-			fmt.Fprintf(&b, "  %d edges lost", s.lost)
+		b.WriteString(")")
+		if st.Fault != "" {
+			fmt.Fprintf(&b, "  WIRING FAULT: %s", st.Fault)
 		}
 		b.WriteString("\n")
 	}
@@ -260,9 +175,6 @@ func (m *monitor) reset() {
 }
 
 func (m *monitor) resetLocked() {
-	for _, s := range m.lines {
-		s.edges, s.more, s.lost = nil, 0, 0
-	}
 	m.events, m.moreEvents = nil, 0
 }
 
@@ -271,24 +183,4 @@ func levelWord(l hal.Level) string {
 		return "high"
 	}
 	return "low "
-}
-
-func lineMeaning(in inputLine, l hal.Level) string {
-	on := l == in.active
-	switch in.role {
-	case board.RoleEStop, board.RoleEStopSecond:
-		if on {
-			return "STOP (contact open or wire broken)"
-		}
-		return "closed, no stop"
-	case board.RoleEStopReset, "button":
-		if on {
-			return "pressed"
-		}
-		return "released"
-	}
-	if on {
-		return "active"
-	}
-	return "inactive"
 }

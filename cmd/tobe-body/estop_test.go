@@ -1,0 +1,57 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestEStopThroughTheDaemon: status, trip and reset through the command,
+// the records in the ledger, and the latch surviving a restart.
+func TestEStopThroughTheDaemon(t *testing.T) {
+	d := startDaemon(t, "")
+	cfg := filepath.Join(filepath.Dir(d.data), "config.json")
+	out, err := runCmd(t, "estop", "status", "--data", d.data)
+	if err != nil || !strings.Contains(out, "e-stop    armed") || !strings.Contains(out, "main ok, second ok; verified true") {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	out, err = runCmd(t, "estop", "trip", "--data", d.data)
+	if err != nil || !strings.Contains(out, "tripped: requested by admin:uid=") || !strings.Contains(out, "outputs safe: true") || !strings.Contains(out, "RELAY1     safe low  read back low") {
+		t.Fatalf("trip: %v\n%s", err, out)
+	}
+	out, _ = runCmd(t, "estop", "status", "--data", d.data)
+	if !strings.Contains(out, "LATCHED: requested by admin") {
+		t.Errorf("after a trip:\n%s", out)
+	}
+	out, _ = runCmd(t, "status", "--data", d.data)
+	if !strings.Contains(out, "estop") {
+		t.Errorf("status does not show the e-stop:\n%s", out)
+	}
+	d.stop(t)
+
+	// Restarted: it comes up latched, because it was.
+	d = startDaemonIn(t, d.data, cfg)
+	out, _ = runCmd(t, "estop", "status", "--data", d.data)
+	if !strings.Contains(out, "LATCHED: latched at start: it was latched when the body stopped") {
+		t.Errorf("after a restart:\n%s", out)
+	}
+	out, err = runCmd(t, "estop", "reset", "--data", d.data)
+	if err != nil || !strings.Contains(out, "e-stop    armed") {
+		t.Errorf("reset: %v\n%s", err, out)
+	}
+	d.stop(t)
+
+	// And after a reset it comes up armed.
+	d = startDaemonIn(t, d.data, cfg)
+	out, _ = runCmd(t, "estop", "status", "--data", d.data)
+	if !strings.Contains(out, "e-stop    armed") {
+		t.Errorf("after a reset and a restart:\n%s", out)
+	}
+	d.stop(t)
+	out, err = runCmd(t, "ledger", "events", "--data", d.data, "--type", "estop.")
+	for _, want := range []string{"estop.checked", "estop.tripped", "estop.reset"} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("ledger lacks %s: %v\n%s", want, err, out)
+		}
+	}
+}
