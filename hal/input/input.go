@@ -158,7 +158,9 @@ type device struct {
 	info hal.InputInfo
 	f    *os.File
 
-	halt sync.Once
+	dl     sync.Mutex // guards halted and the read deadline
+	halted bool
+
 	mu   sync.Mutex // one reader at a time; guards below
 	buf  [64 * 24]byte
 	q    []hal.InputEvent
@@ -171,8 +173,33 @@ type device struct {
 func (d *device) Info() hal.InputInfo { return d.info }
 
 func (d *device) Halt() error {
-	d.halt.Do(func() { d.f.SetReadDeadline(time.Unix(1, 0)) })
+	d.dl.Lock()
+	d.halted = true
+	d.f.SetReadDeadline(time.Unix(1, 0))
+	d.dl.Unlock()
 	return nil
+}
+
+// arm sets the next read's deadline: in the past when halted or ctx is
+// done, else none, so that the deadline a context's end set to wake an
+// earlier read does not cut the next one short. It says whether the
+// device is halted.
+func (d *device) arm(ctx context.Context) bool {
+	d.dl.Lock()
+	defer d.dl.Unlock()
+	if d.halted || ctx.Err() != nil {
+		d.f.SetReadDeadline(time.Unix(1, 0))
+	} else {
+		d.f.SetReadDeadline(time.Time{})
+	}
+	return d.halted
+}
+
+// wake interrupts the read in progress.
+func (d *device) wake() {
+	d.dl.Lock()
+	d.f.SetReadDeadline(time.Unix(1, 0))
+	d.dl.Unlock()
 }
 
 func (d *device) Close() error {
@@ -185,12 +212,15 @@ func (d *device) ReadEvent(ctx context.Context) (hal.InputEvent, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for len(d.q) == 0 {
-		stop := context.AfterFunc(ctx, func() { d.f.SetReadDeadline(time.Unix(1, 0)) })
+		halted := d.arm(ctx)
+		stop := context.AfterFunc(ctx, d.wake)
 		n, err := d.f.Read(d.buf[:])
 		stop()
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return hal.InputEvent{}, ctx.Err()
+		case errors.Is(err, os.ErrDeadlineExceeded) && !halted:
+			continue // woken for an earlier context, after arm: read again
 		case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, os.ErrClosed):
 			return hal.InputEvent{}, hal.ErrHalted
 		case errors.Is(err, unix.ENODEV):

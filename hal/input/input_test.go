@@ -4,10 +4,12 @@ package input
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"os"
 	"strconv"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -85,4 +87,51 @@ func nonblocking(t *testing.T, f *os.File) bool {
 		t.Fatal(err)
 	}
 	return fl&unix.O_NONBLOCK != 0
+}
+
+// A context that ends wakes the read it was given to, and only that one:
+// the next ReadEvent waits for events again rather than finding the
+// wake-up still armed and reporting a halt.
+func TestReadAfterAContextEnded(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	defer r.Close()
+	d := &device{info: hal.InputInfo{Path: "pipe"}, f: r, keys: map[uint16]bool{}}
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
+		_, err := d.ReadEvent(ctx)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("read %d, its context ended: %v, want DeadlineExceeded", i, err)
+		}
+	}
+	raw := make([]byte, rawSize)
+	tail := raw[rawSize-8:]
+	binary.NativeEndian.PutUint16(tail[0:], hal.EvKey)
+	binary.NativeEndian.PutUint16(tail[2:], 0x100)
+	binary.NativeEndian.PutUint32(tail[4:], 1)
+	if _, err := w.Write(raw); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	e, err := d.ReadEvent(ctx)
+	if err != nil || e.Type != hal.EvKey || e.Code != 0x100 || e.Value != 1 {
+		t.Fatalf("after the timed-out reads: %v %v, want BTN_0 down", e, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := d.ReadEvent(context.Background())
+		done <- err
+	}()
+	d.Halt()
+	if err := <-done; !errors.Is(err, hal.ErrHalted) {
+		t.Fatalf("ReadEvent after Halt: %v, want ErrHalted", err)
+	}
+	if _, err := d.ReadEvent(t.Context()); !errors.Is(err, hal.ErrHalted) {
+		t.Fatalf("ReadEvent once halted: %v, want ErrHalted", err)
+	}
 }

@@ -2,8 +2,8 @@
 # Boots the hardware lab VM and runs the lab tests in it: Debian's kernel
 # under QEMU (TCG), an initramfs with busybox, the virtual-hardware modules
 # (gpio-sim, vivid, uinput, evdev, snd-aloop, softdog) and the test
-# binaries of the packages given (built with the lab tag; the audio tests
-# with cgo and PortAudio). Prints what the tests print, then a summary,
+# binaries of the packages given (built with the lab tag; those with audio
+# tests with cgo and PortAudio). Prints what the tests print, then a summary,
 # and exits non-zero on any failure.
 #
 #   scripts/lab/run.sh ./hal/probe
@@ -34,7 +34,7 @@ done
 
 # The tests, one binary per package, static where they can be. A package
 # whose lab tests need PortAudio (their build line names the portaudio
-# tag: hal/audio) is built with cgo and the tag, and brings its shared
+# tag: hal/audio, sense) is built with cgo and the tag, and brings its shared
 # libraries (ldd, the dynamic loader included) and ALSA's configuration.
 # A binary without a single lab test is refused rather than run: a tag
 # left out would otherwise pass by testing nothing.
