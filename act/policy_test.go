@@ -316,8 +316,8 @@ func TestDecideCoversEveryReason(t *testing.T) {
 func TestDecideOrder(t *testing.T) {
 	req, st := allowed()
 	r3(&req, &st)
-	req.Mode = ""                                                        // invalid
-	req.CausedBy = &Observation{EventID: "obs-1", Trust: ledger.Low}     // lowers the trust
+	req.Mode = ""                                                       // invalid
+	req.CausedBy = &Observation{EventID: "obs-1", Trust: ledger.Low}    // lowers the trust
 	st = State{Now: t0, EStopLatched: true, Health: body.LevelCritical, // everything else wrong
 		Rules: SafetyRules{Forbidden: []ForbiddenRule{{Capability: "gpio.*", Scope: "*"}}}}
 	steps := []struct {
@@ -334,7 +334,9 @@ func TestDecideOrder(t *testing.T) {
 		{ReasonUnknownCapability, func() { st.Channel = body.Shadow }},
 		{ReasonChannelShadow, func() { st.Channel = body.Enabled }},
 		{ReasonRiskExceedsTrust, func() { req.CausedBy.Trust = ledger.Max }},
-		{ReasonNoGrant, func() { st.Grants = []Grant{{ID: "g", Subject: "agent:pi", Capability: "gpio.pulse", Scope: "gpio.relay1"}} }},
+		{ReasonNoGrant, func() {
+			st.Grants = []Grant{{ID: "g", Subject: "agent:pi", Capability: "gpio.pulse", Scope: "gpio.relay1"}}
+		}},
 		{ReasonApprovalRequired, func() { st.Approvals = []Approval{{ID: "ap1", Invocation: "inv-1"}} }},
 	}
 	for _, s := range steps {
