@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
@@ -187,10 +188,17 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return st, nil
 	}
 	methods := map[string]method{"status": status}
+	var grants *act.Grants
 	if store != nil {
 		for name, m := range ledgerMethods(store) {
 			methods[name] = m
 		}
+		if grants, err = act.LoadGrants(store, time.Now); err != nil {
+			log.Error("grants cannot be read: none is in force and the grant calls are refused", "err", err)
+		}
+	}
+	for name, m := range grantMethods(grants) {
+		methods[name] = m
 	}
 	admin := newAdminServer(ln, log, methods)
 	admin.serve()

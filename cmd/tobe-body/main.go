@@ -9,6 +9,7 @@
 //	tobe-body config schema       print the config schema
 //	tobe-body version             version, commit, board and build tags
 //	tobe-body ledger ...          stats, verify, backup, events, compact
+//	tobe-body grant ...           add, list, revoke what principals may do
 package main
 
 import (
@@ -92,6 +93,7 @@ commands:
   config schema        print the config schema (JSON Schema 2020-12)
   version              print version, commit, board and build tags
   ledger <command>     stats, verify, backup FILE, events, compact
+  grant <command>      add, list, revoke: what principals may do
 
 common flags:
   --data DIR           data directory (default /var/lib/tobe-body)
@@ -122,6 +124,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runVersion(rest, stdout, stderr)
 	case "ledger":
 		return runLedger(ctx, rest, stdout, stderr)
+	case "grant":
+		return runGrant(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
