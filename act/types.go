@@ -114,6 +114,7 @@ const (
 	ReasonRateLimited       Reason = "rate_limited"
 	ReasonApprovalRequired  Reason = "approval_required" // R3 without an approval bound to this invocation
 	ReasonResetNotLocal     Reason = "reset_not_local"   // only a local, deliberate act resets the e-stop
+	ReasonInvalidRequest    Reason = "invalid_request"   // a field of the request is missing or malformed; Detail names it
 )
 
 // Decision is the policy's answer.
@@ -139,7 +140,8 @@ func (d Decision) String() string {
 type Grant struct {
 	ID      string
 	Subject string // a principal's Subject
-	// Capability is a name or a prefix ending in a dot or "*" ("gpio.*").
+	// Capability is a name, a prefix of names ending in ".*" ("gpio.*"),
+	// or "*" for every capability (see CheckPattern).
 	Capability string
 	// Scope is a target or a pattern of targets ("gpio.relay1", "gpio.*",
 	// "*").
@@ -148,4 +150,9 @@ type Grant struct {
 	Revoked   bool
 	RevokedAt time.Time
 	By        string // who granted it
+
+	Added        time.Time // when it was granted
+	Reason       string    // why it was granted
+	RevokedBy    string
+	RevokeReason string
 }

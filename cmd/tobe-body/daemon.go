@@ -216,10 +216,17 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	for name, m := range estopMethods(estop) {
 		methods[name] = m
 	}
+	var grants *act.Grants
 	if store != nil {
 		for name, m := range ledgerMethods(store) {
 			methods[name] = m
 		}
+		if grants, err = act.LoadGrants(store, time.Now); err != nil {
+			log.Error("grants cannot be read: none is in force and the grant calls are refused", "err", err)
+		}
+	}
+	for name, m := range grantMethods(grants) {
+		methods[name] = m
 	}
 	admin := newAdminServer(ln, log, methods)
 	admin.serve()

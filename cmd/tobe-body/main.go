@@ -10,6 +10,7 @@
 //	tobe-body version             version, commit, board and build tags
 //	tobe-body ledger ...          stats, verify, backup, events, compact
 //	tobe-body estop ...           status, trip, reset
+//	tobe-body grant ...           add, list, revoke what principals may do
 package main
 
 import (
@@ -94,6 +95,7 @@ commands:
   version              print version, commit, board and build tags
   ledger <command>     stats, verify, backup FILE, events, compact
   estop <command>      status, trip (stop now), reset (a local administrator, line healthy)
+  grant <command>      add, list, revoke: what principals may do
 
 common flags:
   --data DIR           data directory (default /var/lib/tobe-body)
@@ -126,6 +128,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runLedger(ctx, rest, stdout, stderr)
 	case "estop":
 		return runEStop(ctx, rest, stdout, stderr)
+	case "grant":
+		return runGrant(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

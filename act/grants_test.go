@@ -1,0 +1,510 @@
+package act
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tobe-body/tobe-body/ledger"
+)
+
+// testClock is a clock tests move by hand.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func openTestLedger(t *testing.T, path string) *ledger.Store {
+	t.Helper()
+	s, err := ledger.Open(ledger.Options{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// newTestGrants opens a real ledger in a temporary directory and the
+// grants in it, on a clock standing at t0.
+func newTestGrants(t *testing.T) (*Grants, *ledger.Store) {
+	t.Helper()
+	store := openTestLedger(t, filepath.Join(t.TempDir(), "ledger.db"))
+	g, err := LoadGrants(store, func() time.Time { return t0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, store
+}
+
+func grantEvents(t *testing.T, store *ledger.Store) []ledger.Stored {
+	t.Helper()
+	evs, err := store.Events(ledger.Filter{Types: []string{"grant."}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+func TestGrantsAddRevokeAndReload(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	store := openTestLedger(t, path)
+	clock := &testClock{t: t0}
+	g, err := LoadGrants(store, clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.All()) != 0 {
+		t.Fatalf("a new ledger has grants: %+v", g.All())
+	}
+	ctx := t.Context()
+	relay, err := g.Add(ctx, Grant{Subject: "agent:pi", Capability: "gpio.set", Scope: "gpio.relay1",
+		Expires: t0.Add(24 * time.Hour).In(time.FixedZone("CET", 3600)), By: "admin:uid=0", Reason: "the heater"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if relay.ID == "" || !relay.Added.Equal(t0) || relay.Expires.Location() != time.UTC || !relay.Expires.Equal(t0.Add(24*time.Hour)) {
+		t.Errorf("added %+v", relay)
+	}
+	clock.Add(time.Minute)
+	led, err := g.Add(ctx, Grant{Subject: "agent:pi", Capability: "gpio.*", Scope: "gpio.led", By: "admin:uid=0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tone, err := g.Add(ctx, Grant{Subject: "rule:doorbell", Capability: "audio.tone", Scope: "*", By: "admin:uid=1000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(time.Minute)
+	revoked, err := g.Revoke(ctx, led.ID, "admin:uid=0", "not any more")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !revoked.Revoked || !revoked.RevokedAt.Equal(t0.Add(2*time.Minute)) || revoked.RevokedBy != "admin:uid=0" || revoked.RevokeReason != "not any more" {
+		t.Errorf("revoked %+v", revoked)
+	}
+	if got := ids(g.Active(t0.Add(time.Hour))); !reflect.DeepEqual(got, []string{relay.ID, tone.ID}) {
+		t.Errorf("active now %v, want the relay and the tone", got)
+	}
+	if got := ids(g.Active(t0.Add(24 * time.Hour))); !reflect.DeepEqual(got, []string{tone.ID}) {
+		t.Errorf("active in a day %v, want the tone: the relay expired", got)
+	}
+	all := g.All()
+	if got := ids(all); !reflect.DeepEqual(got, []string{relay.ID, led.ID, tone.ID}) {
+		t.Errorf("all %v", got)
+	}
+
+	// The ledger has the events, with the fields a person reads.
+	evs := grantEvents(t, store)
+	if len(evs) != 4 {
+		t.Fatalf("%d grant events, want 3 added and 1 revoked", len(evs))
+	}
+	var added grantAdded
+	if err := ledger.UnmarshalPayload(evs[0].Payload, &added); err != nil {
+		t.Fatal(err)
+	}
+	want := grantAdded{ID: relay.ID, Subject: "agent:pi", Capability: "gpio.set", Scope: "gpio.relay1", Expires: "2026-03-02T12:00:00Z", By: "admin:uid=0", Reason: "the heater"}
+	if evs[0].Type != EventGrantAdded || added != want {
+		t.Errorf("first event %s %+v, want %+v", evs[0].Type, added, want)
+	}
+	var rev grantRevoked
+	if err := ledger.UnmarshalPayload(evs[3].Payload, &rev); err != nil {
+		t.Fatal(err)
+	}
+	if evs[3].Type != EventGrantRevoked || rev != (grantRevoked{ID: led.ID, By: "admin:uid=0", Reason: "not any more"}) {
+		t.Errorf("last event %s %+v", evs[3].Type, rev)
+	}
+	if c := ledger.DefaultClasses().Of(evs[3].Type); c.Name != "audit" {
+		t.Errorf("grant events are of class %s, want audit", c.Name)
+	}
+
+	// Reopened, the ledger gives the same grants.
+	store.Close()
+	store = openTestLedger(t, path)
+	again, err := LoadGrants(store, clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameGrants(again.All(), all) {
+		t.Errorf("after reopening:\n%+v\nwant\n%+v", again.All(), all)
+	}
+}
+
+func ids(gs []Grant) []string {
+	var out []string
+	for _, g := range gs {
+		out = append(out, g.ID)
+	}
+	return out
+}
+
+func sameGrants(a, b []Grant) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if !x.Added.Equal(y.Added) || !x.Expires.Equal(y.Expires) || !x.RevokedAt.Equal(y.RevokedAt) {
+			return false
+		}
+		x.Added, x.Expires, x.RevokedAt = y.Added, y.Expires, y.RevokedAt
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+func TestGrantRefusals(t *testing.T) {
+	g, store := newTestGrants(t)
+	ok := Grant{Subject: "agent:pi", Capability: "gpio.set", Scope: "gpio.relay1", By: "admin:uid=0"}
+	for _, tc := range []struct {
+		name   string
+		change func(*Grant)
+		field  string
+	}{
+		{"empty subject", func(g *Grant) { g.Subject = "" }, "subject: empty"},
+		{"subject without kind", func(g *Grant) { g.Subject = "pi" }, "subject"},
+		{"subject of an unknown kind", func(g *Grant) { g.Subject = "robot:pi" }, "subject"},
+		{"subject with a space", func(g *Grant) { g.Subject = "agent:p i" }, "subject"},
+		{"subject with an empty name", func(g *Grant) { g.Subject = "agent:" }, "subject"},
+		{"empty capability", func(g *Grant) { g.Capability = "" }, "capability: empty"},
+		{"capability with a trailing dot", func(g *Grant) { g.Capability = "gpio." }, `write "gpio.*"`},
+		{"capability with a wildcard inside", func(g *Grant) { g.Capability = "gpio.*.set" }, "capability"},
+		{"capability glob", func(g *Grant) { g.Capability = "gpio*" }, `"*" stands alone`},
+		{"capability upper case", func(g *Grant) { g.Capability = "GPIO.set" }, "capability"},
+		{"estop.reset", func(g *Grant) { g.Capability = "estop.reset" }, "capability: estop.reset cannot be granted"},
+		{"empty scope", func(g *Grant) { g.Scope = "" }, "scope: empty"},
+		{"scope with an empty word", func(g *Grant) { g.Scope = "gpio..relay1" }, "scope"},
+		{"scope with a slash", func(g *Grant) { g.Scope = "../gpio" }, "scope"},
+		{"scope **", func(g *Grant) { g.Scope = "**" }, "scope"},
+		{"expiry in the past", func(g *Grant) { g.Expires = t0.Add(-time.Second) }, "expires"},
+		{"expiry now", func(g *Grant) { g.Expires = t0 }, "expires"},
+		{"no by", func(g *Grant) { g.By = "" }, "by: empty"},
+		{"reason with a newline", func(g *Grant) { g.Reason = "a\nb" }, "reason"},
+		{"reason not UTF-8", func(g *Grant) { g.Reason = "\xff" }, "reason"},
+		{"reason too long", func(g *Grant) { g.Reason = strings.Repeat("x", maxReasonLen+1) }, "reason"},
+		{"id given", func(g *Grant) { g.ID = "mine" }, "id"},
+		{"already revoked", func(g *Grant) { g.Revoked = true }, "revoked"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gr := ok
+			tc.change(&gr)
+			_, err := g.Add(t.Context(), gr)
+			if !errors.Is(err, ErrInvalidGrant) || !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("got %v, want an invalid grant naming %q", err, tc.field)
+			}
+		})
+	}
+	if n := len(grantEvents(t, store)); n != 0 || len(g.All()) != 0 {
+		t.Errorf("refused grants left %d events and %d grants", n, len(g.All()))
+	}
+	if _, err := g.Add(t.Context(), ok); err != nil {
+		t.Errorf("the valid grant: %v", err)
+	}
+}
+
+func TestGrantRevokeRefusals(t *testing.T) {
+	g, store := newTestGrants(t)
+	gr, err := g.Add(t.Context(), Grant{Subject: "agent:pi", Capability: "gpio.set", Scope: "gpio.relay1", By: "admin:uid=0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Revoke(t.Context(), "nope", "admin:uid=0", ""); !errors.Is(err, ErrUnknownGrant) {
+		t.Errorf("unknown id: %v", err)
+	}
+	if _, err := g.Revoke(t.Context(), gr.ID, "", ""); !errors.Is(err, ErrInvalidGrant) || !strings.Contains(err.Error(), "by") {
+		t.Errorf("no by: %v", err)
+	}
+	if _, err := g.Revoke(t.Context(), gr.ID, "admin:uid=0", "bell\a"); !errors.Is(err, ErrInvalidGrant) || !strings.Contains(err.Error(), "reason") {
+		t.Errorf("bad reason: %v", err)
+	}
+	if _, err := g.Revoke(t.Context(), gr.ID, "admin:uid=0", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Revoke(t.Context(), gr.ID, "admin:uid=0", ""); !errors.Is(err, ErrGrantRevoked) {
+		t.Errorf("second revoke: %v", err)
+	}
+	// The ledger refuses a second revocation by itself too: the grant is
+	// an aggregate at version 2.
+	p, _ := ledger.MarshalPayload(grantRevoked{ID: gr.ID, By: "admin:uid=0"})
+	_, err = store.Append(t.Context(), ledger.Event{Type: EventGrantRevoked, AggregateID: grantAggregate(gr.ID), AggregateVersion: 2, Payload: p})
+	if !errors.Is(err, ledger.ErrConflict) {
+		t.Errorf("a second revocation straight into the ledger: %v, want a conflict", err)
+	}
+	if n := len(grantEvents(t, store)); n != 2 {
+		t.Errorf("%d grant events, want 2", n)
+	}
+}
+
+// TestLoadGrantsFailsClosed: a grant record that cannot be read, or does
+// not follow from the ones before, is an error naming its sequence; it
+// is never skipped (a skipped revocation would give a grant back).
+func TestLoadGrantsFailsClosed(t *testing.T) {
+	added := func(id string) ledger.Event {
+		p, _ := ledger.MarshalPayload(grantAdded{ID: id, Subject: "agent:pi", Capability: "gpio.set", Scope: "gpio.relay1", By: "admin:uid=0"})
+		return ledger.Event{Type: EventGrantAdded, Payload: p}
+	}
+	revoked := func(id string) ledger.Event {
+		p, _ := ledger.MarshalPayload(grantRevoked{ID: id, By: "admin:uid=0"})
+		return ledger.Event{Type: EventGrantRevoked, Payload: p}
+	}
+	badPattern := added("b")
+	badPattern.Payload, _ = ledger.MarshalPayload(grantAdded{ID: "b", Subject: "agent:pi", Capability: "gpio.", Scope: "*", By: "admin:uid=0"})
+	badExpiry := added("c")
+	badExpiry.Payload, _ = ledger.MarshalPayload(grantAdded{ID: "c", Subject: "agent:pi", Capability: "gpio.set", Scope: "*", By: "admin:uid=0", Expires: "soon"})
+	extraField := added("d")
+	extraField.Payload, _ = ledger.MarshalPayload(map[string]string{"id": "d", "subject": "agent:pi", "capability": "*", "scope": "*", "by": "admin:uid=0", "trust": "max"})
+	for _, tc := range []struct {
+		name   string
+		events []ledger.Event
+		want   string
+	}{
+		{"revocation of a grant never added", []ledger.Event{added("a"), revoked("x")}, "event 2 (grant.revoked)"},
+		{"revoked twice", []ledger.Event{added("a"), revoked("a"), revoked("a")}, "event 3 (grant.revoked): revokes grant \"a\" a second time"},
+		{"added twice", []ledger.Event{added("a"), added("a")}, "event 2 (grant.added)"},
+		{"unknown grant event", []ledger.Event{added("a"), {Type: "grant.renewed"}}, "event 2 (grant.renewed): not a grant event"},
+		{"malformed pattern", []ledger.Event{badPattern}, "capability"},
+		{"malformed expiry", []ledger.Event{badExpiry}, "expires"},
+		{"unknown field", []ledger.Event{extraField}, "event 1 (grant.added): ledger: bad record"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := openTestLedger(t, filepath.Join(t.TempDir(), "ledger.db"))
+			for _, e := range tc.events {
+				if _, err := store.Append(t.Context(), e); err != nil {
+					t.Fatal(err)
+				}
+			}
+			g, err := LoadGrants(store, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v (%v), want an error with %q", g, err, tc.want)
+			}
+		})
+	}
+	if _, err := LoadGrants(nil, nil); err == nil {
+		t.Error("LoadGrants of no ledger")
+	}
+}
+
+func TestGrantsOnAClosedLedger(t *testing.T) {
+	g, store := newTestGrants(t)
+	gr, err := g.Add(t.Context(), Grant{Subject: "agent:pi", Capability: "gpio.set", Scope: "gpio.relay1", By: "admin:uid=0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	if _, err := g.Add(t.Context(), Grant{Subject: "agent:pi", Capability: "*", Scope: "*", By: "admin:uid=0"}); !errors.Is(err, ledger.ErrClosed) {
+		t.Errorf("add: %v, want the ledger's ErrClosed", err)
+	}
+	if _, err := g.Revoke(t.Context(), gr.ID, "admin:uid=0", ""); !errors.Is(err, ledger.ErrClosed) {
+		t.Errorf("revoke: %v, want the ledger's ErrClosed", err)
+	}
+	if all := g.All(); len(all) != 1 || all[0].Revoked {
+		t.Errorf("what was not written changed the grants: %+v", all)
+	}
+}
+
+// TestGrantsConcurrently adds and revokes from many goroutines while
+// others read; run with -race.
+func TestGrantsConcurrently(t *testing.T) {
+	g, store := newTestGrants(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	var readers sync.WaitGroup
+	for range 2 {
+		readers.Go(func() {
+			for ctx.Err() == nil {
+				for _, gr := range g.Active(t0) {
+					if gr.ID == "" {
+						t.Error("a grant without id")
+					}
+				}
+			}
+		})
+	}
+	var writers sync.WaitGroup
+	for i := range 8 {
+		writers.Go(func() {
+			gr, err := g.Add(ctx, Grant{Subject: fmt.Sprintf("agent:a%d", i), Capability: "gpio.set", Scope: "*", By: "admin:uid=0"})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if i%2 == 0 {
+				if _, err := g.Revoke(ctx, gr.ID, "admin:uid=0", ""); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	writers.Wait()
+	cancel()
+	readers.Wait()
+	if len(g.All()) != 8 || len(g.Active(t0)) != 4 || len(grantEvents(t, store)) != 12 {
+		t.Errorf("%d grants, %d active, %d events; want 8, 4, 12", len(g.All()), len(g.Active(t0)), len(grantEvents(t, store)))
+	}
+}
+
+var patternCases = []struct {
+	pattern string
+	ok      bool
+	match   []string
+	miss    []string
+}{
+	{"*", true, []string{"gpio.set", "a", "estop.reset"}, nil},
+	{"gpio.*", true, []string{"gpio.relay1", "gpio.a.b"}, []string{"gpio", "gpiox.relay1", "audio.gpio.x"}},
+	{"gpio.relay1", true, []string{"gpio.relay1"}, []string{"gpio.relay10", "gpio.relay", "gpio.relay1.x"}},
+	{"a.b-c_d.*", true, []string{"a.b-c_d.e"}, []string{"a.b-c_d"}},
+	{"relay-feedback", true, []string{"relay-feedback"}, nil},
+	{"9v", true, []string{"9v"}, nil},
+	{"", false, nil, []string{""}},
+	{"gpio.", false, nil, []string{"gpio.relay1"}},
+	{"gpio*", false, nil, []string{"gpio.relay1", "gpioa"}},
+	{"*.set", false, nil, []string{"gpio.set"}},
+	{"gpio.*.set", false, nil, []string{"gpio.a.set"}},
+	{"**", false, nil, []string{"gpio"}},
+	{".*", false, nil, []string{".x"}},
+	{".gpio", false, nil, []string{".gpio"}},
+	{"gpio..x", false, nil, nil},
+	{"-gpio", false, nil, []string{"-gpio"}},
+	{"gpio._x", false, nil, nil},
+	{"Gpio", false, nil, []string{"Gpio"}},
+	{"gpio relay", false, nil, []string{"gpio relay"}},
+	{"gpio/relay", false, nil, nil},
+	{"gpio.relay\x00", false, nil, []string{"gpio.relay\x00"}},
+	{strings.Repeat("a", maxNameLen), true, []string{strings.Repeat("a", maxNameLen)}, nil},
+	{strings.Repeat("a", maxNameLen+1), false, nil, nil},
+}
+
+func TestPatterns(t *testing.T) {
+	for _, tc := range patternCases {
+		err := CheckPattern(tc.pattern)
+		if (err == nil) != tc.ok {
+			t.Errorf("CheckPattern(%q) = %v, want ok %v", tc.pattern, err, tc.ok)
+		}
+		for _, n := range tc.match {
+			if !MatchPattern(tc.pattern, n) {
+				t.Errorf("%q does not match %q", tc.pattern, n)
+			}
+		}
+		for _, n := range tc.miss {
+			if MatchPattern(tc.pattern, n) {
+				t.Errorf("%q matches %q", tc.pattern, n)
+			}
+		}
+	}
+}
+
+// FuzzPattern: CheckPattern never panics; a pattern it refuses matches
+// nothing; one it accepts matches what its meaning says.
+func FuzzPattern(f *testing.F) {
+	for _, tc := range patternCases {
+		f.Add(tc.pattern, "gpio.relay1")
+	}
+	f.Fuzz(func(t *testing.T, p, name string) {
+		err := CheckPattern(p)
+		m := MatchPattern(p, name)
+		if err != nil {
+			if m {
+				t.Fatalf("malformed %q (%v) matches %q", p, err, name)
+			}
+			return
+		}
+		if !strings.ContainsRune(p, '*') && !MatchPattern(p, p) {
+			t.Fatalf("name %q does not match itself", p)
+		}
+		if prefix, ok := strings.CutSuffix(p, "*"); ok && prefix != "" && !MatchPattern(p, prefix+"x") {
+			t.Fatalf("%q does not match %q", p, prefix+"x")
+		}
+		var want bool
+		switch {
+		case p == "*":
+			want = true
+		case strings.HasSuffix(p, ".*"):
+			want = strings.HasPrefix(name, p[:len(p)-1]) && len(name) > len(p)-1
+		default:
+			want = name == p
+		}
+		if m != want {
+			t.Fatalf("MatchPattern(%q, %q) = %v, want %v", p, name, m, want)
+		}
+	})
+}
+
+var expiryCases = []struct {
+	in   string
+	want time.Time
+	err  string
+}{
+	{"", time.Time{}, ""},
+	{"never", time.Time{}, ""},
+	{"24h", t0.Add(24 * time.Hour), ""},
+	{"90m", t0.Add(90 * time.Minute), ""},
+	{"1h30m", t0.Add(90 * time.Minute), ""},
+	{"30d", t0.Add(30 * 24 * time.Hour), ""},
+	{"2026-03-02T00:00:00+01:00", time.Date(2026, 3, 1, 23, 0, 0, 0, time.UTC), ""},
+	{"0s", time.Time{}, "not in the future"},
+	{"0d", time.Time{}, "not in the future"},
+	{"-1h", time.Time{}, "not in the future"},
+	{"2026-03-01T12:00:00Z", time.Time{}, "not in the future"},
+	{"2020-01-01T00:00:00Z", time.Time{}, "not in the future"},
+	{"36501d", time.Time{}, "at most 36500 days"},
+	{"99999999999999999999d", time.Time{}, "at most"},
+	{"d", time.Time{}, "neither"},
+	{"1.5d", time.Time{}, "neither"},
+	{"tomorrow", time.Time{}, "neither"},
+	{"2026-03-02", time.Time{}, "neither"},
+	{"forever", time.Time{}, "neither"},
+}
+
+func TestParseExpiry(t *testing.T) {
+	for _, tc := range expiryCases {
+		got, err := ParseExpiry(tc.in, t0)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ParseExpiry(%q) = %v, %v; want an error with %q", tc.in, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !got.Equal(tc.want) || !got.IsZero() && got.Location() != time.UTC {
+			t.Errorf("ParseExpiry(%q) = %v, %v; want %v in UTC", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// FuzzParseExpiry: never panics; what it accepts is never or in the
+// future, in UTC, and a grant with it is accepted.
+func FuzzParseExpiry(f *testing.F) {
+	for _, tc := range expiryCases {
+		f.Add(tc.in)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ParseExpiry(s, t0)
+		if err != nil {
+			return
+		}
+		if !got.IsZero() && (!got.After(t0) || got.Location() != time.UTC) {
+			t.Fatalf("ParseExpiry(%q) = %v", s, got)
+		}
+		g := Grant{Subject: "agent:pi", Capability: "gpio.set", Scope: "*", By: "admin:uid=0", Expires: got}
+		if err := g.check(t0); err != nil {
+			t.Fatalf("ParseExpiry(%q) = %v, which a grant refuses: %v", s, got, err)
+		}
+	})
+}

@@ -1,0 +1,375 @@
+package act
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/ledger"
+)
+
+// The e-stop's own capabilities. They are decided before anything else:
+// a stop is never refused, and a reset is only ever local.
+const (
+	// CapabilityEStopTrip latches the e-stop. Any principal may ask for it
+	// at any time: stopping is always the safe direction.
+	CapabilityEStopTrip = "estop.trip"
+	// CapabilityEStopReset clears the latch. Only a local administrator
+	// may ask for it; the agent, MQTT and local rules are refused with
+	// reset_not_local.
+	CapabilityEStopReset = "estop.reset"
+)
+
+// Request is one thing a principal asks the body to do, as the policy
+// sees it.
+type Request struct {
+	// Principal is who asks, as the transport found it (never as the
+	// client claims).
+	Principal Principal
+	// Capability is the capability as the channel that offers it
+	// declares it (name and risk class), looked up by the runner: a
+	// client names a capability but never chooses its risk.
+	Capability Capability
+	// Target is the resource the request acts on ("gpio.relay1").
+	Target string
+	Mode   Mode
+	// CausedBy is the observation the request says caused it, or nil.
+	// Its trust lowers the request's effective trust; it never raises it.
+	CausedBy *Observation
+	// Approval names the approval the request comes with (R3 only).
+	Approval string
+	// Invocation is the invocation's id; an approval is bound to it.
+	Invocation string
+	// Note is what the requester or the environment said about the
+	// request, kept for the record. It is data: Decide never reads it.
+	Note string
+}
+
+// Approval lets one invocation of an R3 capability run. It is bound to
+// that invocation's id and to nothing else: not to a principal, a
+// capability or a target, so it cannot be used for a second invocation.
+type Approval struct {
+	ID         string
+	Invocation string
+	By         string // who approved
+}
+
+// SafetyRules are the body's global rules, from the config. They apply to
+// every principal, local administrators included.
+type SafetyRules struct {
+	// ForbidR3 refuses every R3 capability.
+	ForbidR3 bool `json:"forbid_r3,omitempty"`
+	// Forbidden refuses every request whose capability and target match
+	// one of these.
+	Forbidden []ForbiddenRule `json:"forbidden,omitempty"`
+}
+
+// ForbiddenRule forbids the capabilities matching Capability on the
+// targets matching Scope; both are patterns as in a Grant ("gpio.*",
+// "*"). A rule whose pattern is malformed forbids everything: a safety
+// rule fails closed. Check finds them.
+type ForbiddenRule struct {
+	Capability string `json:"capability"`
+	Scope      string `json:"scope"`
+}
+
+// Check says which rule is malformed, or nil.
+func (r SafetyRules) Check() error {
+	for i, f := range r.Forbidden {
+		if err := CheckPattern(f.Capability); err != nil {
+			return fmt.Errorf("forbidden[%d].capability: %w", i, err)
+		}
+		if err := CheckPattern(f.Scope); err != nil {
+			return fmt.Errorf("forbidden[%d].scope: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// State is everything Decide decides on besides the request. The runner
+// takes it fresh for each request.
+type State struct {
+	// Now is the time grants are judged at.
+	Now time.Time
+	// EStopLatched: the e-stop is latched.
+	EStopLatched bool
+	// EStopVerified: the e-stop line was read and its wiring checked.
+	// Without it nothing above R0 runs.
+	EStopVerified bool
+	Rules         SafetyRules
+	// Channel is the lifecycle state of the channel that offers the
+	// capability on the target; "" when no channel offers it.
+	Channel body.State
+	// Health is the self-state's degradation level.
+	Health body.Degradation
+	// LedgerWritable: the ledger takes new records. Without it nothing
+	// above R0 runs: no action whose record could not be written.
+	LedgerWritable bool
+	// Grants are every grant, expired and revoked ones too (Grants.All),
+	// so a refusal can say why a grant that once covered the request
+	// does not now.
+	Grants []Grant
+	// Approvals are the approvals given and not yet used.
+	Approvals []Approval
+}
+
+// MinTrust returns the lowest effective trust a request of risk r needs:
+// R0 low, R1 medium, R2 high, R3 max. It is fixed, not configured: a
+// config can forbid more (SafetyRules) but cannot lower the bar.
+func MinTrust(r Risk) ledger.Level {
+	switch r {
+	case R0:
+		return ledger.Low
+	case R1:
+		return ledger.Medium
+	case R2:
+		return ledger.High
+	}
+	return ledger.Max
+}
+
+// EffectiveTrust is the lowest of the session's trust and the trust of
+// the observation the request says caused it.
+func (r Request) EffectiveTrust() ledger.Level {
+	t := r.Principal.Trust
+	if r.CausedBy != nil && r.CausedBy.Trust < t {
+		t = r.CausedBy.Trust
+	}
+	return t
+}
+
+// Decide says whether the request may run. It is pure: it reads nothing
+// but its arguments (the time only from st.Now) and changes nothing, so
+// it is safe for concurrent use. Anything it does not allow is refused
+// (default deny) and every refusal names a Reason.
+//
+// The checks run in this order and the first refusal is the answer, so
+// the strictest rule always wins and a refusal names the most basic
+// thing that is wrong:
+//
+//  1. the e-stop's own capabilities: estop.trip is allowed to anyone
+//     always; estop.reset is refused with reset_not_local unless a local
+//     administrator asks, and with estop_unverified while the line cannot
+//     be read (the e-stop itself still checks the line's level and the
+//     press before it clears anything);
+//  2. estop_latched: the e-stop is latched; everything is refused, R0
+//     included;
+//  3. invalid_request: a field of the request is missing or malformed
+//     (Detail names it);
+//  4. estop_unverified: the e-stop line cannot be read; nothing above R0;
+//  5. safety_rule: a global safety rule forbids it;
+//  6. ledger_unavailable: the ledger cannot be written; nothing above R0;
+//  7. health_critical (only R0) and health_degraded (nothing above R1);
+//  8. the channel: unknown_capability (no channel offers it),
+//     channel_disabled (disabled, revoked, offline, error, discovered, or
+//     a state Decide does not know), channel_shadow (a shadow channel
+//     runs only shadow requests);
+//  9. risk_exceeds_trust: the effective trust, the lowest of the
+//     session's and the causing observation's, is below MinTrust;
+//  10. no_grant, grant_expired or grant_revoked: no valid grant of the
+//     principal's subject covers the capability and the target. A local
+//     administrator needs no grant for R0–R2 (the admin socket can grant
+//     anything anyway); for R3 it does;
+//  11. approval_required: R3 without an approval bound to this
+//     invocation.
+//
+// Rate limits are not part of Decide: Authorize consults a Limiter after
+// Decide allows.
+func Decide(req Request, st State) Decision {
+	switch req.Capability.Name {
+	case CapabilityEStopTrip:
+		return Decision{Allow: true, Detail: "a stop is always allowed"}
+	case CapabilityEStopReset:
+		if req.Principal.Kind != LocalAdmin {
+			return refuse(ReasonResetNotLocal, "only a local administrator or the reset input resets the e-stop, not %q", req.Principal.Kind)
+		}
+		if !st.EStopVerified {
+			return refuse(ReasonEStopUnverified, "the e-stop line cannot be read")
+		}
+		return Decision{Allow: true, Detail: "local reset"}
+	}
+	if st.EStopLatched {
+		return refuse(ReasonEStopLatched, "")
+	}
+	if field, why := req.invalid(); field != "" {
+		return refuse(ReasonInvalidRequest, "%s: %s", field, why)
+	}
+	risk := req.Capability.Risk
+	if !st.EStopVerified && risk > R0 {
+		return refuse(ReasonEStopUnverified, "the e-stop line cannot be read: only R0 runs")
+	}
+	if d, ok := st.Rules.refuses(req); ok {
+		return d
+	}
+	if !st.LedgerWritable && risk > R0 {
+		return refuse(ReasonLedgerUnavailable, "its record could not be written: only R0 runs")
+	}
+	switch {
+	case (st.Health >= body.LevelCritical || st.Health < body.LevelNormal) && risk > R0:
+		return refuse(ReasonHealthCritical, "the body is %s: only R0 runs", st.Health)
+	case st.Health >= body.LevelDegraded && risk > R1:
+		return refuse(ReasonHealthDegraded, "the body is %s: nothing above R1 runs", st.Health)
+	}
+	switch st.Channel {
+	case body.Enabled, body.Degraded:
+	case body.Shadow:
+		if req.Mode != Shadow {
+			return refuse(ReasonChannelShadow, "the channel only records; ask in shadow mode")
+		}
+	case "":
+		return refuse(ReasonUnknownCapability, "no channel offers %s on %s", req.Capability.Name, req.Target)
+	default:
+		return refuse(ReasonChannelDisabled, "the channel is %s", st.Channel)
+	}
+	if eff, need := req.EffectiveTrust(), MinTrust(risk); eff < need {
+		from := "the session"
+		if req.CausedBy != nil && req.CausedBy.Trust < req.Principal.Trust {
+			from = "observation " + req.CausedBy.EventID
+		}
+		return refuse(ReasonRiskExceedsTrust, "%s needs %s trust; the effective trust is %s (from %s)", risk, need, eff, from)
+	}
+	allow := Decision{Allow: true, Detail: "a local administrator needs no grant below R3"}
+	if req.Principal.Kind != LocalAdmin || risk > R2 {
+		d := coveringGrant(req, st.Grants, st.Now)
+		if !d.Allow {
+			return d
+		}
+		allow = d
+	}
+	if risk == R3 {
+		if d := approved(req, st.Approvals); !d.Allow {
+			return d
+		}
+		allow.Detail += "; approval " + req.Approval
+	}
+	return allow
+}
+
+func refuse(r Reason, format string, args ...any) Decision {
+	d := Decision{Reason: r}
+	if format != "" {
+		d.Detail = fmt.Sprintf(format, args...)
+	}
+	return d
+}
+
+// invalid names the first field of the request that is missing or
+// malformed and why, or returns "".
+func (r Request) invalid() (field, why string) {
+	p := r.Principal
+	switch p.Kind {
+	case AgentSession, MQTTCommand, LocalAdmin, LocalRule:
+	default:
+		return "principal.kind", fmt.Sprintf("unknown kind %q", p.Kind)
+	}
+	if err := checkSubject(p.Subject); err != nil {
+		return "principal.subject", err.Error()
+	}
+	if !strings.HasPrefix(p.Subject, string(p.Kind)+":") {
+		return "principal.subject", fmt.Sprintf("%q is not a subject of kind %s", p.Subject, p.Kind)
+	}
+	if p.Trust < ledger.Off || p.Trust > ledger.Max {
+		return "principal.trust", fmt.Sprintf("%s is not a trust level", p.Trust)
+	}
+	if err := checkName(r.Capability.Name); err != nil {
+		return "capability.name", err.Error()
+	}
+	if r.Capability.Risk > R3 {
+		return "capability.risk", fmt.Sprintf("%s is not a risk class", r.Capability.Risk)
+	}
+	if err := checkName(r.Target); err != nil {
+		return "target", err.Error()
+	}
+	switch r.Mode {
+	case Shadow, Simulation, Live:
+	default:
+		return "mode", fmt.Sprintf("unknown mode %q", r.Mode)
+	}
+	if r.Invocation == "" {
+		return "invocation", "empty"
+	}
+	if o := r.CausedBy; o != nil {
+		if o.EventID == "" {
+			return "caused_by.event_id", "empty"
+		}
+		if o.Trust < ledger.Off || o.Trust > ledger.Max {
+			return "caused_by.trust", fmt.Sprintf("%s is not a trust level", o.Trust)
+		}
+	}
+	return "", ""
+}
+
+// refuses tells whether a safety rule forbids the request.
+func (r SafetyRules) refuses(req Request) (Decision, bool) {
+	if r.ForbidR3 && req.Capability.Risk == R3 {
+		return refuse(ReasonSafetyRule, "R3 is forbidden on this body"), true
+	}
+	for i, f := range r.Forbidden {
+		capOK, scopeOK := CheckPattern(f.Capability) == nil, CheckPattern(f.Scope) == nil
+		if !capOK || !scopeOK {
+			return refuse(ReasonSafetyRule, "forbidden rule %d is malformed, so it forbids everything", i), true
+		}
+		if MatchPattern(f.Capability, req.Capability.Name) && MatchPattern(f.Scope, req.Target) {
+			return refuse(ReasonSafetyRule, "forbidden by rule %d (%s on %s)", i, f.Capability, f.Scope), true
+		}
+	}
+	return Decision{}, false
+}
+
+// coveringGrant finds a valid grant of the request's subject that covers
+// its capability and target.
+//
+// Only grants that would cover the request if they were still valid
+// count: same subject, capability pattern matching, scope pattern
+// matching. A grant of the same subject for another capability or
+// another target says nothing about this request, so it never turns
+// no_grant into grant_expired or grant_revoked. Among the covering
+// grants, any valid one allows. Otherwise a revoked one makes the answer
+// grant_revoked, even when an expired one covers too, and a grant that
+// was both revoked and expired counts as revoked: a revocation is a
+// person's deliberate decision, and the reason should not invite renewing
+// what someone took away. Only when every covering grant merely expired
+// is the answer grant_expired.
+func coveringGrant(req Request, grants []Grant, now time.Time) Decision {
+	var expired, revoked *Grant
+	for i := range grants {
+		g := &grants[i]
+		if g.Subject != req.Principal.Subject || !MatchPattern(g.Capability, req.Capability.Name) || !MatchPattern(g.Scope, req.Target) {
+			continue
+		}
+		switch {
+		case g.Revoked:
+			revoked = g
+		case g.ExpiredAt(now):
+			expired = g
+		default:
+			return Decision{Allow: true, Detail: "grant " + g.ID}
+		}
+	}
+	switch {
+	case revoked != nil:
+		return refuse(ReasonGrantRevoked, "grant %s was revoked at %s", revoked.ID, revoked.RevokedAt.UTC().Format(time.RFC3339))
+	case expired != nil:
+		return refuse(ReasonGrantExpired, "grant %s expired at %s", expired.ID, expired.Expires.UTC().Format(time.RFC3339))
+	}
+	return refuse(ReasonNoGrant, "no grant lets %s use %s on %s", req.Principal.Subject, req.Capability.Name, req.Target)
+}
+
+// approved tells whether the request comes with an approval bound to its
+// invocation.
+func approved(req Request, approvals []Approval) Decision {
+	if req.Approval == "" {
+		return refuse(ReasonApprovalRequired, "R3 runs only with an approval bound to invocation %s", req.Invocation)
+	}
+	for _, a := range approvals {
+		if a.ID != req.Approval {
+			continue
+		}
+		if a.Invocation == req.Invocation {
+			return Decision{Allow: true}
+		}
+		return refuse(ReasonApprovalRequired, "approval %s is bound to another invocation", a.ID)
+	}
+	return refuse(ReasonApprovalRequired, "no approval %s", req.Approval)
+}

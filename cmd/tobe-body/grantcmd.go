@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+const grantUsage = `usage: tobe-body grant <command> [flags]
+
+  add --subject S --capability C --scope T [--expires E] [--reason TEXT]
+                            let the principal S (agent:pi, mqtt:home, rule:night-light)
+                            use the capabilities C on the targets T; C and T are a name
+                            (gpio.relay1), a prefix ending in .* (gpio.*), or *; E is a
+                            duration (24h, 30d), an RFC 3339 time, or never (the default)
+  list [--all] [--json]     the grants in force; --all adds expired and revoked ones
+  revoke ID [--reason TEXT] take a grant back
+
+These talk to the running body through its admin socket; grants are kept
+in its ledger as grant.added and grant.revoked events.
+`
+
+// grantTimeout bounds one grant call: a change waits for its record to
+// be on disk.
+const grantTimeout = 30 * time.Second
+
+func runGrant(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, grantUsage)
+		return &exitError{code: 2}
+	}
+	sub, rest := args[0], args[1:]
+	var c common
+	fs := newFlagSet("grant "+sub, stderr, &c, true)
+	var add grantAddParams
+	var all, asJSON *bool
+	var reason *string
+	maxArgs := 0
+	switch sub {
+	case "add":
+		fs.StringVar(&add.Subject, "subject", "", "the principal's subject `S` (agent:pi)")
+		fs.StringVar(&add.Capability, "capability", "", "capability `C`: a name, a prefix ending in .*, or *")
+		fs.StringVar(&add.Scope, "scope", "", "targets `T`: a name, a prefix ending in .*, or *")
+		fs.StringVar(&add.Expires, "expires", "", "expiry `E`: a duration (24h, 30d), an RFC 3339 time, or never")
+		fs.StringVar(&add.Reason, "reason", "", "why, for the record")
+	case "list":
+		all = fs.Bool("all", false, "expired and revoked grants too")
+		asJSON = fs.Bool("json", false, "print JSON")
+	case "revoke":
+		reason = fs.String("reason", "", "why, for the record")
+		maxArgs = 1
+	default:
+		fmt.Fprint(stderr, grantUsage)
+		return usageError("grant: unknown command %q", sub)
+	}
+	pos, err := parse(fs, rest, maxArgs)
+	if err != nil {
+		return err
+	}
+	if sub == "add" {
+		for _, f := range []struct{ name, v string }{{"subject", add.Subject}, {"capability", add.Capability}, {"scope", add.Scope}} {
+			if f.v == "" {
+				return usageError("grant add: --%s is required", f.name)
+			}
+		}
+	}
+	if sub == "revoke" && len(pos) != 1 {
+		return usageError("grant revoke: want one grant ID")
+	}
+	sock, err := c.socketPath()
+	if err != nil {
+		return err
+	}
+	switch sub {
+	case "add":
+		var g grantView
+		if err := callAdminParams(ctx, sock, "grant.add", add, &g, grantTimeout); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "granted %s: %s may use %s on %s until %s\n", g.ID, g.Subject, g.Capability, g.Scope, expiry(g.Expires))
+	case "revoke":
+		var g grantView
+		if err := callAdminParams(ctx, sock, "grant.revoke", grantRevokeParams{ID: pos[0], Reason: *reason}, &g, grantTimeout); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "revoked %s: %s may no longer use %s on %s\n", g.ID, g.Subject, g.Capability, g.Scope)
+	case "list":
+		var list []grantView
+		if err := callAdminParams(ctx, sock, "grant.list", grantListParams{All: *all}, &list, grantTimeout); err != nil {
+			return err
+		}
+		if *asJSON {
+			if list == nil {
+				list = []grantView{}
+			}
+			return writeJSON(stdout, list)
+		}
+		printGrants(stdout, list, *all)
+	}
+	return nil
+}
+
+func expiry(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return t.Local().Format(time.RFC3339)
+}
+
+func printGrants(w io.Writer, list []grantView, all bool) {
+	if len(list) == 0 {
+		if all {
+			fmt.Fprintln(w, "no grants")
+		} else {
+			fmt.Fprintln(w, "no grants in force")
+		}
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSUBJECT\tCAPABILITY\tSCOPE\tEXPIRES\tSTATE\tBY\tREASON")
+	for _, g := range list {
+		why := g.Reason
+		if g.State == "revoked" && g.RevokeReason != "" {
+			why = "revoked: " + g.RevokeReason
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Subject, g.Capability, g.Scope, expiry(g.Expires), g.State, g.By, strings.ReplaceAll(why, "\t", " "))
+	}
+	tw.Flush()
+}
