@@ -22,6 +22,9 @@ bin/tobe-body run --board sim --data "$out/data" >/dev/null 2>"$out/stderr" &
 pid=$!
 
 rss() { awk '/^VmRSS:/ {print $2}' "/proc/$pid/status"; }
+# RssAnon is the heap and stacks; RssFile includes the ledger's memory map,
+# which grows with the events kept.
+split() { awk '/^RssAnon:/ {a=$2} /^RssFile:/ {f=$2} END {printf "anon %d KiB, file %d KiB", a, f}' "/proc/$pid/status"; }
 alive() {
 	if ! kill -0 "$pid" 2>/dev/null; then
 		echo "soak: the daemon exited:" >&2
@@ -34,13 +37,13 @@ sleep "$warmup"
 alive
 start=$(rss)
 cpu0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
-echo "soak: ${minutes} min of the sim board at full rate; RSS after ${warmup}s warm-up: ${start} KiB"
+echo "soak: ${minutes} min of the sim board at full rate; RSS after ${warmup}s warm-up: ${start} KiB ($(split))"
 i=0
 while [ "$i" -lt "$minutes" ]; do
 	sleep 60
 	alive
 	i=$((i + 1))
-	echo "soak: minute $i: RSS $(rss) KiB, $(awk '/^Threads:/ {print $2}' "/proc/$pid/status") threads"
+	echo "soak: minute $i: RSS $(rss) KiB ($(split)), $(awk '/^Threads:/ {print $2}' "/proc/$pid/status") threads"
 done
 end=$(rss)
 cpu1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
