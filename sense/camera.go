@@ -56,6 +56,7 @@ type CameraChannel struct {
 	det   *motion.Detector
 	snaps Snapshots
 	state CameraState
+	cpu   *CPU
 
 	tr []motion.Transition
 
@@ -84,6 +85,10 @@ func NewCameraChannel(out *Outlet, cam hal.Camera, cfg motion.Config, snaps Snap
 	}
 	return &CameraChannel{out: out, cam: cam, det: det, snaps: snaps, state: state}, nil
 }
+
+// SetCPU makes the channel take a slot of cpu for each frame it analyses
+// (call before Run).
+func (c *CameraChannel) SetCPU(cpu *CPU) { c.cpu = cpu }
 
 // Stats returns what the channel saw so far.
 func (c *CameraChannel) Stats() CameraChannelStats {
@@ -123,7 +128,17 @@ func (c *CameraChannel) Run(ctx context.Context) error {
 				c.state(true, nil)
 			}
 		}
+		if c.cpu != nil {
+			if err := c.cpu.Acquire(ctx); err != nil {
+				f.Release()
+				c.emit(c.det.Reset(c.tr[:0]), true)
+				return nil
+			}
+		}
 		c.tr, err = c.det.Process(f, c.tr[:0])
+		if c.cpu != nil {
+			c.cpu.Release()
+		}
 		if err != nil {
 			f.Release()
 			if errors.Is(err, motion.ErrTime) {

@@ -98,6 +98,9 @@ func newSenses(ds *devices, p *board.Profile, cfg config.Sense, dataDir string, 
 		return o
 	}
 	outlet := func(id, kind string) *sense.Outlet { return outletWith(id, kind, "") }
+	// Motion detection is the body's CPU-heavy work: it runs below
+	// GOMAXPROCS, so the e-stop's reader finds a free P.
+	heavy := sense.NewCPU(sense.HeavyWorkers())
 	for _, c := range ds.cams {
 		cc := cfg.Cameras[strings.TrimPrefix(c.id, "camera.")]
 		var snaps sense.Snapshots
@@ -110,6 +113,7 @@ func newSenses(ds *devices, p *board.Profile, cfg config.Sense, dataDir string, 
 			s.fail(c.id, err)
 			continue
 		}
+		ch.SetCPU(heavy)
 		s.cams = append(s.cams, senseCamera{id: c.id, cam: c.cam, ch: ch})
 		s.runs = append(s.runs, senseRun{c.id, ch.Run})
 	}
