@@ -11,13 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/ledger"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
