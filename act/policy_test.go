@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/ledger"
 )
