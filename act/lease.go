@@ -226,9 +226,11 @@ func (t *LeaseTable) Release(resource string, h Holder, epoch uint64) bool {
 // (a lease that had lapsed but that nobody had taken since counts too).
 // A person's hold stays, with its epoch bumped.
 //
-// It is the e-stop's: it takes no lock (not even the table's), never
-// waits, allocates nothing unless reason differs from the previous
-// call's, and costs one compare-and-swap per resource. The revocation of
+// It is the e-stop's: it takes no lock (not even the table's), so it
+// never parks behind a lock holder, allocates nothing unless reason
+// differs from the previous call's, and costs one compare-and-swap per
+// resource (retried only when it loses to another method changing that
+// resource at the same instant). The revocation of
 // a resource takes effect at its CAS; the bookkeeping (clearing the
 // holder) happens under the table's mutex the next time anyone touches
 // the resource. It is safe concurrently with every other method.
