@@ -3,7 +3,6 @@ package act
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -425,5 +424,3 @@ func measureTrips(tb testing.TB, n int) []time.Duration {
 	slices.Sort(lat)
 	return lat
 }
-
-var _ = fmt.Sprint

@@ -1,0 +1,486 @@
+package act
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/fxamacker/cbor/v2"
+
+	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/ledger"
+)
+
+// Status is where an invocation is in its lifecycle.
+type Status string
+
+// Lifecycle: proposed → (waiting_approval → approved) → running →
+// succeeded / failed / cancelled / compensated, or unknown when the
+// outcome cannot be confirmed.
+const (
+	Proposed        Status = "proposed"
+	WaitingApproval Status = "waiting_approval"
+	Approved        Status = "approved"
+	Running         Status = "running"
+	Succeeded       Status = "succeeded"
+	Failed          Status = "failed"
+	Cancelled       Status = "cancelled"
+	Refused         Status = "refused"
+	Compensated     Status = "compensated"
+	Unknown         Status = "unknown"
+)
+
+// Final tells whether nothing follows s.
+func (s Status) Final() bool {
+	switch s {
+	case Succeeded, Failed, Cancelled, Refused, Compensated, Unknown:
+		return true
+	}
+	return false
+}
+
+// Invocation is one request to act.
+type Invocation struct {
+	// ActionID is given by the runner.
+	ActionID string `cbor:"action_id" json:"action_id"`
+	// IdempotencyKey makes a repeat return the recorded result instead of
+	// acting again; the runner derives one from the action id if empty.
+	IdempotencyKey string            `cbor:"idempotency_key" json:"idempotency_key"`
+	WorkItemID     string            `cbor:"workitem_id,omitempty" json:"workitem_id,omitempty"`
+	Principal      Principal         `cbor:"-" json:"-"`
+	Capability     string            `cbor:"capability" json:"capability"`
+	Target         string            `cbor:"target" json:"target"`
+	Params         map[string]string `cbor:"params,omitempty" json:"params,omitempty"`
+	// Precondition and ExpectedPostcondition are what the channel checks
+	// before and verifies after, in its words ("relay1 low" / "relay1 high").
+	Precondition          string        `cbor:"precondition,omitempty" json:"precondition,omitempty"`
+	ExpectedPostcondition string        `cbor:"expected_postcondition,omitempty" json:"expected_postcondition,omitempty"`
+	Timeout               time.Duration `cbor:"-" json:"-"`
+	Mode                  Mode          `cbor:"mode" json:"mode"`
+	CausedBy              *Observation  `cbor:"-" json:"-"`
+	Approval              string        `cbor:"approval,omitempty" json:"approval,omitempty"`
+	Note                  string        `cbor:"note,omitempty" json:"note,omitempty"`
+}
+
+// Verification is the independent check after an action.
+type Verification struct {
+	// Result is "verified", "failed" or "unknown".
+	Result   string `cbor:"result" json:"result"`
+	Evidence string `cbor:"evidence" json:"evidence"`
+}
+
+// Result is what became of an invocation.
+type Result struct {
+	ActionID     string        `cbor:"action_id" json:"action_id"`
+	Status       Status        `cbor:"status" json:"status"`
+	Decision     Decision      `cbor:"-" json:"decision"`
+	Reason       Reason        `cbor:"reason,omitempty" json:"reason,omitempty"`
+	Detail       string        `cbor:"detail,omitempty" json:"detail,omitempty"`
+	Verification *Verification `cbor:"verification,omitempty" json:"verification,omitempty"`
+	Receipt      string        `cbor:"receipt,omitempty" json:"receipt,omitempty"`
+	// Repeat is true when this is the recorded result of an earlier
+	// invocation with the same idempotency key: nothing was done again.
+	Repeat bool `cbor:"-" json:"repeat,omitempty"`
+}
+
+// Action is one action channel's capability, as the runner drives it.
+type Action interface {
+	Capability() Capability
+	// Channel is the registry id of the channel that offers the
+	// capability on target ("gpio.relay1"), or an error naming what is
+	// wrong with target or params.
+	Channel(target string, params map[string]string) (string, error)
+	// Do acts; it returns a receipt for the record. It must stop when ctx
+	// is cancelled (e-stop, timeout, the owning session's end) and leave
+	// the world safe.
+	Do(ctx context.Context, inv *Invocation) (string, error)
+	// Verify reads the world back, independently of Do's own report.
+	Verify(ctx context.Context, inv *Invocation) Verification
+}
+
+// Journal is where the runner records every step: the ledger.
+type Journal interface {
+	Append(ctx context.Context, events ...ledger.Event) ([]ledger.Result, error)
+}
+
+// Environment is what the policy needs to know about the body now.
+type Environment struct {
+	EStop    *EStop
+	Registry *body.Registry
+	// Health returns the self-state level.
+	Health func() body.Degradation
+	// Grants returns every grant (Grants.All).
+	Grants   func() []Grant
+	Rules    SafetyRules
+	Limiter  *Limiter
+	Leases   *LeaseTable
+	Now      func() time.Time
+	NewID    func() string
+	LeaseTTL time.Duration
+}
+
+// Runner is the only path to side effects. Submit runs an invocation
+// through policy, a lease, the action and its verification, recording
+// each step in the journal before it is taken; CancelAll (the e-stop) and
+// EndSession cancel what runs.
+type Runner struct {
+	env     Environment
+	journal Journal
+
+	mu       sync.Mutex // the runner's own: never held while the journal or an action is waited on
+	actions  map[string]Action
+	running  map[string]*run // by action id
+	byKey    map[string]*flight
+	ledgerOK bool
+}
+
+type run struct {
+	inv    *Invocation
+	cancel context.CancelCauseFunc
+}
+
+// flight is one idempotency key's invocation: later callers with the
+// same key wait for its result.
+type flight struct {
+	done chan struct{}
+	res  Result
+}
+
+// NewRunner makes a runner that records to j.
+func NewRunner(env Environment, j Journal) *Runner {
+	if env.Now == nil {
+		env.Now = time.Now
+	}
+	if env.NewID == nil {
+		env.NewID = func() string { return ledger.NewID().String() }
+	}
+	if env.LeaseTTL == 0 {
+		env.LeaseTTL = 30 * time.Second
+	}
+	return &Runner{env: env, journal: j, actions: map[string]Action{}, running: map[string]*run{}, byKey: map[string]*flight{}, ledgerOK: true}
+}
+
+// Register adds an action channel's capability; a second one with the
+// same name is refused.
+func (r *Runner) Register(a Action) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	name := a.Capability().Name
+	if _, dup := r.actions[name]; dup {
+		return fmt.Errorf("act: capability %q registered twice", name)
+	}
+	r.actions[name] = a
+	return nil
+}
+
+// Capabilities lists what the runner can do, by name.
+func (r *Runner) Capabilities() []Capability {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Capability
+	for _, a := range r.actions {
+		out = append(out, a.Capability())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// errCancelled causes carry the reason into the record.
+type cancelCause struct{ reason Reason }
+
+func (c cancelCause) Error() string { return string(c.reason) }
+
+// CancelAll cancels every running invocation (the e-stop's path: it takes
+// only the runner's own lock and waits for nothing) and returns their ids.
+func (r *Runner) CancelAll(reason Reason) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := make([]string, 0, len(r.running))
+	for id, ru := range r.running {
+		ru.cancel(cancelCause{reason})
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// EndSession cancels what the session owns (its transport dropped).
+func (r *Runner) EndSession(session string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ids []string
+	for id, ru := range r.running {
+		if ru.inv.Principal.Session == session {
+			ru.cancel(cancelCause{"session_ended"})
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// Submit runs inv and returns what became of it. A repeat of an
+// idempotency key already seen returns that invocation's result (waiting
+// for it if it still runs) and acts no second time.
+func (r *Runner) Submit(ctx context.Context, inv Invocation) Result {
+	if inv.IdempotencyKey == "" {
+		inv.IdempotencyKey = r.env.NewID()
+	}
+	key := inv.Principal.Subject + "\x00" + inv.IdempotencyKey
+	r.mu.Lock()
+	if f, ok := r.byKey[key]; ok {
+		r.mu.Unlock()
+		select {
+		case <-f.done:
+			res := f.res
+			res.Repeat = true
+			return res
+		case <-ctx.Done():
+			return Result{Status: Unknown, Detail: "gave up waiting for the first invocation with this key: " + ctx.Err().Error(), Repeat: true}
+		}
+	}
+	f := &flight{done: make(chan struct{})}
+	r.byKey[key] = f
+	r.mu.Unlock()
+	f.res = r.submit(ctx, &inv)
+	close(f.done)
+	return f.res
+}
+
+func (r *Runner) submit(ctx context.Context, inv *Invocation) Result {
+	inv.ActionID = r.env.NewID()
+	if inv.Mode == "" {
+		inv.Mode = Live
+	}
+	r.mu.Lock()
+	a := r.actions[inv.Capability]
+	r.mu.Unlock()
+	var capab Capability
+	var channel string
+	var chErr error
+	if a != nil {
+		capab = a.Capability()
+		if rt, ok := a.(interface{ RiskOf(string) Risk }); ok {
+			capab.Risk = rt.RiskOf(inv.Target)
+		}
+		channel, chErr = a.Channel(inv.Target, inv.Params)
+	} else {
+		capab = Capability{Name: inv.Capability, Risk: R3}
+	}
+	// proposed, with the decision: the record comes before anything else.
+	d := r.decide(inv, capab, channel)
+	switch {
+	case a == nil:
+		d = Decision{Reason: ReasonUnknownCapability, Detail: fmt.Sprintf("no channel offers %q", inv.Capability)}
+	case chErr != nil && (d.Allow || d.Reason == ReasonUnknownCapability):
+		d = Decision{Reason: ReasonInvalidRequest, Detail: chErr.Error()}
+	}
+	if err := r.record(ctx, inv, Proposed, map[string]any{"decision": decisionView(d), "risk": capab.Risk.String(), "principal": inv.Principal.Subject,
+		"session": inv.Principal.Session, "mode": string(inv.Mode)}); err != nil {
+		return Result{ActionID: inv.ActionID, Status: Refused, Reason: ReasonLedgerUnavailable, Detail: err.Error(), Decision: Decision{Reason: ReasonLedgerUnavailable}}
+	}
+	if !d.Allow {
+		res := Result{ActionID: inv.ActionID, Status: Refused, Decision: d, Reason: d.Reason, Detail: d.Detail}
+		r.recordResult(inv, res)
+		return res
+	}
+	// A lease on a shared resource, checked again (fencing) just before
+	// acting.
+	var epoch uint64
+	if capab.Shared && r.env.Leases != nil {
+		l, ld := r.env.Leases.Acquire(inv.Target, HolderOf(inv.Principal), r.env.LeaseTTL, r.env.Now())
+		if !ld.Allow {
+			res := Result{ActionID: inv.ActionID, Status: Refused, Decision: ld, Reason: ld.Reason, Detail: ld.Detail}
+			r.recordResult(inv, res)
+			return res
+		}
+		epoch = l.Epoch
+	}
+	if inv.Mode == Shadow {
+		res := Result{ActionID: inv.ActionID, Status: Succeeded, Decision: d, Receipt: "shadow: recorded, nothing done",
+			Verification: &Verification{Result: "unknown", Evidence: "shadow mode acts on nothing"}}
+		r.recordResult(inv, res)
+		return res
+	}
+	// running: durable before the side effect.
+	timeout := inv.Timeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	actx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	actx, stopTimeout := context.WithTimeout(actx, timeout)
+	defer stopTimeout()
+	r.mu.Lock()
+	r.running[inv.ActionID] = &run{inv: inv, cancel: cancel}
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.running, inv.ActionID)
+		r.mu.Unlock()
+		cancel(nil)
+	}()
+	// The e-stop may have tripped since the decision: it is checked again
+	// with the invocation registered, so a trip now either sees it and
+	// cancels it, or came before and is seen here.
+	if r.env.EStop != nil && r.env.EStop.Latched() {
+		res := Result{ActionID: inv.ActionID, Status: Cancelled, Reason: ReasonEStopLatched, Detail: "the e-stop tripped before the action started"}
+		r.recordResult(inv, res)
+		return res
+	}
+	if err := r.record(ctx, inv, Running, nil); err != nil {
+		res := Result{ActionID: inv.ActionID, Status: Refused, Reason: ReasonLedgerUnavailable, Detail: err.Error()}
+		return res
+	}
+	if capab.Shared && r.env.Leases != nil {
+		if fd := r.env.Leases.Check(inv.Target, HolderOf(inv.Principal), epoch, r.env.Now()); !fd.Allow {
+			res := Result{ActionID: inv.ActionID, Status: Cancelled, Reason: fd.Reason, Detail: fd.Detail}
+			r.recordResult(inv, res)
+			return res
+		}
+	}
+	receipt, err := a.Do(actx, inv)
+	res := Result{ActionID: inv.ActionID, Decision: d, Receipt: receipt}
+	switch {
+	case context.Cause(actx) != nil && errors.As(context.Cause(actx), new(cancelCause)):
+		var cc cancelCause
+		errors.As(context.Cause(actx), &cc)
+		res.Status, res.Reason = Cancelled, cc.reason
+		res.Detail = "cancelled: " + string(cc.reason)
+	case errors.Is(actx.Err(), context.DeadlineExceeded):
+		res.Status, res.Detail = Failed, fmt.Sprintf("timed out after %v", timeout)
+	case err != nil:
+		res.Status, res.Detail = Failed, err.Error()
+	}
+	// Independent verification, whatever Do said.
+	vctx, vcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	v := a.Verify(vctx, inv)
+	vcancel()
+	res.Verification = &v
+	if res.Status == "" {
+		switch v.Result {
+		case "verified":
+			res.Status = Succeeded
+		case "failed":
+			res.Status, res.Detail = Failed, "verification failed: "+v.Evidence
+		default:
+			res.Status, res.Detail = Unknown, "the result could not be confirmed: "+v.Evidence
+		}
+	}
+	r.recordResult(inv, res)
+	if capab.Shared && r.env.Leases != nil {
+		r.env.Leases.Release(inv.Target, HolderOf(inv.Principal), epoch)
+	}
+	return res
+}
+
+func decisionView(d Decision) map[string]string {
+	m := map[string]string{"allow": fmt.Sprint(d.Allow)}
+	if d.Reason != "" {
+		m["reason"] = string(d.Reason)
+	}
+	if d.Detail != "" {
+		m["detail"] = d.Detail
+	}
+	return m
+}
+
+// decide asks the policy with the body's state now.
+func (r *Runner) decide(inv *Invocation, c Capability, channel string) Decision {
+	st := State{Now: r.env.Now(), Rules: r.env.Rules, Health: body.LevelCritical, EStopLatched: true}
+	if e := r.env.EStop; e != nil {
+		st.EStopLatched, st.EStopVerified = e.Latched(), e.Verified()
+	}
+	if r.env.Health != nil {
+		st.Health = r.env.Health()
+	}
+	if r.env.Grants != nil {
+		st.Grants = r.env.Grants()
+	}
+	if r.env.Registry != nil && channel != "" {
+		if ch, err := r.env.Registry.Get(channel); err == nil {
+			st.Channel = ch.State
+		}
+	}
+	r.mu.Lock()
+	st.LedgerWritable = r.ledgerOK
+	r.mu.Unlock()
+	req := Request{Principal: inv.Principal, Capability: c, Target: inv.Target, Mode: inv.Mode, CausedBy: inv.CausedBy,
+		Approval: inv.Approval, Invocation: inv.ActionID, Note: inv.Note}
+	return Authorize(req, st, r.env.Limiter)
+}
+
+// record appends one lifecycle step. A failure marks the ledger unwritable
+// for the policy (nothing above R0 until a write succeeds again).
+func (r *Runner) record(ctx context.Context, inv *Invocation, s Status, extra map[string]any) error {
+	payload := map[string]any{"status": string(s), "invocation": inv}
+	for k, v := range extra {
+		payload[k] = v
+	}
+	p, err := ledger.MarshalPayload(payload)
+	if err != nil {
+		return err
+	}
+	ev := ledger.Event{Type: "action." + string(s), ChannelID: inv.Capability, Provenance: ledger.Told, Trust: inv.Principal.Trust,
+		Privacy: ledger.Internal, AggregateID: "action:" + inv.ActionID, Payload: p}
+	if s == Proposed {
+		ev.DedupeKey = "action:" + inv.Principal.Subject + ":" + inv.IdempotencyKey
+	}
+	_, err = r.journal.Append(context.WithoutCancel(ctx), ev)
+	r.mu.Lock()
+	r.ledgerOK = err == nil
+	r.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("act: the record of %s %s could not be written: %w", inv.ActionID, s, err)
+	}
+	return nil
+}
+
+func (r *Runner) recordResult(inv *Invocation, res Result) {
+	extra := map[string]any{"result": res}
+	r.record(context.Background(), inv, res.Status, extra)
+}
+
+// Recover runs at start, before any request: invocations the ledger
+// shows as started but never finished (the body stopped while they ran)
+// are not run again. Outputs start at their safe levels, so what such an
+// action did cannot be confirmed: each is recorded as unknown, for a
+// person to look at. It returns their ids.
+func (r *Runner) Recover(ctx context.Context, store *ledger.Store) ([]string, error) {
+	evs, err := store.Events(ledger.Filter{Types: []string{"action."}, Limit: 1 << 30})
+	if err != nil {
+		return nil, fmt.Errorf("act: recover: %w", err)
+	}
+	last := map[string]ledger.Stored{}
+	var order []string
+	for _, e := range evs {
+		if _, seen := last[e.AggregateID]; !seen {
+			order = append(order, e.AggregateID)
+		}
+		last[e.AggregateID] = e
+	}
+	var ids []string
+	for _, agg := range order {
+		e := last[agg]
+		if Status(e.Type[len("action."):]).Final() {
+			continue
+		}
+		var p map[string]cbor.RawMessage
+		var inv Invocation
+		if err := ledger.UnmarshalPayload(e.Payload, &p); err != nil {
+			return ids, fmt.Errorf("act: recover %s: %w", agg, err)
+		}
+		if err := ledger.UnmarshalPayload(p["invocation"], &inv); err != nil {
+			return ids, fmt.Errorf("act: recover %s: %w", agg, err)
+		}
+		res := Result{ActionID: inv.ActionID, Status: Unknown,
+			Detail: "the body stopped while this action was " + e.Type[len("action."):] + "; it was not run again, and its outputs started at their safe levels"}
+		if err := r.record(ctx, &inv, Unknown, map[string]any{"result": res}); err != nil {
+			return ids, err
+		}
+		ids = append(ids, inv.ActionID)
+	}
+	return ids, nil
+}

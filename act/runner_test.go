@@ -1,0 +1,246 @@
+package act
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/hal"
+	"github.com/tobe-body/tobe-body/hal/haltest"
+	"github.com/tobe-body/tobe-body/ledger"
+)
+
+// bench is a runner on fake pins with a real ledger: a relay (R2, with a
+// feedback contact) and an LED (R1), an e-stop, a lease table, and a
+// grant for agent:pi on gpio.*.
+type bench struct {
+	r          *Runner
+	store      *ledger.Store
+	estop      *rig
+	relay, led *haltest.LineOut
+	fb         *haltest.LineIn
+	reg        *body.Registry
+	agent      Principal
+	health     body.Degradation
+}
+
+func newBench(t *testing.T) *bench {
+	t.Helper()
+	b := &bench{estop: newRig(t, false), health: body.LevelNormal,
+		agent: Principal{Kind: AgentSession, Subject: "agent:pi", Session: "s1", Trust: ledger.High}}
+	b.store = openTestLedger(t, filepath.Join(t.TempDir(), "ledger.db"))
+	b.estop.e.Check()
+	b.relay, b.led = b.estop.relay, b.estop.led
+	b.fb = b.estop.chip.AddIn("RELAY1_FB", hal.Low)
+	fb, err := b.estop.chip.In("RELAY1_FB", hal.InConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.reg = body.NewRegistry(time.Now)
+	for _, id := range []string{"gpio.relay1", "gpio.led"} {
+		b.reg.Register(body.Channel{ID: id, Kind: "gpio-out", State: body.Enabled})
+	}
+	set, pulse := NewGPIOActions([]*GPIOOutput{
+		{Name: "relay1", Channel: "gpio.relay1", Line: b.estop.relayOut, Risk: R2, Feedback: fb, FeedbackActive: hal.High, MaxOn: time.Minute},
+		{Name: "led", Channel: "gpio.led", Line: b.estop.ledOut, Risk: R1},
+	}, nil)
+	grants := []Grant{{ID: "g1", Subject: "agent:pi", Capability: "gpio.*", Scope: "gpio.*", By: "admin:uid=0"}}
+	b.r = NewRunner(Environment{EStop: b.estop.e, Registry: b.reg, Health: func() body.Degradation { return b.health },
+		Grants: func() []Grant { return grants }, Leases: NewLeaseTable(time.Minute)}, b.store)
+	b.estop.e.SetRunner(b.r, b.r.env.Leases)
+	for _, a := range []Action{set, pulse} {
+		if err := b.r.Register(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b
+}
+
+func (b *bench) types(t *testing.T, actionID string) []string {
+	t.Helper()
+	evs, err := b.store.Events(ledger.Filter{Types: []string{"action."}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range evs {
+		if e.AggregateID == "action:"+actionID {
+			out = append(out, e.Type)
+		}
+	}
+	return out
+}
+
+func TestRunnerLifecycle(t *testing.T) {
+	b := newBench(t)
+	// The feedback contact follows the relay, as a good relay's does.
+	res := b.r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "gpio.set", Target: "gpio.led", Params: map[string]string{"state": "on"}})
+	if res.Status != Succeeded || res.Verification == nil || res.Verification.Result != "verified" || b.led.Level() != hal.Low {
+		t.Fatalf("led on: %+v %+v", res, res.Verification)
+	}
+	if got := strings.Join(b.types(t, res.ActionID), " "); got != "action.proposed action.running action.succeeded" {
+		t.Errorf("recorded %s", got)
+	}
+	for _, tc := range []struct {
+		name   string
+		inv    Invocation
+		prep   func()
+		status Status
+		reason Reason
+		detail string
+	}{
+		{"no grant for another principal", Invocation{Principal: Principal{Kind: MQTTCommand, Subject: "mqtt:home", Trust: ledger.High}, Capability: "gpio.set", Target: "gpio.led", Params: map[string]string{"state": "on"}}, nil, Refused, ReasonNoGrant, ""},
+		{"unknown capability", Invocation{Principal: b.agent, Capability: "door.open", Target: "door"}, nil, Refused, ReasonUnknownCapability, `no channel offers "door.open"`},
+		{"bad params", Invocation{Principal: b.agent, Capability: "gpio.set", Target: "gpio.led", Params: map[string]string{"state": "maybe"}}, nil, Refused, ReasonInvalidRequest, `params.state "maybe"`},
+		{"set on an output with a maximum on-time", Invocation{Principal: b.agent, Capability: "gpio.set", Target: "gpio.relay1", Params: map[string]string{"state": "on"}}, nil, Refused, ReasonInvalidRequest, "use gpio.pulse"},
+		{"health degraded: nothing above R1", Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.relay1", Params: map[string]string{"duration_ms": "10"}}, func() { b.health = body.LevelDegraded }, Refused, ReasonHealthDegraded, ""},
+		{"a dead relay fails its verification", Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.relay1", Params: map[string]string{"duration_ms": "10"}}, func() { b.health = body.LevelNormal; b.fb.Set(hal.High, hal.MonoNow()) }, Failed, "", "feedback RELAY1_FB reads high"},
+		{"shadow mode records only", Invocation{Principal: b.agent, Capability: "gpio.set", Target: "gpio.led", Mode: Shadow, Params: map[string]string{"state": "off"}}, nil, Succeeded, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.prep != nil {
+				tc.prep()
+			}
+			res := b.r.Submit(context.Background(), tc.inv)
+			if res.Status != tc.status || res.Reason != tc.reason || !strings.Contains(res.Detail, tc.detail) {
+				t.Errorf("got %s %s %q, want %s %s %q", res.Status, res.Reason, res.Detail, tc.status, tc.reason, tc.detail)
+			}
+			recs := b.types(t, res.ActionID)
+			if len(recs) < 2 || recs[0] != "action.proposed" || recs[len(recs)-1] != "action."+string(tc.status) {
+				t.Errorf("recorded %v", recs)
+			}
+		})
+	}
+}
+
+// The same invocation sent 100 times at once acts once.
+func TestRunnerIdempotency(t *testing.T) {
+	b := newBench(t)
+	var wg sync.WaitGroup
+	results := make([]Result, 100)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = b.r.Submit(context.Background(), Invocation{Principal: b.agent, IdempotencyKey: "k-1", Capability: "gpio.set", Target: "gpio.led", Params: map[string]string{"state": "on"}})
+		}()
+	}
+	wg.Wait()
+	first, repeats := 0, 0
+	for _, r := range results {
+		if r.Status != Succeeded || r.ActionID != results[0].ActionID {
+			t.Fatalf("result %+v differs from %+v", r, results[0])
+		}
+		if r.Repeat {
+			repeats++
+		} else {
+			first++
+		}
+	}
+	// The LED was requested at its safe level (one write), then driven on once.
+	if w := b.led.Writes(); len(w) != 2 || first != 1 || repeats != 99 {
+		t.Errorf("writes %v, %d first and %d repeats; want one side effect", w, first, repeats)
+	}
+}
+
+// E1 with the runner: the e-stop cancels a running pulse; the relay is
+// safe, the invocation is cancelled with reason estop, and new requests
+// are refused.
+func TestEStopCancelsARunningPulse(t *testing.T) {
+	b := newBench(t)
+	b.fb.Set(hal.High, hal.MonoNow()) // the relay's contact follows it
+	done := make(chan Result, 1)
+	go func() {
+		done <- b.r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.relay1", Params: map[string]string{"duration_ms": "60000"}})
+	}()
+	for b.relay.Level() != hal.High {
+		time.Sleep(time.Millisecond) // the runner's goroutine driving the relay
+	}
+	b.fb.Set(hal.Low, hal.MonoNow())
+	trip := b.estop.e.Trip("line_open", hal.MonoNow())
+	res := <-done
+	if res.Status != Cancelled || res.Reason != ReasonEStopLatched || b.relay.Level() != hal.Low {
+		t.Errorf("pulse after the trip: %+v, relay %v", res, b.relay.Level())
+	}
+	if len(trip.Cancelled) != 1 || trip.Cancelled[0] != res.ActionID {
+		t.Errorf("the trip cancelled %v, want %s", trip.Cancelled, res.ActionID)
+	}
+	again := b.r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "gpio.set", Target: "gpio.led", Params: map[string]string{"state": "on"}})
+	if again.Status != Refused || again.Reason != ReasonEStopLatched {
+		t.Errorf("a request while latched: %+v", again)
+	}
+}
+
+// E7: actions owned by a session stop when it ends; others go on.
+func TestEndSessionStopsItsActions(t *testing.T) {
+	b := newBench(t)
+	b.fb.Set(hal.High, hal.MonoNow())
+	done := make(chan Result, 1)
+	go func() {
+		done <- b.r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.relay1", Params: map[string]string{"duration_ms": "60000"}})
+	}()
+	for b.relay.Level() != hal.High {
+		time.Sleep(time.Millisecond)
+	}
+	if ids := b.r.EndSession("another"); len(ids) != 0 {
+		t.Errorf("another session's end cancelled %v", ids)
+	}
+	b.fb.Set(hal.Low, hal.MonoNow())
+	ids := b.r.EndSession("s1")
+	res := <-done
+	if len(ids) != 1 || res.Status != Cancelled || res.Reason != "session_ended" || b.relay.Level() != hal.Low {
+		t.Errorf("cancelled %v; %+v relay %v", ids, res, b.relay.Level())
+	}
+}
+
+// A failing ledger: nothing whose record cannot be written runs.
+func TestRunnerWithoutItsRecord(t *testing.T) {
+	b := newBench(t)
+	b.r.journal = failingJournal{}
+	res := b.r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "gpio.set", Target: "gpio.led", Params: map[string]string{"state": "on"}})
+	if res.Status != Refused || res.Reason != ReasonLedgerUnavailable || b.led.Level() != hal.High {
+		t.Errorf("%+v, led %v: want refused and the LED untouched", res, b.led.Level())
+	}
+}
+
+type failingJournal struct{}
+
+func (failingJournal) Append(context.Context, ...ledger.Event) ([]ledger.Result, error) {
+	return nil, errors.New("disk full")
+}
+
+// E6's runner half: an invocation left running when the body stopped is
+// not run again at start; it is recorded unknown.
+func TestRecoverMarksUnfinishedUnknown(t *testing.T) {
+	b := newBench(t)
+	inv := Invocation{ActionID: "a-interrupted", IdempotencyKey: "k", Principal: b.agent, Capability: "gpio.set", Target: "gpio.relay1", Mode: Live}
+	if err := b.r.record(context.Background(), &inv, Proposed, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.r.record(context.Background(), &inv, Running, nil); err != nil {
+		t.Fatal(err)
+	}
+	done := b.r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "gpio.set", Target: "gpio.led", Params: map[string]string{"state": "on"}})
+	writes := len(b.relay.Writes())
+	ids, err := b.r.Recover(context.Background(), b.store)
+	if err != nil || len(ids) != 1 || ids[0] != "a-interrupted" {
+		t.Fatalf("recovered %v %v", ids, err)
+	}
+	if got := strings.Join(b.types(t, "a-interrupted"), " "); got != "action.proposed action.running action.unknown" {
+		t.Errorf("recorded %s", got)
+	}
+	if got := b.types(t, done.ActionID); got[len(got)-1] != "action.succeeded" {
+		t.Errorf("a finished action was touched: %v", got)
+	}
+	if len(b.relay.Writes()) != writes {
+		t.Error("recovery drove an output")
+	}
+	if again, _ := b.r.Recover(context.Background(), b.store); len(again) != 0 {
+		t.Errorf("a second recovery found %v", again)
+	}
+}
