@@ -228,6 +228,19 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	for name, m := range grantMethods(grants) {
 		methods[name] = m
 	}
+	// The runner: the only path to side effects. What was left running
+	// when the body stopped is recorded unknown, never run again.
+	runner := newRunner(ds, profile, estop, sn, reg, store, grants)
+	if store != nil {
+		if ids, err := runner.Recover(ctx, store); err != nil {
+			log.Error("actions left running could not be reconciled", "err", err)
+		} else if len(ids) > 0 {
+			log.Warn("actions left running when the body stopped are marked unknown, not run again", "actions", ids)
+		}
+	}
+	for name, m := range runnerMethods(runner) {
+		methods[name] = m
+	}
 	admin := newAdminServer(ln, log, methods)
 	admin.serve()
 	defer func() {

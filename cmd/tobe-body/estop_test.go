@@ -55,3 +55,38 @@ func TestEStopThroughTheDaemon(t *testing.T) {
 		}
 	}
 }
+
+// TestDoThroughTheRunner: a local administrator acts through the runner;
+// the e-stop refuses everything while latched.
+func TestDoThroughTheRunner(t *testing.T) {
+	d := startDaemon(t, "")
+	defer d.stop(t)
+	out, err := runCmd(t, "do", "--list", "--data", d.data)
+	if err != nil || !strings.Contains(out, "gpio.pulse") || !strings.Contains(out, "gpio.set") {
+		t.Fatalf("list: %v\n%s", err, out)
+	}
+	out, err = runCmd(t, "do", "gpio.set", "gpio.led", "state=on", "--data", d.data)
+	if err != nil || !strings.Contains(out, " succeeded") || !strings.Contains(out, "verified: verified: led read back high") {
+		t.Errorf("led on: %v\n%s", err, out)
+	}
+	// relay1's feedback contact follows it on the sim board.
+	out, err = runCmd(t, "do", "gpio.pulse", "gpio.relay1", "duration_ms=50", "--data", d.data)
+	if err != nil || !strings.Contains(out, " succeeded") || !strings.Contains(out, "reads low") {
+		t.Errorf("relay pulse: %v\n%s", err, out)
+	}
+	out, err = runCmd(t, "do", "gpio.set", "gpio.nope", "state=on", "--data", d.data)
+	if err == nil || !strings.Contains(out, "refused (invalid_request): no output \"gpio.nope\"") {
+		t.Errorf("unknown output: %v\n%s", err, out)
+	}
+	runCmd(t, "estop", "trip", "--data", d.data)
+	out, err = runCmd(t, "do", "gpio.set", "gpio.led", "state=on", "--data", d.data)
+	if err == nil || !strings.Contains(out, "refused (estop_latched)") {
+		t.Errorf("while latched: %v\n%s", err, out)
+	}
+	out, _ = runCmd(t, "ledger", "events", "--data", d.data, "--type", "action.")
+	for _, want := range []string{"action.proposed", "action.running", "action.succeeded", "action.refused"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the ledger lacks %s:\n%s", want, out)
+		}
+	}
+}

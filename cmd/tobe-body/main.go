@@ -95,6 +95,7 @@ commands:
   version              print version, commit, board and build tags
   ledger <command>     stats, verify, backup FILE, events, compact
   estop <command>      status, trip (stop now), reset (a local administrator, line healthy)
+  do CAP TARGET k=v    act as a local administrator through the runner (gpio.set, gpio.pulse; --list)
   grant <command>      add, list, revoke: what principals may do
 
 common flags:
@@ -128,6 +129,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runLedger(ctx, rest, stdout, stderr)
 	case "estop":
 		return runEStop(ctx, rest, stdout, stderr)
+	case "do":
+		return runDo(ctx, rest, stdout, stderr)
 	case "grant":
 		return runGrant(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":
@@ -172,7 +175,7 @@ func parse(fs *flag.FlagSet, args []string, maxArgs int) ([]string, error) {
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
-	if len(pos) > maxArgs {
+	if maxArgs >= 0 && len(pos) > maxArgs {
 		return nil, usageError("%s: unexpected argument %q", fs.Name(), pos[maxArgs])
 	}
 	return pos, nil

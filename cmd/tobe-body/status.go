@@ -48,6 +48,19 @@ func printStatus(w io.Writer, st statusReply) {
 	fmt.Fprintf(w, "uptime    %s since %s (pid %d, version %s)\n", uptime, st.StartedAt.Format(time.RFC3339), st.PID, st.Version)
 	fmt.Fprintf(w, "data      %s; config %s\n", st.DataDir, strings.Join(st.Config, " < "))
 	fmt.Fprintf(w, "safety    %s\n", st.Safety)
+	if e := st.EStop; e != nil {
+		state := "armed"
+		if e.Latched {
+			state = "LATCHED: " + e.Why
+		}
+		fmt.Fprintf(w, "estop     %s (main %s", state, e.Main)
+		if e.Second != "" {
+			fmt.Fprintf(w, ", second %s", e.Second)
+		}
+		fmt.Fprintf(w, "; verified %v)\n", e.Verified)
+	} else {
+		fmt.Fprintln(w, "estop     none on this board: nothing above read-only may act")
+	}
 	if st.Ledger.Error != "" {
 		fmt.Fprintf(w, "ledger    %s: %s\n", st.Ledger.Path, st.Ledger.Error)
 	} else {

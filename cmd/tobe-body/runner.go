@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/board"
+	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/ledger"
+)
+
+// newRunner builds the action runner over the outputs the devices opened:
+// gpio.set and gpio.pulse, a relay at R2 and anything else at R1, each
+// verified by read-back and by its feedback input where the profile wires
+// one. The e-stop cancels through it.
+func newRunner(ds *devices, p *board.Profile, estop *act.EStop, sn *senses, reg *body.Registry, store *ledger.Store, grants *act.Grants) *act.Runner {
+	kinds := map[string]string{}
+	if p.GPIO != nil {
+		for _, o := range p.GPIO.Outputs {
+			kinds[o.Name] = o.Kind
+		}
+	}
+	feedback := map[string]inputLine{}
+	if p.GPIO != nil {
+		for _, in := range p.GPIO.Inputs {
+			if in.FeedbackOf == "" {
+				continue
+			}
+			for _, l := range ds.ins {
+				if l.id == channelID("gpio-in", in.Name) {
+					feedback[in.FeedbackOf] = l
+				}
+			}
+		}
+	}
+	var outs []*act.GPIOOutput
+	for _, o := range ds.outs {
+		g := &act.GPIOOutput{Name: o.name, Channel: o.id, Line: o.line, Risk: act.R1}
+		if kinds[o.name] == "relay" {
+			g.Risk = act.R2
+		}
+		if fb, ok := feedback[o.name]; ok {
+			g.Feedback, g.FeedbackActive = fb.line, fb.active
+		}
+		outs = append(outs, g)
+	}
+	leases := act.NewLeaseTable(0)
+	env := act.Environment{EStop: estop, Registry: reg, Leases: leases,
+		Health: func() body.Degradation {
+			if st, ok := sn.self.Last(); ok {
+				return st.Level
+			}
+			return body.LevelCritical
+		}}
+	if grants != nil {
+		env.Grants = grants.All
+	}
+	if l, err := act.NewLimiter(act.RateLimits{Default: act.RateLimit{Burst: 20, PerSecond: 10}}, nil); err == nil {
+		env.Limiter = l
+	}
+	var j act.Journal = noJournal{}
+	if store != nil {
+		j = store
+	}
+	r := act.NewRunner(env, j)
+	set, pulse := act.NewGPIOActions(outs, nil)
+	r.Register(set)
+	r.Register(pulse)
+	if estop != nil {
+		estop.SetRunner(r, leases)
+	}
+	return r
+}
+
+// noJournal stands in when the ledger could not be opened: nothing whose
+// record cannot be written runs.
+type noJournal struct{}
+
+func (noJournal) Append(context.Context, ...ledger.Event) ([]ledger.Result, error) {
+	return nil, errors.New("the ledger is not open")
+}
+
+// submitRequest is the admin socket's action.submit.
+type submitRequest struct {
+	Capability     string            `json:"capability"`
+	Target         string            `json:"target"`
+	Params         map[string]string `json:"params"`
+	IdempotencyKey string            `json:"idempotency_key"`
+	Mode           string            `json:"mode"`
+	TimeoutMS      int               `json:"timeout_ms"`
+	Note           string            `json:"note"`
+}
+
+// runnerMethods: a local administrator acts through the same runner and
+// policy as everyone else.
+func runnerMethods(r *act.Runner) map[string]method {
+	return map[string]method{
+		"action.submit": func(ctx context.Context, params json.RawMessage) (any, error) {
+			var req submitRequest
+			dec := json.NewDecoder(strings.NewReader(string(params)))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&req); err != nil {
+				return nil, fmt.Errorf("action.submit: %w", err)
+			}
+			inv := act.Invocation{
+				Principal:  act.Principal{Kind: act.LocalAdmin, Subject: fmt.Sprintf("admin:uid=%d", os.Getuid()), Session: "admin", Trust: ledger.High},
+				Capability: req.Capability, Target: req.Target, Params: req.Params, IdempotencyKey: req.IdempotencyKey,
+				Mode: act.Mode(req.Mode), Timeout: time.Duration(req.TimeoutMS) * time.Millisecond, Note: req.Note,
+			}
+			return r.Submit(ctx, inv), nil
+		},
+		"action.capabilities": func(context.Context, json.RawMessage) (any, error) { return r.Capabilities(), nil },
+	}
+}
+
+const doUsage = `usage: tobe-body do CAPABILITY TARGET [key=value ...] [--mode shadow|live] [--key K] [--json]
+
+  tobe-body do gpio.set gpio.relay1 state=on
+  tobe-body do gpio.pulse gpio.buzzer duration_ms=200
+  tobe-body do --list
+
+Acts as a local administrator, through the same policy and verification
+as every other principal; the result says what became of it.
+`
+
+func runDo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c common
+	fs := newFlagSet("do", stderr, &c, true)
+	mode := fs.String("mode", "", "shadow: record only; live (the default)")
+	key := fs.String("key", "", "idempotency key: a repeat returns the first result")
+	list := fs.Bool("list", false, "list the capabilities")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args, -1)
+	if err != nil {
+		return err
+	}
+	path, err := c.socketPath()
+	if err != nil {
+		return err
+	}
+	if *list {
+		var caps []act.Capability
+		if err := callAdmin(ctx, path, "action.capabilities", &caps); err != nil {
+			return err
+		}
+		for _, cp := range caps {
+			fmt.Fprintf(stdout, "%-12s %s  verified by %s\n", cp.Name, cp.Risk, cp.Verify)
+		}
+		return nil
+	}
+	if len(pos) < 2 {
+		fmt.Fprint(stderr, doUsage)
+		return usageError("do needs a capability and a target")
+	}
+	req := submitRequest{Capability: pos[0], Target: pos[1], Params: map[string]string{}, Mode: *mode, IdempotencyKey: *key}
+	for _, kv := range pos[2:] {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return usageError("parameter %q: want key=value", kv)
+		}
+		req.Params[k] = v
+	}
+	var res act.Result
+	if err := callAdminParams(ctx, path, "action.submit", req, &res, time.Minute); err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(res)
+	}
+	fmt.Fprintf(stdout, "%s %s", res.ActionID, res.Status)
+	if res.Reason != "" {
+		fmt.Fprintf(stdout, " (%s)", res.Reason)
+	}
+	if res.Detail != "" {
+		fmt.Fprintf(stdout, ": %s", res.Detail)
+	}
+	fmt.Fprintln(stdout)
+	if res.Receipt != "" {
+		fmt.Fprintf(stdout, "  did:      %s\n", res.Receipt)
+	}
+	if v := res.Verification; v != nil {
+		fmt.Fprintf(stdout, "  verified: %s: %s\n", v.Result, v.Evidence)
+	}
+	if res.Status != act.Succeeded {
+		return &exitError{code: 1}
+	}
+	return nil
+}
