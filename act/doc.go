@@ -1,10 +1,18 @@
-// Package act is the only path from the body to the world: the action
-// runner with its policy engine and grants, leases with fencing, execution
-// under a context the e-stop can cancel, independent verification, the
-// action channels (GPIO outputs, tones, notifications) and the e-stop
-// monitor that halts every output and latches.
+// Package act is the only path from the body to the world.
 //
-// The runner and the e-stop arrive with their own issue. Until then the
-// body drives no output above its safe level: the daemon requests each
-// output at its safe level and halts them all on stop.
+// The Runner takes every invocation through the policy (Decide: default
+// deny, the strictest of the e-stop, safety rules, the capability's risk
+// class, the principal's grants, the channel's mode, the body's health,
+// the ledger, and the lowest trust of the session and the observation
+// that caused the request), a lease with a fencing check on shared
+// resources (LeaseTable), a record that is durable before the side effect,
+// the action under a context that the e-stop, a timeout and the owning
+// session's end cancel, and an independent verification. Every step is a
+// ledger event (action.proposed, action.running, action.succeeded, ...); a
+// repeated idempotency key returns the recorded result and acts once.
+// Grants are ledger events too (Grants).
+//
+// The EStop watches a normally-closed e-stop line and latches; see its
+// comment for the trip path and the reset rules. The action channels so
+// far drive GPIO outputs (gpio.set, gpio.pulse).
 package act
