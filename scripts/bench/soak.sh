@@ -18,7 +18,9 @@ out=$(mktemp -d)
 trap 'kill -INT "$pid" 2>/dev/null || true; rm -rf "$out"' EXIT
 
 make -s build
-bin/tobe-body run --board sim --data "$out/data" >/dev/null 2>"$out/stderr" &
+# gctrace: the Go heap live after each collection, to tell a leak from the
+# runtime keeping freed memory.
+GODEBUG=gctrace=1 bin/tobe-body run --board sim --data "$out/data" >/dev/null 2>"$out/stderr" &
 pid=$!
 
 rss() { awk '/^VmRSS:/ {print $2}' "/proc/$pid/status"; }
@@ -52,6 +54,12 @@ bin/tobe-body status --json --data "$out/data" >"$out/status.json"
 kill -INT "$pid"
 wait "$pid" || true
 
+grep '^gc ' "$out/stderr" | awk -v w="$warmup" '{
+	t = $3; sub(/^@/, "", t); sub(/s$/, "", t)
+	split($11, h, "->"); live = h[3]
+	if (t + 0 >= w + 0 && first == "") first = live
+	last = live; n++
+} END { if (n) printf "soak: Go heap live after a collection: %s MB after the warm-up, %s MB at the end (%d collections)\n", first, last, n }'
 python3 - "$out/status.json" "$start" "$end" "$cpu0" "$cpu1" "$hz" "$minutes" <<'PY'
 import json, sys
 st = json.load(open(sys.argv[1]))
