@@ -159,6 +159,8 @@ func (s *adminServer) serve() {
 
 // handle answers requests on one connection, a line each, until EOF.
 func (s *adminServer) handle(c net.Conn) {
+	// Who is calling is the kernel's word, once per connection.
+	ctx := context.WithValue(s.ctx, peerKey{}, peerUID(c))
 	sc := bufio.NewScanner(c)
 	sc.Buffer(make([]byte, 4096), maxRequest)
 	enc := json.NewEncoder(c)
@@ -178,7 +180,7 @@ func (s *adminServer) handle(c net.Conn) {
 			resp.Error = &rpcError{Code: rpcMethodNotFound, Message: fmt.Sprintf("method %q not found", req.Method)}
 		} else {
 			resp.ID = req.ID
-			res, err := m(s.ctx, req.Params) // a long call ends when the server closes
+			res, err := m(ctx, req.Params) // a long call ends when the server closes
 			if err != nil {
 				resp.Error = &rpcError{Code: rpcServerError, Message: err.Error()}
 			} else {
@@ -258,4 +260,17 @@ func callAdminParams(ctx context.Context, path, method string, params any, out a
 		return fmt.Errorf("the daemon refused %s: %s (code %d)", method, resp.Error.Message, resp.Error.Code)
 	}
 	return json.Unmarshal(resp.Result, out)
+}
+
+// peerKey holds the caller's uid in a method's context.
+type peerKey struct{}
+
+// adminSubject names the local administrator calling: "admin:uid=N" from
+// the socket's peer credentials, or "admin:unknown" when they could not be
+// read.
+func adminSubject(ctx context.Context) string {
+	if uid, ok := ctx.Value(peerKey{}).(int); ok && uid >= 0 {
+		return fmt.Sprintf("admin:uid=%d", uid)
+	}
+	return "admin:unknown"
 }

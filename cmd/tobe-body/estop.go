@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 
 	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/board"
@@ -126,8 +125,8 @@ func canceled() context.Context {
 // estopMethods are the admin socket's e-stop calls. Whoever reaches the
 // admin socket is a local administrator.
 func estopMethods(e *act.EStop) map[string]method {
-	admin := func() act.Principal {
-		return act.Principal{Kind: act.LocalAdmin, Subject: fmt.Sprintf("admin:uid=%d", os.Getuid())}
+	admin := func(ctx context.Context) act.Principal {
+		return act.Principal{Kind: act.LocalAdmin, Subject: adminSubject(ctx)}
 	}
 	none := func() (any, error) {
 		return nil, errors.New("this board has no e-stop line: nothing above read-only may act")
@@ -139,17 +138,17 @@ func estopMethods(e *act.EStop) map[string]method {
 			}
 			return e.Status(), nil
 		},
-		"estop.trip": func(context.Context, json.RawMessage) (any, error) {
+		"estop.trip": func(ctx context.Context, _ json.RawMessage) (any, error) {
 			if e == nil {
 				return none()
 			}
-			return e.Trip("requested by "+admin().Subject, hal.MonoNow()), nil
+			return e.Trip("requested by "+admin(ctx).Subject, hal.MonoNow()), nil
 		},
-		"estop.reset": func(context.Context, json.RawMessage) (any, error) {
+		"estop.reset": func(ctx context.Context, _ json.RawMessage) (any, error) {
 			if e == nil {
 				return none()
 			}
-			if err := e.Reset(admin()); err != nil {
+			if err := e.Reset(admin(ctx)); err != nil {
 				return nil, err
 			}
 			return e.Status(), nil

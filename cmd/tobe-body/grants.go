@@ -11,10 +11,8 @@ import (
 	"github.com/tobe-body/tobe-body/act"
 )
 
-// adminBy is who the grant methods record as granting and revoking:
-// whoever reached the admin socket, which only the daemon's user and the
-// body's admin group can.
-const adminBy = "admin:socket"
+// The grant methods record who granted and revoked as the local
+// administrator the admin socket's peer credentials name (adminSubject).
 
 // grantAddParams are the params of "grant.add". Expires is parsed by the
 // daemon, on its clock: "" or never, a duration (24h, 30d) or an RFC 3339
@@ -85,7 +83,7 @@ func grantMethods(g *act.Grants) map[string]method {
 			if err != nil {
 				return nil, fmt.Errorf("%w: expires: %v", act.ErrInvalidGrant, err)
 			}
-			gr, err := g.Add(ctx, act.Grant{Subject: p.Subject, Capability: p.Capability, Scope: p.Scope, Expires: exp, By: adminBy, Reason: p.Reason})
+			gr, err := g.Add(ctx, act.Grant{Subject: p.Subject, Capability: p.Capability, Scope: p.Scope, Expires: exp, By: adminSubject(ctx), Reason: p.Reason})
 			if err != nil {
 				return nil, err
 			}
@@ -118,7 +116,7 @@ func grantMethods(g *act.Grants) map[string]method {
 			if g == nil {
 				return nil, errNoGrants
 			}
-			gr, err := g.Revoke(ctx, p.ID, adminBy, p.Reason)
+			gr, err := g.Revoke(ctx, p.ID, adminSubject(ctx), p.Reason)
 			if err != nil {
 				return nil, err
 			}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -110,7 +109,7 @@ func runnerMethods(r *act.Runner) map[string]method {
 				return nil, fmt.Errorf("action.submit: %w", err)
 			}
 			inv := act.Invocation{
-				Principal:  act.Principal{Kind: act.LocalAdmin, Subject: fmt.Sprintf("admin:uid=%d", os.Getuid()), Session: "admin", Trust: ledger.High},
+				Principal:  act.Principal{Kind: act.LocalAdmin, Subject: adminSubject(ctx), Session: "admin", Trust: ledger.High},
 				Capability: req.Capability, Target: req.Target, Params: req.Params, IdempotencyKey: req.IdempotencyKey,
 				Mode: act.Mode(req.Mode), Timeout: time.Duration(req.TimeoutMS) * time.Millisecond, Note: req.Note,
 			}

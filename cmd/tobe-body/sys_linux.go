@@ -58,3 +58,23 @@ func sdNotify(state string) error {
 	}
 	return nil
 }
+
+// peerUID is the uid of the process at the other end of a Unix socket,
+// as the kernel says (SO_PEERCRED); -1 when it cannot be read.
+func peerUID(c net.Conn) int {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return -1
+	}
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	uid := -1
+	rc.Control(func(fd uintptr) {
+		if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+			uid = int(cred.Uid)
+		}
+	})
+	return uid
+}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"errors"
+	"net"
 	"runtime"
 )
 
@@ -14,3 +15,5 @@ func lockData(dir string) (func(), error) {
 }
 
 func sdNotify(string) error { return nil }
+
+func peerUID(net.Conn) int { return -1 }
