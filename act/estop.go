@@ -153,6 +153,7 @@ type EStop struct {
 	latched  atomic.Bool
 	verified atomic.Bool
 	trips    atomic.Uint64
+	stops    atomic.Uint64 // every Trip begun, counted first: a reset under way sees it
 
 	// tripMu serialises trips with each other and with a reset; it is the
 	// e-stop's own and is never held while anything else is waited on.
@@ -244,8 +245,12 @@ func levelName(l hal.Level) string {
 // edge time, or now). It returns what it did; the same is queued for the
 // ledger.
 func (e *EStop) Trip(cause string, edge hal.Mono) Trip {
+	e.stops.Add(1)
 	already := e.latched.Swap(true) // 1. latch: new requests are refused from here
 	e.tripMu.Lock()
+	// A reset that held tripMu may have cleared the latch since: set it
+	// again; this stop came after that reset.
+	already = e.latched.Swap(true) && already
 	t := Trip{Cause: cause, Edge: edge, Already: already, AllSafe: true, Outputs: make([]OutputState, 0, len(e.cfg.Outputs))}
 	for _, o := range e.cfg.Outputs { // 2. every output safe, and read back
 		st := OutputState{Name: o.Name(), Safe: levelName(o.Safe()), ReadBack: "unreadable"}
@@ -311,8 +316,10 @@ func (e *EStop) refuseReset(by string, r Reason, detail string) error {
 	return fmt.Errorf("%w: %s: %s", ErrResetRefused, r, detail)
 }
 
-// reset clears the latch if the lines allow it.
+// reset clears the latch if the lines allow it, and no stop began since
+// it read them.
 func (e *EStop) reset(by string, press time.Duration) error {
+	stops := e.stops.Load()
 	if err := e.readLines(); err != nil {
 		return e.refuseReset(by, ReasonEStopUnverified, "the e-stop line cannot be read: "+err.Error())
 	}
@@ -326,6 +333,10 @@ func (e *EStop) reset(by string, press time.Duration) error {
 		return e.refuseReset(by, ReasonEStopLatched, "wiring fault: "+fault)
 	}
 	e.tripMu.Lock()
+	if e.stops.Load() != stops {
+		e.tripMu.Unlock()
+		return e.refuseReset(by, ReasonEStopLatched, "the e-stop stopped again while the reset was checked")
+	}
 	wasLatched := e.latched.Load()
 	if wasLatched {
 		for _, o := range e.cfg.Outputs {

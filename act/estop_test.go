@@ -367,6 +367,79 @@ func TestTwoChannels(t *testing.T) {
 	})
 }
 
+// hookedIn runs after once, right after its next Read: the line changes
+// between a read and what the reader does with it.
+type hookedIn struct {
+	hal.LineIn
+	after func()
+}
+
+func (l *hookedIn) Read() (hal.Level, error) {
+	v, err := l.LineIn.Read()
+	if f := l.after; f != nil {
+		l.after = nil
+		f()
+	}
+	return v, err
+}
+
+// hookedOut runs after once, inside its next Rearm.
+type hookedOut struct {
+	hal.LineOut
+	after func()
+}
+
+func (o *hookedOut) Rearm() error {
+	err := o.LineOut.Rearm()
+	if f := o.after; f != nil {
+		o.after = nil
+		f()
+	}
+	return err
+}
+
+// E3: a stop that comes while a reset is under way wins. Either the reset
+// had read the lines before the line opened (it is refused), or it was
+// already clearing the latch when the trip began (the trip latches again
+// after it); in both the body ends latched.
+func TestResetRacingAStop(t *testing.T) {
+	admin := Principal{Kind: LocalAdmin, Subject: "admin:uid=0"}
+	t.Run("the line opens after the reset read it", func(t *testing.T) {
+		r := newRig(t, false)
+		main := &hookedIn{LineIn: r.e.cfg.Main}
+		r.e.cfg.Main = main
+		r.e.Check()
+		r.e.Trip("line_open", hal.MonoNow())
+		main.after = func() {
+			r.main.Set(hal.High, hal.MonoNow())
+			r.e.Trip("line_open", hal.MonoNow()) // as the watcher does on that edge
+		}
+		err := r.e.Reset(admin)
+		if err == nil || !r.e.Latched() {
+			t.Errorf("reset: %v, latched %v: a stop during the reset must win", err, r.e.Latched())
+		}
+	})
+	t.Run("the line opens while the reset clears the latch", func(t *testing.T) {
+		r := newRig(t, false)
+		relay := &hookedOut{LineOut: r.relayOut}
+		r.e.cfg.Outputs[0] = relay
+		r.e.Check()
+		r.e.Trip("line_open", hal.MonoNow())
+		done := make(chan Trip, 1)
+		relay.after = func() {
+			go func() { done <- r.e.Trip("line_open", hal.MonoNow()) }()
+			time.Sleep(20 * time.Millisecond) // the trip waits for the reset to finish
+		}
+		if err := r.e.Reset(admin); err != nil {
+			t.Fatal(err)
+		}
+		trip := <-done
+		if !r.e.Latched() || !trip.AllSafe || trip.Already {
+			t.Errorf("latched %v after a trip that came during the reset: %+v", r.e.Latched(), trip)
+		}
+	})
+}
+
 // A line that cannot be read at start trips, and the e-stop is not
 // verified: nothing above R0 may act.
 func TestUnreadableLineAtStart(t *testing.T) {

@@ -4,9 +4,14 @@
 # (gpio-sim, vivid, uinput, evdev, snd-aloop, softdog) and the test
 # binaries of the packages given (built with the lab tag; those with audio
 # tests with cgo and PortAudio). Prints what the tests print, then a summary,
-# and exits non-zero on any failure.
+# and exits non-zero on any failure. Only the lab tests (TestLab*) run in
+# the VM; the unit tests run on the host, where their packages' sources are.
+# The VM has LAB_SMP CPUs (1 by default) and an ext4 disk on virtio at
+# /data (LAB_DISK in the tests' environment): an fsync there reaches a
+# block device, unlike one in the initramfs.
 #
 #   scripts/lab/run.sh ./hal/probe
+#   LAB_SMP=2 scripts/lab/run.sh ./act
 set -eu
 cd "$(dirname "$0")/../.."
 [ $# -gt 0 ] || set -- ./hal/probe
@@ -21,7 +26,7 @@ cp /bin/busybox "$ir/bin/busybox"
 for a in sh mount mkdir echo cat ls modprobe poweroff sleep grep; do ln -s busybox "$ir/bin/$a"; done
 
 # The modules the lab loads, with what they depend on.
-mods="gpio-simlab evdev uinput vivid snd-aloop softdog"
+mods="gpio-simlab evdev uinput vivid snd-aloop softdog virtio_pci virtio_blk crc32c_generic ext4"
 kdir="$cache/root/lib/modules/$kver"
 cp "$kdir"/modules.dep "$kdir"/modules.dep.bin "$kdir"/modules.alias "$kdir"/modules.builtin "$kdir"/modules.order "$ir/lib/modules/$kver/" 2>/dev/null || true
 for m in $mods; do
@@ -72,7 +77,8 @@ mount -t devtmpfs dev /dev
 # /dev/shm as on any system: libjack, which PortAudio loads, keeps a
 # database there and has libdb complain on stderr when it cannot.
 mkdir -p /dev/shm && mount -t tmpfs shm /dev/shm
-for m in configfs gpio-simlab evdev uinput vivid snd-aloop softdog; do modprobe $m || echo "lab: modprobe $m failed"; done
+for m in configfs gpio-simlab evdev uinput vivid snd-aloop softdog virtio_pci virtio_blk crc32c_generic ext4; do modprobe $m || echo "lab: modprobe $m failed"; done
+mkdir -p /data && mount -t ext4 /dev/vda /data && export LAB_DISK=/data || echo "lab: no data disk"
 mount -t configfs none /sys/kernel/config
 # A gpio-sim chip with the lab profile's lines.
 c=/sys/kernel/config/gpio-sim/tobe-lab
@@ -89,7 +95,7 @@ echo 1 > $c/live
 echo "lab: devices ready"
 for t in /lab/*.test; do
 	echo "lab: run $t"
-	$t -test.v -test.count=1 2>&1
+	$t -test.v -test.count=1 -test.run '^TestLab' 2>&1
 	echo "lab: exit $? $t"
 done
 poweroff -f
@@ -97,9 +103,12 @@ INIT
 chmod +x "$ir/init"
 (cd "$ir" && find . | cpio -o -H newc 2>/dev/null | gzip -1) > "$work/initrd.gz"
 
+# The data disk, made fresh for every run.
+PATH="$PATH:/usr/sbin:/sbin" mkfs.ext4 -q -F "$work/data.img" 64M
 start=$(date +%s)
-timeout 600 qemu-system-x86_64 -accel tcg -m 768 -smp 1 -nographic -no-reboot \
+timeout 600 qemu-system-x86_64 -accel tcg -m 768 -smp "${LAB_SMP:-1}" -nographic -no-reboot \
 	-kernel "$cache/vmlinuz" -initrd "$work/initrd.gz" \
+	-drive file="$work/data.img",format=raw,if=virtio \
 	-append "console=ttyS0 quiet panic=-1" > "$work/console.log" 2>&1 || true
 took=$(( $(date +%s) - start ))
 tr -d '\r' < "$work/console.log" | sed -n '/^lab: /,$p' | grep -v '^lab: run' || true

@@ -1,0 +1,31 @@
+#!/bin/sh
+# E-stop latency, from the line's edge to every output safe and read back:
+#  - with fake pins, 1,000 trips (act's TestTripLatencyFakePins), without
+#    and with the race detector; goal p99 <= 100 µs (the race run is for
+#    reference);
+#  - with ESTOP_LAB=1, in the lab VM on gpio-sim (make lab LAB_PKGS=act/,
+#    the VM booted with LAB_SMP CPUs, default 2 here): 200 trips idle, under
+#    load with the motion workers capped below GOMAXPROCS, and uncapped,
+#    each next to a bare blocking read(2) of another line in the same run
+#    and load; goal: the e-stop's p99 <= 1.5x the bare reader's (capped).
+#
+#   scripts/bench/estop.sh
+#   ESTOP_LAB=1 scripts/bench/estop.sh
+set -eu
+cd "$(dirname "$0")/../.."
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+
+for race in "" -race; do
+	go test -count=1 $race -run '^TestTripLatencyFakePins$' -v ./act > "$out" || { cat "$out"; exit 1; }
+	line=$(grep -o 'e-stop latency with fake pins.*' "$out")
+	echo "fake pins${race:+ (-race)}: ${line#e-stop latency with fake pins, }"
+done
+echo "goal: p99 <= 100µs (without -race)"
+
+if [ "${ESTOP_LAB:-}" = 1 ]; then
+	echo
+	LAB_SMP=${LAB_SMP:-2} make lab LAB_PKGS=act/ > "$out" 2>&1 || { cat "$out"; exit 1; }
+	grep -o 'estop latency:.*' "$out"
+	grep '^lab: [0-9]* passed' "$out"
+fi
