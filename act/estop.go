@@ -30,8 +30,9 @@ import (
 // administrator. A reset permits actions again; it starts nothing.
 //
 // The trip path must not wait for the Go scheduler: the body keeps
-// CPU-heavy work (motion detection) below GOMAXPROCS (see CPU), so a P is
-// free for the e-stop's reader when its edge arrives.
+// CPU-heavy work (motion detection) below GOMAXPROCS (sense.CPU), so a P
+// is free for the e-stop's reader when its edge arrives. With GOMAXPROCS 1
+// there is no such P, and the lab measures the cost (act's lab test).
 
 // Canceller cancels actions: the runner. CancelAll must not block on the
 // ledger, MQTT or the agent; it returns the ids of what it cancelled.
@@ -292,9 +293,9 @@ func (e *EStop) Trip(cause string, edge hal.Mono) Trip {
 	return t
 }
 
-// LatchAtStart sets the latch before Run without a trip record of its
-// own (the daemon was latched when it stopped, or its ledger cannot be
-// read); outputs are halted all the same.
+// LatchAtStart sets the latch before Run (the daemon was latched when it
+// stopped, or its ledger cannot be read): a trip with that cause, so
+// outputs are halted and read back, and it is recorded like any other.
 func (e *EStop) LatchAtStart(why string) {
 	e.Trip("latched at start: "+why, e.cfg.Now())
 }
@@ -446,6 +447,7 @@ func (e *EStop) Check() Check {
 		e.Trip(cause, now)
 	}
 	c.Latched = e.latched.Load()
+	e.discrepancy() // two channels that already disagree start the window now
 	e.record(Record{Type: "estop.checked", At: now, Payload: c})
 	return c
 }

@@ -497,3 +497,21 @@ func measureTrips(tb testing.TB, n int) []time.Duration {
 	slices.Sort(lat)
 	return lat
 }
+
+// Two channels that disagree at start are a wiring fault once the window
+// has passed, as they would be if they came to disagree later.
+func TestDisagreementAtStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, true)
+		r.second.Set(hal.High, r.now())
+		<-mustNext(t, r.second)
+		r.e.Check()
+		r.run(t)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if st := r.e.Status(); !st.Latched || st.Fault == "" {
+			t.Errorf("status %+v, want latched with a wiring fault", st)
+		}
+		r.stop(t)
+	})
+}

@@ -459,12 +459,15 @@ func TestFencingUnderRevocation(t *testing.T) {
 	}
 }
 
-// The invariant check finds what a broken table does wrong.
+// The invariant check finds what a broken table does wrong. A Check that
+// ignores the holder is caught only when two workers interleave just so,
+// which a loaded machine may not give in a bounded run: the table tests
+// above check that case deterministically ("check" by another holder with
+// the current epoch is lease_held).
 func TestFencingCheckFindsViolations(t *testing.T) {
 	for name, tab := range map[string]fencer{
-		"RevokeAll does nothing":   ignoresRevocation{NewLeaseTable(0)},
-		"Check ignores the epoch":  ignoresEpoch{NewLeaseTable(0)},
-		"Check ignores the holder": ignoresHolder{NewLeaseTable(0)},
+		"RevokeAll does nothing":  ignoresRevocation{NewLeaseTable(0)},
+		"Check ignores the epoch": ignoresEpoch{NewLeaseTable(0)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if run := fenceUnderRevocation(tab, 8, 3000); len(run.violations) == 0 {
@@ -484,17 +487,6 @@ func (b ignoresEpoch) Check(r string, h Holder, _ uint64, now time.Time) Decisio
 	for _, l := range b.Leases(now) {
 		if l.Resource == r {
 			return b.LeaseTable.Check(r, h, l.Epoch, now)
-		}
-	}
-	return Decision{Reason: ReasonStaleEpoch}
-}
-
-type ignoresHolder struct{ *LeaseTable }
-
-func (b ignoresHolder) Check(r string, _ Holder, epoch uint64, now time.Time) Decision {
-	for _, l := range b.Leases(now) {
-		if l.Resource == r {
-			return b.LeaseTable.Check(r, l.Holder, epoch, now)
 		}
 	}
 	return Decision{Reason: ReasonStaleEpoch}

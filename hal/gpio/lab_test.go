@@ -228,7 +228,12 @@ func TestLabEdgeLatency(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bare.Close()
-	bfd := int(bare.Fd()) // Fd puts the descriptor back in blocking mode
+	bfd := int(bare.Fd())
+	// The request made the descriptor non-blocking; the bare reader blocks
+	// in read(2) as a plain C program would.
+	if err := unix.SetNonblock(bfd, false); err != nil {
+		t.Fatal(err)
+	}
 	measure := func(line string, wait func(high bool) error) []time.Duration {
 		pull := sim(t, line, "pull")
 		var delivered []time.Duration
