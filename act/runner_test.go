@@ -244,3 +244,46 @@ func TestRecoverMarksUnfinishedUnknown(t *testing.T) {
 		t.Errorf("a second recovery found %v", again)
 	}
 }
+
+func TestNotify(t *testing.T) {
+	b := newBench(t)
+	if err := b.r.Register(NewNotify(b.store)); err != nil {
+		t.Fatal(err)
+	}
+	b.reg.Register(body.Channel{ID: "body.notify", Kind: "notify", State: body.Enabled})
+	res := b.r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "body.notify", Target: "home",
+		Params: map[string]string{"message": "the parcel is at the door", "attention": "high"}})
+	// agent:pi's grant covers gpio.* only.
+	if res.Status != Refused || res.Reason != ReasonNoGrant {
+		t.Errorf("without a grant: %+v", res)
+	}
+	admin := Principal{Kind: LocalAdmin, Subject: "admin:uid=0", Session: "admin", Trust: ledger.High}
+	res = b.r.Submit(context.Background(), Invocation{Principal: admin, Capability: "body.notify", Target: "home",
+		Params: map[string]string{"message": "the parcel is at the door", "attention": "high"}})
+	if res.Status != Succeeded || res.Verification.Result != "verified" {
+		t.Fatalf("notify: %+v %+v", res, res.Verification)
+	}
+	evs, err := b.store.Events(ledger.Filter{Types: []string{"body.notified"}})
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("events %v %v", evs, err)
+	}
+	var n Notification
+	if err := ledger.UnmarshalPayload(evs[0].Payload, &n); err != nil || n.Message != "the parcel is at the door" || n.Attention != "high" || n.ActionID != res.ActionID || n.By != "admin:uid=0" {
+		t.Errorf("notification %+v %v", n, err)
+	}
+	for _, tc := range []struct {
+		target string
+		params map[string]string
+		want   string
+	}{
+		{"agent", map[string]string{"message": "x"}, `target "agent"`},
+		{"home", map[string]string{}, "params.message is empty"},
+		{"home", map[string]string{"message": strings.Repeat("x", 2000)}, "more than 1024"},
+		{"home", map[string]string{"message": "x", "attention": "max"}, `params.attention "max"`},
+	} {
+		res := b.r.Submit(context.Background(), Invocation{Principal: admin, Capability: "body.notify", Target: tc.target, Params: tc.params})
+		if res.Status != Refused || res.Reason != ReasonInvalidRequest || !strings.Contains(res.Detail, tc.want) {
+			t.Errorf("%s %v: %+v, want invalid_request %q", tc.target, tc.params, res, tc.want)
+		}
+	}
+}

@@ -157,6 +157,12 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	sn := newSenses(ds, profile, cfg.Sense, cfg.DataDir, clock, store, reg, log)
+	if store != nil {
+		if err := reg.Register(body.Channel{ID: "body.notify", Kind: "notify", Device: "events for the home server and the agent",
+			Driver: string(board.Loaded), State: body.Enabled, Health: "ok"}); err != nil {
+			log.Error("channel not registered", "channel", "body.notify", "err", err)
+		}
+	}
 	reg.Seal()
 	estop, err := newEStop(ds, profile)
 	if err != nil {

@@ -62,8 +62,12 @@ func TestDoThroughTheRunner(t *testing.T) {
 	d := startDaemon(t, "")
 	defer d.stop(t)
 	out, err := runCmd(t, "do", "--list", "--data", d.data)
-	if err != nil || !strings.Contains(out, "gpio.pulse") || !strings.Contains(out, "gpio.set") {
+	if err != nil || !strings.Contains(out, "gpio.pulse") || !strings.Contains(out, "gpio.set") || !strings.Contains(out, "body.notify") {
 		t.Fatalf("list: %v\n%s", err, out)
+	}
+	out, err = runCmd(t, "do", "body.notify", "home", "message=the parcel is at the door", "attention=high", "--data", d.data)
+	if err != nil || !strings.Contains(out, " succeeded") || !strings.Contains(out, "verified: verified: body.notified read back as event") {
+		t.Errorf("notify: %v\n%s", err, out)
 	}
 	out, err = runCmd(t, "do", "gpio.set", "gpio.led", "state=on", "--data", d.data)
 	if err != nil || !strings.Contains(out, " succeeded") || !strings.Contains(out, "verified: verified: led read back high") {

@@ -72,6 +72,9 @@ func newRunner(ds *devices, p *board.Profile, estop *act.EStop, sn *senses, reg 
 	set, pulse := act.NewGPIOActions(outs, nil)
 	r.Register(set)
 	r.Register(pulse)
+	if store != nil {
+		r.Register(act.NewNotify(store))
+	}
 	if estop != nil {
 		estop.SetRunner(r, leases)
 	}
