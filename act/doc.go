@@ -15,5 +15,5 @@
 // The EStop watches a normally-closed e-stop line and latches; see its
 // comment for the trip path and the reset rules. The action channels so
 // far drive GPIO outputs (gpio.set, gpio.pulse) and tell the home server and
-the agent something (body.notify).
+// the agent something (body.notify).
 package act

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -145,9 +146,15 @@ type run struct {
 // flight is one idempotency key's invocation: later callers with the
 // same key wait for its result.
 type flight struct {
-	done chan struct{}
-	res  Result
+	done  chan struct{}
+	res   Result
+	ended time.Time
 }
+
+// keepFlights is how long a finished invocation's result is kept in memory
+// for repeats; later repeats are found through the ledger's dedupe keys
+// (kept 24 h for audit events).
+const keepFlights = 10 * time.Minute
 
 // NewRunner makes a runner that records to j.
 func NewRunner(env Environment, j Journal) *Runner {
@@ -244,10 +251,21 @@ func (r *Runner) Submit(ctx context.Context, inv Invocation) Result {
 	}
 	f := &flight{done: make(chan struct{})}
 	r.byKey[key] = f
+	if len(r.byKey) > 1024 {
+		now := r.env.Now()
+		for k, old := range r.byKey {
+			if !old.ended.IsZero() && now.Sub(old.ended) > keepFlights {
+				delete(r.byKey, k)
+			}
+		}
+	}
 	r.mu.Unlock()
-	f.res = r.submit(ctx, &inv)
+	res := r.submit(ctx, &inv)
+	r.mu.Lock()
+	f.res, f.ended = res, r.env.Now()
+	r.mu.Unlock()
 	close(f.done)
-	return f.res
+	return res
 }
 
 func (r *Runner) submit(ctx context.Context, inv *Invocation) Result {
@@ -278,9 +296,13 @@ func (r *Runner) submit(ctx context.Context, inv *Invocation) Result {
 	case chErr != nil && (d.Allow || d.Reason == ReasonUnknownCapability):
 		d = Decision{Reason: ReasonInvalidRequest, Detail: chErr.Error()}
 	}
-	if err := r.record(ctx, inv, Proposed, map[string]any{"decision": decisionView(d), "risk": capab.Risk.String(), "principal": inv.Principal.Subject,
-		"session": inv.Principal.Session, "mode": string(inv.Mode)}); err != nil {
+	dup, err := r.recordProposed(ctx, inv, map[string]any{"decision": decisionView(d), "risk": capab.Risk.String(), "principal": inv.Principal.Subject,
+		"session": inv.Principal.Session, "mode": string(inv.Mode)})
+	if err != nil {
 		return Result{ActionID: inv.ActionID, Status: Refused, Reason: ReasonLedgerUnavailable, Detail: err.Error(), Decision: Decision{Reason: ReasonLedgerUnavailable}}
+	}
+	if dup != nil {
+		return *dup // the same key was proposed before (before a restart): its record is the answer
 	}
 	if !d.Allow {
 		res := Result{ActionID: inv.ActionID, Status: Refused, Decision: d, Reason: d.Reason, Detail: d.Detail}
@@ -425,9 +447,6 @@ func (r *Runner) record(ctx context.Context, inv *Invocation, s Status, extra ma
 	}
 	ev := ledger.Event{Type: "action." + string(s), ChannelID: inv.Capability, Provenance: ledger.Told, Trust: inv.Principal.Trust,
 		Privacy: ledger.Internal, AggregateID: "action:" + inv.ActionID, Payload: p}
-	if s == Proposed {
-		ev.DedupeKey = "action:" + inv.Principal.Subject + ":" + inv.IdempotencyKey
-	}
 	_, err = r.journal.Append(context.WithoutCancel(ctx), ev)
 	r.mu.Lock()
 	r.ledgerOK = err == nil
@@ -436,6 +455,77 @@ func (r *Runner) record(ctx context.Context, inv *Invocation, s Status, extra ma
 		return fmt.Errorf("act: the record of %s %s could not be written: %w", inv.ActionID, s, err)
 	}
 	return nil
+}
+
+// recordProposed records the proposal. When the ledger already holds a
+// proposal with the same idempotency key (a repeat after a restart, when
+// the runner's memory of it is gone), it returns that invocation's
+// recorded outcome instead, and nothing is done again.
+func (r *Runner) recordProposed(ctx context.Context, inv *Invocation, extra map[string]any) (*Result, error) {
+	payload := map[string]any{"status": string(Proposed), "invocation": inv}
+	for k, v := range extra {
+		payload[k] = v
+	}
+	p, err := ledger.MarshalPayload(payload)
+	if err != nil {
+		return nil, err
+	}
+	ev := ledger.Event{Type: "action." + string(Proposed), ChannelID: inv.Capability, Provenance: ledger.Told, Trust: inv.Principal.Trust,
+		Privacy: ledger.Internal, AggregateID: "action:" + inv.ActionID, Payload: p,
+		DedupeKey: "action:" + inv.Principal.Subject + ":" + inv.IdempotencyKey}
+	res, err := r.journal.Append(context.WithoutCancel(ctx), ev)
+	r.mu.Lock()
+	r.ledgerOK = err == nil
+	r.mu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("act: the record of %s %s could not be written: %w", inv.ActionID, Proposed, err)
+	}
+	if len(res) == 1 && res[0].Duplicate {
+		prev := r.recorded(res[0].Seq)
+		prev.Repeat = true
+		return &prev, nil
+	}
+	return nil, nil
+}
+
+// recorded finds what became of the invocation proposed at seq: its last
+// record's status and result.
+func (r *Runner) recorded(seq uint64) Result {
+	unknown := Result{Status: Unknown, Detail: "a repeat of an earlier invocation whose outcome could not be read back"}
+	store, ok := r.journal.(interface {
+		Events(ledger.Filter) ([]ledger.Stored, error)
+	})
+	if !ok {
+		return unknown
+	}
+	first, err := store.Events(ledger.Filter{After: seq - 1, Limit: 1})
+	if err != nil || len(first) != 1 {
+		return unknown
+	}
+	agg := first[0].AggregateID
+	evs, err := store.Events(ledger.Filter{After: seq - 1, Types: []string{"action."}, Limit: 1 << 20})
+	if err != nil {
+		return unknown
+	}
+	res := Result{ActionID: strings.TrimPrefix(agg, "action:"), Status: Proposed}
+	for _, e := range evs {
+		if e.AggregateID != agg {
+			continue
+		}
+		res.Status = Status(strings.TrimPrefix(e.Type, "action."))
+		var p map[string]cbor.RawMessage
+		if ledger.UnmarshalPayload(e.Payload, &p) == nil && p["result"] != nil {
+			var prev Result
+			if ledger.UnmarshalPayload(p["result"], &prev) == nil {
+				prev.Status = res.Status
+				res = prev
+			}
+		}
+	}
+	if !res.Status.Final() {
+		res.Detail = "a repeat of an invocation that has not finished"
+	}
+	return res
 }
 
 func (r *Runner) recordResult(inv *Invocation, res Result) {

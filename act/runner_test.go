@@ -287,3 +287,25 @@ func TestNotify(t *testing.T) {
 		}
 	}
 }
+
+// A repeat after a restart (the runner's memory of the key is gone) is
+// found through the ledger's dedupe key: the recorded result comes back,
+// nothing is done again.
+func TestRepeatAfterRestartActsOnce(t *testing.T) {
+	b := newBench(t)
+	inv := Invocation{Principal: b.agent, IdempotencyKey: "k-restart", Capability: "gpio.set", Target: "gpio.led", Params: map[string]string{"state": "on"}}
+	first := b.r.Submit(context.Background(), inv)
+	if first.Status != Succeeded {
+		t.Fatalf("first: %+v", first)
+	}
+	writes := len(b.led.Writes())
+	// A new runner on the same ledger, as after a restart.
+	again := NewRunner(b.r.env, b.store)
+	set, pulse := NewGPIOActions([]*GPIOOutput{{Name: "led", Channel: "gpio.led", Line: b.estop.ledOut, Risk: R1}}, nil)
+	again.Register(set)
+	again.Register(pulse)
+	res := again.Submit(context.Background(), inv)
+	if !res.Repeat || res.Status != Succeeded || res.ActionID != first.ActionID || len(b.led.Writes()) != writes {
+		t.Errorf("repeat after restart: %+v (first %s), writes %d -> %d", res, first.ActionID, writes, len(b.led.Writes()))
+	}
+}
