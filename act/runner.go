@@ -437,32 +437,14 @@ func (r *Runner) decide(inv *Invocation, c Capability, channel string) Decision 
 // record appends one lifecycle step. A failure marks the ledger unwritable
 // for the policy (nothing above R0 until a write succeeds again).
 func (r *Runner) record(ctx context.Context, inv *Invocation, s Status, extra map[string]any) error {
-	payload := map[string]any{"status": string(s), "invocation": inv}
-	for k, v := range extra {
-		payload[k] = v
-	}
-	p, err := ledger.MarshalPayload(payload)
-	if err != nil {
-		return err
-	}
-	ev := ledger.Event{Type: "action." + string(s), ChannelID: inv.Capability, Provenance: ledger.Told, Trust: inv.Principal.Trust,
-		Privacy: ledger.Internal, AggregateID: "action:" + inv.ActionID, Payload: p}
-	_, err = r.journal.Append(context.WithoutCancel(ctx), ev)
-	r.mu.Lock()
-	r.ledgerOK = err == nil
-	r.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("act: the record of %s %s could not be written: %w", inv.ActionID, s, err)
-	}
-	return nil
+	_, err := r.append(ctx, inv, s, extra, "")
+	return err
 }
 
-// recordProposed records the proposal. When the ledger already holds a
-// proposal with the same idempotency key (a repeat after a restart, when
-// the runner's memory of it is gone), it returns that invocation's
-// recorded outcome instead, and nothing is done again.
-func (r *Runner) recordProposed(ctx context.Context, inv *Invocation, extra map[string]any) (*Result, error) {
-	payload := map[string]any{"status": string(Proposed), "invocation": inv}
+// append writes one action record (with a dedupe key for the proposal)
+// and notes for the policy whether the ledger took it.
+func (r *Runner) append(ctx context.Context, inv *Invocation, s Status, extra map[string]any, dedupe string) ([]ledger.Result, error) {
+	payload := map[string]any{"status": string(s), "invocation": inv}
 	for k, v := range extra {
 		payload[k] = v
 	}
@@ -470,15 +452,26 @@ func (r *Runner) recordProposed(ctx context.Context, inv *Invocation, extra map[
 	if err != nil {
 		return nil, err
 	}
-	ev := ledger.Event{Type: "action." + string(Proposed), ChannelID: inv.Capability, Provenance: ledger.Told, Trust: inv.Principal.Trust,
-		Privacy: ledger.Internal, AggregateID: "action:" + inv.ActionID, Payload: p,
-		DedupeKey: "action:" + inv.Principal.Subject + ":" + inv.IdempotencyKey}
+	ev := ledger.Event{Type: "action." + string(s), ChannelID: inv.Capability, Provenance: ledger.Told, Trust: inv.Principal.Trust,
+		Privacy: ledger.Internal, AggregateID: "action:" + inv.ActionID, DedupeKey: dedupe, Payload: p}
 	res, err := r.journal.Append(context.WithoutCancel(ctx), ev)
 	r.mu.Lock()
 	r.ledgerOK = err == nil
 	r.mu.Unlock()
 	if err != nil {
-		return nil, fmt.Errorf("act: the record of %s %s could not be written: %w", inv.ActionID, Proposed, err)
+		return nil, fmt.Errorf("act: the record of %s %s could not be written: %w", inv.ActionID, s, err)
+	}
+	return res, nil
+}
+
+// recordProposed records the proposal. When the ledger already holds a
+// proposal with the same idempotency key (a repeat after a restart, when
+// the runner's memory of it is gone), it returns that invocation's
+// recorded outcome instead, and nothing is done again.
+func (r *Runner) recordProposed(ctx context.Context, inv *Invocation, extra map[string]any) (*Result, error) {
+	res, err := r.append(ctx, inv, Proposed, extra, "action:"+inv.Principal.Subject+":"+inv.IdempotencyKey)
+	if err != nil {
+		return nil, err
 	}
 	if len(res) == 1 && res[0].Duplicate {
 		prev := r.recorded(res[0].Seq)
