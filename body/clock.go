@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tobe-body/tobe-body/hal"
+	"github.com/tobe-body/tobe-body/ledger"
 )
 
 // Clock turns the monotonic times drivers stamp events with (V4L2 buffer
@@ -53,6 +54,12 @@ type Stamp struct {
 	Domain string
 	// Uncertainty bounds the error of UTC.
 	Uncertainty time.Duration
+}
+
+// Apply sets an event's time fields from the stamp: occurred_at,
+// monotonic_ns, clock_domain and clock_uncertainty_ms.
+func (s Stamp) Apply(ev *ledger.Event) {
+	ev.OccurredAt, ev.MonotonicNS, ev.ClockDomain, ev.ClockUncertaintyMS = s.UTC.UnixNano(), s.MonotonicNS, s.Domain, s.UncertaintyMS()
 }
 
 // UncertaintyMS is Uncertainty in whole milliseconds, rounded up.

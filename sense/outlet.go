@@ -98,8 +98,7 @@ func (o *Outlet) EmitRef(typ string, at hal.Mono, seq uint64, payload any, ref s
 		ev.Payload = p
 	}
 	if c := o.src.Clock; c != nil {
-		s := c.Stamp(at)
-		ev.OccurredAt, ev.MonotonicNS, ev.ClockDomain, ev.ClockUncertaintyMS = s.UTC.UnixNano(), s.MonotonicNS, s.Domain, s.UncertaintyMS()
+		c.Stamp(at).Apply(&ev)
 		ev.ObservedAt = c.Now().UTC.UnixNano()
 	}
 	return o.Put(ev)

@@ -91,8 +91,7 @@ func estopRecorder(ctx context.Context, e *act.EStop, store *ledger.Store, clock
 			}
 			ev := ledger.Event{Type: r.Type, ChannelID: estopChannel, Provenance: ledger.Observed, Trust: ledger.High, Privacy: ledger.Internal, Payload: p}
 			if r.At != 0 {
-				s := clock.Stamp(r.At)
-				ev.OccurredAt, ev.MonotonicNS, ev.ClockDomain, ev.ClockUncertaintyMS = s.UTC.UnixNano(), s.MonotonicNS, s.Domain, s.UncertaintyMS()
+				clock.Stamp(r.At).Apply(&ev)
 			}
 			evs = append(evs, ev)
 			switch r.Type {
