@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,10 +30,16 @@ import (
 // 2 s and accepted on its release, or `tobe-body estop reset` by a local
 // administrator. A reset permits actions again; it starts nothing.
 //
-// The trip path must not wait for the Go scheduler: the body keeps
-// CPU-heavy work (motion detection) below GOMAXPROCS (sense.CPU), so a P
-// is free for the e-stop's reader when its edge arrives. With GOMAXPROCS 1
-// there is no such P, and the lab measures the cost (act's lab test).
+// The trip path must not wait for the Go scheduler. Where the line's
+// driver offers a hal.Tripwire (the GPIO character device, built with
+// cgo), Run arms it: a thread of the driver's own, real-time where the
+// body may, waits in the kernel on the line and drives every output it
+// covers safe and reads it back before any Go code runs; steps 2 then
+// happens first, and the rest follows on the edge's delivery. Without one
+// (fake pins, the sim board, a build without cgo) the body keeps CPU-heavy
+// work (motion detection) below GOMAXPROCS (sense.CPU), so a P is free
+// for the e-stop's goroutine when its edge arrives. act's lab test
+// measures both against a bare reader.
 
 // Canceller cancels actions: the runner. CancelAll must not block on the
 // ledger, MQTT or the agent; it returns the ids of what it cancelled.
@@ -93,6 +100,9 @@ type Trip struct {
 	AllSafe   bool          `cbor:"all_safe" json:"all_safe"`
 	Cancelled []string      `cbor:"cancelled,omitempty" json:"cancelled,omitempty"`
 	Leases    int           `cbor:"leases_revoked" json:"leases_revoked"`
+	// ByDriver counts the outputs the line's tripwire halted before the
+	// edge reached Go.
+	ByDriver int `cbor:"by_driver,omitempty" json:"by_driver,omitempty"`
 	// Already is true when the latch was set before this stop: outputs
 	// were made safe again, nothing new was latched.
 	Already bool `cbor:"already,omitempty" json:"already,omitempty"`
@@ -139,6 +149,9 @@ type EStopStatus struct {
 	Second   string `json:"second,omitempty"`
 	Fault    string `json:"wiring_fault,omitempty"`
 	Trips    uint64 `json:"trips"`
+	// Path says what halts the outputs on an edge: the driver's tripwire
+	// thread (and how it is scheduled), or the e-stop's goroutine.
+	Path string `json:"path,omitempty"`
 }
 
 // ErrResetRefused is wrapped by Reset's refusals.
@@ -158,8 +171,10 @@ type EStop struct {
 
 	// tripMu serialises trips with each other and with a reset; it is the
 	// e-stop's own and is never held while anything else is waited on.
-	tripMu sync.Mutex
-	why    string
+	tripMu  sync.Mutex
+	why     string
+	covered map[string]bool // outputs a line's tripwire halts
+	path    string
 
 	// mu guards the lines' last levels and the wiring fault.
 	mu         sync.Mutex
@@ -219,7 +234,10 @@ func (e *EStop) Status() EStopStatus {
 	e.tripMu.Unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s := EStopStatus{Latched: e.latched.Load(), Verified: e.verified.Load(), Why: why, Main: stopWord(e.mainStop), Fault: e.fault, Trips: e.trips.Load()}
+	e.tripMu.Lock()
+	path := e.path
+	e.tripMu.Unlock()
+	s := EStopStatus{Latched: e.latched.Load(), Verified: e.verified.Load(), Why: why, Main: stopWord(e.mainStop), Fault: e.fault, Trips: e.trips.Load(), Path: path}
 	if e.cfg.Second != nil {
 		s.Second = stopWord(e.secondStop)
 	}
@@ -245,7 +263,11 @@ func levelName(l hal.Level) string {
 // "requested by agent:pi", ...) and edge is when it happened (the line's
 // edge time, or now). It returns what it did; the same is queued for the
 // ledger.
-func (e *EStop) Trip(cause string, edge hal.Mono) Trip {
+func (e *EStop) Trip(cause string, edge hal.Mono) Trip { return e.trip(cause, edge, nil) }
+
+// trip is Trip with what a line's tripwire already did (rep, or nil): the
+// outputs it covered are not driven again.
+func (e *EStop) trip(cause string, edge hal.Mono, rep *hal.HaltReport) Trip {
 	e.stops.Add(1)
 	already := e.latched.Swap(true) // 1. latch: new requests are refused from here
 	e.tripMu.Lock()
@@ -253,8 +275,28 @@ func (e *EStop) Trip(cause string, edge hal.Mono) Trip {
 	// again; this stop came after that reset.
 	already = e.latched.Swap(true) && already
 	t := Trip{Cause: cause, Edge: edge, Already: already, AllSafe: true, Outputs: make([]OutputState, 0, len(e.cfg.Outputs))}
+	done := map[string]hal.HaltedOutput{}
+	if rep != nil {
+		for _, h := range rep.Outputs {
+			if e.covered[h.Name] {
+				done[h.Name] = h
+			}
+		}
+	}
+	t.Safe = 0
 	for _, o := range e.cfg.Outputs { // 2. every output safe, and read back
 		st := OutputState{Name: o.Name(), Safe: levelName(o.Safe()), ReadBack: "unreadable"}
+		if h, ok := done[o.Name()]; ok { // halted by the tripwire already
+			if h.Err != nil {
+				st.Err, t.AllSafe = h.Err.Error(), false
+			} else {
+				st.ReadBack = levelName(h.ReadBack)
+				t.AllSafe = t.AllSafe && h.ReadBack == o.Safe()
+			}
+			t.ByDriver++
+			t.Outputs = append(t.Outputs, st)
+			continue
+		}
 		err := o.Halt()
 		if l, rerr := o.ReadBack(); rerr == nil {
 			st.ReadBack = levelName(l)
@@ -269,8 +311,14 @@ func (e *EStop) Trip(cause string, edge hal.Mono) Trip {
 			t.AllSafe = false
 		}
 		t.Outputs = append(t.Outputs, st)
+		t.Safe = e.cfg.Now()
 	}
-	t.Safe = e.cfg.Now()
+	if rep != nil && t.ByDriver > 0 && (t.Safe == 0 || rep.Safe > t.Safe) {
+		t.Safe = rep.Safe
+	}
+	if t.Safe == 0 {
+		t.Safe = e.cfg.Now()
+	}
 	if c := e.cancel; c != nil { // 3. cancel the running and the queued
 		t.Cancelled = c.CancelAll(ReasonEStopLatched)
 	}
@@ -452,8 +500,42 @@ func (e *EStop) Check() Check {
 	return c
 }
 
+// arm arms the stop lines' tripwires, where their drivers have one, over
+// every output.
+func (e *EStop) arm() {
+	covered := map[string]bool{}
+	var paths []string
+	for _, l := range []struct {
+		name string
+		line hal.LineIn
+		stop hal.Level
+	}{{"main", e.cfg.Main, e.cfg.MainStop}, {"second", e.cfg.Second, e.cfg.SecondStop}} {
+		tw, ok := l.line.(hal.Tripwire)
+		if !ok {
+			continue
+		}
+		outs, err := tw.ArmTrip(l.stop, e.cfg.Outputs)
+		if err != nil {
+			paths = append(paths, fmt.Sprintf("%s: no tripwire (%v)", l.name, err))
+			continue
+		}
+		for _, o := range outs {
+			covered[o.Name()] = true
+		}
+		paths = append(paths, fmt.Sprintf("%s: tripwire thread, %s, halts %d of %d outputs", l.name, tw.TripThread(), len(outs), len(e.cfg.Outputs)))
+	}
+	path := "the e-stop's goroutine halts the outputs"
+	if len(paths) > 0 {
+		path = strings.Join(paths, "; ")
+	}
+	e.tripMu.Lock()
+	e.covered, e.path = covered, path
+	e.tripMu.Unlock()
+}
+
 // Run watches the lines until ctx is done. Call Check first.
 func (e *EStop) Run(ctx context.Context) error {
+	e.arm()
 	var wg sync.WaitGroup
 	errs := make(chan error, 3)
 	watch := func(f func(context.Context) error) {
@@ -505,7 +587,7 @@ func (e *EStop) watchStop(ctx context.Context, line hal.LineIn, stop hal.Level, 
 		}
 		isStop := ev.Level == stop
 		if isStop {
-			e.Trip(cause, ev.Time) // first: nothing else before the outputs are safe
+			e.trip(cause, ev.Time, ev.Halted) // first: nothing else before the outputs are safe
 		}
 		e.mu.Lock()
 		if main {

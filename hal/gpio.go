@@ -75,6 +75,42 @@ type EdgeEvent struct {
 	// the line at Level, unlike the last edge. Time is when it was read
 	// and Seq is the last event's; the edge happened before, unseen.
 	Reconciled bool
+	// Halted is set on an edge to the stop level of a line armed as a
+	// Tripwire: what the driver did before it delivered the edge.
+	Halted *HaltReport
+}
+
+// Tripwire is what a LineIn offers when its driver can stop the body on
+// its own: ArmTrip has the driver drive outs to their safe levels and
+// latch them (as their Halt does), then read each back, the moment it sees
+// the line at stop, by an edge or by its periodic read, on a thread of its
+// own that waits in the kernel and runs no Go code. Neither the Go
+// scheduler nor anything else in the process can then delay a stop. Edges
+// are still delivered by WaitForEdge; those to stop carry Halted. A read
+// error of the line halts outs too, then WaitForEdge returns the error.
+// ArmTrip returns the outputs it covers: those of its own driver; the
+// caller halts the others. It is called once, before the first
+// WaitForEdge; ErrUnsupported when the driver cannot (a build without cgo).
+type Tripwire interface {
+	ArmTrip(stop Level, outs []LineOut) (covered []LineOut, err error)
+	// TripThread says how the tripwire's thread runs ("SCHED_FIFO 50",
+	// or "SCHED_OTHER (no permission for SCHED_FIFO)").
+	TripThread() string
+}
+
+// HaltReport is what a tripwire did on a stop: each covered output's
+// read-back after it was driven safe, and when the last was read.
+type HaltReport struct {
+	Safe    Mono
+	Outputs []HaltedOutput
+}
+
+// HaltedOutput is one output's part of a HaltReport. Err is set when the
+// output could not be driven or read back; ReadBack is then meaningless.
+type HaltedOutput struct {
+	Name     string
+	ReadBack Level
+	Err      error
 }
 
 func (e EdgeEvent) String() string {

@@ -198,7 +198,7 @@ func (c *Chip) In(name string, cfg hal.InConfig) (hal.LineIn, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := &lineIn{name: name, f: f, edges: cfg.Edge != hal.NoEdge}
+	in := &lineIn{name: name, f: f, edges: cfg.Edge != hal.NoEdge, both: cfg.Edge == hal.BothEdges}
 	if cfg.Edge == hal.BothEdges {
 		in.reconcile = cfg.Reconcile
 		if in.reconcile == 0 {
@@ -226,7 +226,12 @@ func (c *Chip) Out(name string, cfg hal.OutConfig) (hal.LineOut, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &lineOut{name: name, f: f, safe: cfg.Safe}
+	g, err := newGate(name, f, cfg.Safe)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	o := &lineOut{name: name, f: f, safe: cfg.Safe, g: g}
 	c.mu.Lock()
 	c.lines = append(c.lines, o)
 	c.outs = append(c.outs, o)
@@ -298,6 +303,18 @@ type lineIn struct {
 	queued []hal.EdgeEvent
 	level  hal.Level // after the last edge delivered (or as requested)
 	seq    uint64    // of the last kernel event
+	both   bool      // both edges are watched
+	// trip is the line's tripwire once armed: its thread reads the line,
+	// and WaitForEdge reads the thread's records.
+	trip *tripwire
+}
+
+// reader is what WaitForEdge reads: the line, or its tripwire's records.
+func (in *lineIn) reader() *os.File {
+	if in.trip != nil {
+		return in.trip.r
+	}
+	return in.f
 }
 
 func (in *lineIn) Name() string { return in.name }
@@ -305,7 +322,7 @@ func (in *lineIn) Name() string { return in.name }
 func (in *lineIn) Halt() error {
 	in.dl.Lock()
 	in.halted = true
-	in.f.SetReadDeadline(time.Unix(1, 0))
+	in.reader().SetReadDeadline(time.Unix(1, 0))
 	in.dl.Unlock()
 	return nil
 }
@@ -315,23 +332,34 @@ func (in *lineIn) Halt() error {
 func (in *lineIn) deadline(ctx context.Context) {
 	in.dl.Lock()
 	defer in.dl.Unlock()
+	r := in.reader()
 	switch {
 	case in.halted || ctx.Err() != nil:
-		in.f.SetReadDeadline(time.Unix(1, 0))
-	case in.reconcile > 0:
-		in.f.SetReadDeadline(time.Now().Add(in.reconcile))
+		r.SetReadDeadline(time.Unix(1, 0))
+	case in.reconcile > 0 && in.trip == nil:
+		r.SetReadDeadline(time.Now().Add(in.reconcile))
 	default:
-		in.f.SetReadDeadline(time.Time{})
+		r.SetReadDeadline(time.Time{})
 	}
 }
 
 func (in *lineIn) stop() {
 	in.dl.Lock()
-	in.f.SetReadDeadline(time.Unix(1, 0))
+	in.reader().SetReadDeadline(time.Unix(1, 0))
 	in.dl.Unlock()
 }
 
-func (in *lineIn) close() { in.Halt(); in.f.Close() }
+// close halts the line, ends its tripwire and releases it.
+func (in *lineIn) close() {
+	in.Halt()
+	in.dl.Lock()
+	t := in.trip
+	in.dl.Unlock()
+	if t != nil {
+		t.stop()
+	}
+	in.f.Close()
+}
 
 func (in *lineIn) Read() (hal.Level, error) { return getValue(in.f) }
 
@@ -347,11 +375,18 @@ func (in *lineIn) WaitForEdge(ctx context.Context) (hal.EdgeEvent, error) {
 	for len(in.queued) == 0 {
 		in.deadline(ctx)
 		stop := context.AfterFunc(ctx, in.stop)
-		n, err := in.f.Read(in.buf[:])
+		var err error
+		if in.trip != nil {
+			err = in.trip.read(in)
+		} else {
+			var n int
+			if n, err = in.f.Read(in.buf[:]); err == nil {
+				in.take(in.buf[:n])
+			}
+		}
 		stop()
 		switch {
 		case err == nil:
-			in.take(in.buf[:n])
 		case ctx.Err() != nil:
 			return hal.EdgeEvent{}, ctx.Err()
 		case errors.Is(err, os.ErrClosed):
@@ -429,69 +464,30 @@ func (in *lineIn) reconcileOnce() error {
 	return nil
 }
 
-// lineOut is a requested output line. mu is the line's own lock: Out and
-// Halt exclude each other with it and with nothing else.
+// lineOut is a requested output line. Its gate is its latch: Out and
+// Halt exclude each other with the gate's own lock and nothing else.
 type lineOut struct {
 	name string
 	f    *os.File
 	safe hal.Level
-
-	mu     sync.Mutex
-	halted bool
-	closed bool
+	g    *gate
+	once sync.Once
 }
 
-func (o *lineOut) Name() string    { return o.name }
-func (o *lineOut) Safe() hal.Level { return o.safe }
-
-func (o *lineOut) set(v hal.Level) error {
-	lv := lineValues{Bits: levelBit(v), Mask: 1}
-	if err := fileIoctl(o.f, ioctlSetValues, unsafe.Pointer(&lv)); err != nil {
-		return fmt.Errorf("gpio: line %s: %w", o.name, os.NewSyscallError("ioctl GPIO_V2_LINE_SET_VALUES", err))
-	}
-	return nil
-}
-
-func (o *lineOut) Out(v hal.Level) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	switch {
-	case o.closed:
-		return fmt.Errorf("gpio: line %s: %w", o.name, hal.ErrClosed)
-	case o.halted:
-		return fmt.Errorf("gpio: line %s: %w", o.name, hal.ErrHalted)
-	}
-	return o.set(v)
-}
-
+func (o *lineOut) Name() string                 { return o.name }
+func (o *lineOut) Safe() hal.Level              { return o.safe }
+func (o *lineOut) Out(v hal.Level) error        { return o.g.out(v) }
 func (o *lineOut) ReadBack() (hal.Level, error) { return getValue(o.f) }
-
-func (o *lineOut) Halt() error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.closed {
-		return nil
-	}
-	o.halted = true
-	return o.set(o.safe)
-}
-
-func (o *lineOut) Rearm() error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.closed {
-		return fmt.Errorf("gpio: line %s: %w", o.name, hal.ErrClosed)
-	}
-	o.halted = false
-	return nil
-}
+func (o *lineOut) Halt() error                  { return o.g.halt() }
+func (o *lineOut) Rearm() error                 { return o.g.rearm() }
 
 func (o *lineOut) close() {
-	o.Halt()
-	o.mu.Lock()
-	o.closed = true
-	o.mu.Unlock()
-	o.f.Close()
+	o.once.Do(func() {
+		o.g.close()
+		o.f.Close()
+		o.g.release()
+	})
 }
 
 var _ hal.Chip = (*Chip)(nil)
+var _ hal.Tripwire = (*lineIn)(nil)

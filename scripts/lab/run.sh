@@ -37,7 +37,8 @@ for m in $mods; do
 	done
 done
 
-# The tests, one binary per package, static where they can be. A package
+# The tests, one binary per package, with cgo and static where they can be
+# (the e-stop's tripwire thread in hal/gpio is C). A package
 # whose lab tests need PortAudio (their build line names the portaudio
 # tag: hal/audio, sense) is built with cgo and the tag, and brings its shared
 # libraries (ldd, the dynamic loader included) and ALSA's configuration.
@@ -61,7 +62,8 @@ for pkg in "$@"; do
 			cp -a /usr/share/alsa "$ir/usr/share/alsa"
 		fi
 	else
-		CGO_ENABLED=0 go test -c -tags lab -o "$bin" "$pkg"
+		# cgo, linked statically: the e-stop's tripwire thread is C.
+		CGO_ENABLED=1 go test -c -tags lab,netgo,osusergo -ldflags '-linkmode external -extldflags -static' -o "$bin" "$pkg"
 	fi
 	if ! "$bin" -test.list '^TestLab' | grep -q '^TestLab'; then
 		echo "lab: $pkg has no lab tests in its binary (build tags?)" >&2

@@ -1,0 +1,354 @@
+//go:build linux && cgo
+
+// The tripwire's thread. It polls the line's request and a wake-up
+// eventfd; on an edge to the stop level, or on a periodic read that finds
+// the line at stop with no event to explain it, it halts every covered
+// output (drive safe and latch, under the output's own lock), reads each
+// back, and only then writes a record of it to a pipe that Go reads. A
+// read error of the line is a stop too. It blocks every signal, so
+// nothing of Go's runs on it, and asks for SCHED_FIFO when it may.
+
+#include "tripwire.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/gpio.h>
+
+#define TB_FIFO_PRIO 50
+
+struct tb_trip {
+	pthread_t thread;
+	int in_fd, wake_fd, rec_fd;
+	int level, stop, reconcile_ms;
+	uint64_t seq;
+	int nouts;
+	tb_out *outs[TB_MAX_OUTS];
+	int policy, prio, sched_err;
+	tb_rec pending; // a record the pipe had no room for
+	int has_pending;
+};
+
+static uint64_t now_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int set_value(int fd, int v) {
+	struct gpio_v2_line_values lv;
+	memset(&lv, 0, sizeof lv);
+	lv.bits = v ? 1 : 0;
+	lv.mask = 1;
+	return ioctl(fd, GPIO_V2_LINE_SET_VALUES_IOCTL, &lv) < 0 ? errno : 0;
+}
+
+static int get_value(int fd, int *v) {
+	struct gpio_v2_line_values lv;
+	memset(&lv, 0, sizeof lv);
+	lv.mask = 1;
+	if (ioctl(fd, GPIO_V2_LINE_GET_VALUES_IOCTL, &lv) < 0)
+		return errno;
+	*v = (int)(lv.bits & 1);
+	return 0;
+}
+
+tb_out *tb_out_new(int fd, int safe) {
+	tb_out *o = calloc(1, sizeof *o);
+	if (o == NULL)
+		return NULL;
+	pthread_mutexattr_t a;
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setprotocol(&a, PTHREAD_PRIO_INHERIT);
+	int r = pthread_mutex_init(&o->mu, &a);
+	pthread_mutexattr_destroy(&a);
+	if (r != 0) {
+		free(o);
+		return NULL;
+	}
+	o->fd = fd;
+	o->safe = safe;
+	o->refs = 1;
+	return o;
+}
+
+int tb_out_set(tb_out *o, int v) {
+	int r;
+	pthread_mutex_lock(&o->mu);
+	if (o->fd < 0)
+		r = TB_ECLOSED;
+	else if (o->halted)
+		r = TB_EHALTED;
+	else
+		r = set_value(o->fd, v);
+	pthread_mutex_unlock(&o->mu);
+	return r;
+}
+
+int tb_out_halt(tb_out *o) {
+	int r = EBADF;
+	pthread_mutex_lock(&o->mu);
+	o->halted = 1;
+	if (o->fd >= 0)
+		r = set_value(o->fd, o->safe);
+	pthread_mutex_unlock(&o->mu);
+	return r;
+}
+
+static int out_read(tb_out *o, int *v) {
+	int r = EBADF;
+	pthread_mutex_lock(&o->mu);
+	if (o->fd >= 0)
+		r = get_value(o->fd, v);
+	pthread_mutex_unlock(&o->mu);
+	return r;
+}
+
+int tb_out_rearm(tb_out *o) {
+	int r = 0;
+	pthread_mutex_lock(&o->mu);
+	if (o->fd < 0)
+		r = TB_ECLOSED;
+	else
+		o->halted = 0;
+	pthread_mutex_unlock(&o->mu);
+	return r;
+}
+
+void tb_out_close(tb_out *o) {
+	pthread_mutex_lock(&o->mu);
+	o->halted = 1;
+	if (o->fd >= 0)
+		set_value(o->fd, o->safe);
+	o->fd = -1; // Go closes the descriptor after this
+	pthread_mutex_unlock(&o->mu);
+}
+
+void tb_out_release(tb_out *o) {
+	if (__atomic_sub_fetch(&o->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		pthread_mutex_destroy(&o->mu);
+		free(o);
+	}
+}
+
+// halt drives every output safe first, then reads each back: the outputs
+// are safe as early as they can be.
+static void halt(tb_trip *t, tb_rec *r) {
+	r->flags |= TB_REC_HALTED;
+	r->nouts = (uint32_t)t->nouts;
+	for (int i = 0; i < t->nouts; i++)
+		r->errs[i] = tb_out_halt(t->outs[i]);
+	for (int i = 0; i < t->nouts; i++) {
+		int v = 0;
+		if (r->errs[i] == 0)
+			r->errs[i] = out_read(t->outs[i], &v);
+		r->readback[i] = (int8_t)v;
+	}
+	r->safe_ns = now_ns();
+}
+
+// emit writes a record, or keeps it for when the pipe has room: the last
+// record is never lost, the ones it replaced are flagged.
+static void emit(tb_trip *t, tb_rec *r) {
+	if (t->has_pending) {
+		if (write(t->rec_fd, &t->pending, sizeof t->pending) == (ssize_t)sizeof t->pending) {
+			t->has_pending = 0;
+		} else {
+			uint32_t lost = TB_REC_LOST | (t->pending.flags & TB_REC_LOST_STOP);
+			if (t->pending.flags & TB_REC_HALTED)
+				lost |= TB_REC_LOST_STOP;
+			r->flags |= lost;
+			t->pending = *r;
+			return;
+		}
+	}
+	if (write(t->rec_fd, r, sizeof *r) != (ssize_t)sizeof *r) {
+		t->pending = *r;
+		t->has_pending = 1;
+	}
+}
+
+// flush waits until a pending record is written or the thread is asked
+// to stop (for the last record, which must arrive).
+static void flush(tb_trip *t) {
+	while (t->has_pending) {
+		struct pollfd p[2] = {{.fd = t->rec_fd, .events = POLLOUT}, {.fd = t->wake_fd, .events = POLLIN}};
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			return;
+		if (p[1].revents)
+			return;
+		if (write(t->rec_fd, &t->pending, sizeof t->pending) == (ssize_t)sizeof t->pending)
+			t->has_pending = 0;
+	}
+}
+
+static void edge(tb_trip *t, uint64_t at, int level, uint32_t flags) {
+	tb_rec r;
+	memset(&r, 0, sizeof r);
+	t->level = level;
+	r.edge_ns = at;
+	r.seq = t->seq;
+	r.flags = flags | (level ? TB_REC_HIGH : 0);
+	if (level == t->stop)
+		halt(t, &r);
+	emit(t, &r);
+}
+
+// fail halts the outputs (a line that cannot be read cannot say go) and
+// ends the thread with a record of the error.
+static void fail(tb_trip *t, int err) {
+	tb_rec r;
+	memset(&r, 0, sizeof r);
+	r.edge_ns = now_ns();
+	r.seq = t->seq;
+	r.err = err;
+	r.flags = TB_REC_END;
+	halt(t, &r);
+	emit(t, &r);
+	flush(t);
+}
+
+// events reads what the kernel queued for the line: 0, or an errno.
+static int events(tb_trip *t) {
+	struct gpio_v2_line_event ev[16];
+	ssize_t n = read(t->in_fd, ev, sizeof ev);
+	if (n < 0)
+		return (errno == EAGAIN || errno == EINTR) ? 0 : errno;
+	for (ssize_t i = 0; i < n / (ssize_t)sizeof ev[0]; i++) {
+		t->seq = ev[i].line_seqno;
+		edge(t, ev[i].timestamp_ns, ev[i].id == GPIO_V2_LINE_EVENT_RISING_EDGE, 0);
+	}
+	return 0;
+}
+
+// reconcile reads the line when no event came for a while; at a level
+// other than the last edge's, an event queued meanwhile explains it, and
+// without one the level is an edge of its own.
+static int reconcile(tb_trip *t) {
+	int v;
+	int err = get_value(t->in_fd, &v);
+	if (err != 0)
+		return err;
+	if (v == t->level)
+		return 0;
+	struct pollfd p = {.fd = t->in_fd, .events = POLLIN};
+	if (poll(&p, 1, 0) > 0 && (p.revents & POLLIN))
+		return events(t);
+	edge(t, now_ns(), v, TB_REC_RECONCILED);
+	return 0;
+}
+
+static void *run(void *arg) {
+	tb_trip *t = arg;
+	for (;;) {
+		struct pollfd p[3] = {
+			{.fd = t->in_fd, .events = POLLIN},
+			{.fd = t->wake_fd, .events = POLLIN},
+			{.fd = t->has_pending ? t->rec_fd : -1, .events = POLLOUT},
+		};
+		int n = poll(p, 3, t->reconcile_ms > 0 ? t->reconcile_ms : -1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			fail(t, errno);
+			return NULL;
+		}
+		if (p[1].revents)
+			return NULL;
+		int err = 0;
+		if (p[0].revents & (POLLERR | POLLHUP | POLLNVAL))
+			err = (p[0].revents & POLLNVAL) ? EBADF : EIO;
+		else if (p[0].revents & POLLIN)
+			err = events(t);
+		else if (n == 0)
+			err = reconcile(t);
+		if (err != 0) {
+			fail(t, err);
+			return NULL;
+		}
+		if (t->has_pending && (p[2].revents & POLLOUT)) {
+			if (write(t->rec_fd, &t->pending, sizeof t->pending) == (ssize_t)sizeof t->pending)
+				t->has_pending = 0;
+		}
+	}
+}
+
+tb_trip *tb_trip_start(int in_fd, int level, int stop, int reconcile_ms, int rec_fd, tb_out **outs, int nouts, int *err) {
+	if (nouts < 0 || nouts > TB_MAX_OUTS) {
+		*err = EINVAL;
+		return NULL;
+	}
+	tb_trip *t = calloc(1, sizeof *t);
+	if (t == NULL) {
+		*err = ENOMEM;
+		return NULL;
+	}
+	t->in_fd = in_fd;
+	t->rec_fd = rec_fd;
+	t->level = level;
+	t->stop = stop;
+	t->reconcile_ms = reconcile_ms;
+	t->nouts = nouts;
+	for (int i = 0; i < nouts; i++) {
+		__atomic_add_fetch(&outs[i]->refs, 1, __ATOMIC_ACQ_REL);
+		t->outs[i] = outs[i];
+	}
+	t->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (t->wake_fd < 0) {
+		*err = errno;
+		goto fail;
+	}
+	// No signal is delivered to the thread: it inherits a full mask.
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_t a;
+	pthread_attr_init(&a);
+	pthread_attr_setinheritsched(&a, PTHREAD_EXPLICIT_SCHED);
+	pthread_attr_setschedpolicy(&a, SCHED_FIFO);
+	struct sched_param sp = {.sched_priority = TB_FIFO_PRIO};
+	pthread_attr_setschedparam(&a, &sp);
+	int r = pthread_create(&t->thread, &a, run, t);
+	pthread_attr_destroy(&a);
+	if (r == EPERM) {
+		t->sched_err = r; // no permission for real-time: run as any other thread
+		r = pthread_create(&t->thread, NULL, run, t);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r != 0) {
+		*err = r;
+		close(t->wake_fd);
+		goto fail;
+	}
+	pthread_getschedparam(t->thread, &t->policy, &sp);
+	t->prio = sp.sched_priority;
+	return t;
+fail:
+	for (int i = 0; i < nouts; i++)
+		tb_out_release(t->outs[i]);
+	free(t);
+	return NULL;
+}
+
+void tb_trip_sched(tb_trip *t, int *policy, int *prio, int *err) {
+	*policy = t->policy == SCHED_FIFO ? 1 : 0;
+	*prio = t->prio;
+	*err = t->sched_err;
+}
+
+void tb_trip_stop(tb_trip *t) {
+	uint64_t one = 1;
+	while (write(t->wake_fd, &one, sizeof one) < 0 && errno == EINTR)
+		;
+	pthread_join(t->thread, NULL);
+	close(t->wake_fd);
+	for (int i = 0; i < t->nouts; i++)
+		tb_out_release(t->outs[i]);
+	free(t);
+}

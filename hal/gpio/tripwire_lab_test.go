@@ -1,0 +1,124 @@
+//go:build lab && cgo
+
+package gpio
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/tobe-body/tobe-body/hal"
+)
+
+// TestLabTripwire arms ESTOP's tripwire over the relays, the LED and the
+// buzzer, drives them high, and opens the line: every output must be low
+// on gpio-sim's value attribute and latched before the edge is delivered,
+// and the edge must carry the read-backs. Then a stop that no event
+// reports (edge detection switched off while the line opens) is found by
+// the thread's periodic read and halts just the same.
+func TestLabTripwire(t *testing.T) {
+	c := openChip(t)
+	setPull(t, "ESTOP", false)
+	in, err := c.In("ESTOP", hal.InConfig{Edge: hal.BothEdges, Reconcile: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"RELAY1", "RELAY2", "LED", "BUZZER"}
+	var outs []hal.LineOut
+	for _, n := range names {
+		o, err := c.Out(n, hal.OutConfig{Safe: hal.Low})
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, o)
+	}
+	covered, err := in.(hal.Tripwire).ArmTrip(hal.High, outs)
+	if err != nil || len(covered) != len(outs) {
+		t.Fatalf("ArmTrip: %d covered, %v", len(covered), err)
+	}
+	t.Logf("tripwire thread: %s", in.(hal.Tripwire).TripThread())
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+
+	on := func() {
+		t.Helper()
+		for i, o := range outs {
+			if err := o.Rearm(); err != nil {
+				t.Fatal(err)
+			}
+			if err := o.Out(hal.High); err != nil {
+				t.Fatal(err)
+			}
+			if v := simValue(t, names[i]); v != "1" {
+				t.Fatalf("%s reads %s after Out(high)", names[i], v)
+			}
+		}
+	}
+	check := func(e hal.EdgeEvent, reconciled bool) {
+		t.Helper()
+		if e.Level != hal.High || e.Reconciled != reconciled || e.Halted == nil || len(e.Halted.Outputs) != len(outs) {
+			t.Fatalf("edge %v, halted %+v; want a stop (reconciled %v) with %d read-backs", e, e.Halted, reconciled, len(outs))
+		}
+		for i, h := range e.Halted.Outputs {
+			if h.Name != names[i] || h.Err != nil || h.ReadBack != hal.Low {
+				t.Errorf("read-back %d: %+v", i, h)
+			}
+			if v := simValue(t, names[i]); v != "0" {
+				t.Errorf("%s reads %s after the stop", names[i], v)
+			}
+			if err := outs[i].Out(hal.High); !errors.Is(err, hal.ErrHalted) {
+				t.Errorf("%s: Out after the stop: %v, want ErrHalted", names[i], err)
+			}
+		}
+		if e.Halted.Safe < e.Time {
+			t.Errorf("safe at %v before the edge at %v", e.Halted.Safe, e.Time)
+		}
+		t.Logf("stop (reconciled %v): edge -> %d outputs safe and read back in %v", reconciled, len(outs), e.Halted.Safe.Sub(e.Time))
+	}
+
+	// An edge.
+	on()
+	setPull(t, "ESTOP", true)
+	e, err := in.WaitForEdge(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(e, false)
+	setPull(t, "ESTOP", false)
+	if e, err = in.WaitForEdge(ctx); err != nil || e.Level != hal.Low || e.Halted != nil {
+		t.Fatalf("closing: %v %+v %v", e, e.Halted, err)
+	}
+
+	// A stop no event tells of.
+	on()
+	setFlags := func(flags uint64) {
+		cfg := lineConfig{Flags: flags}
+		if err := fileIoctl(in.(*lineIn).f, ioctlSetConfig, unsafe.Pointer(&cfg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setFlags(flagInput)
+	setPull(t, "ESTOP", true)
+	if e, err = in.WaitForEdge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check(e, true)
+	setFlags(flagInput | flagEdgeRising | flagEdgeFalling)
+	setPull(t, "ESTOP", false)
+	if e, err = in.WaitForEdge(ctx); err != nil || e.Level != hal.Low {
+		t.Fatalf("closing again: %v %v", e, err)
+	}
+
+	// Halt wakes a waiter; Close ends the thread.
+	done := make(chan error, 1)
+	go func() {
+		_, err := in.WaitForEdge(ctx)
+		done <- err
+	}()
+	in.Halt()
+	if err := <-done; !errors.Is(err, hal.ErrHalted) {
+		t.Errorf("WaitForEdge after Halt: %v", err)
+	}
+}
