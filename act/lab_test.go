@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tobe-body/tobe-body/board"
+	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/hal/gpio"
 	"github.com/tobe-body/tobe-body/hal/probe"
@@ -647,6 +648,9 @@ type labLoad struct {
 	appends atomic.Int64
 	errs    chan error
 	start   time.Time
+
+	// E8's agent requests and MQTT backlog (startAgents, startBacklog).
+	offered, done, refused, acked atomic.Int64
 }
 
 func labFrames(t *testing.T) (hal.FrameFormat, [][]byte) {
@@ -665,7 +669,7 @@ func labFrames(t *testing.T) (hal.FrameFormat, [][]byte) {
 
 func startLoad(t *testing.T, heavy int, f hal.FrameFormat, frames [][]byte, store *ledger.Store) *labLoad {
 	t.Helper()
-	l := &labLoad{stop: make(chan struct{}), errs: make(chan error, heavy+1), start: time.Now()}
+	l := &labLoad{stop: make(chan struct{}), errs: make(chan error, heavy+2), start: time.Now()}
 	for range heavy {
 		d, err := motion.New(motion.Config{}, f)
 		if err != nil {
@@ -714,6 +718,115 @@ func startLoad(t *testing.T, heavy int, f hal.FrameFormat, frames [][]byte, stor
 	return l
 }
 
+// agentRate is E8's agent request rate.
+const agentRate = 2000
+
+// startAgents offers agentRate requests a second (gpio.set on the LED,
+// on and off, as agent:pi under a grant) to a real runner over the rig's
+// e-stop, from 8 sessions; each goes through policy, the ledger (one
+// durable record per step) and the line. A tick the sessions cannot keep
+// up with is offered and dropped, so the rate reported is what ran.
+func (l *labLoad) startAgents(r *Runner) {
+	ticks := make(chan int64, 64)
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		defer close(ticks)
+		// Offered by the clock, not by the ticks: a ticker under emulation
+		// fires far less often than asked.
+		tk := time.NewTicker(time.Millisecond)
+		defer tk.Stop()
+		start := time.Now()
+		var n int64
+		for {
+			select {
+			case <-l.stop:
+				return
+			case <-tk.C:
+			}
+			for due := int64(time.Since(start).Seconds() * agentRate); n < due; {
+				n++
+				l.offered.Add(1)
+				select {
+				case ticks <- n:
+				default:
+				}
+			}
+		}
+	}()
+	for s := range 8 {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			p := Principal{Kind: AgentSession, Subject: "agent:pi", Session: fmt.Sprintf("load%d", s), Trust: ledger.High}
+			for n := range ticks {
+				state := "on"
+				if n%2 == 0 {
+					state = "off"
+				}
+				res := r.Submit(context.Background(), Invocation{Principal: p, Capability: "gpio.set", Target: "gpio.led", Params: map[string]string{"state": state}})
+				l.done.Add(1)
+				if res.Status == Refused {
+					l.refused.Add(1)
+				}
+			}
+		}()
+	}
+}
+
+// fillBacklog puts E8's MQTT backlog in the ledger's outbox: 100,000
+// events nobody has sent.
+func fillBacklog(t *testing.T, store *ledger.Store) {
+	t.Helper()
+	const backlog, batch = 100_000, 1000
+	for i := 0; i < backlog; i += batch {
+		evs := make([]ledger.Event, batch)
+		for j := range evs {
+			p, _ := ledger.MarshalPayload(map[string]any{"n": i + j})
+			evs[j] = ledger.Event{Type: "gpio.changed", ChannelID: "gpio.button", Provenance: ledger.Observed, SourceSequence: uint64(i + j + 1), Payload: p}
+		}
+		if _, err := store.Append(context.Background(), evs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// startUplink drains the outbox the way an uplink catching up on a
+// backlog would: 100 events every 100 ms, read and acknowledged.
+func (l *labLoad) startUplink(store *ledger.Store) {
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		tk := time.NewTicker(100 * time.Millisecond)
+		defer tk.Stop()
+		var after uint64
+		for {
+			select {
+			case <-l.stop:
+				return
+			case <-tk.C:
+			}
+			items, err := store.OutboxNext(after, 100)
+			if err != nil {
+				l.errs <- err
+				return
+			}
+			seqs := make([]uint64, len(items))
+			for i, it := range items {
+				seqs[i] = it.Seq
+			}
+			if len(seqs) > 0 {
+				after = seqs[len(seqs)-1]
+				if err := store.OutboxAck(seqs...); err != nil {
+					l.errs <- err
+					return
+				}
+				l.acked.Add(int64(len(seqs)))
+			}
+		}
+	}()
+}
+
 // end stops the load and says how much it did.
 func (l *labLoad) end(t *testing.T) string {
 	t.Helper()
@@ -725,7 +838,14 @@ func (l *labLoad) end(t *testing.T) string {
 	default:
 	}
 	s := time.Since(l.start).Seconds()
-	return fmt.Sprintf("%.1f frames/s, %.0f appends/s", float64(l.frames.Load())/s, float64(l.appends.Load())/s)
+	out := fmt.Sprintf("%.1f frames/s, %.0f appends/s", float64(l.frames.Load())/s, float64(l.appends.Load())/s)
+	if n := l.offered.Load(); n > 0 {
+		out += fmt.Sprintf(", agent requests offered %.0f/s and run %.0f/s (%d refused)", float64(n)/s, float64(l.done.Load())/s, l.refused.Load())
+	}
+	if n := l.acked.Load(); n > 0 {
+		out += fmt.Sprintf(", outbox drained %.0f/s", float64(n)/s)
+	}
+	return out
 }
 
 type spread []time.Duration
@@ -773,7 +893,21 @@ func TestLabEStopLatency(t *testing.T) {
 	defer store.Close()
 
 	r := newLabRig(t, false)
-	r.runner.inspect = false // the runner answers at once, as the real one must
+	fillBacklog(t, store)
+	// E8's agents act through a real runner over the rig's e-stop and LED,
+	// recording in the loaded ledger.
+	reg := body.NewRegistry(time.Now)
+	reg.Register(body.Channel{ID: "gpio.led", Kind: "gpio-out", State: body.Enabled})
+	set, _ := NewGPIOActions([]*GPIOOutput{{Name: "led", Channel: "gpio.led", Line: r.outs["LED"], Risk: R1}}, nil)
+	grants := []Grant{{ID: "g1", Subject: "agent:pi", Capability: "gpio.*", Scope: "gpio.*", By: "admin:uid=0"}}
+	leases := NewLeaseTable(time.Minute)
+	runner := NewRunner(Environment{EStop: r.e, Registry: reg, Leases: leases,
+		Health: func() body.Degradation { return body.LevelNormal }, Grants: func() []Grant { return grants }}, store)
+	if err := runner.Register(set); err != nil {
+		t.Fatal(err)
+	}
+	r.e.SetRunner(runner, leases)
+	t.Logf("estop path: %s", r.e.Status().Path)
 	button := simAttrs(t, "BUTTON")
 	if err := button.set(false); err != nil {
 		t.Fatal(err)
@@ -805,6 +939,8 @@ func TestLabEStopLatency(t *testing.T) {
 		var load *labLoad
 		if run.heavy > 0 {
 			load = startLoad(t, run.heavy, f, frames, store)
+			load.startAgents(runner)
+			load.startUplink(store)
 			time.Sleep(500 * time.Millisecond) // the load is running
 		}
 		var trip, tripW, edge, edgeW spread
@@ -846,7 +982,7 @@ func TestLabEStopLatency(t *testing.T) {
 		}
 		what := "no load"
 		if load != nil {
-			what = fmt.Sprintf("%d motion worker(s) and a ledger %s: %s", run.heavy, where, load.end(t))
+			what = fmt.Sprintf("%d motion worker(s), a ledger %s with a 100k outbox backlog, agents at %d requests/s: %s", run.heavy, where, agentRate, load.end(t))
 		}
 		t.Logf("estop latency: %s (GOMAXPROCS %d; %s), %d trips: e-stop edge -> %d outputs safe and read back %v; bare read(2) edge -> returned %v; p99 ratio %.2f (goal <= 1.5); from the pull written: e-stop %v, bare %v",
 			run.name, procs, what, n, len(r.outs), trip, edge, float64(trip.p99())/float64(edge.p99()), tripW, edgeW)

@@ -226,4 +226,7 @@ func printEStop(w io.Writer, st act.EStopStatus) {
 	if st.Fault != "" {
 		fmt.Fprintf(w, "fault     %s\n", st.Fault)
 	}
+	if st.Path != "" {
+		fmt.Fprintf(w, "halts     %s\n", st.Path)
+	}
 }
