@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -307,5 +308,65 @@ func TestRepeatAfterRestartActsOnce(t *testing.T) {
 	res := again.Submit(context.Background(), inv)
 	if !res.Repeat || res.Status != Succeeded || res.ActionID != first.ActionID || len(b.led.Writes()) != writes {
 		t.Errorf("repeat after restart: %+v (first %s), writes %d -> %d", res, first.ActionID, writes, len(b.led.Writes()))
+	}
+}
+
+// stuckJournal is a ledger that stops answering when stuck is set: every
+// Append waits for release. It says when an Append is waiting.
+type stuckJournal struct {
+	inner   Journal
+	stuck   atomic.Bool
+	waiting chan struct{}
+	release chan struct{}
+}
+
+func (j *stuckJournal) Append(ctx context.Context, evs ...ledger.Event) ([]ledger.Result, error) {
+	if j.stuck.Load() {
+		j.waiting <- struct{}{}
+		<-j.release
+	}
+	return j.inner.Append(ctx, evs...)
+}
+
+// E8's last clause: the e-stop never waits on the ledger. With a pulse
+// running and a request stuck writing its record to a ledger that does
+// not answer, a trip still makes every output safe and cancels both; the
+// records follow when the ledger answers, and nothing acts after the trip.
+func TestTripDoesNotWaitForTheLedger(t *testing.T) {
+	b := newBench(t)
+	j := &stuckJournal{inner: b.store, waiting: make(chan struct{}, 16), release: make(chan struct{})}
+	b.r.journal = j
+	b.fb.Set(hal.High, hal.MonoNow())
+	pulse := make(chan Result, 1)
+	go func() {
+		pulse <- b.r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.relay1", Params: map[string]string{"duration_ms": "60000"}})
+	}()
+	for b.relay.Level() != hal.High {
+		time.Sleep(time.Millisecond) // the runner's goroutine driving the relay
+	}
+	j.stuck.Store(true)
+	led := make(chan Result, 1)
+	go func() {
+		led <- b.r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "gpio.set", Target: "gpio.led", Params: map[string]string{"state": "on"}})
+	}()
+	<-j.waiting // the LED's request is writing its record, and waits
+
+	tripped := make(chan Trip, 1)
+	go func() { tripped <- b.estop.e.Trip("line_open", hal.MonoNow()) }()
+	var trip Trip
+	select {
+	case trip = <-tripped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the trip waited for the ledger")
+	}
+	if !trip.AllSafe || b.relay.Level() != hal.Low || b.led.Level() != b.estop.ledOut.Safe() || len(trip.Cancelled) == 0 {
+		t.Errorf("trip %+v with the ledger stuck: relay %v led %v", trip, b.relay.Level(), b.led.Level())
+	}
+	close(j.release)
+	if res := <-pulse; res.Status != Cancelled || res.Reason != ReasonEStopLatched {
+		t.Errorf("the pulse: %+v", res)
+	}
+	if res := <-led; res.Status == Succeeded || b.led.Level() != b.estop.ledOut.Safe() {
+		t.Errorf("the LED's request after the trip: %+v, led %v", res, b.led.Level())
 	}
 }
