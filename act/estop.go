@@ -106,6 +106,9 @@ type Trip struct {
 	// Already is true when the latch was set before this stop: outputs
 	// were made safe again, nothing new was latched.
 	Already bool `cbor:"already,omitempty" json:"already,omitempty"`
+	// Attention is how the stop is published: "max", the highest, to the
+	// home server and every agent, before anything else waiting.
+	Attention string `cbor:"attention" json:"attention"`
 }
 
 // Record is something the e-stop did or refused, for the ledger. Type is
@@ -274,7 +277,7 @@ func (e *EStop) trip(cause string, edge hal.Mono, rep *hal.HaltReport) Trip {
 	// A reset that held tripMu may have cleared the latch since: set it
 	// again; this stop came after that reset.
 	already = e.latched.Swap(true) && already
-	t := Trip{Cause: cause, Edge: edge, Already: already, AllSafe: true, Outputs: make([]OutputState, 0, len(e.cfg.Outputs))}
+	t := Trip{Cause: cause, Edge: edge, Already: already, AllSafe: true, Outputs: make([]OutputState, 0, len(e.cfg.Outputs)), Attention: "max"}
 	done := map[string]hal.HaltedOutput{}
 	if rep != nil {
 		for _, h := range rep.Outputs {

@@ -221,7 +221,7 @@ func (r *Runner) EndSession(session string) []string {
 	var ids []string
 	for id, ru := range r.running {
 		if ru.inv.Principal.Session == session {
-			ru.cancel(cancelCause{"session_ended"})
+			ru.cancel(cancelCause{ReasonSessionEnded})
 			ids = append(ids, id)
 		}
 	}

@@ -1,0 +1,160 @@
+package act
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tobe-body/tobe-body/hal"
+)
+
+type enderLog struct {
+	mu    sync.Mutex
+	ended map[string]time.Time
+}
+
+func (l *enderLog) EndSession(s string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ended[s] = time.Now()
+	return []string{"act-of-" + s}
+}
+
+func (l *enderLog) at(s string) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t, ok := l.ended[s]
+	return t, ok
+}
+
+// A silent session ends exactly one window after its last beat; one that
+// keeps beating does not; a closed one ends at once.
+func TestSessionsHeartbeat(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &enderLog{ended: map[string]time.Time{}}
+		var ends []SessionEnd
+		s := NewSessions(log, 0, func(e SessionEnd) { ends = append(ends, e) })
+		if s.Window() != DefaultHeartbeat {
+			t.Fatalf("window %v", s.Window())
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- s.Run(ctx) }()
+		start := time.Now()
+		s.Beat("quiet")
+		s.Beat("chatty")
+		time.Sleep(700 * time.Millisecond)
+		s.Beat("quiet") // its last beat, at 0.7 s
+		for range 10 {
+			time.Sleep(500 * time.Millisecond)
+			s.Beat("chatty")
+		}
+		synctest.Wait()
+		at, ok := log.at("quiet")
+		if !ok || at.Sub(start) != 700*time.Millisecond+DefaultHeartbeat {
+			t.Errorf("quiet ended %v (%v after the start), want 2.7 s after it", ok, at.Sub(start))
+		}
+		if _, ok := log.at("chatty"); ok {
+			t.Error("a session that kept beating was ended")
+		}
+		if got := s.Live(); !slices.Equal(got, []string{"chatty"}) {
+			t.Errorf("live %v", got)
+		}
+		if ids := s.End("chatty"); !slices.Equal(ids, []string{"act-of-chatty"}) {
+			t.Errorf("End cancelled %v", ids)
+		}
+		want := []SessionEnd{{Session: "quiet", Why: "silent", Cancelled: []string{"act-of-quiet"}}, {Session: "chatty", Why: "closed", Cancelled: []string{"act-of-chatty"}}}
+		if !slices.EqualFunc(ends, want, func(a, b SessionEnd) bool {
+			return a.Session == b.Session && a.Why == b.Why && slices.Equal(a.Cancelled, b.Cancelled)
+		}) {
+			t.Errorf("ends %+v", ends)
+		}
+		// A session that comes back is watched again.
+		s.Beat("quiet")
+		time.Sleep(DefaultHeartbeat + time.Millisecond)
+		synctest.Wait()
+		if len(ends) != 3 || ends[2].Session != "quiet" {
+			t.Errorf("ends %+v after the quiet session came back and fell silent", ends)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// E7 through the runner: a session that falls silent during a long pulse
+// has it stopped (session_ended) after its window; another session's
+// pulse, still beating, goes on until that session closes.
+func TestSessionSilentStopsItsActions(t *testing.T) {
+	b := newBench(t)
+	const window = 100 * time.Millisecond
+	s := NewSessions(b.r, window, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); s.Run(ctx) }()
+	defer wg.Wait()
+	defer cancel()
+
+	other := b.agent
+	other.Session = "s2"
+	// Both sessions beat until their pulses run; then s1 falls silent.
+	beat := func(session string) chan struct{} {
+		s.Beat(session)
+		stop := make(chan struct{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tk := time.NewTicker(window / 5)
+			defer tk.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tk.C:
+					s.Beat(session)
+				}
+			}
+		}()
+		return stop
+	}
+	beating1, beating := beat("s1"), beat("s2")
+	b.fb.Set(hal.High, hal.MonoNow())
+	pulse := func(p Principal, target string) chan Result {
+		c := make(chan Result, 1)
+		go func() {
+			c <- b.r.Submit(context.Background(), Invocation{Principal: p, Capability: "gpio.pulse", Target: target, Params: map[string]string{"duration_ms": "60000"}})
+		}()
+		return c
+	}
+	mine, theirs := pulse(b.agent, "gpio.relay1"), pulse(other, "gpio.led")
+	for b.relay.Level() != hal.High || b.led.Level() == b.estop.ledOut.Safe() {
+		time.Sleep(time.Millisecond) // the runner's goroutines driving the lines
+	}
+	close(beating1)
+	b.fb.Set(hal.Low, hal.MonoNow())
+	res := <-mine // s1 is silent from here
+	if res.Status != Cancelled || res.Reason != ReasonSessionEnded || b.relay.Level() != hal.Low {
+		t.Errorf("the silent session's pulse: %+v, relay %v", res, b.relay.Level())
+	}
+	select {
+	case r := <-theirs:
+		t.Fatalf("the beating session's pulse ended too: %+v", r)
+	default:
+	}
+	if b.led.Level() == b.estop.ledOut.Safe() {
+		t.Error("the beating session's LED was turned off")
+	}
+	close(beating)
+	if ids := s.End("s2"); len(ids) != 1 {
+		t.Errorf("closing s2 cancelled %v", ids)
+	}
+	if r := <-theirs; r.Status != Cancelled || r.Reason != ReasonSessionEnded {
+		t.Errorf("the closed session's pulse: %+v", r)
+	}
+}
