@@ -133,7 +133,8 @@ type Runner struct {
 
 	mu       sync.Mutex // the runner's own: never held while the journal or an action is waited on
 	actions  map[string]Action
-	running  map[string]*run // by action id
+	sims     map[string]Action // the same capabilities over the simulated driver
+	running  map[string]*run   // by action id
 	byKey    map[string]*flight
 	ledgerOK bool
 }
@@ -167,7 +168,7 @@ func NewRunner(env Environment, j Journal) *Runner {
 	if env.LeaseTTL == 0 {
 		env.LeaseTTL = 30 * time.Second
 	}
-	return &Runner{env: env, journal: j, actions: map[string]Action{}, running: map[string]*run{}, byKey: map[string]*flight{}, ledgerOK: true}
+	return &Runner{env: env, journal: j, actions: map[string]Action{}, sims: map[string]Action{}, running: map[string]*run{}, byKey: map[string]*flight{}, ledgerOK: true}
 }
 
 // Register adds an action channel's capability; a second one with the
@@ -180,6 +181,21 @@ func (r *Runner) Register(a Action) error {
 		return fmt.Errorf("act: capability %q registered twice", name)
 	}
 	r.actions[name] = a
+	return nil
+}
+
+// RegisterSimulated adds the simulated twin of a capability: an action
+// of the same name over the simulated driver, which simulation-mode
+// requests run against instead of the hardware. A capability without one
+// refuses simulation mode.
+func (r *Runner) RegisterSimulated(a Action) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	name := a.Capability().Name
+	if _, dup := r.sims[name]; dup {
+		return fmt.Errorf("act: simulated capability %q registered twice", name)
+	}
+	r.sims[name] = a
 	return nil
 }
 
@@ -275,6 +291,14 @@ func (r *Runner) submit(ctx context.Context, inv *Invocation) Result {
 	}
 	r.mu.Lock()
 	a := r.actions[inv.Capability]
+	var noSim error
+	if inv.Mode == Simulation {
+		// Never the hardware: the simulated twin, or nothing.
+		if a = r.sims[inv.Capability]; a == nil && r.actions[inv.Capability] != nil {
+			a = r.actions[inv.Capability] // decided as itself, then refused
+			noSim = fmt.Errorf("mode simulation: %s has no simulated driver on this body", inv.Capability)
+		}
+	}
 	r.mu.Unlock()
 	var capab Capability
 	var channel string
@@ -295,7 +319,11 @@ func (r *Runner) submit(ctx context.Context, inv *Invocation) Result {
 		d = Decision{Reason: ReasonUnknownCapability, Detail: fmt.Sprintf("no channel offers %q", inv.Capability)}
 	case chErr != nil && (d.Allow || d.Reason == ReasonUnknownCapability):
 		d = Decision{Reason: ReasonInvalidRequest, Detail: chErr.Error()}
+	case noSim != nil && d.Allow:
+		d = Decision{Reason: ReasonInvalidRequest, Detail: noSim.Error()}
 	}
+	// A simulation shares no resource with the hardware: it takes no lease.
+	leased := capab.Shared && r.env.Leases != nil && inv.Mode != Simulation
 	dup, err := r.recordProposed(ctx, inv, map[string]any{"decision": decisionView(d), "risk": capab.Risk.String(), "principal": inv.Principal.Subject,
 		"session": inv.Principal.Session, "mode": string(inv.Mode)})
 	if err != nil {
@@ -312,7 +340,7 @@ func (r *Runner) submit(ctx context.Context, inv *Invocation) Result {
 	// A lease on a shared resource, checked again (fencing) just before
 	// acting.
 	var epoch uint64
-	if capab.Shared && r.env.Leases != nil {
+	if leased {
 		l, ld := r.env.Leases.Acquire(inv.Target, HolderOf(inv.Principal), r.env.LeaseTTL, r.env.Now())
 		if !ld.Allow {
 			res := Result{ActionID: inv.ActionID, Status: Refused, Decision: ld, Reason: ld.Reason, Detail: ld.Detail}
@@ -356,7 +384,7 @@ func (r *Runner) submit(ctx context.Context, inv *Invocation) Result {
 		res := Result{ActionID: inv.ActionID, Status: Refused, Reason: ReasonLedgerUnavailable, Detail: err.Error()}
 		return res
 	}
-	if capab.Shared && r.env.Leases != nil {
+	if leased {
 		if fd := r.env.Leases.Check(inv.Target, HolderOf(inv.Principal), epoch, r.env.Now()); !fd.Allow {
 			res := Result{ActionID: inv.ActionID, Status: Cancelled, Reason: fd.Reason, Detail: fd.Detail}
 			r.recordResult(inv, res)
@@ -392,7 +420,7 @@ func (r *Runner) submit(ctx context.Context, inv *Invocation) Result {
 		}
 	}
 	r.recordResult(inv, res)
-	if capab.Shared && r.env.Leases != nil {
+	if leased {
 		r.env.Leases.Release(inv.Target, HolderOf(inv.Principal), epoch)
 	}
 	return res

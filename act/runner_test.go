@@ -370,3 +370,41 @@ func TestTripDoesNotWaitForTheLedger(t *testing.T) {
 		t.Errorf("the LED's request after the trip: %+v, led %v", res, b.led.Level())
 	}
 }
+
+// Simulation mode runs against the simulated twin and never the hardware;
+// without a twin it is refused, naming why; the e-stop refuses it too.
+func TestSimulationNeverTouchesTheHardware(t *testing.T) {
+	b := newBench(t)
+	inv := func() Invocation {
+		return Invocation{Principal: b.agent, Capability: "gpio.set", Target: "gpio.led", Params: map[string]string{"state": "on"}, Mode: Simulation}
+	}
+	res := b.r.Submit(context.Background(), inv())
+	if res.Status != Refused || res.Reason != ReasonInvalidRequest || !strings.Contains(res.Detail, "no simulated driver") {
+		t.Errorf("simulation without a twin: %+v", res)
+	}
+	twin := haltest.NewChip("twin")
+	twinLED := twin.AddOut("LED")
+	line, err := twin.Out("LED", hal.OutConfig{Safe: hal.High})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, _ := NewGPIOActions([]*GPIOOutput{{Name: "led", Channel: "gpio.led", Line: line, Risk: R1}}, nil)
+	if err := b.r.RegisterSimulated(set); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.r.RegisterSimulated(set); err == nil {
+		t.Error("a second twin of gpio.set was accepted")
+	}
+	safe := b.estop.ledOut.Safe()
+	res = b.r.Submit(context.Background(), inv())
+	if res.Status != Succeeded || res.Verification == nil || res.Verification.Result != "verified" {
+		t.Errorf("simulation: %+v", res)
+	}
+	if b.led.Level() != safe || twinLED.Level() == hal.High {
+		t.Errorf("after a simulated gpio.set on: hardware LED %v (safe %v), twin %v (safe high)", b.led.Level(), safe, twinLED.Level())
+	}
+	b.estop.e.Trip("requested by admin:uid=0", hal.MonoNow())
+	if res := b.r.Submit(context.Background(), inv()); res.Status != Refused || res.Reason != ReasonEStopLatched {
+		t.Errorf("simulation while latched: %+v", res)
+	}
+}

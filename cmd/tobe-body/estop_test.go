@@ -82,6 +82,11 @@ func TestDoThroughTheRunner(t *testing.T) {
 	if err == nil || !strings.Contains(out, "refused (invalid_request): no output \"gpio.nope\"") {
 		t.Errorf("unknown output: %v\n%s", err, out)
 	}
+	// Simulation mode: the same runner and records, a simulated twin.
+	out, err = runCmd(t, "do", "gpio.set", "gpio.relay1", "state=on", "--mode", "simulation", "--data", d.data)
+	if err != nil || !strings.Contains(out, " succeeded") || !strings.Contains(out, "relay1 read back high") {
+		t.Errorf("relay on in simulation: %v\n%s", err, out)
+	}
 	runCmd(t, "estop", "trip", "--data", d.data)
 	out, err = runCmd(t, "do", "gpio.set", "gpio.led", "state=on", "--data", d.data)
 	if err == nil || !strings.Contains(out, "refused (estop_latched)") {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -72,6 +73,9 @@ func newRunner(ds *devices, p *board.Profile, estop *act.EStop, sn *senses, reg 
 	set, pulse := act.NewGPIOActions(outs, nil)
 	r.Register(set)
 	r.Register(pulse)
+	if err := registerSimulated(r, outs); err != nil {
+		slog.Warn("no simulation mode for the GPIO outputs", "err", err)
+	}
 	if store != nil {
 		r.Register(act.NewNotify(store))
 	}
@@ -122,20 +126,22 @@ func runnerMethods(r *act.Runner) map[string]method {
 	}
 }
 
-const doUsage = `usage: tobe-body do CAPABILITY TARGET [key=value ...] [--mode shadow|live] [--key K] [--json]
+const doUsage = `usage: tobe-body do CAPABILITY TARGET [key=value ...] [--mode live|shadow|simulation] [--key K] [--json]
 
   tobe-body do gpio.set gpio.relay1 state=on
   tobe-body do gpio.pulse gpio.buzzer duration_ms=200
   tobe-body do --list
 
 Acts as a local administrator, through the same policy and verification
-as every other principal; the result says what became of it.
+as every other principal; the result says what became of it. Shadow
+records what would happen and touches nothing; simulation runs against a
+simulated twin of each output, never the hardware.
 `
 
 func runDo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c common
 	fs := newFlagSet("do", stderr, &c, true)
-	mode := fs.String("mode", "", "shadow: record only; live (the default)")
+	mode := fs.String("mode", "", "live (the default); shadow: record only; simulation: a simulated twin, never the hardware")
 	key := fs.String("key", "", "idempotency key: a repeat returns the first result")
 	list := fs.Bool("list", false, "list the capabilities")
 	asJSON := fs.Bool("json", false, "print JSON")

@@ -418,3 +418,16 @@ func (in *lineIn) heldBefore(ctx context.Context, deadline time.Duration) (c cha
 	in.peeked = &later
 	return change{}, false, nil
 }
+
+// AddLine adds a line of that name to the board, held at level: an output
+// of another board's, simulated (the runner's simulation mode drives a
+// twin of each real output). A name the board has is refused.
+func (b *Board) AddLine(name string, level hal.Level) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.lines[name]; ok {
+		return fmt.Errorf("sim: chip %s already has a line %q", ChipLabel, name)
+	}
+	b.lines[name] = &line{name: name, level: level}
+	return nil
+}
