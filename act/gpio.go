@@ -199,6 +199,27 @@ func (a *GPIOSet) Verify(ctx context.Context, inv *Invocation) Verification {
 	return verifyLevel(ctx, o, l)
 }
 
+// Compensate drives the output back to its safe level after a failed set
+// (the line or its feedback did not follow) and reads it back. An e-stop
+// that halted the line already did.
+func (a *GPIOSet) Compensate(ctx context.Context, inv *Invocation) (string, error) {
+	o, err := a.g.get(inv.Target)
+	if err != nil {
+		return "", err
+	}
+	if err := o.Line.Out(o.Line.Safe()); err != nil && !errors.Is(err, hal.ErrHalted) {
+		return "", fmt.Errorf("%s could not be driven back to its safe level: %w", o.Name, err)
+	}
+	got, err := o.Line.ReadBack()
+	if err != nil {
+		return "", fmt.Errorf("%s could not be read back: %w", o.Name, err)
+	}
+	if got != o.Line.Safe() {
+		return "", fmt.Errorf("%s reads %s after it was driven back to %s", o.Name, levelName(got), levelName(o.Line.Safe()))
+	}
+	return fmt.Sprintf("%s driven back to its safe level, read back %s", o.Name, levelName(got)), nil
+}
+
 func (a *GPIOPulse) Capability() Capability {
 	return Capability{Name: "gpio.pulse", Risk: R2, Reversible: true, Verify: "read-back at the safe level afterwards", Shared: true}
 }

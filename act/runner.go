@@ -102,6 +102,14 @@ type Action interface {
 	Verify(ctx context.Context, inv *Invocation) Verification
 }
 
+// Compensator is an Action that can undo what it did when it failed: the
+// runner calls Compensate after a failed action or verification of a
+// reversible capability, and records the invocation compensated when it
+// succeeds. It returns what it did, read back.
+type Compensator interface {
+	Compensate(ctx context.Context, inv *Invocation) (string, error)
+}
+
 // Journal is where the runner records every step: the ledger.
 type Journal interface {
 	Append(ctx context.Context, events ...ledger.Event) ([]ledger.Result, error)
@@ -417,6 +425,18 @@ func (r *Runner) submit(ctx context.Context, inv *Invocation) Result {
 			res.Status, res.Detail = Failed, "verification failed: "+v.Evidence
 		default:
 			res.Status, res.Detail = Unknown, "the result could not be confirmed: "+v.Evidence
+		}
+	}
+	// A failed reversible action is undone where it can be: compensated,
+	// which is not success either.
+	if c, ok := a.(Compensator); ok && res.Status == Failed && capab.Reversible {
+		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		what, err := c.Compensate(cctx, inv)
+		ccancel()
+		if err != nil {
+			res.Detail += "; compensation failed: " + err.Error()
+		} else {
+			res.Status, res.Detail = Compensated, res.Detail+"; compensated: "+what
 		}
 	}
 	r.recordResult(inv, res)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -406,5 +407,45 @@ func TestSimulationNeverTouchesTheHardware(t *testing.T) {
 	b.estop.e.Trip("requested by admin:uid=0", hal.MonoNow())
 	if res := b.r.Submit(context.Background(), inv()); res.Status != Refused || res.Reason != ReasonEStopLatched {
 		t.Errorf("simulation while latched: %+v", res)
+	}
+}
+
+// A relay whose feedback contact does not follow its coil: the set fails
+// verification, and the runner drives it back to safe: compensated, never
+// succeeded. A stuck line that cannot be driven back stays failed.
+func TestFailedSetIsCompensated(t *testing.T) {
+	b := newBench(t)
+	chip := haltest.NewChip("other")
+	coil := chip.AddOut("COIL")
+	chip.AddIn("COIL_FB", hal.Low) // a dead contact: never follows
+	out, err := chip.Out("COIL", hal.OutConfig{Safe: hal.Low})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, err := chip.In("COIL_FB", hal.InConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.reg.Register(body.Channel{ID: "gpio.coil", Kind: "gpio-out", State: body.Enabled})
+	set, _ := NewGPIOActions([]*GPIOOutput{{Name: "coil", Channel: "gpio.coil", Line: out, Risk: R2, Feedback: fb, FeedbackActive: hal.High}}, nil)
+	r := NewRunner(b.r.env, b.store)
+	if err := r.Register(set); err != nil {
+		t.Fatal(err)
+	}
+	on := Invocation{Principal: b.agent, Capability: "gpio.set", Target: "gpio.coil", Params: map[string]string{"state": "on"}}
+	res := r.Submit(context.Background(), on)
+	if res.Status != Compensated || !strings.Contains(res.Detail, "feedback COIL_FB reads low") || !strings.Contains(res.Detail, "compensated: coil driven back to its safe level, read back low") {
+		t.Errorf("a set whose feedback did not follow: %+v", res)
+	}
+	if coil.Level() != hal.Low {
+		t.Errorf("coil %v after compensation", coil.Level())
+	}
+	if got := b.types(t, res.ActionID); !slices.Equal(got, []string{"action.proposed", "action.running", "action.compensated"}) {
+		t.Errorf("records %v", got)
+	}
+	high := hal.High
+	coil.Stick(&high)
+	if res = r.Submit(context.Background(), on); res.Status != Failed || !strings.Contains(res.Detail, "compensation failed: coil reads high") {
+		t.Errorf("a stuck coil: %+v", res)
 	}
 }
