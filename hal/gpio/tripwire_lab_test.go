@@ -5,6 +5,8 @@ package gpio
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -121,4 +123,77 @@ func TestLabTripwire(t *testing.T) {
 	if err := <-done; !errors.Is(err, hal.ErrHalted) {
 		t.Errorf("WaitForEdge after Halt: %v", err)
 	}
+}
+
+// TestLabTripwireRacingWrites: writers drive every output high as fast as
+// they can while the line opens, 100 times. Each write either lands
+// before the tripwire's halt (which undoes it) or is refused, so after
+// every stop each output reads low on gpio-sim and stays low.
+func TestLabTripwireRacingWrites(t *testing.T) {
+	c := openChip(t)
+	setPull(t, "ESTOP", false)
+	in, err := c.In("ESTOP", hal.InConfig{Edge: hal.BothEdges})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"RELAY1", "RELAY2", "LED", "BUZZER"}
+	var outs []hal.LineOut
+	for _, n := range names {
+		o, err := c.Out(n, hal.OutConfig{Safe: hal.Low})
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, o)
+	}
+	if _, err := in.(hal.Tripwire).ArmTrip(hal.High, outs); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var written, refused atomic.Int64
+	for round := range 100 {
+		for _, o := range outs {
+			if err := o.Rearm(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var wg sync.WaitGroup
+		for _, o := range outs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					err := o.Out(hal.High)
+					if errors.Is(err, hal.ErrHalted) {
+						refused.Add(1)
+						return
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					written.Add(1)
+				}
+			}()
+		}
+		setPull(t, "ESTOP", true)
+		e, err := in.WaitForEdge(ctx)
+		if err != nil || e.Halted == nil {
+			t.Fatalf("round %d: %v %+v", round, err, e)
+		}
+		wg.Wait() // every writer was refused
+		for i, n := range names {
+			if v := simValue(t, n); v != "0" {
+				t.Fatalf("round %d: %s reads %s after the stop, with writers racing it", round, n, v)
+			}
+			if l, err := outs[i].ReadBack(); err != nil || l != hal.Low {
+				t.Fatalf("round %d: %s reads back %v %v", round, n, l, err)
+			}
+		}
+		setPull(t, "ESTOP", false)
+		if _, err := in.WaitForEdge(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("100 stops with 4 writers racing each: %d writes landed before the halts, %d refused after", written.Load(), refused.Load())
 }
