@@ -10,7 +10,11 @@
 // session's end cancel, and an independent verification. Every step is a
 // ledger event (action.proposed, action.running, action.succeeded, ...); a
 // repeated idempotency key returns the recorded result and acts once.
-// Grants are ledger events too (Grants).
+// An R3 invocation that lacks nothing but its approval waits
+// (action.waiting_approval) until a local administrator approves it
+// (Approve: action.approved, bound to that one invocation, then run with
+// the policy asked again) or denies it (Deny), or it expires; see
+// approval.go. Grants are ledger events too (Grants).
 //
 // The EStop watches a normally-closed e-stop line and latches; see its
 // comment for the trip path and the reset rules. The action channels so

@@ -172,7 +172,9 @@ func (r Request) EffectiveTrust() ledger.Level {
 //     administrator needs no grant for R0–R2 (the admin socket can grant
 //     anything anyway); for R3 it does;
 //  11. approval_required: R3 without an approval bound to this
-//     invocation.
+//     invocation. Without any approval named, the refusal says
+//     AwaitsApproval: it is the last check, so nothing else is wrong and
+//     the runner may hold the invocation for a local administrator.
 //
 // Rate limits are not part of Decide: Authorize consults a Limiter after
 // Decide allows.
@@ -360,7 +362,9 @@ func coveringGrant(req Request, grants []Grant, now time.Time) Decision {
 // invocation.
 func approved(req Request, approvals []Approval) Decision {
 	if req.Approval == "" {
-		return refuse(ReasonApprovalRequired, "R3 runs only with an approval bound to invocation %s", req.Invocation)
+		d := refuse(ReasonApprovalRequired, "R3 runs only with an approval bound to invocation %s", req.Invocation)
+		d.AwaitsApproval = true
+		return d
 	}
 	for _, a := range approvals {
 		if a.ID != req.Approval {

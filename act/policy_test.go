@@ -293,8 +293,10 @@ func TestDecideCoversEveryReason(t *testing.T) {
 		t.Fatalf("found only %d reasons in types.go", len(all))
 	}
 	// Decided elsewhere: leases (holder, fencing epoch, a person's
-	// takeover) and the rate limit, which TestAuthorize covers.
-	elsewhere := []Reason{ReasonLeaseHeld, ReasonStaleEpoch, ReasonHumanControl, ReasonRateLimited}
+	// takeover), the rate limit, which TestAuthorize covers, and the
+	// approval queue's own ends, which TestApprovals covers.
+	elsewhere := []Reason{ReasonLeaseHeld, ReasonStaleEpoch, ReasonHumanControl, ReasonRateLimited,
+		ReasonApprovalDenied, ReasonApprovalExpired, ReasonApproveNotLocal}
 	covered := map[Reason]bool{}
 	for _, tc := range policyCases {
 		covered[tc.want] = true

@@ -129,15 +129,27 @@ type Environment struct {
 	Now      func() time.Time
 	NewID    func() string
 	LeaseTTL time.Duration
+	// ApprovalTTL is how long an R3 invocation waits for a local
+	// administrator before it is cancelled with approval_expired; 0 means
+	// DefaultApprovalTTL.
+	ApprovalTTL time.Duration
 }
 
 // Runner is the only path to side effects. Submit runs an invocation
 // through policy, a lease, the action and its verification, recording
 // each step in the journal before it is taken; CancelAll (the e-stop) and
-// EndSession cancel what runs.
+// EndSession cancel what runs and what waits for approval. An R3
+// invocation waits for a local administrator (Approve, Deny); Run
+// expires and records what waits.
 type Runner struct {
 	env     Environment
 	journal Journal
+
+	// approving serialises the records of waiting invocations (their
+	// waiting_approval, approved and cancelled records) so that each
+	// invocation's records are in lifecycle order. CancelAll and
+	// EndSession never take it.
+	approving sync.Mutex
 
 	mu       sync.Mutex // the runner's own: never held while the journal or an action is waited on
 	actions  map[string]Action
@@ -145,6 +157,13 @@ type Runner struct {
 	running  map[string]*run   // by action id
 	byKey    map[string]*flight
 	ledgerOK bool
+	waiting  map[string]*pending // by action id: R3 invocations waiting for approval
+	ended    []*pending          // cancelled while waiting; their records are still to be written
+	wake     chan struct{}       // tells Run that ended or waiting changed
+	// decided remembers what became of the last invocations that left
+	// the queue, oldest first in decidedOrder.
+	decided      map[string]*pending
+	decidedOrder []string
 }
 
 type run struct {
@@ -156,8 +175,11 @@ type run struct {
 // same key wait for its result.
 type flight struct {
 	done  chan struct{}
-	res   Result
+	res   Result // guarded by Runner.mu
 	ended time.Time
+	// settled is set when an invocation that waited for approval came to
+	// its end: res is then that end, not what Submit first answered.
+	settled bool
 }
 
 // keepFlights is how long a finished invocation's result is kept in memory
@@ -176,7 +198,11 @@ func NewRunner(env Environment, j Journal) *Runner {
 	if env.LeaseTTL == 0 {
 		env.LeaseTTL = 30 * time.Second
 	}
-	return &Runner{env: env, journal: j, actions: map[string]Action{}, sims: map[string]Action{}, running: map[string]*run{}, byKey: map[string]*flight{}, ledgerOK: true}
+	if env.ApprovalTTL <= 0 {
+		env.ApprovalTTL = DefaultApprovalTTL
+	}
+	return &Runner{env: env, journal: j, actions: map[string]Action{}, sims: map[string]Action{}, running: map[string]*run{}, byKey: map[string]*flight{}, ledgerOK: true,
+		waiting: map[string]*pending{}, wake: make(chan struct{}, 1)}
 }
 
 // Register adds an action channel's capability; a second one with the
@@ -224,21 +250,29 @@ type cancelCause struct{ reason Reason }
 
 func (c cancelCause) Error() string { return string(c.reason) }
 
-// CancelAll cancels every running invocation (the e-stop's path: it takes
-// only the runner's own lock and waits for nothing) and returns their ids.
+// CancelAll cancels every running invocation and every one waiting for
+// approval (the e-stop's path: it takes only the runner's own lock and
+// waits for nothing) and returns their ids. The waiting ones can no
+// longer be approved; their cancelled records are written by Run (or the
+// next Approve, Deny or SweepApprovals), never on this path.
 func (r *Runner) CancelAll(reason Reason) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ids := make([]string, 0, len(r.running))
+	ids := make([]string, 0, len(r.running)+len(r.waiting))
 	for id, ru := range r.running {
 		ru.cancel(cancelCause{reason})
+		ids = append(ids, id)
+	}
+	for id, p := range r.waiting {
+		r.endWaitingLocked(p, reason, "cancelled while it waited for approval: "+string(reason))
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
 	return ids
 }
 
-// EndSession cancels what the session owns (its transport dropped).
+// EndSession cancels what the session owns (its transport dropped): what
+// runs, and what waits for approval.
 func (r *Runner) EndSession(session string) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -246,6 +280,12 @@ func (r *Runner) EndSession(session string) []string {
 	for id, ru := range r.running {
 		if ru.inv.Principal.Session == session {
 			ru.cancel(cancelCause{ReasonSessionEnded})
+			ids = append(ids, id)
+		}
+	}
+	for id, p := range r.waiting {
+		if p.inv.Principal.Session == session {
+			r.endWaitingLocked(p, "session_ended", "the session that asked for it ended while it waited for approval")
 			ids = append(ids, id)
 		}
 	}
@@ -266,7 +306,9 @@ func (r *Runner) Submit(ctx context.Context, inv Invocation) Result {
 		r.mu.Unlock()
 		select {
 		case <-f.done:
+			r.mu.Lock()
 			res := f.res
+			r.mu.Unlock()
 			res.Repeat = true
 			return res
 		case <-ctx.Done():
@@ -284,15 +326,28 @@ func (r *Runner) Submit(ctx context.Context, inv Invocation) Result {
 		}
 	}
 	r.mu.Unlock()
-	res := r.submit(ctx, &inv)
+	res := r.submit(ctx, &inv, key)
 	r.mu.Lock()
-	f.res, f.ended = res, r.env.Now()
+	if !f.settled {
+		f.res = res
+	}
+	f.ended = r.env.Now()
 	r.mu.Unlock()
 	close(f.done)
 	return res
 }
 
-func (r *Runner) submit(ctx context.Context, inv *Invocation) Result {
+// settle records in the key's flight what became of an invocation that
+// waited for approval, so a repeat returns it.
+func (r *Runner) settle(key string, res Result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f, ok := r.byKey[key]; ok {
+		f.res, f.settled, f.ended = res, true, r.env.Now()
+	}
+}
+
+func (r *Runner) submit(ctx context.Context, inv *Invocation, key string) Result {
 	inv.ActionID = r.env.NewID()
 	if inv.Mode == "" {
 		inv.Mode = Live
@@ -321,17 +376,21 @@ func (r *Runner) submit(ctx context.Context, inv *Invocation) Result {
 		capab = Capability{Name: inv.Capability, Risk: R3}
 	}
 	// proposed, with the decision: the record comes before anything else.
-	d := r.decide(inv, capab, channel)
+	d := r.decide(inv, capab, channel, nil)
 	switch {
 	case a == nil:
 		d = Decision{Reason: ReasonUnknownCapability, Detail: fmt.Sprintf("no channel offers %q", inv.Capability)}
-	case chErr != nil && (d.Allow || d.Reason == ReasonUnknownCapability):
+	case chErr != nil && (d.Allow || d.AwaitsApproval || d.Reason == ReasonUnknownCapability):
 		d = Decision{Reason: ReasonInvalidRequest, Detail: chErr.Error()}
-	case noSim != nil && d.Allow:
+	case noSim != nil && (d.Allow || d.AwaitsApproval):
 		d = Decision{Reason: ReasonInvalidRequest, Detail: noSim.Error()}
+	case inv.Approval != "" && (d.Allow || d.Reason == ReasonApprovalRequired):
+		// An approval is given by a local administrator to an invocation
+		// that waits (Approve), never carried in by a request.
+		d = Decision{Reason: ReasonInvalidRequest, Detail: "approval: set by the body when a local administrator approves a waiting invocation, never by a request"}
+	case d.AwaitsApproval:
+		d = r.mayWait(inv, capab, d)
 	}
-	// A simulation shares no resource with the hardware: it takes no lease.
-	leased := capab.Shared && r.env.Leases != nil && inv.Mode != Simulation
 	dup, err := r.recordProposed(ctx, inv, map[string]any{"decision": decisionView(d), "risk": capab.Risk.String(), "principal": inv.Principal.Subject,
 		"session": inv.Principal.Session, "mode": string(inv.Mode)})
 	if err != nil {
@@ -340,11 +399,22 @@ func (r *Runner) submit(ctx context.Context, inv *Invocation) Result {
 	if dup != nil {
 		return *dup // the same key was proposed before (before a restart): its record is the answer
 	}
+	if d.AwaitsApproval {
+		return r.wait(ctx, &pending{inv: inv, a: a, capab: capab, channel: channel, d: d, key: key})
+	}
 	if !d.Allow {
 		res := Result{ActionID: inv.ActionID, Status: Refused, Decision: d, Reason: d.Reason, Detail: d.Detail}
 		r.recordResult(inv, res)
 		return res
 	}
+	return r.execute(ctx, inv, a, capab, d)
+}
+
+// execute takes an allowed invocation through its lease, its running
+// record, the action and its verification.
+func (r *Runner) execute(ctx context.Context, inv *Invocation, a Action, capab Capability, d Decision) Result {
+	// A simulation shares no resource with the hardware: it takes no lease.
+	leased := capab.Shared && r.env.Leases != nil && inv.Mode != Simulation
 	// A lease on a shared resource, checked again (fencing) just before
 	// acting.
 	var epoch uint64
@@ -454,11 +524,17 @@ func decisionView(d Decision) map[string]string {
 	if d.Detail != "" {
 		m["detail"] = d.Detail
 	}
+	if d.AwaitsApproval {
+		m["awaits_approval"] = "true"
+	}
 	return m
 }
 
-// decide asks the policy with the body's state now.
-func (r *Runner) decide(inv *Invocation, c Capability, channel string) Decision {
+// decide asks the policy with the body's state now. Without approvals it
+// is a new request's decision, rate limited; with them it is the decision
+// again at the moment a local administrator approved, which is not
+// counted a second time.
+func (r *Runner) decide(inv *Invocation, c Capability, channel string, approvals []Approval) Decision {
 	st := State{Now: r.env.Now(), Rules: r.env.Rules, Health: body.LevelCritical, EStopLatched: true}
 	if e := r.env.EStop; e != nil {
 		st.EStopLatched, st.EStopVerified = e.Latched(), e.Verified()
@@ -477,8 +553,12 @@ func (r *Runner) decide(inv *Invocation, c Capability, channel string) Decision 
 	r.mu.Lock()
 	st.LedgerWritable = r.ledgerOK
 	r.mu.Unlock()
+	st.Approvals = approvals
 	req := Request{Principal: inv.Principal, Capability: c, Target: inv.Target, Mode: inv.Mode, CausedBy: inv.CausedBy,
 		Approval: inv.Approval, Invocation: inv.ActionID, Note: inv.Note}
+	if approvals != nil {
+		return Decide(req, st)
+	}
 	return Authorize(req, st, r.env.Limiter)
 }
 
@@ -578,7 +658,9 @@ func (r *Runner) recordResult(inv *Invocation, res Result) {
 // shows as started but never finished (the body stopped while they ran)
 // are not run again. Outputs start at their safe levels, so what such an
 // action did cannot be confirmed: each is recorded as unknown, for a
-// person to look at. It returns their ids.
+// person to look at. Invocations that were waiting for approval, or
+// approved but not yet running, did nothing: each is recorded cancelled
+// with approval_expired. It returns their ids.
 func (r *Runner) Recover(ctx context.Context, store *ledger.Store) ([]string, error) {
 	evs, err := store.Events(ledger.Filter{Types: []string{"action."}, Limit: 1 << 30})
 	if err != nil {
@@ -608,7 +690,16 @@ func (r *Runner) Recover(ctx context.Context, store *ledger.Store) ([]string, er
 		}
 		res := Result{ActionID: inv.ActionID, Status: Unknown,
 			Detail: "the body stopped while this action was " + e.Type[len("action."):] + "; it was not run again, and its outputs started at their safe levels"}
-		if err := r.record(ctx, &inv, Unknown, map[string]any{"result": res}); err != nil {
+		switch Status(e.Type[len("action."):]) {
+		case WaitingApproval, Approved:
+			// Nothing was done: running is recorded before any side
+			// effect. An approval belongs to the moment and the session
+			// it was asked in, and neither survives a restart, so what
+			// waited is cancelled rather than kept for an approval later.
+			res = Result{ActionID: inv.ActionID, Status: Cancelled, Reason: ReasonApprovalExpired,
+				Detail: "the body stopped while this action was " + e.Type[len("action."):] + "; nothing was done, and it will not run: ask again"}
+		}
+		if err := r.record(ctx, &inv, res.Status, map[string]any{"result": res}); err != nil {
 			return ids, err
 		}
 		ids = append(ids, inv.ActionID)

@@ -113,6 +113,9 @@ const (
 	ReasonHumanControl      Reason = "human_control" // a person took the resource over
 	ReasonRateLimited       Reason = "rate_limited"
 	ReasonApprovalRequired  Reason = "approval_required" // R3 without an approval bound to this invocation
+	ReasonApprovalDenied    Reason = "approval_denied"   // a local administrator denied the waiting invocation
+	ReasonApprovalExpired   Reason = "approval_expired"  // nobody approved the waiting invocation in time
+	ReasonApproveNotLocal   Reason = "approve_not_local" // only a local administrator approves or denies
 	ReasonResetNotLocal     Reason = "reset_not_local"   // only a local, deliberate act resets the e-stop
 	ReasonInvalidRequest    Reason = "invalid_request"   // a field of the request is missing or malformed; Detail names it
 )
@@ -123,6 +126,10 @@ type Decision struct {
 	Reason Reason
 	// Detail says more, for people (never used to decide).
 	Detail string
+	// AwaitsApproval is true when the only thing missing is an approval
+	// bound to this invocation: every other check passed, so the runner
+	// may hold the invocation for a local administrator to approve.
+	AwaitsApproval bool
 }
 
 func (d Decision) String() string {

@@ -247,6 +247,9 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	for name, m := range runnerMethods(runner) {
 		methods[name] = m
 	}
+	for name, m := range approvalMethods(runner) {
+		methods[name] = m
+	}
 	admin := newAdminServer(ln, log, methods)
 	admin.serve()
 	defer func() {
@@ -276,6 +279,14 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		mon.follow(mctx, store, startSeq)
 	}
 	sn.start(mctx, sink)
+	// The approval queue: what waits too long expires, and what the
+	// e-stop cancelled while it waited is recorded.
+	var approvalsWG sync.WaitGroup
+	approvalsWG.Add(1)
+	go func() {
+		defer approvalsWG.Done()
+		runner.Run(mctx)
+	}()
 	var estopWG sync.WaitGroup
 	if estop != nil {
 		estopWG.Add(2)
@@ -295,6 +306,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		ds.halt() // unblocks readers waiting on a device
 		sn.stop() // what the channels saw is written before the body says it stopped
 		estopWG.Wait()
+		approvalsWG.Wait()
 		mon.wait()
 		if store != nil {
 			p, _ := ledger.MarshalPayload(map[string]any{"uptime_s": time.Since(started).Seconds()})

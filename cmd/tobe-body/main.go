@@ -11,6 +11,8 @@
 //	tobe-body ledger ...          stats, verify, backup, events, compact
 //	tobe-body estop ...           status, trip, reset
 //	tobe-body grant ...           add, list, revoke what principals may do
+//	tobe-body approvals           R3 actions waiting for approval
+//	tobe-body approve|deny ID     approve or deny one of them
 package main
 
 import (
@@ -97,6 +99,9 @@ commands:
   estop <command>      status, trip (stop now), reset (a local administrator, line healthy)
   do CAP TARGET k=v    act as a local administrator through the runner (gpio.set, gpio.pulse; --list)
   grant <command>      add, list, revoke: what principals may do
+  approvals [--json]   the R3 actions waiting for a local administrator's approval
+  approve ACTION_ID    approve one of them: it runs now, with the policy checked again
+  deny ACTION_ID       deny it (--why TEXT): it is cancelled
 
 common flags:
   --data DIR           data directory (default /var/lib/tobe-body)
@@ -133,6 +138,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runDo(ctx, rest, stdout, stderr)
 	case "grant":
 		return runGrant(ctx, rest, stdout, stderr)
+	case "approvals":
+		return runApprovals(ctx, rest, stdout, stderr)
+	case "approve", "deny":
+		return runDecide(ctx, cmd, rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

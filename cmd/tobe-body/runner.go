@@ -79,11 +79,19 @@ func newRunner(ds *devices, p *board.Profile, estop *act.EStop, sn *senses, reg 
 	if store != nil {
 		r.Register(act.NewNotify(store))
 	}
+	for _, a := range testActions {
+		r.Register(a)
+	}
 	if estop != nil {
 		estop.SetRunner(r, leases)
 	}
 	return r
 }
+
+// testActions are capabilities a test adds to the daemon's runner; no
+// board has an R3 capability, and the approval commands need one to be
+// tested whole. Nil outside tests.
+var testActions []act.Action
 
 // noJournal stands in when the ledger could not be opened: nothing whose
 // record cannot be written runs.
@@ -105,7 +113,10 @@ type submitRequest struct {
 }
 
 // runnerMethods: a local administrator acts through the same runner and
-// policy as everyone else.
+// policy as everyone else. Its session's trust is max, the body's
+// highest: whoever reaches the admin socket can grant anything anyway, and
+// an R3 capability still needs a grant of its own and waits for an
+// approval.
 func runnerMethods(r *act.Runner) map[string]method {
 	return map[string]method{
 		"action.submit": func(ctx context.Context, params json.RawMessage) (any, error) {
@@ -116,7 +127,7 @@ func runnerMethods(r *act.Runner) map[string]method {
 				return nil, fmt.Errorf("action.submit: %w", err)
 			}
 			inv := act.Invocation{
-				Principal:  act.Principal{Kind: act.LocalAdmin, Subject: adminSubject(ctx), Session: "admin", Trust: ledger.High},
+				Principal:  act.Principal{Kind: act.LocalAdmin, Subject: adminSubject(ctx), Session: "admin", Trust: ledger.Max},
 				Capability: req.Capability, Target: req.Target, Params: req.Params, IdempotencyKey: req.IdempotencyKey,
 				Mode: act.Mode(req.Mode), Timeout: time.Duration(req.TimeoutMS) * time.Millisecond, Note: req.Note,
 			}
@@ -135,7 +146,8 @@ const doUsage = `usage: tobe-body do CAPABILITY TARGET [key=value ...] [--mode l
 Acts as a local administrator, through the same policy and verification
 as every other principal; the result says what became of it. Shadow
 records what would happen and touches nothing; simulation runs against a
-simulated twin of each output, never the hardware.
+simulated twin of each output, never the hardware. An R3
+capability waits for approval (tobe-body approvals, approve, deny).
 `
 
 func runDo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -182,22 +194,27 @@ func runDo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(res)
 	}
-	fmt.Fprintf(stdout, "%s %s", res.ActionID, res.Status)
-	if res.Reason != "" {
-		fmt.Fprintf(stdout, " (%s)", res.Reason)
-	}
-	if res.Detail != "" {
-		fmt.Fprintf(stdout, ": %s", res.Detail)
-	}
-	fmt.Fprintln(stdout)
-	if res.Receipt != "" {
-		fmt.Fprintf(stdout, "  did:      %s\n", res.Receipt)
-	}
-	if v := res.Verification; v != nil {
-		fmt.Fprintf(stdout, "  verified: %s: %s\n", v.Result, v.Evidence)
-	}
+	printResult(stdout, res)
 	if res.Status != act.Succeeded {
 		return &exitError{code: 1}
 	}
 	return nil
+}
+
+// printResult shows what became of an invocation, for people.
+func printResult(w io.Writer, res act.Result) {
+	fmt.Fprintf(w, "%s %s", res.ActionID, res.Status)
+	if res.Reason != "" {
+		fmt.Fprintf(w, " (%s)", res.Reason)
+	}
+	if res.Detail != "" {
+		fmt.Fprintf(w, ": %s", res.Detail)
+	}
+	fmt.Fprintln(w)
+	if res.Receipt != "" {
+		fmt.Fprintf(w, "  did:      %s\n", res.Receipt)
+	}
+	if v := res.Verification; v != nil {
+		fmt.Fprintf(w, "  verified: %s: %s\n", v.Result, v.Evidence)
+	}
 }
