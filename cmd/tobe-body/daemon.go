@@ -170,10 +170,14 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if estop != nil {
 		// The latch survives a restart, and a ledger that cannot be read
-		// means starting latched.
+		// means starting latched. A damaged one was moved aside and a new
+		// one started: whether the latch was set is in the file that could
+		// not be read, so it counts as set.
 		switch latched, err := latchedBefore(store, store != nil); {
 		case err != nil:
 			estop.LatchAtStart("the ledger cannot be read: " + err.Error())
+		case store.Damage() != nil:
+			estop.LatchAtStart(store.Damage().Error())
 		case latched:
 			estop.LatchAtStart("it was latched when the body stopped")
 		}
