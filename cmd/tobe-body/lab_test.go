@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/body"
@@ -715,6 +717,57 @@ func TestLabDamagedLedgerStartsLatched(t *testing.T) {
 		t.Errorf("ledger.recovered events: %d, want 1", len(evs))
 	}
 	t.Logf("safety: %s; e-stop: %s", st.Safety, st.EStop.Why)
+	logSafe(t, l, w, b)
+	b.kill9(t)
+}
+
+// TestLabOutputsSafeBeforeTheLedgerIsRead: the restarted body holds its
+// outputs at their safe levels before it reads its ledger, whose check at
+// open reads every page and takes as long as the file is big. The test
+// holds the ledger file's lock when the body starts, as a `tobe-body
+// ledger verify` run while the body was down would: the outputs that
+// float high read safe while the body waits for the lock, and once it is
+// released the ledger opens and the body starts normally.
+func TestLabOutputsSafeBeforeTheLedgerIsRead(t *testing.T) {
+	l := newLabLines(t)
+	l.setPulls(t)
+	data, cfg := labData(t)
+	b := startBody(t, data, cfg)
+	b.ready(t)
+	b.arm(t, l)
+	if out, err := b.cli(t, "do", "gpio.set", "gpio.relay2", "state=on"); err != nil {
+		t.Fatalf("relay2 on: %v\n%s", err, out)
+	}
+	b.kill9(t)
+
+	f, err := os.OpenFile(filepath.Join(data, ledgerFile), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	w := l.watch(t)
+	b = startBody(t, data, cfg)
+	waitFor(t, "every output safe while the ledger is locked", time.Minute, func() (bool, string) {
+		lv := l.levels(t)
+		for _, o := range l.outs {
+			if lv[o] != l.safe[o] {
+				return false, fmt.Sprint(lv)
+			}
+		}
+		return true, ""
+	})
+	held := time.Since(b.started)
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_UN); err != nil {
+		t.Fatal(err)
+	}
+	st, took := b.ready(t)
+	if st.Safety != "normal" {
+		t.Errorf("safety %q: the ledger did not open once its lock was let go, so the outputs were held only after it gave up", st.Safety)
+	}
+	t.Logf("outputs safe %v after the start with the ledger locked; the body answered %v after its start", held.Round(time.Millisecond), took.Round(time.Millisecond))
 	logSafe(t, l, w, b)
 	b.kill9(t)
 }
