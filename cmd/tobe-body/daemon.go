@@ -126,6 +126,12 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	// The devices first: every output is requested at its safe level, so
+	// after a crash the lines are held safe again before the ledger's
+	// check at open, which reads every page, however long that takes.
+	drivers, finder := driversFor(profile, cfg.Sim.Seed)
+	reg := body.NewRegistry(time.Now)
+	ds := openDevices(profile, drivers, finder, reg, log)
 	// The ledger. If it cannot be opened the body still senses and answers,
 	// but latched safe: nothing that acts may run without its record.
 	safety := "normal"
@@ -149,9 +155,6 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		log.Warn("mqtt.enabled is set but this build has no MQTT uplink yet; nothing is forwarded", "broker", cfg.MQTT.Broker)
 	}
 
-	drivers, finder := driversFor(profile, cfg.Sim.Seed)
-	reg := body.NewRegistry(time.Now)
-	ds := openDevices(profile, drivers, finder, reg, log)
 	clock, err := body.NewClock()
 	if err != nil {
 		return err
@@ -170,10 +173,14 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if estop != nil {
 		// The latch survives a restart, and a ledger that cannot be read
-		// means starting latched.
+		// means starting latched. A damaged one was moved aside and a new
+		// one started: whether the latch was set is in the file that could
+		// not be read, so it counts as set.
 		switch latched, err := latchedBefore(store, store != nil); {
 		case err != nil:
 			estop.LatchAtStart("the ledger cannot be read: " + err.Error())
+		case store.Damage() != nil:
+			estop.LatchAtStart(store.Damage().Error())
 		case latched:
 			estop.LatchAtStart("it was latched when the body stopped")
 		}

@@ -82,6 +82,17 @@ func TestDamagedLedgerStartsLatched(t *testing.T) {
 	if !strings.Contains(out, "safety    latched: the ledger was damaged") || !strings.Contains(out, ".corrupt.") {
 		t.Errorf("status after a damaged ledger:\n%s", out)
 	}
+	// Latched means latched: the e-stop says so and nothing acts, though
+	// the fresh ledger would take the records. What the damaged one held
+	// (a latch among it) is unknown.
+	out, _ = runCmd(t, "estop", "status", "--data", data)
+	if !strings.Contains(out, "LATCHED: latched at start: the ledger was damaged") {
+		t.Errorf("e-stop after a damaged ledger:\n%s", out)
+	}
+	out, err = runCmd(t, "do", "gpio.set", "gpio.led", "state=on", "--data", data)
+	if err == nil || !strings.Contains(out, "refused (estop_latched)") {
+		t.Errorf("an action after a damaged ledger: %v\n%s", err, out)
+	}
 	d.stop(t)
 	moved, _ := filepath.Glob(filepath.Join(data, ledgerFile+".corrupt.*"))
 	if len(moved) != 1 {

@@ -239,7 +239,14 @@ func TestLabErrorFramesAreDroppedAndCounted(t *testing.T) {
 	s0 := stats(cam)
 	for i := range 3 {
 		setControl(t, "Inject V4L2_BUF_FLAG_ERROR", 1)
+		// The capture goroutine counts the error frame when it dequeues
+		// it, on a CPU of its own with two: wait for the count, reading
+		// frames meanwhile, until a deadline, never assuming it is there.
+		deadline := time.Now().Add(10 * time.Second)
 		for stats(cam).ErrorFrames < uint64(i+1) {
+			if time.Now().After(deadline) {
+				t.Fatalf("error frame %d injected, not counted within 10s: %+v", i+1, stats(cam))
+			}
 			next(t, cam, 5*time.Second).Release()
 		}
 	}

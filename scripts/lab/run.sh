@@ -6,12 +6,13 @@
 # tests with cgo and PortAudio). Prints what the tests print, then a summary,
 # and exits non-zero on any failure. Only the lab tests (TestLab*) run in
 # the VM; the unit tests run on the host, where their packages' sources are.
-# The VM has LAB_SMP CPUs (1 by default) and an ext4 disk on virtio at
-# /data (LAB_DISK in the tests' environment): an fsync there reaches a
-# block device, unlike one in the initramfs.
+# The VM has LAB_SMP CPUs (2 by default: the target boards have four, and
+# the e-stop's reader needs a P that CPU-heavy work leaves free) and an
+# ext4 disk on virtio at /data (LAB_DISK in the tests' environment): an
+# fsync there reaches a block device, unlike one in the initramfs.
 #
 #   scripts/lab/run.sh ./hal/probe
-#   LAB_SMP=2 scripts/lab/run.sh ./act
+#   LAB_SMP=1 scripts/lab/run.sh ./act
 set -eu
 cd "$(dirname "$0")/../.."
 [ $# -gt 0 ] || set -- ./hal/probe
@@ -108,7 +109,7 @@ chmod +x "$ir/init"
 # The data disk, made fresh for every run.
 PATH="$PATH:/usr/sbin:/sbin" mkfs.ext4 -q -F "$work/data.img" 64M
 start=$(date +%s)
-timeout 600 qemu-system-x86_64 -accel tcg -m 768 -smp "${LAB_SMP:-1}" -nographic -no-reboot \
+timeout 600 qemu-system-x86_64 -accel tcg -m 768 -smp "${LAB_SMP:-2}" -nographic -no-reboot \
 	-kernel "$cache/vmlinuz" -initrd "$work/initrd.gz" \
 	-drive file="$work/data.img",format=raw,if=virtio \
 	-append "console=ttyS0 quiet panic=-1" > "$work/console.log" 2>&1 || true
