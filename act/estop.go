@@ -62,6 +62,10 @@ type EStopConfig struct {
 	MinPress, MaxPress time.Duration
 	// Outputs are every output the body owns.
 	Outputs []hal.LineOut
+	// Speakers are every speaker the body owns: a trip silences them
+	// (Halt drops what is queued and latches) once the outputs are safe,
+	// and a reset rearms them.
+	Speakers []hal.AudioPlayback
 	// Now reads the monotonic clock (tests replace it).
 	Now func() hal.Mono
 }
@@ -271,6 +275,9 @@ func (e *EStop) Trip(cause string, edge hal.Mono) Trip {
 		t.Outputs = append(t.Outputs, st)
 	}
 	t.Safe = e.cfg.Now()
+	for _, sp := range e.cfg.Speakers { // silence: a sound harms less than an output, so it comes after them
+		sp.Halt()
+	}
 	if c := e.cancel; c != nil { // 3. cancel the running and the queued
 		t.Cancelled = c.CancelAll(ReasonEStopLatched)
 	}
@@ -342,6 +349,9 @@ func (e *EStop) reset(by string, press time.Duration) error {
 	if wasLatched {
 		for _, o := range e.cfg.Outputs {
 			o.Rearm() // permits writes again; the line stays at its safe level
+		}
+		for _, sp := range e.cfg.Speakers {
+			sp.Rearm() // permits sounds again; nothing plays until an action asks
 		}
 		e.why = ""
 		e.latched.Store(false)
