@@ -19,7 +19,9 @@ import (
 //
 //  1. latch: from here on every request is refused with estop_latched;
 //  2. drive every output the body owns to its safe level (Halt, which also
-//     latches each line against a racing write) and read each back;
+//     latches each line against a racing write) and read each back; then
+//     silence every speaker (Halt drops what is queued and latches it
+//     until the reset; it takes only the speaker's own locks);
 //  3. cancel the running action and every queued one (reason estop);
 //  4. revoke every lease;
 //

@@ -219,7 +219,8 @@ func (g *speakers) sound(ctx context.Context, s *speaker, inv *Invocation, sampl
 		}
 		return fmt.Sprintf("played %s on %s", what, s.Name), nil
 	case errors.Is(err, hal.ErrHalted):
-		return "nothing more played", fmt.Errorf("%s is halted (the e-stop silenced it): %w", s.Name, err)
+		return fmt.Sprintf("%s on %s, silenced by a halt: what had not played was dropped", what, s.Name),
+			fmt.Errorf("%s is halted (the e-stop silenced it): %w", s.Name, err)
 	case ctx.Err() != nil:
 		return fmt.Sprintf("%s on %s, cut short", what, s.Name), err
 	}
