@@ -57,6 +57,11 @@ func TestLabAudioTone(t *testing.T) {
 		if err := spk.Halt(); err != nil {
 			t.Fatal(err)
 		}
+		defer func() {
+			if err := spk.Rearm(); err != nil {
+				t.Fatal(err)
+			}
+		}()
 		res := b.do("audio.tone", map[string]string{"freq_hz": "440", "ms": "300"})
 		if res.Verification != nil {
 			t.Logf("%s: %s", res.Verification.Result, res.Verification.Evidence)
@@ -64,9 +69,6 @@ func TestLabAudioTone(t *testing.T) {
 		if res.Status != Failed || res.Verification == nil || res.Verification.Result != "failed" ||
 			!strings.Contains(res.Verification.Evidence, "audio.mic did not hear 440 Hz") {
 			t.Fatalf("got %+v", res)
-		}
-		if err := spk.Rearm(); err != nil {
-			t.Fatal(err)
 		}
 	})
 	t.Run("estop cuts a tone", func(t *testing.T) {

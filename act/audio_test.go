@@ -428,3 +428,16 @@ func TestCaptureMicOneListener(t *testing.T) {
 	}
 	l.Close()
 }
+
+// A halted (muted) speaker plays nothing: the action fails, and so does
+// its verification, since the microphone heard nothing while it should
+// have played.
+func TestAudioToneHalted(t *testing.T) {
+	out, mic := simAudio(t)
+	b := newAudioBench(t, &Speaker{Name: "speaker", Channel: "audio.speaker", Out: out, Mic: mic})
+	out.Halt()
+	res := b.do("audio.tone", map[string]string{"freq_hz": "5000", "ms": "300"})
+	if res.Status != Failed || !strings.Contains(res.Detail, "speaker is halted") || res.Verification == nil || res.Verification.Result != "failed" {
+		t.Fatalf("got %+v %+v", res, res.Verification)
+	}
+}

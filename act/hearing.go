@@ -207,16 +207,19 @@ func (g *speakers) sound(ctx context.Context, s *speaker, inv *Invocation, sampl
 		}
 	}
 	err := s.Out.Play(ctx, samples)
+	if h != nil {
+		// Listen on for what the device still plays, and, when Play failed
+		// at once (a halted or broken speaker), long enough to tell that
+		// nothing was heard.
+		t := time.NewTimer(playTail)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
 	switch {
 	case err == nil:
-		if h != nil {
-			t := time.NewTimer(playTail)
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-			}
-		}
 		return fmt.Sprintf("played %s on %s", what, s.Name), nil
 	case errors.Is(err, hal.ErrHalted):
 		return fmt.Sprintf("%s on %s, silenced by a halt: what had not played was dropped", what, s.Name),
