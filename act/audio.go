@@ -46,7 +46,7 @@ type Speaker struct {
 const (
 	DefaultMaxLevel = -6.0 // dBFS peak
 	DefaultMaxClip  = 10 * time.Second
-	DefaultToneDBFS = -20.0 // a tone's level when level_dbfs is not given
+	DefaultToneDBFS = -20.0 // a tone's level when level_dbfs is not given (or the maximum, when lower)
 
 	minToneHz   = 50
 	maxToneHz   = 8000
@@ -206,7 +206,7 @@ func parseTone(s *speaker, params map[string]string) (tone, error) {
 	if err != nil || ms < minToneMS || ms > maxToneMS {
 		return tone{}, fmt.Errorf("params.ms %q: want a whole number of milliseconds in %d..%d", params["ms"], minToneMS, maxToneMS)
 	}
-	t := tone{hz: hz, dur: time.Duration(ms) * time.Millisecond, level: DefaultToneDBFS}
+	t := tone{hz: hz, dur: time.Duration(ms) * time.Millisecond, level: min(DefaultToneDBFS, s.maxLevel())}
 	if v, ok := params["level_dbfs"]; ok {
 		l, err := strconv.ParseFloat(v, 64)
 		if err != nil || math.IsNaN(l) || math.IsInf(l, 0) {
