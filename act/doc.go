@@ -18,6 +18,8 @@
 //
 // The EStop watches a normally-closed e-stop line and latches; see its
 // comment for the trip path and the reset rules. The action channels so
-// far drive GPIO outputs (gpio.set, gpio.pulse) and tell the home server and
-// the agent something (body.notify).
+// far drive GPIO outputs (gpio.set, gpio.pulse), play sound on a speaker
+// (audio.tone, audio.play: a tone, or a WAV clip from an allowed
+// directory), verified by what the microphone hears against the room just
+// before, and tell the home server and the agent something (body.notify).
 package act

@@ -20,7 +20,9 @@ import (
 //
 //  1. latch: from here on every request is refused with estop_latched;
 //  2. drive every output the body owns to its safe level (Halt, which also
-//     latches each line against a racing write) and read each back;
+//     latches each line against a racing write) and read each back; then
+//     silence every speaker (Halt drops what is queued and latches it
+//     until the reset; it takes only the speaker's own locks);
 //  3. cancel the running action and every queued one (reason estop);
 //  4. revoke every lease;
 //
@@ -69,6 +71,10 @@ type EStopConfig struct {
 	MinPress, MaxPress time.Duration
 	// Outputs are every output the body owns.
 	Outputs []hal.LineOut
+	// Speakers are every speaker the body owns: a trip silences them
+	// (Halt drops what is queued and latches) once the outputs are safe,
+	// and a reset rearms them.
+	Speakers []hal.AudioPlayback
 	// Now reads the monotonic clock (tests replace it).
 	Now func() hal.Mono
 }
@@ -322,6 +328,9 @@ func (e *EStop) trip(cause string, edge hal.Mono, rep *hal.HaltReport) Trip {
 	if t.Safe == 0 {
 		t.Safe = e.cfg.Now()
 	}
+	for _, sp := range e.cfg.Speakers { // silence: a sound harms less than an output, so it comes after them
+		sp.Halt()
+	}
 	if c := e.cancel; c != nil { // 3. cancel the running and the queued
 		t.Cancelled = c.CancelAll(ReasonEStopLatched)
 	}
@@ -393,6 +402,9 @@ func (e *EStop) reset(by string, press time.Duration) error {
 	if wasLatched {
 		for _, o := range e.cfg.Outputs {
 			o.Rearm() // permits writes again; the line stays at its safe level
+		}
+		for _, sp := range e.cfg.Speakers {
+			sp.Rearm() // permits sounds again; nothing plays until an action asks
 		}
 		e.why = ""
 		e.latched.Store(false)

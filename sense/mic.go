@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/tobe-body/tobe-body/hal"
@@ -48,9 +49,12 @@ type MicChannel struct {
 
 	evs []sound.Event
 
-	mu     sync.Mutex
-	stats  MicChannelStats
-	period struct{ sum, n, peak float64 }
+	mu      sync.Mutex
+	stats   MicChannelStats
+	period  struct{ sum, n, peak float64 }
+	taps    map[*MicTap]struct{}
+	stopped chan struct{} // closed when Run returns
+	stop    sync.Once
 }
 
 // MicChannelStats is what a microphone channel saw.
@@ -66,7 +70,90 @@ func NewMicChannel(out *Outlet, mic hal.AudioCapture, cfg sound.Config) (*MicCha
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", out.Source().Channel, err)
 	}
-	return &MicChannel{out: out, mic: mic, an: an}, nil
+	return &MicChannel{out: out, mic: mic, an: an, taps: map[*MicTap]struct{}{}, stopped: make(chan struct{})}, nil
+}
+
+// MicTap hears what a microphone channel hears: a copy of every frame
+// the channel reads after Listen, until Close. The channel is the
+// microphone's one reader; a tap is how anything else (the verification
+// of a sound the body plays) listens. A tap that falls behind loses its
+// oldest frames, counted in the next frame's Overruns; it never holds
+// the channel up. It is safe for one reader and a Close from any
+// goroutine.
+type MicTap struct {
+	c      *MicChannel
+	frames chan hal.AudioFrame
+	lost   int // frames dropped since the last delivered, under c.mu
+	closed chan struct{}
+	once   sync.Once
+}
+
+// tapFrames is how many frames a tap holds for its reader (half a
+// second at 20 ms frames).
+const tapFrames = 25
+
+// Listen starts a tap.
+func (c *MicChannel) Listen() *MicTap {
+	t := &MicTap{c: c, frames: make(chan hal.AudioFrame, tapFrames), closed: make(chan struct{})}
+	c.mu.Lock()
+	c.taps[t] = struct{}{}
+	c.mu.Unlock()
+	return t
+}
+
+// Format is the microphone's.
+func (t *MicTap) Format() hal.AudioFormat { return t.c.mic.Format() }
+
+// ReadFrame waits for the next frame and copies it into f, whose Samples
+// must hold Format().Len() values. It returns hal.ErrClosed after Close,
+// hal.ErrHalted once the channel stopped reading, or ctx's error.
+func (t *MicTap) ReadFrame(ctx context.Context, f *hal.AudioFrame) error {
+	if len(f.Samples) != t.Format().Len() {
+		return fmt.Errorf("%s: tap: frame holds %d samples, want %d", t.c.out.Source().Channel, len(f.Samples), t.Format().Len())
+	}
+	var got hal.AudioFrame
+	select {
+	case got = <-t.frames:
+	case <-t.closed:
+		return hal.ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.c.stopped:
+		select {
+		case got = <-t.frames:
+		default:
+			return fmt.Errorf("%s stopped reading: %w", t.c.out.Source().Channel, hal.ErrHalted)
+		}
+	}
+	copy(f.Samples, got.Samples)
+	f.Time, f.Seq, f.Overruns = got.Time, got.Seq, got.Overruns
+	return nil
+}
+
+// Close ends the tap. It is safe to call more than once.
+func (t *MicTap) Close() error {
+	t.once.Do(func() {
+		t.c.mu.Lock()
+		delete(t.c.taps, t)
+		t.c.mu.Unlock()
+		close(t.closed)
+	})
+	return nil
+}
+
+// feedTaps hands each tap a copy of f; c.mu is held.
+func (c *MicChannel) feedTaps(f *hal.AudioFrame) {
+	for t := range c.taps {
+		cp := *f
+		cp.Samples = slices.Clone(f.Samples)
+		cp.Overruns += t.lost
+		select {
+		case t.frames <- cp:
+			t.lost = 0
+		default:
+			t.lost++
+		}
+	}
 }
 
 // Stats returns what the channel saw; RMS and Peak cover the time since
@@ -89,6 +176,7 @@ func (c *MicChannel) Stats() MicChannelStats {
 // Run reads frames until ctx is done or the microphone is halted (nil);
 // another error ends what was open (cut) and is returned.
 func (c *MicChannel) Run(ctx context.Context) error {
+	defer c.stop.Do(func() { close(c.stopped) })
 	f := hal.AudioFrame{Samples: make([]int16, c.mic.Format().Len())}
 	for {
 		err := c.mic.ReadFrame(ctx, &f)
@@ -111,6 +199,7 @@ func (c *MicChannel) Run(ctx context.Context) error {
 		c.period.sum += sum
 		c.period.n += float64(len(f.Samples))
 		c.period.peak = max(c.period.peak, peak)
+		c.feedTaps(&f)
 		c.mu.Unlock()
 		c.evs = c.an.Process(&f, c.evs[:0])
 		c.emit(c.evs)

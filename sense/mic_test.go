@@ -2,12 +2,16 @@ package sense
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"periph.io/x/conn/v3/physic"
+
 	"github.com/tobe-body/tobe-body/hal"
+	"github.com/tobe-body/tobe-body/hal/haltest"
 	"github.com/tobe-body/tobe-body/hal/sim"
 	"github.com/tobe-body/tobe-body/ledger"
 	"github.com/tobe-body/tobe-body/sense/sound"
@@ -72,4 +76,49 @@ func TestMicChannelOnTheSimMicrophone(t *testing.T) {
 		}
 		t.Logf("a minute of the sim microphone: %v", counts)
 	})
+}
+
+// A tap hears every frame the channel reads after Listen, without
+// taking it from the channel; it ends with the channel or its Close.
+func TestMicTap(t *testing.T) {
+	f := hal.AudioFormat{Rate: 16 * physic.KiloHertz, Channels: 1, FrameSamples: 4}
+	mic := haltest.NewCapture(f, 8)
+	c, err := NewMicChannel(NewOutlet(Source{Channel: "audio.mic"}, 16), mic, sound.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tap := c.Listen()
+	other := c.Listen()
+	other.Close()
+	done := make(chan error, 1)
+	go func() { done <- c.Run(context.Background()) }()
+	for i := range 3 {
+		mic.Push([]int16{int16(i), 1, 2, 3}, uint64(i+1), hal.Mono(i))
+	}
+	fr := hal.AudioFrame{Samples: make([]int16, 4)}
+	for i := range 3 {
+		if err := tap.ReadFrame(context.Background(), &fr); err != nil {
+			t.Fatal(err)
+		}
+		if fr.Samples[0] != int16(i) || fr.Seq != uint64(i+1) {
+			t.Fatalf("frame %d: got %v seq %d", i, fr.Samples, fr.Seq)
+		}
+	}
+	if err := other.ReadFrame(context.Background(), &fr); !errors.Is(err, hal.ErrClosed) {
+		t.Errorf("a closed tap: %v", err)
+	}
+	if err := tap.ReadFrame(context.Background(), &hal.AudioFrame{Samples: make([]int16, 3)}); err == nil {
+		t.Error("a frame of the wrong size was filled")
+	}
+	mic.Halt()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := tap.ReadFrame(context.Background(), &fr); !errors.Is(err, hal.ErrHalted) {
+		t.Errorf("after the channel stopped: %v", err)
+	}
+	if s := c.Stats(); s.Frames != 3 {
+		t.Errorf("the channel read %d frames, want 3", s.Frames)
+	}
+	tap.Close()
 }

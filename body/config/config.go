@@ -55,7 +55,21 @@ type Config struct {
 	Monitor Monitor `json:"monitor"`
 	Ledger  Ledger  `json:"ledger"`
 	Sense   Sense   `json:"sense"`
+	Act     Act     `json:"act"`
 	MQTT    MQTT    `json:"mqtt"`
+}
+
+// Act configures the action channels.
+type Act struct {
+	Speakers map[string]Speaker `json:"speakers"`
+}
+
+// Speaker configures audio.tone and audio.play on one speaker. Absent
+// fields take the schema's defaults.
+type Speaker struct {
+	MaxLevelDBFS *float64 `json:"max_level_dbfs"`
+	ClipsDir     string   `json:"clips_dir"`
+	MaxClipMS    int      `json:"max_clip_ms"`
 }
 
 // Sense configures the sense channels.
@@ -215,6 +229,7 @@ func Default() Config {
 		Sense: Sense{Queue: 256, Self: SelfState{IntervalS: 5, HotC: 80, CriticalC: 85, DiskLowMB: 256, DiskCriticalMB: 32},
 			Buttons: Buttons{LongPressMS: 1000, DoublePressMS: 400}, Inputs: Inputs{ActivityWindowS: 10},
 			Cameras: map[string]Camera{}, Microphones: map[string]Microphone{}},
+		Act:  Act{Speakers: map[string]Speaker{}},
 		MQTT: MQTT{Broker: "tcp://127.0.0.1:1883", KeepaliveS: 30},
 	}
 }

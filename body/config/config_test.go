@@ -51,6 +51,10 @@ func TestCheckRefuses(t *testing.T) {
 		{"unknown camera key", `{"version": 1, "sense": {"cameras": {"front": {"zone": []}}}}`, `$.sense.cameras.front.zone: unknown key "zone"`},
 		{"loud at full scale", `{"version": 1, "sense": {"microphones": {"mic": {"loud_dbfs": 0}}}}`, `$.sense.microphones.mic.loud_dbfs: out of range`},
 		{"privacy class", `{"version": 1, "sense": {"cameras": {"front": {"privacy": "` + canary + `"}}}}`, `$.sense.cameras.front.privacy: not one of the allowed values`},
+		{"speaker at full scale", `{"version": 1, "act": {"speakers": {"speaker": {"max_level_dbfs": 0}}}}`, `$.act.speakers.speaker.max_level_dbfs: out of range`},
+		{"relative clips directory", `{"version": 1, "act": {"speakers": {"speaker": {"clips_dir": "clips"}}}}`, `$.act.speakers.speaker.clips_dir: does not match the pattern`},
+		{"unknown speaker key", `{"version": 1, "act": {"speakers": {"speaker": {"volume": 11}}}}`, `$.act.speakers.speaker.volume: unknown key "volume"`},
+		{"clip too long", `{"version": 1, "act": {"speakers": {"speaker": {"max_clip_ms": 600000}}}}`, `$.act.speakers.speaker.max_clip_ms: out of range`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := write(t, "config.json", tc.doc)

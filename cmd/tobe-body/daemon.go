@@ -243,7 +243,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	// The runner: the only path to side effects. What was left running
 	// when the body stopped is recorded unknown, never run again.
-	runner := newRunner(ds, profile, estop, sn, reg, store, grants)
+	runner := newRunner(ds, profile, estop, sn, reg, store, grants, cfg.Act, cfg.DataDir)
 	if store != nil {
 		if ids, err := runner.Recover(ctx, store); err != nil {
 			log.Error("actions left running could not be reconciled", "err", err)

@@ -46,6 +46,9 @@ func newEStop(ds *devices, p *board.Profile) (*act.EStop, error) {
 	for _, o := range ds.outs {
 		cfg.Outputs = append(cfg.Outputs, o.line)
 	}
+	if ds.speaker != nil {
+		cfg.Speakers = append(cfg.Speakers, ds.speaker)
+	}
 	return act.NewEStop(cfg)
 }
 

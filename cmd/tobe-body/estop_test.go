@@ -62,7 +62,8 @@ func TestDoThroughTheRunner(t *testing.T) {
 	d := startDaemon(t, "")
 	defer d.stop(t)
 	out, err := runCmd(t, "do", "--list", "--data", d.data)
-	if err != nil || !strings.Contains(out, "gpio.pulse") || !strings.Contains(out, "gpio.set") || !strings.Contains(out, "body.notify") {
+	if err != nil || !strings.Contains(out, "gpio.pulse") || !strings.Contains(out, "gpio.set") || !strings.Contains(out, "body.notify") ||
+		!strings.Contains(out, "audio.tone   R1") || !strings.Contains(out, "audio.play   R2") {
 		t.Fatalf("list: %v\n%s", err, out)
 	}
 	out, err = runCmd(t, "do", "body.notify", "home", "message=the parcel is at the door", "attention=high", "--data", d.data)
@@ -77,6 +78,16 @@ func TestDoThroughTheRunner(t *testing.T) {
 	out, err = runCmd(t, "do", "gpio.pulse", "gpio.relay1", "duration_ms=50", "--data", d.data)
 	if err != nil || !strings.Contains(out, " succeeded") || !strings.Contains(out, "reads low") {
 		t.Errorf("relay pulse: %v\n%s", err, out)
+	}
+	// The sim board's microphone hears its speaker, through the
+	// microphone channel's tap. 5 kHz is above the sim scene's voices.
+	out, err = runCmd(t, "do", "audio.tone", "audio.speaker", "freq_hz=5000", "ms=300", "--data", d.data)
+	if err != nil || !strings.Contains(out, " succeeded") || !strings.Contains(out, "verified: verified: audio.mic heard 5000 Hz at") {
+		t.Errorf("tone: %v\n%s", err, out)
+	}
+	out, err = runCmd(t, "do", "audio.play", "audio.speaker", "clip=../chime.wav", "--data", d.data)
+	if err == nil || !strings.Contains(out, `refused (invalid_request): params.clip "../chime.wav": ".." leaves the clips directory`) {
+		t.Errorf("a clip outside the directory: %v\n%s", err, out)
 	}
 	out, err = runCmd(t, "do", "gpio.set", "gpio.nope", "state=on", "--data", d.data)
 	if err == nil || !strings.Contains(out, "refused (invalid_request): no output \"gpio.nope\"") {

@@ -1,26 +1,31 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
 // newRunner builds the action runner over the outputs the devices opened:
 // gpio.set and gpio.pulse, a relay at R2 and anything else at R1, each
 // verified by read-back and by its feedback input where the profile wires
-// one. The e-stop cancels through it.
-func newRunner(ds *devices, p *board.Profile, estop *act.EStop, sn *senses, reg *body.Registry, store *ledger.Store, grants *act.Grants) *act.Runner {
+// one; audio.tone and audio.play on the speaker, verified through the
+// microphone where there is one; body.notify with a ledger. The e-stop
+// cancels through it.
+func newRunner(ds *devices, p *board.Profile, estop *act.EStop, sn *senses, reg *body.Registry, store *ledger.Store, grants *act.Grants, acfg config.Act, dataDir string) *act.Runner {
 	kinds := map[string]string{}
 	if p.GPIO != nil {
 		for _, o := range p.GPIO.Outputs {
@@ -76,6 +81,11 @@ func newRunner(ds *devices, p *board.Profile, estop *act.EStop, sn *senses, reg 
 	if err := registerSimulated(r, outs); err != nil {
 		slog.Warn("no simulation mode for the GPIO outputs", "err", err)
 	}
+	if spk := newSpeaker(ds, sn, acfg, dataDir); spk != nil {
+		tone, play := act.NewAudioActions([]*act.Speaker{spk})
+		r.Register(tone)
+		r.Register(play)
+	}
 	if store != nil {
 		r.Register(act.NewNotify(store))
 	}
@@ -92,6 +102,32 @@ func newRunner(ds *devices, p *board.Profile, estop *act.EStop, sn *senses, reg 
 // board has an R3 capability, and the approval commands need one to be
 // tested whole. Nil outside tests.
 var testActions []act.Action
+
+// newSpeaker is the speaker the devices opened, as the audio channels
+// drive it, or nil when there is none. Its sounds are verified through
+// the microphone: through the microphone channel's taps when that
+// channel runs (it is the microphone's one reader), else straight from
+// the capture.
+func newSpeaker(ds *devices, sn *senses, acfg config.Act, dataDir string) *act.Speaker {
+	if ds.speaker == nil {
+		return nil
+	}
+	name := strings.TrimPrefix(ds.spkID, "audio.")
+	c := acfg.Speakers[name]
+	spk := &act.Speaker{Name: name, Channel: ds.spkID, Out: ds.speaker, Clips: cmp.Or(c.ClipsDir, filepath.Join(dataDir, "clips")),
+		MaxLevel: act.DefaultMaxLevel, MaxClip: time.Duration(c.MaxClipMS) * time.Millisecond}
+	if c.MaxLevelDBFS != nil {
+		spk.MaxLevel = *c.MaxLevelDBFS
+	}
+	switch {
+	case sn != nil && sn.mic != nil:
+		ch := sn.mic.ch
+		spk.Mic = &act.Mic{Name: sn.mic.id, Listen: func() (act.Listening, error) { return ch.Listen(), nil }}
+	case ds.mic != nil:
+		spk.Mic = act.CaptureMic(ds.micID, ds.mic)
+	}
+	return spk
+}
 
 // noJournal stands in when the ledger could not be opened: nothing whose
 // record cannot be written runs.
@@ -141,6 +177,8 @@ const doUsage = `usage: tobe-body do CAPABILITY TARGET [key=value ...] [--mode l
 
   tobe-body do gpio.set gpio.relay1 state=on
   tobe-body do gpio.pulse gpio.buzzer duration_ms=200
+  tobe-body do audio.tone audio.speaker freq_hz=440 ms=300 [level_dbfs=-20]
+  tobe-body do audio.play audio.speaker clip=chime.wav
   tobe-body do --list
 
 Acts as a local administrator, through the same policy and verification
