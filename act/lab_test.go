@@ -651,6 +651,7 @@ type labLoad struct {
 
 	// E8's agent requests and MQTT backlog (startAgents, startBacklog).
 	offered, done, refused, acked atomic.Int64
+	audio                         func() string // stops the audio load
 }
 
 func labFrames(t *testing.T) (hal.FrameFormat, [][]byte) {
@@ -717,6 +718,10 @@ func startLoad(t *testing.T, heavy int, f hal.FrameFormat, frames [][]byte, stor
 	}()
 	return l
 }
+
+// labAudioLoad starts E8's audio load, where the lab binary has PortAudio
+// (estop_audio_lab_test.go), and returns what stops it; nil otherwise.
+var labAudioLoad func(t *testing.T) func() string
 
 // agentRate is E8's agent request rate.
 const agentRate = 2000
@@ -845,6 +850,9 @@ func (l *labLoad) end(t *testing.T) string {
 	if n := l.acked.Load(); n > 0 {
 		out += fmt.Sprintf(", outbox drained %.0f/s", float64(n)/s)
 	}
+	if l.audio != nil {
+		out += ", " + l.audio()
+	}
 	return out
 }
 
@@ -941,6 +949,9 @@ func TestLabEStopLatency(t *testing.T) {
 			load = startLoad(t, run.heavy, f, frames, store)
 			load.startAgents(runner)
 			load.startUplink(store)
+			if labAudioLoad != nil {
+				load.audio = labAudioLoad(t)
+			}
 			time.Sleep(500 * time.Millisecond) // the load is running
 		}
 		var trip, tripW, edge, edgeW spread
