@@ -91,6 +91,7 @@ commands:
   status [--json]      ask the running body how it is
   board [--json]       show the board profile and each device's state
   config check FILE    check a config file against the schema
+  config show          print the configuration the layers make (--section act)
   config schema        print the config schema (JSON Schema 2020-12)
   version              print version, commit, board and build tags
   ledger <command>     stats, verify, backup FILE, events, compact
