@@ -116,7 +116,10 @@ type Environment struct {
 	// Grants returns every grant (Grants.All).
 	Grants   func() []Grant
 	Rules    SafetyRules
-	Limiter  *Limiter
+	// CapabilityModes are the config's modes by capability name (shadow,
+	// disabled); a capability not named is enabled.
+	CapabilityModes map[string]body.State
+	Limiter         *Limiter
 	Leases   *LeaseTable
 	Now      func() time.Time
 	NewID    func() string
@@ -229,6 +232,23 @@ func (r *Runner) EndSession(session string) []string {
 	return ids
 }
 
+// CancelTarget cancels what runs on target for anyone but a local
+// administrator (a person took the resource over: the agent's actions on
+// it stop, a person's own go on) and returns their ids.
+func (r *Runner) CancelTarget(target string, reason Reason) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ids []string
+	for id, ru := range r.running {
+		if ru.inv.Target == target && ru.inv.Principal.Kind != LocalAdmin {
+			ru.cancel(cancelCause{reason})
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
 // Submit runs inv and returns what became of it. A repeat of an
 // idempotency key already seen returns that invocation's result (waiting
 // for it if it still runs) and acts no second time.
@@ -312,14 +332,22 @@ func (r *Runner) submit(ctx context.Context, inv *Invocation) Result {
 	// A lease on a shared resource, checked again (fencing) just before
 	// acting.
 	var epoch uint64
+	leased := false
 	if capab.Shared && r.env.Leases != nil {
 		l, ld := r.env.Leases.Acquire(inv.Target, HolderOf(inv.Principal), r.env.LeaseTTL, r.env.Now())
-		if !ld.Allow {
+		switch {
+		case ld.Allow:
+			epoch, leased = l.Epoch, true
+		case ld.Reason == ReasonHumanControl && inv.Principal.Kind == LocalAdmin:
+			// A person at the device took the resource over; a local
+			// administrator is a person at the device too, and acts beside
+			// the hold, without a lease, leaving the hold in place.
+			d.Detail += "; beside a person's hold (" + ld.Detail + ")"
+		default:
 			res := Result{ActionID: inv.ActionID, Status: Refused, Decision: ld, Reason: ld.Reason, Detail: ld.Detail}
 			r.recordResult(inv, res)
 			return res
 		}
-		epoch = l.Epoch
 	}
 	if inv.Mode == Shadow {
 		res := Result{ActionID: inv.ActionID, Status: Succeeded, Decision: d, Receipt: "shadow: recorded, nothing done",
@@ -356,7 +384,7 @@ func (r *Runner) submit(ctx context.Context, inv *Invocation) Result {
 		res := Result{ActionID: inv.ActionID, Status: Refused, Reason: ReasonLedgerUnavailable, Detail: err.Error()}
 		return res
 	}
-	if capab.Shared && r.env.Leases != nil {
+	if leased {
 		if fd := r.env.Leases.Check(inv.Target, HolderOf(inv.Principal), epoch, r.env.Now()); !fd.Allow {
 			res := Result{ActionID: inv.ActionID, Status: Cancelled, Reason: fd.Reason, Detail: fd.Detail}
 			r.recordResult(inv, res)
@@ -392,7 +420,7 @@ func (r *Runner) submit(ctx context.Context, inv *Invocation) Result {
 		}
 	}
 	r.recordResult(inv, res)
-	if capab.Shared && r.env.Leases != nil {
+	if leased {
 		r.env.Leases.Release(inv.Target, HolderOf(inv.Principal), epoch)
 	}
 	return res
@@ -426,6 +454,7 @@ func (r *Runner) decide(inv *Invocation, c Capability, channel string) Decision 
 			st.Channel = ch.State
 		}
 	}
+	st.CapabilityMode = r.env.CapabilityModes[c.Name]
 	r.mu.Lock()
 	st.LedgerWritable = r.ledgerOK
 	r.mu.Unlock()
