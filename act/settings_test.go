@@ -62,12 +62,16 @@ func TestRunnerSettings(t *testing.T) {
 			{inv: set("gpio.led", "on"), admin: true, status: Succeeded}, // its own bucket
 			{inv: pulse("gpio.led", "5"), status: Succeeded},             // another capability
 		}},
-		{"capability in shadow", func(e *Environment, _ *body.Registry) { e.CapabilityModes = map[string]body.State{"gpio.pulse": body.Shadow} }, nil, []try{
+		{"capability in shadow", func(e *Environment, _ *body.Registry) {
+			e.CapabilityModes = map[string]body.State{"gpio.pulse": body.Shadow}
+		}, nil, []try{
 			{inv: pulse("gpio.led", "5"), status: Refused, reason: ReasonChannelShadow},
 			{inv: pulse("gpio.led", "5"), mode: Shadow, status: Succeeded, detail: ""},
 			{inv: set("gpio.led", "on"), status: Succeeded},
 		}},
-		{"capability disabled", func(e *Environment, _ *body.Registry) { e.CapabilityModes = map[string]body.State{"gpio.set": body.Disabled} }, nil, []try{
+		{"capability disabled", func(e *Environment, _ *body.Registry) {
+			e.CapabilityModes = map[string]body.State{"gpio.set": body.Disabled}
+		}, nil, []try{
 			{inv: set("gpio.led", "on"), admin: true, status: Refused, reason: ReasonChannelDisabled, detail: "the config has gpio.set disabled"},
 			{inv: pulse("gpio.led", "5"), status: Succeeded},
 		}},
