@@ -114,16 +114,17 @@ type Environment struct {
 	// Health returns the self-state level.
 	Health func() body.Degradation
 	// Grants returns every grant (Grants.All).
-	Grants func() []Grant
-	Rules  SafetyRules
+	Grants   func() []Grant
+	Rules    SafetyRules
+	Limiter  *Limiter
+	Leases   *LeaseTable
+	Now      func() time.Time
+	NewID    func() string
+	LeaseTTL time.Duration
+
 	// CapabilityModes are the config's modes by capability name (shadow,
 	// disabled); a capability not named is enabled.
 	CapabilityModes map[string]body.State
-	Limiter         *Limiter
-	Leases          *LeaseTable
-	Now             func() time.Time
-	NewID           func() string
-	LeaseTTL        time.Duration
 }
 
 // Runner is the only path to side effects. Submit runs an invocation
