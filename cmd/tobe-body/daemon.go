@@ -187,6 +187,13 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			log.Error("closing devices", "err", err)
 		}
 	}()
+	// The config's act section, checked against this board and its
+	// channels; channel modes go into the registry, where the policy
+	// reads them.
+	acts, err := newActSettings(cfg.Act, profile, reg)
+	if err != nil {
+		return err
+	}
 
 	sock := filepath.Join(cfg.DataDir, adminSocket)
 	ln, err := listenAdmin(sock)
@@ -236,7 +243,20 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	// The runner: the only path to side effects. What was left running
 	// when the body stopped is recorded unknown, never run again.
-	runner := newRunner(ds, profile, estop, sn, reg, store, grants)
+	runner := newRunner(ds, profile, estop, sn, reg, store, grants, acts)
+	if err := acts.checkCapabilities(runner); err != nil {
+		return err
+	}
+	// The people's controls: a press takes their resources over.
+	var watch *takeoverWatch
+	if store != nil {
+		tk, err := act.NewTakeover(acts.controls, acts.leases, runner, store, func(err error) { log.Error("a person's control", "err", err) })
+		if err != nil {
+			return err
+		}
+		defer tk.Close()
+		watch = newTakeoverWatch(tk, log)
+	}
 	if store != nil {
 		if ids, err := runner.Recover(ctx, store); err != nil {
 			log.Error("actions left running could not be reconciled", "err", err)
@@ -247,7 +267,9 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	for name, m := range runnerMethods(runner) {
 		methods[name] = m
 	}
+	gateMethods(methods)
 	admin := newAdminServer(ln, log, methods)
+	admin.who = acts.admins.resolve
 	admin.serve()
 	defer func() {
 		admin.close()
@@ -274,6 +296,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	mon := newMonitor(ds, sn, estop, reg, log, stdout)
 	if store != nil {
 		mon.follow(mctx, store, startSeq)
+		watch.start(mctx, store, startSeq)
 	}
 	sn.start(mctx, sink)
 	var estopWG sync.WaitGroup
@@ -296,6 +319,9 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		sn.stop() // what the channels saw is written before the body says it stopped
 		estopWG.Wait()
 		mon.wait()
+		if watch != nil {
+			watch.wait()
+		}
 		if store != nil {
 			p, _ := ledger.MarshalPayload(map[string]any{"uptime_s": time.Since(started).Seconds()})
 			if _, err := store.Append(context.Background(), ledger.Event{Type: "body.stopped", Provenance: ledger.Observed, Payload: p}); err != nil {
