@@ -11,9 +11,9 @@ import (
 
 	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/board"
+	"github.com/tobe-body/tobe-body/board/strictjson"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
-	"github.com/tobe-body/tobe-body/board/strictjson"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
