@@ -12,6 +12,10 @@
 // repeated idempotency key returns the recorded result and acts once.
 // Grants are ledger events too (Grants).
 //
+// A Takeover gives a person the resources of a control the config marks
+// as theirs: a press moves them to HUMAN in the LeaseTable and cancels the
+// agent actions running on them.
+//
 // The EStop watches a normally-closed e-stop line and latches; see its
 // comment for the trip path and the reset rules. The action channels so
 // far drive GPIO outputs (gpio.set, gpio.pulse) and tell the home server and

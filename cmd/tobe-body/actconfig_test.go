@@ -271,3 +271,21 @@ func TestDaemonRefusesAnUnknownOutput(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+// config check --board checks the names too, without a daemon.
+func TestConfigCheckAgainstABoard(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "config.json")
+	os.WriteFile(p, []byte(`{"version": 1, "act": {"outputs": {"relay9": {"max_on_s": 1}, "relay1": {"risk": "R1"}}}}`), 0o600)
+	if out, err := runCmd(t, "config", "check", p); err != nil {
+		t.Errorf("without a board: %v\n%s", err, out)
+	}
+	_, err := runCmd(t, "config", "check", "--board", "sim", p)
+	for _, want := range []string{`$.act.outputs.relay9: board sim has no output "relay9"`, `$.act.outputs.relay1.risk: R1 is below the relay's R2`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want %q", err, want)
+		}
+	}
+	if out, err := runCmd(t, "config", "check", p, "--board", "pi5"); err == nil || !strings.Contains(err.Error(), "board pi5 has no output") {
+		t.Errorf("pi5: %v\n%s", err, out)
+	}
+}

@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 
+	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/body/config"
 )
 
@@ -14,13 +16,25 @@ func runConfig(args []string, stdout, stderr io.Writer) error {
 	}
 	switch args[0] {
 	case "check":
-		if len(args) != 2 {
+		fs := flag.NewFlagSet("tobe-body config check", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		boardName := fs.String("board", "", "also check the names of outputs and controls against this board `NAME`")
+		pos, err := parse(fs, args[1:], 1)
+		if err != nil {
+			return err
+		}
+		if len(pos) != 1 {
 			return usageError("config check: want one FILE")
 		}
-		if err := config.CheckFile(args[1]); err != nil {
+		if err := config.CheckFile(pos[0]); err != nil {
 			return &exitError{code: 1, err: err}
 		}
-		fmt.Fprintf(stdout, "%s: valid\n", args[1])
+		if *boardName != "" {
+			if err := checkAgainstBoard(pos[0], *boardName); err != nil {
+				return &exitError{code: 1, err: err}
+			}
+		}
+		fmt.Fprintf(stdout, "%s: valid\n", pos[0])
 		return nil
 	case "show":
 		return showConfig(args[1:], stdout, stderr)
@@ -69,4 +83,25 @@ func showConfig(args []string, stdout, stderr io.Writer) error {
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+// checkAgainstBoard checks what the file's act section names (outputs,
+// the people's controls and their resources) against a board profile, as
+// the daemon does at start; channel ids and capabilities are checked only
+// there, where the channels and the runner exist.
+func checkAgainstBoard(path, name string) error {
+	l, err := config.Load(config.Sources{File: path})
+	if err != nil {
+		return err
+	}
+	set, err := board.LoadSet(board.UserDir)
+	if err != nil {
+		return err
+	}
+	p, err := set.Get(name)
+	if err != nil {
+		return err
+	}
+	_, err = newActSettings(l.Act, p, nil)
+	return err
 }
