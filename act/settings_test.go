@@ -115,7 +115,7 @@ func TestRunnerSettings(t *testing.T) {
 				inv := tr.inv
 				inv.Principal, inv.Mode = b.agent, tr.mode
 				if tr.admin {
-					inv.Principal = admin
+					inv.Principal = localAdmin
 				}
 				res := r.Submit(context.Background(), inv)
 				if res.Status != tr.status || res.Reason != tr.reason || !strings.Contains(res.Detail, tr.detail) {

@@ -28,7 +28,7 @@ func humanRecords(t *testing.T, store *ledger.Store) []string {
 	return out
 }
 
-var admin = Principal{Kind: LocalAdmin, Subject: "admin:uid=0", Session: "admin", Trust: ledger.High}
+var localAdmin = Principal{Kind: LocalAdmin, Subject: "admin:uid=0", Session: "admin", Trust: ledger.High}
 
 // A person presses the relay's button while the agent pulses it: the pulse
 // is cut and the relay safe, the agent is refused naming the person's
@@ -68,7 +68,7 @@ func TestTakeoverPressAgain(t *testing.T) {
 	}
 	b.fb.Set(hal.Low, hal.MonoNow())
 	adm := pulse
-	adm.Principal = admin
+	adm.Principal = localAdmin
 	if res := b.r.Submit(context.Background(), adm); res.Status != Succeeded || !strings.Contains(res.Decision.Detail, "beside a person's hold") {
 		t.Errorf("a local administrator during the hold: %+v", res)
 	}
