@@ -2,6 +2,7 @@ package act
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -41,15 +42,17 @@ func TestTakeoverPressAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tk.Close()
-	b.fb.Set(hal.High, hal.MonoNow())
 	done := make(chan Result, 1)
 	go func() {
 		done <- b.r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.relay1", Params: map[string]string{"duration_ms": "60000"}})
 	}()
-	for b.relay.Level() != hal.High {
-		time.Sleep(time.Millisecond) // the runner's goroutine driving the relay
+	// Running is recorded once the runner can cancel it.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	running := errors.New("running")
+	if err := b.store.Follow(ctx, ledger.Filter{Types: []string{"action.running"}}, func(ledger.Stored) error { return running }); err != running {
+		t.Fatalf("the pulse never ran: %v", err)
 	}
-	b.fb.Set(hal.Low, hal.MonoNow())
 	if ok, err := tk.Pressed("gpio.button"); !ok || err != nil {
 		t.Fatalf("pressed: %v %v", ok, err)
 	}
