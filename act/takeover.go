@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -134,6 +135,25 @@ func (t *Takeover) Pressed(ctrl string) (bool, error) {
 	return true, t.take(c)
 }
 
+// Resume takes the resources of ctrl over again at start, for a hold the
+// ledger shows was in force when the body stopped: a restart does not
+// hand a person's resources back to the agent. An EndAfter hold runs its
+// whole time again from now; an EndOnLetGo hold ends at the next let-go
+// (press and let go if the control was let go while the body was down).
+// A control that is not a person's is ignored.
+func (t *Takeover) Resume(ctrl string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.controls[ctrl]
+	if c == nil || t.closed || c.held {
+		return nil
+	}
+	if c.End == EndAfter {
+		t.arm(c)
+	}
+	return t.take(c)
+}
+
 // LetGo reports that control was let go; it ends an EndOnLetGo hold.
 func (t *Takeover) LetGo(ctrl string) (bool, error) {
 	t.mu.Lock()
@@ -226,7 +246,8 @@ func (t *Takeover) event(typ string, c *control, res string, payload map[string]
 	if err != nil {
 		t.report(fmt.Errorf("act: %s: %w", typ, err))
 	}
-	return ledger.Event{Type: typ, ChannelID: c.Control, Provenance: ledger.Observed, Trust: ledger.High,
+	channel, _, _ := strings.Cut(c.Control, " ") // a key's device
+	return ledger.Event{Type: typ, ChannelID: channel, Provenance: ledger.Observed, Trust: ledger.High,
 		Privacy: ledger.Internal, Payload: p}
 }
 

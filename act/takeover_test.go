@@ -215,3 +215,39 @@ func (j *memJournal) count(typ string) int {
 	}
 	return n
 }
+
+// A hold in force when the body stopped is taken again at start; the
+// control ends it as usual.
+func TestTakeoverResume(t *testing.T) {
+	tab := NewLeaseTable(0)
+	j := &memJournal{}
+	tk, err := NewTakeover([]HumanControl{{Control: "gpio.button", Resources: []string{"gpio.relay1"}, End: EndOnPressAgain}}, tab, nil, j, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tk.Close()
+	agent := Holder{Subject: "agent:pi", Session: "s1"}
+	for i, step := range []struct {
+		do   func() error
+		want bool // the agent gets the relay
+	}{
+		{func() error { return tk.Resume("gpio.other") }, true},
+		{func() error { return tk.Resume("gpio.button") }, false},
+		{func() error { return tk.Resume("gpio.button") }, false}, // once is enough
+		{func() error { _, err := tk.Pressed("gpio.button"); return err }, true},
+	} {
+		if err := step.do(); err != nil {
+			t.Fatal(err)
+		}
+		l, d := tab.Acquire("gpio.relay1", agent, time.Second, time.Now())
+		if d.Allow != step.want {
+			t.Errorf("step %d: %v, want allowed %v", i, d, step.want)
+		}
+		if d.Allow {
+			tab.Release("gpio.relay1", agent, l.Epoch)
+		}
+	}
+	if got := strings.Join(j.types(), " "); got != "lease.human_takeover lease.human_released" {
+		t.Errorf("recorded %s", got)
+	}
+}

@@ -256,6 +256,20 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		defer tk.Close()
 		watch = newTakeoverWatch(tk, log)
+		// A person's hold survives a restart.
+		held, err := heldAtStop(store)
+		if err != nil {
+			// Not knowing, every person's control holds its resources.
+			log.Error("the people's holds cannot be read: every one is taken as in force", "err", err)
+			held = tk.Controls()
+		}
+		for _, ctrl := range held {
+			if err := tk.Resume(ctrl); err != nil {
+				log.Error("a person's hold not resumed", "control", ctrl, "err", err)
+			} else {
+				log.Warn("a person's hold from before the restart is in force", "control", ctrl)
+			}
+		}
 	}
 	if store != nil {
 		if ids, err := runner.Recover(ctx, store); err != nil {
