@@ -232,6 +232,7 @@ func FuzzCheck(f *testing.F) {
 	f.Add([]byte(`{"version": 1, "mqtt": {"keepalive_s": 30}}`))
 	f.Add([]byte(`{"version": 1, "board": "pi5", "log": {"level": "warn"}}`))
 	f.Add([]byte(`{"version": 1, "mqtt": {"password": "x", "password": "y"}}`))
+	f.Add([]byte(`{"version": 1, "act": {"outputs": {"relay1": {"risk": "R3", "max_on_s": 2}}, "principals": [{"uid": 0, "trust": "high"}], "human_controls": [{"control": "gpio.button", "resources": ["gpio.relay1"], "release": "after", "after_s": 5}]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		doc, err := Check("f.json", data)
 		if err != nil {

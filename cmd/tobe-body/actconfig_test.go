@@ -111,6 +111,9 @@ func TestActSettingsAgainstTheBoard(t *testing.T) {
 		t.Error(err)
 	}
 	s, _ = newActSettings(actFrom(t, `{"capability_modes": {"door.open": "disabled"}, "rate_limits": {"by_capability": {"gpio.blink": {"burst": 1, "per_second": 1}}}}`), p, simRegistry())
+	if l := s.limits.ByCapability["gpio.blink"]; l != (act.RateLimit{Burst: 1, PerSecond: 1}) || s.limits.Default != (act.RateLimit{Burst: 20, PerSecond: 10}) {
+		t.Errorf("rate limits %+v", s.limits)
+	}
 	err = s.checkCapabilities(r)
 	for _, want := range []string{`$.act.capability_modes["door.open"]: this body offers no capability door.open (gpio.pulse, gpio.set)`, `$.act.rate_limits.by_capability["gpio.blink"]: this body offers no capability gpio.blink`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
