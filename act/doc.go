@@ -16,6 +16,10 @@
 // the policy asked again) or denies it (Deny), or it expires; see
 // approval.go. Grants are ledger events too (Grants).
 //
+// A Takeover gives a person the resources of a control the config marks
+// as theirs: a press moves them to HUMAN in the LeaseTable and cancels the
+// agent actions running on them.
+//
 // The EStop watches a normally-closed e-stop line and latches; see its
 // comment for the trip path and the reset rules. The action channels so
 // far drive GPIO outputs (gpio.set, gpio.pulse), play sound on a speaker

@@ -37,7 +37,8 @@ import (
 // until that long after the last human action (each HumanTakeover is
 // one). Nobody can acquire as HUMAN and nobody can take a resource from
 // HUMAN, a local administrator included: only HumanRelease or the hold
-// time frees it. RevokeAll and RevokeSession leave a person's hold in
+// time frees it. (The Runner lets a local administrator act beside a
+// person's hold, without a lease: both are people at the device.) RevokeAll and RevokeSession leave a person's hold in
 // place (they bump its epoch): a revocation refuses more, never less.
 
 // HumanHolder is the reserved Subject of the holder a person's takeover
@@ -112,6 +113,7 @@ type leaseSlot struct {
 	epoch     uint64
 	expires   time.Time // an agent's lease lapses at expires
 	lastHuman time.Time // the last human action, while HUMAN holds it
+	humanBy   string    // the control the person used, while HUMAN holds it
 	ended     string    // how the last lease ended, for details
 }
 
@@ -290,6 +292,12 @@ func (t *LeaseTable) RevokeSession(session string) int {
 // returns HUMAN's lease; its Expires is zero when the hold lasts until
 // HumanRelease.
 func (t *LeaseTable) HumanTakeover(resource string, now time.Time) Lease {
+	return t.HumanTakeoverBy(resource, "", now)
+}
+
+// HumanTakeoverBy is HumanTakeover naming the control the person used
+// ("gpio.button"), which refusals then name.
+func (t *LeaseTable) HumanTakeoverBy(resource, control string, now time.Time) Lease {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.slot(resource)
@@ -297,6 +305,9 @@ func (t *LeaseTable) HumanTakeover(resource string, now time.Time) Lease {
 		t.settle(s)
 		if t.humanLive(s, now) {
 			s.lastHuman = now
+			if control != "" {
+				s.humanBy = control
+			}
 			return t.lease(s)
 		}
 		if !s.publish(false) {
@@ -306,7 +317,7 @@ func (t *LeaseTable) HumanTakeover(resource string, now time.Time) Lease {
 			s.ended = "taken over by a person"
 		}
 		s.epoch++
-		s.holder, s.expires, s.lastHuman = Holder{Subject: HumanHolder}, time.Time{}, now
+		s.holder, s.expires, s.lastHuman, s.humanBy = Holder{Subject: HumanHolder}, time.Time{}, now, control
 		return t.lease(s)
 	}
 }
@@ -326,7 +337,7 @@ func (t *LeaseTable) HumanRelease(resource string) bool {
 		return false
 	}
 	// HUMAN never has the held bit, so there is nothing to publish.
-	s.holder, s.lastHuman, s.ended = Holder{}, time.Time{}, "released by a person"
+	s.holder, s.lastHuman, s.humanBy, s.ended = Holder{}, time.Time{}, "", "released by a person"
 	return true
 }
 
@@ -434,10 +445,14 @@ func (t *LeaseTable) lease(s *leaseSlot) Lease {
 }
 
 func (t *LeaseTable) humanRefusal(s *leaseSlot) Decision {
-	if t.humanHold <= 0 {
-		return leaseRefusal(ReasonHumanControl, "%s: a person took it over at %s; held until the person releases it", s.resource, leaseStamp(s.lastHuman))
+	who := "a person"
+	if s.humanBy != "" {
+		who = "a person (" + s.humanBy + ")"
 	}
-	return leaseRefusal(ReasonHumanControl, "%s: a person took it over; held until %s, or longer if used again", s.resource, leaseStamp(s.lastHuman.Add(t.humanHold)))
+	if t.humanHold <= 0 {
+		return leaseRefusal(ReasonHumanControl, "%s: %s took it over at %s; held by %s until the person releases it", s.resource, who, leaseStamp(s.lastHuman), HumanHolder)
+	}
+	return leaseRefusal(ReasonHumanControl, "%s: %s took it over; held by %s until %s, or longer if used again", s.resource, who, HumanHolder, leaseStamp(s.lastHuman.Add(t.humanHold)))
 }
 
 // state says in words who has s at now, for details. mu is held.

@@ -101,6 +101,10 @@ type State struct {
 	// Channel is the lifecycle state of the channel that offers the
 	// capability on the target; "" when no channel offers it.
 	Channel body.State
+	// CapabilityMode is the mode the config gives the capability itself:
+	// "" or enabled, shadow (only shadow requests run) or disabled. The
+	// stricter of it and Channel decides.
+	CapabilityMode body.State
 	// Health is the self-state's degradation level.
 	Health body.Degradation
 	// LedgerWritable: the ledger takes new records. Without it nothing
@@ -164,7 +168,8 @@ func (r Request) EffectiveTrust() ledger.Level {
 //  8. the channel: unknown_capability (no channel offers it),
 //     channel_disabled (disabled, revoked, offline, error, discovered, or
 //     a state Decide does not know), channel_shadow (a shadow channel
-//     runs only shadow requests);
+//     runs only shadow requests); then the same for the capability's own
+//     mode from the config;
 //  9. risk_exceeds_trust: the effective trust, the lowest of the
 //     session's and the causing observation's, is below MinTrust;
 //  10. no_grant, grant_expired or grant_revoked: no valid grant of the
@@ -223,6 +228,15 @@ func Decide(req Request, st State) Decision {
 		return refuse(ReasonUnknownCapability, "no channel offers %s on %s", req.Capability.Name, req.Target)
 	default:
 		return refuse(ReasonChannelDisabled, "the channel is %s", st.Channel)
+	}
+	switch st.CapabilityMode {
+	case "", body.Enabled:
+	case body.Shadow:
+		if req.Mode != Shadow {
+			return refuse(ReasonChannelShadow, "the config has %s only record; ask in shadow mode", req.Capability.Name)
+		}
+	default:
+		return refuse(ReasonChannelDisabled, "the config has %s %s", req.Capability.Name, st.CapabilityMode)
 	}
 	if eff, need := req.EffectiveTrust(), MinTrust(risk); eff < need {
 		from := "the session"

@@ -182,6 +182,16 @@ var policyCases = []policyCase{
 	{"shadow channel, simulation", func(r *Request, s *State) { s.Channel = body.Shadow; r.Mode = Simulation }, ReasonChannelShadow, ""},
 	{"shadow channel, shadow", func(r *Request, s *State) { s.Channel = body.Shadow; r.Mode = Shadow }, "", ""},
 
+	// The capability's own mode from the config: the stricter of it and
+	// the channel's state decides.
+	{"capability enabled", func(r *Request, s *State) { s.CapabilityMode = body.Enabled }, "", ""},
+	{"capability disabled", func(r *Request, s *State) { s.CapabilityMode = body.Disabled }, ReasonChannelDisabled, "the config has gpio.set disabled"},
+	{"capability shadow, live", func(r *Request, s *State) { s.CapabilityMode = body.Shadow }, ReasonChannelShadow, "the config has gpio.set only record"},
+	{"capability shadow, shadow", func(r *Request, s *State) { s.CapabilityMode = body.Shadow; r.Mode = Shadow }, "", ""},
+	{"capability shadow on a disabled channel", func(r *Request, s *State) { s.CapabilityMode = body.Shadow; s.Channel = body.Disabled; r.Mode = Shadow }, ReasonChannelDisabled, "the channel is disabled"},
+	{"capability disabled on a shadow channel", func(r *Request, s *State) { s.CapabilityMode = body.Disabled; s.Channel = body.Shadow; r.Mode = Shadow }, ReasonChannelDisabled, "the config has"},
+	{"capability in a state that is not a mode", func(r *Request, s *State) { s.CapabilityMode = body.Offline }, ReasonChannelDisabled, ""},
+
 	// Trust: the lowest of the session's and the observation's.
 	{"R2 with medium trust", func(r *Request, s *State) { r.Principal.Trust = ledger.Medium }, ReasonRiskExceedsTrust, "from the session"},
 	{"R2 caused by a low observation", func(r *Request, s *State) {

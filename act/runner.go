@@ -133,6 +133,10 @@ type Environment struct {
 	// administrator before it is cancelled with approval_expired; 0 means
 	// DefaultApprovalTTL.
 	ApprovalTTL time.Duration
+
+	// CapabilityModes are the config's modes by capability name (shadow,
+	// disabled); a capability not named is enabled.
+	CapabilityModes map[string]body.State
 }
 
 // Runner is the only path to side effects. Submit runs an invocation
@@ -293,6 +297,23 @@ func (r *Runner) EndSession(session string) []string {
 	return ids
 }
 
+// CancelTarget cancels what runs on target for anyone but a local
+// administrator (a person took the resource over: the agent's actions on
+// it stop, a person's own go on) and returns their ids.
+func (r *Runner) CancelTarget(target string, reason Reason) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ids []string
+	for id, ru := range r.running {
+		if ru.inv.Target == target && ru.inv.Principal.Kind != LocalAdmin {
+			ru.cancel(cancelCause{reason})
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
 // Submit runs inv and returns what became of it. A repeat of an
 // idempotency key already seen returns that invocation's result (waiting
 // for it if it still runs) and acts no second time.
@@ -413,19 +434,26 @@ func (r *Runner) submit(ctx context.Context, inv *Invocation, key string) Result
 // execute takes an allowed invocation through its lease, its running
 // record, the action and its verification.
 func (r *Runner) execute(ctx context.Context, inv *Invocation, a Action, capab Capability, d Decision) Result {
-	// A simulation shares no resource with the hardware: it takes no lease.
-	leased := capab.Shared && r.env.Leases != nil && inv.Mode != Simulation
 	// A lease on a shared resource, checked again (fencing) just before
-	// acting.
+	// acting. A simulation shares no resource with the hardware: it takes
+	// none.
 	var epoch uint64
-	if leased {
+	leased := false
+	if capab.Shared && r.env.Leases != nil && inv.Mode != Simulation {
 		l, ld := r.env.Leases.Acquire(inv.Target, HolderOf(inv.Principal), r.env.LeaseTTL, r.env.Now())
-		if !ld.Allow {
+		switch {
+		case ld.Allow:
+			epoch, leased = l.Epoch, true
+		case ld.Reason == ReasonHumanControl && inv.Principal.Kind == LocalAdmin:
+			// A person at the device took the resource over; a local
+			// administrator is a person at the device too, and acts beside
+			// the hold, without a lease, leaving the hold in place.
+			d.Detail += "; beside a person's hold (" + ld.Detail + ")"
+		default:
 			res := Result{ActionID: inv.ActionID, Status: Refused, Decision: ld, Reason: ld.Reason, Detail: ld.Detail}
 			r.recordResult(inv, res)
 			return res
 		}
-		epoch = l.Epoch
 	}
 	if inv.Mode == Shadow {
 		res := Result{ActionID: inv.ActionID, Status: Succeeded, Decision: d, Receipt: "shadow: recorded, nothing done",
@@ -497,9 +525,9 @@ func (r *Runner) execute(ctx context.Context, inv *Invocation, a Action, capab C
 			res.Status, res.Detail = Unknown, "the result could not be confirmed: "+v.Evidence
 		}
 	}
-	// A failed reversible action is undone where it can be: compensated,
-	// which is not success either.
-	if c, ok := a.(Compensator); ok && res.Status == Failed && capab.Reversible {
+	// A reversible action that acted but failed its verification is undone
+	// where it can be: compensated, which is not success either.
+	if c, ok := a.(Compensator); ok && res.Status == Failed && v.Result == "failed" && err == nil && capab.Reversible {
 		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		what, err := c.Compensate(cctx, inv)
 		ccancel()
@@ -550,6 +578,7 @@ func (r *Runner) decide(inv *Invocation, c Capability, channel string, approvals
 			st.Channel = ch.State
 		}
 	}
+	st.CapabilityMode = r.env.CapabilityModes[c.Name]
 	r.mu.Lock()
 	st.LedgerWritable = r.ledgerOK
 	r.mu.Unlock()

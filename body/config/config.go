@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tobe-body/tobe-body/board/strictjson"
@@ -59,8 +60,21 @@ type Config struct {
 	MQTT    MQTT    `json:"mqtt"`
 }
 
-// Act configures the action channels.
+// Act configures the action runner's safety: what the policy forbids
+// beyond its built-in rules, rate limits, per-output limits, channel and
+// capability modes, who the local administrators are, and the controls
+// that belong to a person. What can be checked without the board is
+// checked by Load; the names of outputs, channels and controls are checked
+// against the board at start.
 type Act struct {
+	Safety          Safety            `json:"safety"`
+	RateLimits      RateLimits        `json:"rate_limits"`
+	Outputs         map[string]Output `json:"outputs"`
+	ChannelModes    map[string]string `json:"channel_modes"`
+	CapabilityModes map[string]string `json:"capability_modes"`
+	Principals      []Principal       `json:"principals"`
+	HumanControls   []HumanControl    `json:"human_controls"`
+	// Speakers configure audio.tone and audio.play, by speaker.
 	Speakers map[string]Speaker `json:"speakers"`
 }
 
@@ -71,6 +85,95 @@ type Speaker struct {
 	ClipsDir     string   `json:"clips_dir"`
 	MaxClipMS    int      `json:"max_clip_ms"`
 }
+
+// Safety are the global safety rules.
+type Safety struct {
+	ForbidR3  bool        `json:"forbid_r3"`
+	Forbidden []Forbidden `json:"forbidden"`
+}
+
+// Forbidden forbids capabilities matching Capability on targets matching
+// Scope (patterns as in grants).
+type Forbidden struct {
+	Capability string `json:"capability"`
+	Scope      string `json:"scope"`
+}
+
+// RateLimits are token buckets per principal and capability.
+type RateLimits struct {
+	Default      RateLimit            `json:"default"`
+	ByCapability map[string]RateLimit `json:"by_capability"`
+}
+
+// RateLimit is one token bucket.
+type RateLimit struct {
+	Burst     int     `json:"burst"`
+	PerSecond float64 `json:"per_second"`
+}
+
+// Output configures one GPIO output by the profile's name. Absent fields
+// keep the built-in behaviour.
+type Output struct {
+	// Risk raises the output's risk class ("R1".."R3"); it may never
+	// lower it below the built-in one.
+	Risk         string   `json:"risk,omitempty"`
+	MaxOnS       *float64 `json:"max_on_s,omitempty"`
+	MinIntervalS *float64 `json:"min_interval_s,omitempty"`
+}
+
+// MaxOn is MaxOnS as a duration; 0 when unset.
+func (o Output) MaxOn() time.Duration { return seconds(o.MaxOnS) }
+
+// MinInterval is MinIntervalS as a duration; 0 when unset.
+func (o Output) MinInterval() time.Duration { return seconds(o.MinIntervalS) }
+
+func seconds(s *float64) time.Duration {
+	if s == nil {
+		return 0
+	}
+	return time.Duration(*s * float64(time.Second))
+}
+
+// DaemonIdentity in a Principal's user or group stands for the daemon's
+// own user or group (the owner and group of the admin socket).
+const DaemonIdentity = "@daemon"
+
+// Principal maps a peer of the admin socket, as the kernel names it, to
+// a local administrator's trust. Exactly one of UID, User, GID and Group
+// is set.
+type Principal struct {
+	UID   *int   `json:"uid,omitempty"`
+	User  string `json:"user,omitempty"`
+	GID   *int   `json:"gid,omitempty"`
+	Group string `json:"group,omitempty"`
+	// Trust is off, low, medium, high or max; off refuses the peer.
+	Trust string `json:"trust"`
+}
+
+// Release says when a person's hold on a resource ends.
+type Release string
+
+// Releases.
+const (
+	ReleaseOnRelease  Release = "release"     // when the control is let go
+	ReleasePressAgain Release = "press_again" // on the next press
+	ReleaseAfter      Release = "after"       // AfterS after the last press
+)
+
+// HumanControl marks a control as a person's: pressing it takes
+// Resources over.
+type HumanControl struct {
+	// Control is the channel of a GPIO button ("gpio.button") or of an
+	// input device ("input.keypad"), with Key naming the key.
+	Control   string   `json:"control"`
+	Key       string   `json:"key,omitempty"`
+	Resources []string `json:"resources"`
+	Release   Release  `json:"release"`
+	AfterS    float64  `json:"after_s,omitempty"`
+}
+
+// After is AfterS as a duration.
+func (h HumanControl) After() time.Duration { return time.Duration(h.AfterS * float64(time.Second)) }
 
 // Sense configures the sense channels.
 type Sense struct {
@@ -229,10 +332,16 @@ func Default() Config {
 		Sense: Sense{Queue: 256, Self: SelfState{IntervalS: 5, HotC: 80, CriticalC: 85, DiskLowMB: 256, DiskCriticalMB: 32},
 			Buttons: Buttons{LongPressMS: 1000, DoublePressMS: 400}, Inputs: Inputs{ActivityWindowS: 10},
 			Cameras: map[string]Camera{}, Microphones: map[string]Microphone{}},
-		Act:  Act{Speakers: map[string]Speaker{}},
+		Act: Act{Safety: Safety{Forbidden: []Forbidden{}},
+			RateLimits: RateLimits{Default: RateLimit{Burst: 20, PerSecond: 10}, ByCapability: map[string]RateLimit{}},
+			Outputs:    map[string]Output{}, ChannelModes: map[string]string{}, CapabilityModes: map[string]string{},
+			Principals:    []Principal{{UID: ptr(0), Trust: "max"}, {User: DaemonIdentity, Trust: "max"}, {Group: DaemonIdentity, Trust: "max"}},
+			HumanControls: []HumanControl{}, Speakers: map[string]Speaker{}},
 		MQTT: MQTT{Broker: "tcp://127.0.0.1:1883", KeepaliveS: 30},
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // Sources says where the layers are read from. A missing ImageDefault or
 // Etc file is skipped; a missing File is an error.
@@ -305,6 +414,12 @@ func Load(src Sources) (*Loaded, error) {
 	}
 	merged["version"] = json.Number("1")
 	l.Config = Default()
+	// encoding/json decodes an array into the elements already there, so a
+	// default list a layer replaces must go first, or its fields would
+	// show through the layer's elements.
+	if a, ok := merged["act"].(map[string]any); ok && a["principals"] != nil {
+		l.Config.Act.Principals = nil
+	}
 	if err := strictjson.Into(&strictjson.Doc{File: "merged config", Value: merged}, &l.Config); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -335,10 +450,59 @@ func (c *Config) check() error {
 			seen[z.Name] = true
 		}
 	}
+	errs = append(errs, c.Act.check()...)
 	if len(errs) > 0 {
 		return errs
 	}
 	return nil
+}
+
+// check is what the schema cannot say about the act section: a
+// principal names exactly one identity, a human control's release and
+// key fit its kind, and a resource belongs to one control at most.
+func (a *Act) check() strictjson.Errors {
+	var errs strictjson.Errors
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, &strictjson.Error{File: "merged config", Path: path, Reason: fmt.Sprintf(format, args...)})
+	}
+	for i, p := range a.Principals {
+		n := 0
+		for _, set := range []bool{p.UID != nil, p.User != "", p.GID != nil, p.Group != ""} {
+			if set {
+				n++
+			}
+		}
+		if n != 1 {
+			bad(fmt.Sprintf("$.act.principals[%d]", i), "names %d identities; want exactly one of uid, user, gid or group", n)
+		}
+	}
+	owner := map[string]int{}
+	for i, h := range a.HumanControls {
+		at := fmt.Sprintf("$.act.human_controls[%d]", i)
+		switch {
+		case h.Release == ReleaseAfter && h.AfterS <= 0:
+			bad(at+".after_s", "must be > 0 with release \"after\"")
+		case h.Release != ReleaseAfter && h.AfterS != 0:
+			bad(at+".after_s", "only with release \"after\"")
+		}
+		isInput := strings.HasPrefix(h.Control, "input.")
+		switch {
+		case isInput && h.Key == "":
+			bad(at+".key", "an input device's control needs the key (KEY_ENTER)")
+		case !isInput && h.Key != "":
+			bad(at+".key", "only for an input device's control (input.NAME)")
+		case !isInput && !strings.HasPrefix(h.Control, "gpio."):
+			bad(at+".control", "want a GPIO button (gpio.NAME) or an input device (input.NAME)")
+		}
+		for j, r := range h.Resources {
+			if prev, ok := owner[r]; ok {
+				bad(fmt.Sprintf("%s.resources[%d]", at, j), "%s already belongs to human_controls[%d]", r, prev)
+				continue
+			}
+			owner[r] = i
+		}
+	}
+	return errs
 }
 
 // readLayer reads and checks one file; a missing optional file is nil, and

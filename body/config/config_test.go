@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tobe-body/tobe-body/board/strictjson"
 )
@@ -235,6 +236,7 @@ func FuzzCheck(f *testing.F) {
 	f.Add([]byte(`{"version": 1, "mqtt": {"keepalive_s": 30}}`))
 	f.Add([]byte(`{"version": 1, "board": "pi5", "log": {"level": "warn"}}`))
 	f.Add([]byte(`{"version": 1, "mqtt": {"password": "x", "password": "y"}}`))
+	f.Add([]byte(`{"version": 1, "act": {"outputs": {"relay1": {"risk": "R3", "max_on_s": 2}}, "principals": [{"uid": 0, "trust": "high"}], "human_controls": [{"control": "gpio.button", "resources": ["gpio.relay1"], "release": "after", "after_s": 5}]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		doc, err := Check("f.json", data)
 		if err != nil {
@@ -268,5 +270,86 @@ func TestLoadRefusesLimitsOutOfOrder(t *testing.T) {
 	cam := l.Sense.Cameras["front"]
 	if len(cam.Zones) != 1 || cam.Zones[0].Polygon[1] != [2]float64{0.5, 0} || *cam.Sensitivity != 0.8 || !cam.Snapshots.Enabled || cam.MinArea != nil {
 		t.Errorf("camera config %+v", cam)
+	}
+}
+
+func TestActSection(t *testing.T) {
+	for _, tc := range []struct {
+		name, act, want string
+	}{
+		{"max_on zero", `{"outputs": {"relay1": {"max_on_s": 0}}}`, `$.act.outputs.relay1.max_on_s: out of range: 0 must be more than 0`},
+		{"max_on negative", `{"outputs": {"relay1": {"max_on_s": -1}}}`, `$.act.outputs.relay1.max_on_s: out of range`},
+		{"min_interval negative", `{"outputs": {"led": {"min_interval_s": -0.5}}}`, `$.act.outputs.led.min_interval_s: out of range: -0.5 is less than the minimum 0`},
+		{"risk R0", `{"outputs": {"led": {"risk": "R0"}}}`, `$.act.outputs.led.risk: not one of the allowed values "R1", "R2", "R3"`},
+		{"unknown output key", `{"outputs": {"led": {"max_on": 3}}}`, `$.act.outputs.led.max_on: unknown key "max_on"`},
+		{"bad output name", `{"outputs": {"Relay 1": {}}}`, `does not match the pattern ^[a-z0-9][a-z0-9-]{0,31}$`},
+		{"forbidden pattern", `{"safety": {"forbidden": [{"capability": "gpio*", "scope": "*"}]}}`, `$.act.safety.forbidden[0].capability: does not match the pattern`},
+		{"forbidden without scope", `{"safety": {"forbidden": [{"capability": "gpio.*"}]}}`, `$.act.safety.forbidden[0]: missing required key "scope"`},
+		{"burst zero", `{"rate_limits": {"default": {"burst": 0}}}`, `$.act.rate_limits.default.burst: out of range: 0 is less than the minimum 1`},
+		{"rate zero", `{"rate_limits": {"by_capability": {"gpio.pulse": {"burst": 1, "per_second": 0}}}}`, `$.act.rate_limits.by_capability["gpio.pulse"].per_second: out of range: 0 must be more than 0`},
+		{"rate without burst", `{"rate_limits": {"by_capability": {"gpio.pulse": {"per_second": 1}}}}`, `missing required key "burst"`},
+		{"mode", `{"channel_modes": {"gpio.relay1": "off"}}`, `$.act.channel_modes["gpio.relay1"]: not one of the allowed values "disabled", "shadow", "enabled"`},
+		{"capability mode", `{"capability_modes": {"gpio.pulse": "degraded"}}`, `$.act.capability_modes["gpio.pulse"]: not one of the allowed values`},
+		{"trust", `{"principals": [{"uid": 1000, "trust": "root"}]}`, `$.act.principals[0].trust: not one of the allowed values "off", "low", "medium", "high", "max"`},
+		{"principal without trust", `{"principals": [{"uid": 1000}]}`, `$.act.principals[0]: missing required key "trust"`},
+		{"negative uid", `{"principals": [{"uid": -1, "trust": "low"}]}`, `$.act.principals[0].uid: out of range: -1 is less than the minimum 0`},
+		{"release", `{"human_controls": [{"control": "gpio.button", "resources": ["gpio.relay1"], "release": "never"}]}`, `$.act.human_controls[0].release: not one of the allowed values "release", "press_again", "after"`},
+		{"no resources", `{"human_controls": [{"control": "gpio.button", "resources": [], "release": "release"}]}`, `$.act.human_controls[0].resources: 0 items, want at least 1`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := write(t, "config.json", `{"version": 1, "act": `+tc.act+`}`)
+			err := CheckFile(p)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestActSectionSemantics(t *testing.T) {
+	for _, tc := range []struct {
+		name, act, want string
+	}{
+		{"two identities", `{"principals": [{"uid": 0, "group": "wheel", "trust": "high"}]}`, `$.act.principals[0]: names 2 identities; want exactly one of uid, user, gid or group`},
+		{"no identity", `{"principals": [{"trust": "high"}]}`, `$.act.principals[0]: names 0 identities`},
+		{"after without after_s", `{"human_controls": [{"control": "gpio.button", "resources": ["gpio.relay1"], "release": "after"}]}`, `$.act.human_controls[0].after_s: must be > 0 with release "after"`},
+		{"after_s with press_again", `{"human_controls": [{"control": "gpio.button", "resources": ["gpio.relay1"], "release": "press_again", "after_s": 5}]}`, `$.act.human_controls[0].after_s: only with release "after"`},
+		{"input without key", `{"human_controls": [{"control": "input.keypad", "resources": ["gpio.relay1"], "release": "release"}]}`, `$.act.human_controls[0].key: an input device's control needs the key`},
+		{"gpio with key", `{"human_controls": [{"control": "gpio.button", "key": "KEY_A", "resources": ["gpio.relay1"], "release": "release"}]}`, `$.act.human_controls[0].key: only for an input device's control`},
+		{"camera as control", `{"human_controls": [{"control": "camera.front", "resources": ["gpio.relay1"], "release": "release"}]}`, `$.act.human_controls[0].control: want a GPIO button (gpio.NAME) or an input device (input.NAME)`},
+		{"resource twice", `{"human_controls": [{"control": "gpio.button", "resources": ["gpio.relay1"], "release": "release"}, {"control": "input.keypad", "key": "KEY_1", "resources": ["gpio.relay1"], "release": "press_again"}]}`, `$.act.human_controls[1].resources[0]: gpio.relay1 already belongs to human_controls[0]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(Sources{File: write(t, "config.json", `{"version": 1, "act": `+tc.act+`}`)})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
+	l, err := Load(Sources{File: write(t, "config.json", `{"version": 1, "act": {
+		"safety": {"forbid_r3": true, "forbidden": [{"capability": "gpio.*", "scope": "gpio.relay2"}]},
+		"rate_limits": {"default": {"burst": 5}, "by_capability": {"gpio.pulse": {"burst": 2, "per_second": 0.5}}},
+		"outputs": {"relay1": {"risk": "R3", "max_on_s": 2.5, "min_interval_s": 1}},
+		"channel_modes": {"gpio.relay2": "shadow"},
+		"principals": [{"user": "pi", "trust": "medium"}],
+		"human_controls": [{"control": "gpio.button", "resources": ["gpio.relay1"], "release": "after", "after_s": 30}]}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := l.Act
+	if !a.Safety.ForbidR3 || len(a.Safety.Forbidden) != 1 || a.Safety.Forbidden[0].Scope != "gpio.relay2" {
+		t.Errorf("safety %+v", a.Safety)
+	}
+	if a.RateLimits.Default != (RateLimit{Burst: 5, PerSecond: 10}) || a.RateLimits.ByCapability["gpio.pulse"] != (RateLimit{Burst: 2, PerSecond: 0.5}) {
+		t.Errorf("rate limits %+v: the default's per_second must stay from below", a.RateLimits)
+	}
+	if o := a.Outputs["relay1"]; o.Risk != "R3" || o.MaxOn() != 2500*time.Millisecond || o.MinInterval() != time.Second {
+		t.Errorf("output %+v", o)
+	}
+	if len(a.Principals) != 1 || a.Principals[0].User != "pi" {
+		t.Errorf("principals %+v: a list in a higher layer replaces the defaults", a.Principals)
+	}
+	if h := a.HumanControls[0]; h.After() != 30*time.Second || h.Release != ReleaseAfter {
+		t.Errorf("human control %+v", h)
 	}
 }

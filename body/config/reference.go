@@ -91,7 +91,11 @@ func allowed(p map[string]any) string {
 	}
 	min, hasMin := p["minimum"]
 	max, hasMax := p["maximum"]
-	if hasMin || hasMax {
+	xmin, hasXMin := p["exclusiveMinimum"]
+	switch {
+	case hasXMin && hasMax:
+		parts = append(parts, fmt.Sprintf("> %v, ≤ %v", xmin, max))
+	case hasMin || hasMax:
 		parts = append(parts, fmt.Sprintf("%v..%v", min, max))
 	}
 	if pat, ok := p["pattern"].(string); ok {

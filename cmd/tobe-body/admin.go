@@ -11,6 +11,9 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/ledger"
 )
 
 // adminSocket is the admin socket's name in the data directory.
@@ -56,6 +59,10 @@ type adminServer struct {
 	ln      net.Listener
 	log     *slog.Logger
 	methods map[string]method
+	// who maps a connection's peer credentials to its principal, or says
+	// why the peer is not a local administrator; nil: every peer is one,
+	// at high trust (the socket's mode decides who connects).
+	who func(uid, gid int) (act.Principal, error)
 
 	slots  chan struct{} // one token per connection being served
 	done   chan struct{} // closed by close
@@ -160,7 +167,16 @@ func (s *adminServer) serve() {
 // handle answers requests on one connection, a line each, until EOF.
 func (s *adminServer) handle(c net.Conn) {
 	// Who is calling is the kernel's word, once per connection.
-	ctx := context.WithValue(s.ctx, peerKey{}, peerUID(c))
+	uid, gid := peerCred(c)
+	p := act.Principal{Kind: act.LocalAdmin, Subject: subjectOf(uid), Session: "admin", Trust: ledger.High}
+	var refused error
+	if s.who != nil {
+		p, refused = s.who(uid, gid)
+		if refused != nil {
+			s.log.Warn("admin socket: a caller that is not a local administrator", "uid", uid, "gid", gid, "why", refused)
+		}
+	}
+	ctx := context.WithValue(s.ctx, principalKey{}, p)
 	sc := bufio.NewScanner(c)
 	sc.Buffer(make([]byte, 4096), maxRequest)
 	enc := json.NewEncoder(c)
@@ -175,6 +191,9 @@ func (s *adminServer) handle(c net.Conn) {
 			resp.Error = &rpcError{Code: rpcParseError, Message: "parse error: " + err.Error()}
 		} else if req.JSONRPC != "2.0" || req.Method == "" {
 			resp.Error = &rpcError{Code: rpcInvalidRequest, Message: `invalid request: want {"jsonrpc":"2.0","method":...}`}
+		} else if refused != nil {
+			resp.ID = req.ID
+			resp.Error = &rpcError{Code: rpcServerError, Message: refused.Error()}
 		} else if m, ok := s.methods[req.Method]; !ok {
 			resp.ID = req.ID
 			resp.Error = &rpcError{Code: rpcMethodNotFound, Message: fmt.Sprintf("method %q not found", req.Method)}
@@ -262,15 +281,53 @@ func callAdminParams(ctx context.Context, path, method string, params any, out a
 	return json.Unmarshal(resp.Result, out)
 }
 
-// peerKey holds the caller's uid in a method's context.
-type peerKey struct{}
+// principalKey holds the caller's principal in a method's context.
+type principalKey struct{}
+
+// adminPrincipal is the local administrator calling, as the admin socket
+// found it from the kernel's peer credentials and the config.
+func adminPrincipal(ctx context.Context) act.Principal {
+	if p, ok := ctx.Value(principalKey{}).(act.Principal); ok {
+		return p
+	}
+	return act.Principal{Kind: act.LocalAdmin, Subject: subjectOf(-1), Session: "admin", Trust: ledger.High}
+}
 
 // adminSubject names the local administrator calling: "admin:uid=N" from
 // the socket's peer credentials, or "admin:unknown" when they could not be
 // read.
-func adminSubject(ctx context.Context) string {
-	if uid, ok := ctx.Value(peerKey{}).(int); ok && uid >= 0 {
+func adminSubject(ctx context.Context) string { return adminPrincipal(ctx).Subject }
+
+func subjectOf(uid int) string {
+	if uid >= 0 {
 		return fmt.Sprintf("admin:uid=%d", uid)
 	}
 	return "admin:unknown"
+}
+
+// needTrust lets a method run only for a local administrator at trust
+// min or more.
+func needTrust(min ledger.Level, name string, m method) method {
+	return func(ctx context.Context, params json.RawMessage) (any, error) {
+		if p := adminPrincipal(ctx); p.Trust < min {
+			return nil, fmt.Errorf("%s needs a local administrator at %s trust; %s is at %s", name, min, p.Subject, p.Trust)
+		}
+		return m(ctx, params)
+	}
+}
+
+// lowTrustMethods are the admin calls any local administrator may make:
+// they read, stop, or act through the runner, whose policy weighs the
+// caller's trust. Every other call changes what the body may do (grants,
+// e-stop reset, approvals, backups) and needs high trust.
+var lowTrustMethods = map[string]bool{"status": true, "estop.status": true, "estop.trip": true, "grant.list": true,
+	"action.submit": true, "action.capabilities": true, "ledger.stats": true, "ledger.events": true, "ledger.verify": true}
+
+// gateMethods wraps every method but lowTrustMethods in needTrust(High).
+func gateMethods(methods map[string]method) {
+	for name, m := range methods {
+		if !lowTrustMethods[name] {
+			methods[name] = needTrust(ledger.High, name, m)
+		}
+	}
 }

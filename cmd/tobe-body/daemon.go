@@ -194,6 +194,13 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			log.Error("closing devices", "err", err)
 		}
 	}()
+	// The config's act section, checked against this board and its
+	// channels; channel modes go into the registry, where the policy
+	// reads them.
+	acts, err := newActSettings(cfg.Act, profile, reg)
+	if err != nil {
+		return err
+	}
 
 	sock := filepath.Join(cfg.DataDir, adminSocket)
 	ln, err := listenAdmin(sock)
@@ -243,7 +250,34 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	// The runner: the only path to side effects. What was left running
 	// when the body stopped is recorded unknown, never run again.
-	runner := newRunner(ds, profile, estop, sn, reg, store, grants, cfg.Act, cfg.DataDir)
+	runner := newRunner(ds, profile, estop, sn, reg, store, grants, acts, cfg.DataDir)
+	if err := acts.checkCapabilities(runner); err != nil {
+		return err
+	}
+	// The people's controls: a press takes their resources over.
+	var watch *takeoverWatch
+	if store != nil {
+		tk, err := act.NewTakeover(acts.controls, acts.leases, runner, store, func(err error) { log.Error("a person's control", "err", err) })
+		if err != nil {
+			return err
+		}
+		defer tk.Close()
+		watch = newTakeoverWatch(tk, log)
+		// A person's hold survives a restart.
+		held, err := heldAtStop(store)
+		if err != nil {
+			// Not knowing, every person's control holds its resources.
+			log.Error("the people's holds cannot be read: every one is taken as in force", "err", err)
+			held = tk.Controls()
+		}
+		for _, ctrl := range held {
+			if err := tk.Resume(ctrl); err != nil {
+				log.Error("a person's hold not resumed", "control", ctrl, "err", err)
+			} else {
+				log.Warn("a person's hold from before the restart is in force", "control", ctrl)
+			}
+		}
+	}
 	if store != nil {
 		if ids, err := runner.Recover(ctx, store); err != nil {
 			log.Error("actions left running could not be reconciled", "err", err)
@@ -257,7 +291,9 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	for name, m := range approvalMethods(runner) {
 		methods[name] = m
 	}
+	gateMethods(methods)
 	admin := newAdminServer(ln, log, methods)
+	admin.who = acts.admins.resolve
 	admin.serve()
 	defer func() {
 		admin.close()
@@ -284,6 +320,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	mon := newMonitor(ds, sn, estop, reg, log, stdout)
 	if store != nil {
 		mon.follow(mctx, store, startSeq)
+		watch.start(mctx, store, startSeq)
 	}
 	sn.start(mctx, sink)
 	// The approval queue: what waits too long expires, and what the
@@ -315,6 +352,9 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		estopWG.Wait()
 		approvalsWG.Wait()
 		mon.wait()
+		if watch != nil {
+			watch.wait()
+		}
 		if store != nil {
 			p, _ := ledger.MarshalPayload(map[string]any{"uptime_s": time.Since(started).Seconds()})
 			if _, err := store.Append(context.Background(), ledger.Event{Type: "body.stopped", Provenance: ledger.Observed, Payload: p}); err != nil {

@@ -6,6 +6,7 @@
 //	tobe-body status [--json]     ask the running daemon how it is
 //	tobe-body board [--json]      the board profile and each device's state
 //	tobe-body config check FILE   check a config file against the schema
+//	tobe-body config show         the configuration the layers make
 //	tobe-body config schema       print the config schema
 //	tobe-body version             version, commit, board and build tags
 //	tobe-body ledger ...          stats, verify, backup, events, compact
@@ -92,7 +93,8 @@ commands:
   run                  run the body in the foreground
   status [--json]      ask the running body how it is
   board [--json]       show the board profile and each device's state
-  config check FILE    check a config file against the schema
+  config check FILE    check a config file against the schema (--board NAME: and its names)
+  config show          print the configuration the layers make (--section act)
   config schema        print the config schema (JSON Schema 2020-12)
   version              print version, commit, board and build tags
   ledger <command>     stats, verify, backup FILE, events, compact

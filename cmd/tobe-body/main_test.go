@@ -200,6 +200,27 @@ func TestConfigCheck(t *testing.T) {
 	}
 }
 
+func TestConfigShow(t *testing.T) {
+	const canary = "CANARY-5e1b"
+	p := filepath.Join(t.TempDir(), "config.json")
+	os.WriteFile(p, []byte(`{"version": 1, "mqtt": {"password": "`+canary+`"}, "act": {"outputs": {"relay1": {"max_on_s": 2}}}}`), 0o600)
+	out, err := runCmd(t, "config", "show", "--config", p, "--section", "act")
+	if err != nil {
+		t.Fatalf("config show: %v\n%s", err, out)
+	}
+	var a config.Act
+	if err := json.Unmarshal([]byte(out), &a); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if a.Outputs["relay1"].MaxOn() != 2*time.Second || a.RateLimits.Default.Burst != 20 || len(a.Principals) != 3 {
+		t.Errorf("act section %+v", a)
+	}
+	out, err = runCmd(t, "config", "show", "--config", p)
+	if err != nil || strings.Contains(out, canary) || !strings.Contains(out, `"password": "[redacted]"`) || !strings.Contains(out, p) {
+		t.Errorf("config show: %v\n%s", err, out)
+	}
+}
+
 func TestConfigSchema(t *testing.T) {
 	out, err := runCmd(t, "config", "schema")
 	if err != nil || out != string(config.SchemaJSON()) {

@@ -20,12 +20,17 @@ import (
 )
 
 // newRunner builds the action runner over the outputs the devices opened:
-// gpio.set and gpio.pulse, a relay at R2 and anything else at R1, each
+// gpio.set and gpio.pulse, a relay at R2 and anything else at R1 unless
+// the config raises it, with the config's limits per output, each
 // verified by read-back and by its feedback input where the profile wires
 // one; audio.tone and audio.play on the speaker, verified through the
-// microphone where there is one; body.notify with a ledger. The e-stop
-// cancels through it.
-func newRunner(ds *devices, p *board.Profile, estop *act.EStop, sn *senses, reg *body.Registry, store *ledger.Store, grants *act.Grants, acfg config.Act, dataDir string) *act.Runner {
+// microphone where there is one; body.notify with a ledger. Safety rules,
+// rate limits and capability modes come from the config (s; nil: the
+// defaults). The e-stop cancels through it.
+func newRunner(ds *devices, p *board.Profile, estop *act.EStop, sn *senses, reg *body.Registry, store *ledger.Store, grants *act.Grants, s *actSettings, dataDir string) *act.Runner {
+	if s == nil {
+		s = defaultActSettings()
+	}
 	kinds := map[string]string{}
 	if p.GPIO != nil {
 		for _, o := range p.GPIO.Outputs {
@@ -47,17 +52,20 @@ func newRunner(ds *devices, p *board.Profile, estop *act.EStop, sn *senses, reg 
 	}
 	var outs []*act.GPIOOutput
 	for _, o := range ds.outs {
-		g := &act.GPIOOutput{Name: o.name, Channel: o.id, Line: o.line, Risk: act.R1}
-		if kinds[o.name] == "relay" {
-			g.Risk = act.R2
+		g := &act.GPIOOutput{Name: o.name, Channel: o.id, Line: o.line, Risk: outputRisk(kinds[o.name])}
+		if st, ok := s.outputs[o.name]; ok {
+			if st.set {
+				g.Risk = st.risk
+			}
+			g.MaxOn, g.MinInterval = st.cfg.MaxOn(), st.cfg.MinInterval()
 		}
 		if fb, ok := feedback[o.name]; ok {
 			g.Feedback, g.FeedbackActive = fb.line, fb.active
 		}
 		outs = append(outs, g)
 	}
-	leases := act.NewLeaseTable(0)
-	env := act.Environment{EStop: estop, Registry: reg, Leases: leases,
+	leases := s.leases
+	env := act.Environment{EStop: estop, Registry: reg, Leases: leases, Rules: s.rules, CapabilityModes: s.capModes,
 		Health: func() body.Degradation {
 			if st, ok := sn.self.Last(); ok {
 				return st.Level
@@ -67,7 +75,7 @@ func newRunner(ds *devices, p *board.Profile, estop *act.EStop, sn *senses, reg 
 	if grants != nil {
 		env.Grants = grants.All
 	}
-	if l, err := act.NewLimiter(act.RateLimits{Default: act.RateLimit{Burst: 20, PerSecond: 10}}, nil); err == nil {
+	if l, err := act.NewLimiter(s.limits, nil); err == nil {
 		env.Limiter = l
 	}
 	var j act.Journal = noJournal{}
@@ -81,7 +89,7 @@ func newRunner(ds *devices, p *board.Profile, estop *act.EStop, sn *senses, reg 
 	if err := registerSimulated(r, outs); err != nil {
 		slog.Warn("no simulation mode for the GPIO outputs", "err", err)
 	}
-	if spk := newSpeaker(ds, sn, acfg, dataDir); spk != nil {
+	if spk := newSpeaker(ds, sn, s.raw, dataDir); spk != nil {
 		tone, play := act.NewAudioActions([]*act.Speaker{spk})
 		r.Register(tone)
 		r.Register(play)
@@ -163,7 +171,7 @@ func runnerMethods(r *act.Runner) map[string]method {
 				return nil, fmt.Errorf("action.submit: %w", err)
 			}
 			inv := act.Invocation{
-				Principal:  act.Principal{Kind: act.LocalAdmin, Subject: adminSubject(ctx), Session: "admin", Trust: ledger.Max},
+				Principal:  adminPrincipal(ctx),
 				Capability: req.Capability, Target: req.Target, Params: req.Params, IdempotencyKey: req.IdempotencyKey,
 				Mode: act.Mode(req.Mode), Timeout: time.Duration(req.TimeoutMS) * time.Millisecond, Note: req.Note,
 			}

@@ -59,22 +59,23 @@ func sdNotify(state string) error {
 	return nil
 }
 
-// peerUID is the uid of the process at the other end of a Unix socket,
-// as the kernel says (SO_PEERCRED); -1 when it cannot be read.
-func peerUID(c net.Conn) int {
+// peerCred is the uid and gid of the process at the other end of a Unix
+// socket, as the kernel says (SO_PEERCRED); -1, -1 when they cannot be
+// read.
+func peerCred(c net.Conn) (uid, gid int) {
+	uid, gid = -1, -1
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
-		return -1
+		return
 	}
 	rc, err := uc.SyscallConn()
 	if err != nil {
-		return -1
+		return
 	}
-	uid := -1
 	rc.Control(func(fd uintptr) {
 		if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
-			uid = int(cred.Uid)
+			uid, gid = int(cred.Uid), int(cred.Gid)
 		}
 	})
-	return uid
+	return
 }

@@ -1,0 +1,346 @@
+package main
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"os/user"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/board"
+	"github.com/tobe-body/tobe-body/board/strictjson"
+	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/body/config"
+	"github.com/tobe-body/tobe-body/ledger"
+)
+
+// actSettings are the config's act section checked against the board
+// and resolved into what the runner, the takeover and the admin socket
+// use.
+type actSettings struct {
+	rules    act.SafetyRules
+	limits   act.RateLimits
+	outputs  map[string]outputSettings // by the profile's output name
+	capModes map[string]body.State
+	// chanModes are the channel modes to set in the registry.
+	chanModes map[string]body.State
+	controls  []act.HumanControl
+	admins    *localPrincipals
+	leases    *act.LeaseTable
+	// raw is the section as configured, for the checks that need the
+	// runner (capability names).
+	raw config.Act
+}
+
+// outputSettings are one output's risk and limits.
+type outputSettings struct {
+	risk act.Risk
+	set  bool // the config raised the risk
+	cfg  config.Output
+}
+
+// defaultActSettings are the settings of an empty act section, for
+// callers (tests) that have no config.
+func defaultActSettings() *actSettings {
+	s, err := newActSettings(config.Default().Act, nil, nil)
+	if err != nil {
+		panic(err) // the defaults are tested
+	}
+	return s
+}
+
+// outputRisk is an output's built-in risk class by its kind: a relay is
+// an external side effect (R2), anything else (an LED, a buzzer) R1. The
+// config may raise it, never lower it.
+func outputRisk(kind string) act.Risk {
+	if kind == "relay" {
+		return act.R2
+	}
+	return act.R1
+}
+
+var trustLevels = map[string]ledger.Level{"off": ledger.Off, "low": ledger.Low, "medium": ledger.Medium, "high": ledger.High, "max": ledger.Max}
+
+var risks = map[string]act.Risk{"R1": act.R1, "R2": act.R2, "R3": act.R3}
+
+// newActSettings checks c against the profile p and the channels in reg
+// (either may be nil: those checks are then skipped) and resolves it. The
+// error is a strictjson.Errors with one entry per problem, each naming its
+// path in the config.
+func newActSettings(c config.Act, p *board.Profile, reg *body.Registry) (*actSettings, error) {
+	var errs strictjson.Errors
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, &strictjson.Error{File: "config", Path: "$.act" + path, Reason: fmt.Sprintf(format, args...)})
+	}
+	s := &actSettings{outputs: map[string]outputSettings{}, capModes: map[string]body.State{}, chanModes: map[string]body.State{},
+		leases: act.NewLeaseTable(0), raw: c}
+
+	for _, f := range c.Safety.Forbidden {
+		s.rules.Forbidden = append(s.rules.Forbidden, act.ForbiddenRule{Capability: f.Capability, Scope: f.Scope})
+	}
+	s.rules.ForbidR3 = c.Safety.ForbidR3
+	if err := s.rules.Check(); err != nil {
+		bad(".safety", "%v", err)
+	}
+	s.limits = act.RateLimits{Default: act.RateLimit{Burst: c.RateLimits.Default.Burst, PerSecond: c.RateLimits.Default.PerSecond},
+		ByCapability: map[string]act.RateLimit{}}
+	for name, l := range c.RateLimits.ByCapability {
+		s.limits.ByCapability[name] = act.RateLimit{Burst: l.Burst, PerSecond: l.PerSecond}
+	}
+	if err := s.limits.Check(); err != nil {
+		bad(".rate_limits", "%v", err)
+	}
+
+	// Outputs: by the profile's names, risk only upwards.
+	kinds := map[string]string{}
+	var buttons []string
+	controls := map[string]bool{} // input devices whose keys are events
+	if p != nil && p.GPIO != nil {
+		for _, o := range p.GPIO.Outputs {
+			kinds[o.Name] = o.Kind
+		}
+		for _, in := range p.GPIO.Inputs {
+			if in.Role == "button" {
+				buttons = append(buttons, channelID("gpio-in", in.Name))
+			}
+		}
+	}
+	if p != nil {
+		for _, in := range p.Inputs {
+			if in.Role == "control" {
+				controls[channelID("input", in.Name)] = true
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Outputs)) {
+		o := c.Outputs[name]
+		kind, ok := kinds[name]
+		if p != nil && !ok {
+			bad(".outputs."+name, "board %s has no output %q (outputs: %s)", p.Name, name, strings.Join(slices.Sorted(maps.Keys(kinds)), ", "))
+			continue
+		}
+		st := outputSettings{risk: outputRisk(kind), cfg: o}
+		if o.Risk != "" {
+			r := risks[o.Risk]
+			if r < st.risk {
+				bad(".outputs."+name+".risk", "%s is below the %s's %s; a config may raise a risk, never lower it", o.Risk, kind, st.risk)
+				continue
+			}
+			st.risk, st.set = r, true
+		}
+		s.outputs[name] = st
+	}
+
+	// Channel modes: set in the registry, where the policy reads them.
+	for _, id := range slices.Sorted(maps.Keys(c.ChannelModes)) {
+		s.chanModes[id] = body.State(c.ChannelModes[id])
+		if reg != nil {
+			if _, err := reg.Get(id); err != nil {
+				bad(fmt.Sprintf(".channel_modes[%q]", id), "this body has no channel %s", id)
+			}
+		}
+	}
+	for name, m := range c.CapabilityModes {
+		s.capModes[name] = body.State(m)
+	}
+
+	// The people's controls: a button of the profile, or a key of an
+	// input device that is a control; resources are outputs.
+	for i, hc := range c.HumanControls {
+		at := fmt.Sprintf(".human_controls[%d]", i)
+		ctrl := hc.Control
+		if p != nil {
+			switch {
+			case strings.HasPrefix(hc.Control, "gpio.") && !slices.Contains(buttons, hc.Control):
+				bad(at+".control", "%s is not a button of board %s (buttons: %s)", hc.Control, p.Name, strings.Join(buttons, ", "))
+			case strings.HasPrefix(hc.Control, "input.") && !controls[hc.Control]:
+				bad(at+".control", "%s is not an input device of board %s with the control role (%s)", hc.Control, p.Name, strings.Join(slices.Sorted(maps.Keys(controls)), ", "))
+			}
+			for j, res := range hc.Resources {
+				if _, ok := kinds[strings.TrimPrefix(res, "gpio.")]; !ok || !strings.HasPrefix(res, "gpio.") {
+					bad(fmt.Sprintf("%s.resources[%d]", at, j), "board %s has no output %s", p.Name, res)
+				}
+			}
+		}
+		if hc.Key != "" {
+			ctrl = keyControl(hc.Control, hc.Key)
+		}
+		s.controls = append(s.controls, act.HumanControl{Control: ctrl, Resources: hc.Resources, End: act.HoldEnd(hc.Release), After: hc.After()})
+	}
+
+	admins, perrs := newLocalPrincipals(c.Principals)
+	errs = append(errs, perrs...)
+	s.admins = admins
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	if reg != nil {
+		for id, m := range s.chanModes {
+			if err := setMode(reg, id, m); err != nil {
+				return nil, strictjson.Errors{{File: "config", Path: fmt.Sprintf("$.act.channel_modes[%q]", id), Reason: err.Error()}}
+			}
+		}
+	}
+	return s, nil
+}
+
+// setMode puts a channel in the configured mode. A channel that is
+// offline or failed stays so when the mode is enabled (it cannot act
+// anyway) and goes to disabled when it is disabled; shadow on such a
+// channel is an error, since the body could not honour it.
+func setMode(reg *body.Registry, id string, m body.State) error {
+	ch, err := reg.Get(id)
+	if err != nil {
+		return err
+	}
+	if ch.State == m || m == body.Enabled && ch.State != body.Disabled && ch.State != body.Shadow {
+		return nil
+	}
+	return reg.Set(id, m, ch.Health)
+}
+
+// checkCapabilities checks the names the config gives capabilities
+// against what the runner offers.
+func (s *actSettings) checkCapabilities(r *act.Runner) error {
+	offered := map[string]bool{}
+	var names []string
+	for _, c := range r.Capabilities() {
+		offered[c.Name] = true
+		names = append(names, c.Name)
+	}
+	var errs strictjson.Errors
+	check := func(path string, m map[string]bool) {
+		for _, name := range slices.Sorted(maps.Keys(m)) {
+			if !offered[name] {
+				errs = append(errs, &strictjson.Error{File: "config", Path: fmt.Sprintf("$.act.%s[%q]", path, name),
+					Reason: fmt.Sprintf("this body offers no capability %s (%s)", name, strings.Join(names, ", "))})
+			}
+		}
+	}
+	modes, limits := map[string]bool{}, map[string]bool{}
+	for name := range s.raw.CapabilityModes {
+		modes[name] = true
+	}
+	for name := range s.raw.RateLimits.ByCapability {
+		limits[name] = true
+	}
+	check("capability_modes", modes)
+	check("rate_limits.by_capability", limits)
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
+// keyControl names a key of an input device as a control.
+func keyControl(device, key string) string { return device + " " + key }
+
+// localPrincipals map the admin socket's peers, as the kernel names them
+// (SO_PEERCRED), to a local administrator's trust: the first rule that
+// matches decides; a peer no rule matches, or one at trust off, is
+// refused.
+type localPrincipals struct {
+	rules []localRule
+	// groupsOf returns the groups of uid beyond its primary one, from the
+	// group database; a test replaces it.
+	groupsOf func(uid int) []int
+}
+
+type localRule struct {
+	uid, gid int // -1: not this kind
+	trust    ledger.Level
+	what     string // for people: "uid 0", "group tobe-body"
+}
+
+func newLocalPrincipals(ps []config.Principal) (*localPrincipals, strictjson.Errors) {
+	var errs strictjson.Errors
+	lp := &localPrincipals{groupsOf: supplementaryGroups}
+	for i, p := range ps {
+		bad := func(key, format string, args ...any) {
+			errs = append(errs, &strictjson.Error{File: "config", Path: fmt.Sprintf("$.act.principals[%d].%s", i, key), Reason: fmt.Sprintf(format, args...)})
+		}
+		r := localRule{uid: -1, gid: -1, trust: trustLevels[p.Trust]}
+		switch {
+		case p.UID != nil:
+			r.uid, r.what = *p.UID, "uid "+strconv.Itoa(*p.UID)
+		case p.GID != nil:
+			r.gid, r.what = *p.GID, "gid "+strconv.Itoa(*p.GID)
+		case p.User == config.DaemonIdentity:
+			r.uid, r.what = os.Getuid(), "the daemon's user"
+		case p.Group == config.DaemonIdentity:
+			r.gid, r.what = os.Getgid(), "the daemon's group"
+		case p.User != "":
+			u, err := user.Lookup(p.User)
+			if err != nil {
+				bad("user", "no user %q on this body", p.User)
+				continue
+			}
+			r.uid, _ = strconv.Atoi(u.Uid)
+			r.what = "user " + p.User
+		case p.Group != "":
+			g, err := user.LookupGroup(p.Group)
+			if err != nil {
+				bad("group", "no group %q on this body", p.Group)
+				continue
+			}
+			r.gid, _ = strconv.Atoi(g.Gid)
+			r.what = "group " + p.Group
+		}
+		lp.rules = append(lp.rules, r)
+	}
+	return lp, errs
+}
+
+// supplementaryGroups are uid's groups from the group database.
+func supplementaryGroups(uid int) []int {
+	u, err := user.LookupId(strconv.Itoa(uid))
+	if err != nil {
+		return nil
+	}
+	ids, err := u.GroupIds()
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, id := range ids {
+		if n, err := strconv.Atoi(id); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// resolve is the principal of a peer with uid and gid (its primary group,
+// as the kernel gives it), or an error saying why it is not a local
+// administrator.
+func (lp *localPrincipals) resolve(uid, gid int) (act.Principal, error) {
+	if uid < 0 {
+		return act.Principal{}, fmt.Errorf("the caller's credentials could not be read: not a local administrator")
+	}
+	var groups []int
+	looked := false
+	for _, r := range lp.rules {
+		match := r.uid >= 0 && r.uid == uid
+		if !match && r.gid >= 0 {
+			if r.gid == gid {
+				match = true
+			} else {
+				if !looked {
+					groups, looked = lp.groupsOf(uid), true
+				}
+				match = slices.Contains(groups, r.gid)
+			}
+		}
+		if !match {
+			continue
+		}
+		if r.trust <= ledger.Off {
+			return act.Principal{}, fmt.Errorf("uid %d is not a local administrator (%s: trust off)", uid, r.what)
+		}
+		return act.Principal{Kind: act.LocalAdmin, Subject: fmt.Sprintf("admin:uid=%d", uid), Session: "admin", Trust: r.trust}, nil
+	}
+	return act.Principal{}, fmt.Errorf("uid %d is not a local administrator (no rule of act.principals names it)", uid)
+}
