@@ -184,6 +184,7 @@ type EStop struct {
 	why     string
 	covered map[string]bool // outputs a line's tripwire halts
 	path    string
+	spare   []OutputState // the next trip's read-backs, allocated ahead
 
 	// mu guards the lines' last levels and the wiring fault.
 	mu         sync.Mutex
@@ -283,9 +284,15 @@ func (e *EStop) trip(cause string, edge hal.Mono, rep *hal.HaltReport) Trip {
 	// A reset that held tripMu may have cleared the latch since: set it
 	// again; this stop came after that reset.
 	already = e.latched.Swap(true) && already
-	t := Trip{Cause: cause, Edge: edge, Already: already, AllSafe: true, Outputs: make([]OutputState, 0, len(e.cfg.Outputs)), Attention: "max"}
-	done := map[string]hal.HaltedOutput{}
+	// Nothing is allocated before the outputs are safe: an allocation
+	// while the garbage collector runs may be made to help it first.
+	if cap(e.spare) < len(e.cfg.Outputs) {
+		e.spare = make([]OutputState, 0, len(e.cfg.Outputs))
+	}
+	t := Trip{Cause: cause, Edge: edge, Already: already, AllSafe: true, Outputs: e.spare[:0], Attention: "max"}
+	var done map[string]hal.HaltedOutput
 	if rep != nil {
+		done = make(map[string]hal.HaltedOutput, len(rep.Outputs))
 		for _, h := range rep.Outputs {
 			if e.covered[h.Name] {
 				done[h.Name] = h
@@ -328,6 +335,7 @@ func (e *EStop) trip(cause string, edge hal.Mono, rep *hal.HaltReport) Trip {
 	if t.Safe == 0 {
 		t.Safe = e.cfg.Now()
 	}
+	e.spare = make([]OutputState, 0, len(e.cfg.Outputs)) // the next trip's, now that this one's are safe
 	for _, sp := range e.cfg.Speakers { // silence: a sound harms less than an output, so it comes after them
 		sp.Halt()
 	}

@@ -77,7 +77,7 @@ func (c *Chip) AddIn(name string, l hal.Level) *LineIn {
 func (c *Chip) AddOut(name string) *LineOut {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	o := &LineOut{name: name}
+	o := &LineOut{name: name, writes: make([]hal.Level, 0, 2*keepWrites)}
 	c.outs[name] = o
 	return o
 }
@@ -249,8 +249,22 @@ func (o *LineOut) Out(v hal.Level) error {
 		return fmt.Errorf("haltest: line %q: %w", o.name, hal.ErrHalted)
 	}
 	o.level = v
-	o.writes = append(o.writes, v)
+	o.record(v)
 	return nil
+}
+
+// keepWrites is how many of its last writes a line remembers.
+const keepWrites = 1024
+
+// record remembers a write without allocating: the history is trimmed to
+// its last keepWrites before it would outgrow its array, so a fake's
+// bookkeeping never costs an e-stop's Halt an allocation.
+func (o *LineOut) record(v hal.Level) {
+	if len(o.writes) == cap(o.writes) && len(o.writes) >= 2*keepWrites {
+		n := copy(o.writes, o.writes[len(o.writes)-keepWrites:])
+		o.writes = o.writes[:n]
+	}
+	o.writes = append(o.writes, v)
 }
 
 // Rearm lifts the latch of Halt.
@@ -281,7 +295,7 @@ func (o *LineOut) Halt() error {
 		return o.err
 	}
 	o.level = o.safe
-	o.writes = append(o.writes, o.safe)
+	o.record(o.safe)
 	return nil
 }
 
@@ -292,7 +306,7 @@ func (o *LineOut) Level() hal.Level {
 	return o.level
 }
 
-// Writes lists every level driven, in order.
+// Writes lists the levels driven, in order: the last 1,024 at least.
 func (o *LineOut) Writes() []hal.Level {
 	o.mu.Lock()
 	defer o.mu.Unlock()
