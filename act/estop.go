@@ -336,7 +336,7 @@ func (e *EStop) trip(cause string, edge hal.Mono, rep *hal.HaltReport) Trip {
 		t.Safe = e.cfg.Now()
 	}
 	e.spare = make([]OutputState, 0, len(e.cfg.Outputs)) // the next trip's, now that this one's are safe
-	for _, sp := range e.cfg.Speakers { // silence: a sound harms less than an output, so it comes after them
+	for _, sp := range e.cfg.Speakers {                  // silence: a sound harms less than an output, so it comes after them
 		sp.Halt()
 	}
 	if c := e.cancel; c != nil { // 3. cancel the running and the queued
