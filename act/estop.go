@@ -335,8 +335,10 @@ func (e *EStop) trip(cause string, edge hal.Mono, rep *hal.HaltReport) Trip {
 	if t.Safe == 0 {
 		t.Safe = e.cfg.Now()
 	}
-	e.spare = make([]OutputState, 0, len(e.cfg.Outputs)) // the next trip's, now that this one's are safe
-	for _, sp := range e.cfg.Speakers {                  // silence: a sound harms less than an output, so it comes after them
+	// The next trip's read-backs, now that this one's outputs are safe.
+	e.spare = make([]OutputState, 0, len(e.cfg.Outputs))
+	// Silence: a sound harms less than an output, so it comes after them.
+	for _, sp := range e.cfg.Speakers {
 		sp.Halt()
 	}
 	if c := e.cancel; c != nil { // 3. cancel the running and the queued
