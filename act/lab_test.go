@@ -24,6 +24,7 @@ import (
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/hal/gpio"
+	"github.com/tobe-body/tobe-body/hal/gpio/gpiosim"
 	"github.com/tobe-body/tobe-body/hal/probe"
 	"github.com/tobe-body/tobe-body/ledger"
 	"github.com/tobe-body/tobe-body/sense/motion"
@@ -44,39 +45,18 @@ import (
 
 var admin = Principal{Kind: LocalAdmin, Subject: "admin:uid=0"}
 
-// simLine is one line's gpio-sim attributes: pull drives it from outside
-// (an edge for a requested input), value reads what the body drove.
-type simLine struct{ pull, value string }
+// simLine is one line of the lab's gpio-sim chip: its pull drives it from
+// outside (an edge for a requested input), its value reads what the body
+// drove.
+type simLine = gpiosim.Line
 
 func simAttrs(t *testing.T, line string) simLine {
 	t.Helper()
-	path, err := probe.Finder{Root: "/"}.Chip("tobe-lab")
+	l, err := gpiosim.Find("tobe-lab", line)
 	if err != nil {
 		t.Fatal(err)
 	}
-	off, err := probe.Finder{Root: "/"}.LineOffset(path, line)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, _ := filepath.Glob(fmt.Sprintf("/sys/devices/platform/gpio-sim.*/%s/sim_gpio%d", filepath.Base(path), off))
-	if len(m) != 1 {
-		t.Fatalf("no gpio-sim attributes for %s: %v", line, m)
-	}
-	return simLine{pull: filepath.Join(m[0], "pull"), value: filepath.Join(m[0], "value")}
-}
-
-func (s simLine) set(high bool) error {
-	v := "pull-down"
-	if high {
-		v = "pull-up"
-	}
-	return os.WriteFile(s.pull, []byte(v), 0)
-}
-
-// level reads the line as gpio-sim sees it: "0" or "1".
-func (s simLine) level() (string, error) {
-	b, err := os.ReadFile(s.value)
-	return strings.TrimSpace(string(b)), err
+	return l
 }
 
 // labRunner stands for the runner and the lease table: one invocation
@@ -106,7 +86,7 @@ func (f *labRunner) note(what string) {
 		f.problems = append(f.problems, what+": latch not set")
 	}
 	for name, s := range f.outs {
-		if v, err := s.level(); err != nil || v != f.safe[name] {
+		if v, err := s.Value(); err != nil || v != f.safe[name] {
 			f.problems = append(f.problems, fmt.Sprintf("%s: %s at %q (%v), safe is %s", what, name, v, err, f.safe[name]))
 		}
 	}
@@ -242,14 +222,14 @@ func newLabRig(t *testing.T, resetHeld bool) *labRig {
 
 func (r *labRig) pull(t *testing.T, line string, high bool) {
 	t.Helper()
-	if err := r.sims[line].set(high); err != nil {
+	if err := r.sims[line].SetPull(high); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func (r *labRig) level(t *testing.T, line string) string {
 	t.Helper()
-	v, err := r.sims[line].level()
+	v, err := r.sims[line].Value()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -917,14 +897,14 @@ func TestLabEStopLatency(t *testing.T) {
 	r.e.SetRunner(runner, leases)
 	t.Logf("estop path: %s", r.e.Status().Path)
 	button := simAttrs(t, "BUTTON")
-	if err := button.set(false); err != nil {
+	if err := button.SetPull(false); err != nil {
 		t.Fatal(err)
 	}
 	bare := startBareReader(t, "BUTTON")
 	high := false
 	toggle := func() {
 		high = !high
-		if err := button.set(high); err != nil {
+		if err := button.SetPull(high); err != nil {
 			t.Fatal(err)
 		}
 	}

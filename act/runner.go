@@ -211,29 +211,24 @@ func NewRunner(env Environment, j Journal) *Runner {
 
 // Register adds an action channel's capability; a second one with the
 // same name is refused.
-func (r *Runner) Register(a Action) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	name := a.Capability().Name
-	if _, dup := r.actions[name]; dup {
-		return fmt.Errorf("act: capability %q registered twice", name)
-	}
-	r.actions[name] = a
-	return nil
-}
+func (r *Runner) Register(a Action) error { return r.register(r.actions, "capability", a) }
 
 // RegisterSimulated adds the simulated twin of a capability: an action
 // of the same name over the simulated driver, which simulation-mode
 // requests run against instead of the hardware. A capability without one
 // refuses simulation mode.
 func (r *Runner) RegisterSimulated(a Action) error {
+	return r.register(r.sims, "simulated capability", a)
+}
+
+func (r *Runner) register(to map[string]Action, what string, a Action) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	name := a.Capability().Name
-	if _, dup := r.sims[name]; dup {
-		return fmt.Errorf("act: simulated capability %q registered twice", name)
+	if _, dup := to[name]; dup {
+		return fmt.Errorf("act: %s %q registered twice", what, name)
 	}
-	r.sims[name] = a
+	to[name] = a
 	return nil
 }
 

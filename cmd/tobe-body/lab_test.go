@@ -22,7 +22,7 @@ import (
 	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/hal"
-	"github.com/tobe-body/tobe-body/hal/probe"
+	"github.com/tobe-body/tobe-body/hal/gpio/gpiosim"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
@@ -52,22 +52,9 @@ import (
 //
 // Timings are logged, not asserted: under emulation they mean little.
 
-// labSim is one gpio-sim line: pull drives it from outside, value reads
-// what is on it.
-type labSim struct{ name, pull, value string }
-
-func (s labSim) setPull(high bool) error {
-	v := "pull-down"
-	if high {
-		v = "pull-up"
-	}
-	return os.WriteFile(s.pull, []byte(v), 0)
-}
-
-func (s labSim) read() (string, error) {
-	b, err := os.ReadFile(s.value)
-	return strings.TrimSpace(string(b)), err
-}
+// labSim is one gpio-sim line: its pull drives it from outside, its
+// value reads what is on it.
+type labSim = gpiosim.Line
 
 // labLines are the lab board's gpio-sim lines by name, and its outputs'
 // safe levels as the value attribute shows them ("0" or "1").
@@ -87,22 +74,13 @@ func newLabLines(t *testing.T) *labLines {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := probe.Finder{Root: "/"}
-	chip, err := f.Chip(p.GPIO.Chip)
-	if err != nil {
-		t.Fatal(err)
-	}
 	l := &labLines{sims: map[string]labSim{}, safe: map[string]string{}}
 	for _, line := range p.Lines() {
-		off, err := f.LineOffset(chip, line.Line)
+		sim, err := gpiosim.Find(p.GPIO.Chip, line.Line)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, _ := filepath.Glob(fmt.Sprintf("/sys/devices/platform/gpio-sim.*/%s/sim_gpio%d", filepath.Base(chip), off))
-		if len(m) != 1 {
-			t.Fatalf("no gpio-sim attributes for %s: %v", line.Line, m)
-		}
-		l.sims[line.Line] = labSim{name: line.Line, pull: filepath.Join(m[0], "pull"), value: filepath.Join(m[0], "value")}
+		l.sims[line.Line] = sim
 		if line.Out != nil {
 			l.outs = append(l.outs, line.Line)
 			l.safe[line.Line] = "0"
@@ -121,14 +99,14 @@ func newLabLines(t *testing.T) *labLines {
 
 func (l *labLines) pull(t *testing.T, line string, high bool) {
 	t.Helper()
-	if err := l.sims[line].setPull(high); err != nil {
+	if err := l.sims[line].SetPull(high); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func (l *labLines) read(t *testing.T, line string) string {
 	t.Helper()
-	v, err := l.sims[line].read()
+	v, err := l.sims[line].Value()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +361,7 @@ func (l *labLines) watch(t *testing.T) *outputWatch {
 		defer tick.Stop()
 		for {
 			for _, o := range l.outs {
-				v, err := l.sims[o].read()
+				v, err := l.sims[o].Value()
 				w.mu.Lock()
 				if err != nil {
 					w.errs = append(w.errs, err)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,48 +16,42 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tobe-body/tobe-body/hal"
-	"github.com/tobe-body/tobe-body/hal/probe"
+	"github.com/tobe-body/tobe-body/hal/gpio/gpiosim"
 )
 
 // Against gpio-sim in the lab VM (scripts/lab/run.sh makes the chip
 // tobe-lab with the lab profile's lines).
 
-// sim drives or reads a line from outside, through gpio-sim's sysfs.
+// simLine is line of the lab's gpio-sim chip, driven and read from outside.
+func simLine(t *testing.T, line string) gpiosim.Line {
+	t.Helper()
+	l, err := gpiosim.Find("tobe-lab", line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// sim is the path of one of a line's gpio-sim attributes.
 func sim(t *testing.T, line, attr string) string {
 	t.Helper()
-	path, err := probe.Finder{Root: "/"}.Chip("tobe-lab")
-	if err != nil {
-		t.Fatal(err)
-	}
-	off, err := probe.Finder{Root: "/"}.LineOffset(path, line)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, _ := filepath.Glob(fmt.Sprintf("/sys/devices/platform/gpio-sim.*/%s/sim_gpio%d/%s", filepath.Base(path), off, attr))
-	if len(m) != 1 {
-		t.Fatalf("no gpio-sim attribute for %s: %v", line, m)
-	}
-	return m[0]
+	return simLine(t, line).Attr(attr)
 }
 
 func setPull(t *testing.T, line string, high bool) {
 	t.Helper()
-	v := "pull-down"
-	if high {
-		v = "pull-up"
-	}
-	if err := os.WriteFile(sim(t, line, "pull"), []byte(v), 0); err != nil {
+	if err := simLine(t, line).SetPull(high); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func simValue(t *testing.T, line string) string {
 	t.Helper()
-	b, err := os.ReadFile(sim(t, line, "value"))
+	v, err := simLine(t, line).Value()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.TrimSpace(string(b))
+	return v
 }
 
 func openChip(t *testing.T) hal.Chip {
