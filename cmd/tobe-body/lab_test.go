@@ -269,6 +269,23 @@ func (b *labBody) estop(t *testing.T) act.EStopStatus {
 // arm closes both e-stop contacts, waits until the body reads them
 // closed, resets the latch as a local administrator, and waits for a
 // self-state that lets relays act.
+// startWithOutputOn starts the body on the lab's lines, waits until it
+// answers, resets the e-stop that the contacts' pull-ups tripped at its
+// start, and turns the output target on.
+func startWithOutputOn(t *testing.T, target string) (*labLines, *labBody) {
+	t.Helper()
+	l := newLabLines(t)
+	l.setPulls(t)
+	data, cfg := labData(t)
+	b := startBody(t, data, cfg)
+	b.ready(t)
+	b.arm(t, l)
+	if out, err := b.cli(t, "do", "gpio.set", target, "state=on"); err != nil {
+		t.Fatalf("%s on: %v\n%s", target, err, out)
+	}
+	return l, b
+}
+
 func (b *labBody) arm(t *testing.T, l *labLines) {
 	t.Helper()
 	l.pull(t, "ESTOP", false)
@@ -556,15 +573,7 @@ func TestLabKillWithAnOutputOnAndAnActionRunning(t *testing.T) {
 // latched for that reason, refuses every action with estop_latched, and
 // its outputs are safe from their request on.
 func TestLabKillWhileLatchedStartsLatched(t *testing.T) {
-	l := newLabLines(t)
-	l.setPulls(t)
-	data, cfg := labData(t)
-	b := startBody(t, data, cfg)
-	b.ready(t)
-	b.arm(t, l)
-	if out, err := b.cli(t, "do", "gpio.set", "gpio.relay2", "state=on"); err != nil {
-		t.Fatalf("relay2 on: %v\n%s", err, out)
-	}
+	l, b := startWithOutputOn(t, "gpio.relay2")
 
 	l.pull(t, "ESTOP", true) // the button pressed: the contact opens
 	waitFor(t, "the trip in the ledger", 10*time.Second, func() (bool, string) {
@@ -647,15 +656,8 @@ func refusedAll(t *testing.T, b *labBody) {
 // keeps the file aside, starts a new ledger, comes up latched because
 // whether it was latched is unknown, and permits nothing.
 func TestLabDamagedLedgerStartsLatched(t *testing.T) {
-	l := newLabLines(t)
-	l.setPulls(t)
-	data, cfg := labData(t)
-	b := startBody(t, data, cfg)
-	b.ready(t)
-	b.arm(t, l)
-	if out, err := b.cli(t, "do", "gpio.set", "gpio.led", "state=on"); err != nil {
-		t.Fatalf("led on: %v\n%s", err, out)
-	}
+	l, b := startWithOutputOn(t, "gpio.led")
+	data := b.data
 	b.kill9(t)
 
 	path := filepath.Join(data, ledgerFile)
@@ -707,15 +709,8 @@ func TestLabDamagedLedgerStartsLatched(t *testing.T) {
 // float high read safe while the body waits for the lock, and once it is
 // released the ledger opens and the body starts normally.
 func TestLabOutputsSafeBeforeTheLedgerIsRead(t *testing.T) {
-	l := newLabLines(t)
-	l.setPulls(t)
-	data, cfg := labData(t)
-	b := startBody(t, data, cfg)
-	b.ready(t)
-	b.arm(t, l)
-	if out, err := b.cli(t, "do", "gpio.set", "gpio.relay2", "state=on"); err != nil {
-		t.Fatalf("relay2 on: %v\n%s", err, out)
-	}
+	l, b := startWithOutputOn(t, "gpio.relay2")
+	data, cfg := b.data, b.cfg
 	b.kill9(t)
 
 	f, err := os.OpenFile(filepath.Join(data, ledgerFile), os.O_RDWR, 0)
