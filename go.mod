@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/blackjack/webcam v0.6.1
 	github.com/fxamacker/cbor/v2 v2.10.0
+	github.com/google/jsonschema-go v0.4.3
 	github.com/google/uuid v1.6.0
 	github.com/gordonklaus/portaudio v0.0.0-20250206071425-98a94950218b
 	github.com/holoplot/go-evdev v0.0.0-20240306072622-217e18f17db1

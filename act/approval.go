@@ -378,7 +378,7 @@ func (r *Runner) refuseApproval(ctx context.Context, verb, id string, by Princip
 		shown = shown[:maxNameLen]
 	}
 	rec := ApprovalRefused{ActionID: shown, Verb: verb, By: by.Subject, Kind: string(by.Kind), Reason: ReasonApproveNotLocal, Detail: detail}
-	err := fmt.Errorf("%w: %s: %s", ErrApprovalRefused, ReasonApproveNotLocal, detail)
+	var err error = &Refusal{Reason: ReasonApproveNotLocal, Detail: detail, Err: ErrApprovalRefused}
 	p, merr := ledger.MarshalPayload(rec)
 	if merr != nil {
 		return err

@@ -275,6 +275,9 @@ func levelName(l hal.Level) string {
 // ledger.
 func (e *EStop) Trip(cause string, edge hal.Mono) Trip { return e.trip(cause, edge, nil) }
 
+// TripNow is Trip asked for now: by a person or a caller, not an edge.
+func (e *EStop) TripNow(cause string) Trip { return e.trip(cause, hal.MonoNow(), nil) }
+
 // trip is Trip with what a line's tripwire already did (rep, or nil): the
 // outputs it covered are not driven again.
 func (e *EStop) trip(cause string, edge hal.Mono, rep *hal.HaltReport) Trip {
@@ -384,7 +387,7 @@ func (e *EStop) Reset(by Principal) error {
 
 func (e *EStop) refuseReset(by string, r Reason, detail string) error {
 	e.record(Record{Type: "estop.reset_refused", At: e.cfg.Now(), Payload: ResetRefused{By: by, Reason: r, Detail: detail}})
-	return fmt.Errorf("%w: %s: %s", ErrResetRefused, r, detail)
+	return &Refusal{Reason: r, Detail: detail, Err: ErrResetRefused}
 }
 
 // reset clears the latch if the lines allow it, and no stop began since

@@ -25,6 +25,32 @@ func (r Risk) String() string {
 	return fmt.Sprintf("Risk(%d)", r)
 }
 
+// MarshalText writes the class's name ("R2"), for JSON.
+func (r Risk) MarshalText() ([]byte, error) {
+	if r > R3 {
+		return nil, fmt.Errorf("act: risk %d has no name", uint8(r))
+	}
+	return []byte(r.String()), nil
+}
+
+// UnmarshalText reads a class's name: R0 to R3.
+func (r *Risk) UnmarshalText(b []byte) error {
+	v, err := ParseRisk(string(b))
+	if err != nil {
+		return err
+	}
+	*r = v
+	return nil
+}
+
+// ParseRisk reads a risk class's name: R0, R1, R2 or R3.
+func ParseRisk(s string) (Risk, error) {
+	if len(s) == 2 && s[0] == 'R' && s[1] >= '0' && s[1] <= '3' {
+		return Risk(s[1] - '0'), nil
+	}
+	return 0, fmt.Errorf("act: %q is not a risk class (R0, R1, R2, R3)", s)
+}
+
 // PrincipalKind says how a request reached the body.
 type PrincipalKind string
 
@@ -45,15 +71,15 @@ const (
 // says (peer credentials, the broker connection), never from what a
 // client claims.
 type Principal struct {
-	Kind PrincipalKind
+	Kind PrincipalKind `json:"kind"`
 	// Subject names the principal for grants: "agent:pi", "mqtt:home",
 	// "admin:uid=0", "rule:night-light".
-	Subject string
+	Subject string `json:"subject"`
 	// Session is the agent session or connection that owns the request;
 	// its actions stop when it ends.
-	Session string
+	Session string `json:"session,omitempty"`
 	// Trust is the session's trust level from the config.
-	Trust ledger.Level
+	Trust ledger.Level `json:"trust"`
 }
 
 // Mode says how far an invocation goes.
@@ -70,16 +96,16 @@ const (
 type Capability struct {
 	// Name is the capability: "gpio.set", "gpio.pulse", "audio.tone",
 	// "audio.play", "body.notify".
-	Name string
-	Risk Risk
+	Name string `json:"name"`
+	Risk Risk   `json:"risk"`
 	// Reversible says whether a compensation can undo it.
-	Reversible bool
+	Reversible bool `json:"reversible"`
 	// Verify says how the result is checked afterwards ("read-back",
 	// "feedback input", "microphone level", "none").
-	Verify string
+	Verify string `json:"verify"`
 	// Shared is true when it drives a resource others may drive too; it
 	// then takes a lease on the target.
-	Shared bool
+	Shared bool `json:"shared"`
 }
 
 // Observation is what a request says caused it, with the trust the body
@@ -120,16 +146,28 @@ const (
 	ReasonInvalidRequest    Reason = "invalid_request"   // a field of the request is missing or malformed; Detail names it
 )
 
+// Refusal is an error that names its reason: what the e-stop's reset and
+// the approvals refuse with. It wraps the operation's sentinel error
+// (ErrResetRefused, ErrApprovalRefused), so callers branch on either.
+type Refusal struct {
+	Reason Reason
+	Detail string
+	Err    error
+}
+
+func (r *Refusal) Error() string { return fmt.Sprintf("%v: %s: %s", r.Err, r.Reason, r.Detail) }
+func (r *Refusal) Unwrap() error { return r.Err }
+
 // Decision is the policy's answer.
 type Decision struct {
-	Allow  bool
-	Reason Reason
+	Allow  bool   `json:"allow"`
+	Reason Reason `json:"reason,omitempty"`
 	// Detail says more, for people (never used to decide).
-	Detail string
+	Detail string `json:"detail,omitempty"`
 	// AwaitsApproval is true when the only thing missing is an approval
 	// bound to this invocation: every other check passed, so the runner
 	// may hold the invocation for a local administrator to approve.
-	AwaitsApproval bool
+	AwaitsApproval bool `json:"awaits_approval,omitempty"`
 }
 
 func (d Decision) String() string {

@@ -109,6 +109,35 @@ func (p Provenance) String() string { return enumString(provenanceNames, uint8(p
 func (l Level) String() string      { return enumString(levelNames, uint8(l)) }
 func (p Privacy) String() string    { return enumString(privacyNames, uint8(p)) }
 
+// MarshalText writes the level's name ("high"), for JSON; CBOR keeps the
+// number.
+func (l Level) MarshalText() ([]byte, error) {
+	if l < Off || l > Max {
+		return nil, fmt.Errorf("ledger: level %d has no name", uint8(l))
+	}
+	return []byte(l.String()), nil
+}
+
+// UnmarshalText reads a level's name.
+func (l *Level) UnmarshalText(b []byte) error {
+	v, err := ParseLevel(string(b))
+	if err != nil {
+		return err
+	}
+	*l = v
+	return nil
+}
+
+// ParseLevel reads a level's name: off, low, medium, high or max.
+func ParseLevel(s string) (Level, error) {
+	for i, n := range levelNames {
+		if i > 0 && n == s {
+			return Level(i), nil
+		}
+	}
+	return 0, fmt.Errorf("ledger: %q is not a level (off, low, medium, high, max)", s)
+}
+
 // Event is the envelope of one meaningful change. Times are UTC
 // nanoseconds since the Unix epoch. The CBOR form uses small integer keys
 // and Core Deterministic encoding, so the same event always encodes to the

@@ -141,9 +141,9 @@ func (o *Options) defaults() {
 
 // Damage says what was wrong with a file Open moved aside.
 type Damage struct {
-	Reason  string
-	MovedTo string
-	At      time.Time
+	Reason  string    `json:"reason"`
+	MovedTo string    `json:"moved_to"`
+	At      time.Time `json:"at"`
 }
 
 func (d *Damage) Error() string {

@@ -1,0 +1,229 @@
+package awareness
+
+import (
+	"time"
+
+	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/ledger"
+	"github.com/tobe-body/tobe-body/sense"
+)
+
+// The operations: every one the body offers to anyone outside it. A
+// transport names them by these values; the daemon binds them to the
+// body's parts (Parts.Table).
+var (
+	OpStatus = Op[None, Status]{Name: "status", Kind: Observe, Least: Anyone,
+		Description: "How the body is: board, uptime, safety, ledger, e-stop, self-state and every channel."}
+	OpChannels = Op[None, Channels]{Name: "channels", Kind: Observe, Least: Anyone,
+		Description: "The body's channels with their state and health."}
+	OpSelf = Op[None, Self]{Name: "self", Kind: Observe, Least: Anyone,
+		Description: "The latest self-state sample: CPU, memory, disk, temperatures, throttling, clock, degradation."}
+	// OpEvents reads the ledger; events may be sensitive (camera, sound),
+	// so only local administrators read them until the agent boundary
+	// filters them by privacy class.
+	OpEvents = Op[EventsIn, Events]{Name: "events", Kind: Observe, Least: AnyAdmin,
+		Description: "Events from the ledger after a sequence, by type and time; wait_ms waits for the first new one (at most 60 s)."}
+	OpEStopStatus = Op[None, act.EStopStatus]{Name: "estop.status", Kind: Observe, Least: Anyone,
+		Description: "The e-stop: latched or not and why, the lines, a wiring fault."}
+	OpEStopTrip = Op[None, act.Trip]{Name: "estop.trip", Kind: Interact, Least: Anyone,
+		Description: "Stop now: every output to its safe level, every action cancelled, latched until a local reset."}
+	OpEStopReset = Op[None, act.EStopStatus]{Name: "estop.reset", Kind: Admin, Least: HighAdmin,
+		Description: "Clear the e-stop's latch: a local administrator, with the line healthy. Restarts nothing."}
+	OpCapabilities = Op[None, Capabilities]{Name: "action.capabilities", Kind: Observe, Least: Anyone,
+		Description: "What the body can do, with each capability's risk class and how it is verified."}
+	OpDo = Op[DoIn, act.Result]{Name: "action.do", Kind: Interact, Least: Anyone,
+		Description: "Act through the runner: policy, lease, the action, its verification. Mode live, shadow (record only) or simulation."}
+	OpResult = Op[ResultIn, act.Result]{Name: "action.result", Kind: Observe, Least: Anyone,
+		Description: "What became of an action, by its id or by the caller's idempotency key."}
+	OpGrantAdd = Op[GrantAddIn, GrantView]{Name: "grant.add", Kind: Admin, Least: HighAdmin,
+		Description: "Let a principal use capabilities on targets, until an expiry or a revocation."}
+	OpGrantList = Op[GrantListIn, Grants]{Name: "grant.list", Kind: Observe, Least: AnyAdmin,
+		Description: "The grants in force; all: expired and revoked ones too."}
+	OpGrantRevoke = Op[GrantRevokeIn, GrantView]{Name: "grant.revoke", Kind: Admin, Least: HighAdmin,
+		Description: "Take a grant back."}
+	OpApprovals = Op[None, Approvals]{Name: "approval.list", Kind: Observe, Least: HighAdmin,
+		Description: "The R3 actions waiting for a local administrator's approval."}
+	OpApprove = Op[ApproveIn, act.Result]{Name: "approval.approve", Kind: Admin, Least: HighAdmin,
+		Description: "Approve a waiting action: it runs now, with the policy checked again."}
+	OpDeny = Op[DenyIn, act.Result]{Name: "approval.deny", Kind: Admin, Least: HighAdmin,
+		Description: "Deny a waiting action: it is cancelled."}
+	OpLedgerStats = Op[None, ledger.Stats]{Name: "ledger.stats", Kind: Observe, Least: AnyAdmin,
+		Description: "Counts, sizes and the outbox backlog of the ledger."}
+	OpLedgerVerify = Op[None, ledger.VerifyReport]{Name: "ledger.verify", Kind: Observe, Least: AnyAdmin,
+		Description: "bbolt's check, and every projection rebuilt from the events and compared."}
+	OpLedgerBackup = Op[BackupIn, Backup]{Name: "ledger.backup", Kind: Admin, Least: HighAdmin,
+		Description: "A consistent copy of the ledger, taken while the body runs."}
+)
+
+// None is the input of an operation that takes none: {}.
+type None struct{}
+
+// Status is how the body is. It holds nothing secret: no config values
+// beyond names and paths.
+type Status struct {
+	Body      string    `json:"body"`
+	BodyID    string    `json:"body_id"`
+	AgentID   string    `json:"agent_id"`
+	Board     string    `json:"board"`
+	BoardDesc string    `json:"board_description"`
+	BoardFrom string    `json:"board_source"`
+	BoardWhy  string    `json:"board_chosen_by"`
+	Drivers   string    `json:"drivers"`
+	Version   string    `json:"version"`
+	PID       int       `json:"pid"`
+	DataDir   string    `json:"data_dir"`
+	Config    []string  `json:"config_layers"`
+	StartedAt time.Time `json:"started_at"`
+	UptimeS   float64   `json:"uptime_s"`
+	// Safety is "normal", or "latched: why" when the body must not act
+	// (its ledger was damaged or cannot be written).
+	Safety   string         `json:"safety"`
+	Ledger   LedgerStatus   `json:"ledger"`
+	Channels []body.Channel `json:"channels"`
+	// Self is the latest self-state sample.
+	Self *body.SelfState `json:"self,omitempty"`
+	// Events counts, per sense channel, what it queued, shed and wrote.
+	Events map[string]sense.OutletStats `json:"events,omitempty"`
+	// EStop is the e-stop's state; nil on a board without one.
+	EStop *act.EStopStatus `json:"estop,omitempty"`
+}
+
+// LedgerStatus is the ledger's part of Status.
+type LedgerStatus struct {
+	Path        string `json:"path"`
+	Events      int    `json:"events"`
+	LastSeq     uint64 `json:"last_seq"`
+	OutboxRows  uint64 `json:"outbox_rows"`
+	OutboxBytes uint64 `json:"outbox_bytes"`
+	Error       string `json:"error,omitempty"`
+}
+
+// Channels lists the channels.
+type Channels struct {
+	Channels []body.Channel `json:"channels"`
+}
+
+// Self is the latest self-state sample; nil before the first.
+type Self struct {
+	Self *body.SelfState `json:"self"`
+}
+
+// EventsIn asks for events after a sequence; with WaitMS it waits that
+// long for the first new one (a long poll).
+type EventsIn struct {
+	After uint64 `json:"after,omitempty"`
+	// Types are event types, or prefixes ending in a dot ("camera.").
+	Types []string  `json:"types,omitempty"`
+	Since time.Time `json:"since,omitzero"`
+	// Limit is at most MaxEvents; 0 means MaxEvents.
+	Limit  int `json:"limit,omitempty"`
+	WaitMS int `json:"wait_ms,omitempty"`
+}
+
+// Bounds of an events call.
+const (
+	MaxEvents = 10000
+	MaxWait   = time.Minute
+)
+
+// Events are the events read, and the sequence to continue after.
+type Events struct {
+	Events  []ledger.EventView `json:"events"`
+	LastSeq uint64             `json:"last_seq"`
+}
+
+// Capabilities lists what the body can do.
+type Capabilities struct {
+	Capabilities []act.Capability `json:"capabilities"`
+}
+
+// DoIn is a request to act. Mode is live (the default), shadow or
+// simulation; TimeoutMS bounds the action (0: the runner's 30 s).
+type DoIn struct {
+	Capability     string            `json:"capability"`
+	Target         string            `json:"target"`
+	Params         map[string]string `json:"params,omitempty"`
+	IdempotencyKey string            `json:"idempotency_key,omitempty"`
+	Mode           act.Mode          `json:"mode,omitempty"`
+	TimeoutMS      int               `json:"timeout_ms,omitempty"`
+	Note           string            `json:"note,omitempty"`
+}
+
+// ResultIn names an action by its id, or by the idempotency key the
+// caller gave it (keys are the caller's own: another principal's key
+// names another action).
+type ResultIn struct {
+	ActionID       string `json:"action_id,omitempty"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+// GrantAddIn asks for a grant. Expires is read on the body's clock: ""
+// or never, a duration (24h, 30d) or an RFC 3339 time.
+type GrantAddIn struct {
+	Subject    string `json:"subject"`
+	Capability string `json:"capability"`
+	Scope      string `json:"scope"`
+	Expires    string `json:"expires,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+}
+
+// GrantListIn: All lists expired and revoked grants too.
+type GrantListIn struct {
+	All bool `json:"all,omitempty"`
+}
+
+// GrantRevokeIn takes a grant back.
+type GrantRevokeIn struct {
+	ID     string `json:"id"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// GrantView is a grant as callers see it. State is active, expired or
+// revoked, as of the answer.
+type GrantView struct {
+	ID           string    `json:"id"`
+	Subject      string    `json:"subject"`
+	Capability   string    `json:"capability"`
+	Scope        string    `json:"scope"`
+	Expires      time.Time `json:"expires,omitzero"`
+	State        string    `json:"state"`
+	Added        time.Time `json:"added"`
+	By           string    `json:"by"`
+	Reason       string    `json:"reason,omitempty"`
+	RevokedAt    time.Time `json:"revoked_at,omitzero"`
+	RevokedBy    string    `json:"revoked_by,omitempty"`
+	RevokeReason string    `json:"revoke_reason,omitempty"`
+}
+
+// Grants lists grants.
+type Grants struct {
+	Grants []GrantView `json:"grants"`
+}
+
+// Approvals lists what waits for approval.
+type Approvals struct {
+	Waiting []act.WaitingInvocation `json:"waiting"`
+}
+
+// ApproveIn names a waiting action.
+type ApproveIn struct {
+	ActionID string `json:"action_id"`
+}
+
+// DenyIn names a waiting action and says why, for the record.
+type DenyIn struct {
+	ActionID string `json:"action_id"`
+	Why      string `json:"why,omitempty"`
+}
+
+// BackupIn names the backup's file: an absolute path.
+type BackupIn struct {
+	Path string `json:"path"`
+}
+
+// Backup is the copy made.
+type Backup struct {
+	Path  string `json:"path"`
+	Bytes int64  `json:"bytes"`
+}

@@ -1,0 +1,300 @@
+package awareness
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/ledger"
+	"github.com/tobe-body/tobe-body/sense"
+)
+
+// Parts are the parts of the body the operations reach. Any of EStop,
+// Grants and Store may be nil (no e-stop on this board; the ledger not
+// open or its grants unreadable): the operations that need one then
+// answer unavailable.
+type Parts struct {
+	// Info is what Status says that does not change while the body runs.
+	Info     Status
+	Started  time.Time
+	Registry *body.Registry
+	// Self returns the latest self-state sample.
+	Self func() (body.SelfState, bool)
+	// Senses counts what each sense channel queued, shed and wrote.
+	Senses func() map[string]sense.OutletStats
+	EStop  *act.EStop
+	Runner *act.Runner
+	Grants *act.Grants
+	Store  *ledger.Store
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Table binds every operation to the parts.
+func (b *Parts) Table() (*Table, error) {
+	if b.Now == nil {
+		b.Now = time.Now
+	}
+	return NewTable(
+		Bind(OpStatus, b.status),
+		Bind(OpChannels, func(context.Context, act.Principal, None) (Channels, error) {
+			return Channels{Channels: b.Registry.Snapshot()}, nil
+		}),
+		Bind(OpSelf, func(context.Context, act.Principal, None) (Self, error) {
+			if st, ok := b.Self(); ok {
+				return Self{Self: &st}, nil
+			}
+			return Self{}, nil
+		}),
+		Bind(OpEvents, b.events),
+		Bind(OpEStopStatus, func(context.Context, act.Principal, None) (act.EStopStatus, error) {
+			if b.EStop == nil {
+				return act.EStopStatus{}, errNoEStop
+			}
+			return b.EStop.Status(), nil
+		}),
+		Bind(OpEStopTrip, func(_ context.Context, p act.Principal, _ None) (act.Trip, error) {
+			if b.EStop == nil {
+				return act.Trip{}, errNoEStop
+			}
+			return b.EStop.TripNow("requested by " + p.Subject), nil
+		}),
+		Bind(OpEStopReset, func(_ context.Context, p act.Principal, _ None) (act.EStopStatus, error) {
+			if b.EStop == nil {
+				return act.EStopStatus{}, errNoEStop
+			}
+			if err := b.EStop.Reset(p); err != nil {
+				return act.EStopStatus{}, refused(err)
+			}
+			return b.EStop.Status(), nil
+		}),
+		Bind(OpCapabilities, func(context.Context, act.Principal, None) (Capabilities, error) {
+			return Capabilities{Capabilities: b.Runner.Capabilities()}, nil
+		}),
+		Bind(OpDo, b.do),
+		Bind(OpGrantAdd, b.grantAdd),
+		Bind(OpGrantList, b.grantList),
+		Bind(OpGrantRevoke, b.grantRevoke),
+		Bind(OpApprovals, func(ctx context.Context, _ act.Principal, _ None) (Approvals, error) {
+			// Expired ones are left out whether or not their records
+			// could be written now.
+			b.Runner.SweepApprovals(ctx)
+			w := b.Runner.Waiting()
+			if w == nil {
+				w = []act.WaitingInvocation{}
+			}
+			return Approvals{Waiting: w}, nil
+		}),
+		Bind(OpApprove, func(ctx context.Context, p act.Principal, in ApproveIn) (act.Result, error) {
+			return decided(b.Runner.Approve(ctx, in.ActionID, p))
+		}),
+		Bind(OpDeny, func(ctx context.Context, p act.Principal, in DenyIn) (act.Result, error) {
+			return decided(b.Runner.Deny(ctx, in.ActionID, p, in.Why))
+		}),
+		Bind(OpLedgerStats, func(context.Context, act.Principal, None) (ledger.Stats, error) {
+			if b.Store == nil {
+				return ledger.Stats{}, errNoLedger
+			}
+			return b.Store.Stats()
+		}),
+		Bind(OpLedgerVerify, func(ctx context.Context, _ act.Principal, _ None) (ledger.VerifyReport, error) {
+			if b.Store == nil {
+				return ledger.VerifyReport{}, errNoLedger
+			}
+			return b.Store.Verify(ctx)
+		}),
+		Bind(OpLedgerBackup, func(_ context.Context, _ act.Principal, in BackupIn) (Backup, error) {
+			if b.Store == nil {
+				return Backup{}, errNoLedger
+			}
+			if !filepath.IsAbs(in.Path) {
+				return Backup{}, refuse(ReasonInvalidParams, "path %q: want an absolute path", in.Path)
+			}
+			n, err := b.Store.Backup(in.Path)
+			return Backup{Path: in.Path, Bytes: n}, err
+		}),
+	)
+}
+
+var (
+	errNoEStop  = refuse(ReasonUnavailable, "this board has no e-stop line: nothing above read-only may act")
+	errNoLedger = refuse(ReasonUnavailable, "the ledger is not open (see the body's log)")
+	errNoGrants = refuse(ReasonUnavailable, "grants are not available: the ledger is not open or its grants could not be read (see the body's log)")
+)
+
+func (b *Parts) status(context.Context, act.Principal, None) (Status, error) {
+	st := b.Info
+	st.PID = os.Getpid()
+	st.StartedAt = b.Started.UTC()
+	st.UptimeS = time.Since(b.Started).Seconds()
+	st.Channels = b.Registry.Snapshot()
+	if b.Senses != nil {
+		st.Events = b.Senses()
+	}
+	if b.EStop != nil {
+		es := b.EStop.Status()
+		st.EStop = &es
+	}
+	if b.Self != nil {
+		if self, ok := b.Self(); ok {
+			st.Self = &self
+		}
+	}
+	if b.Store == nil {
+		st.Ledger.Error = "not open"
+	} else if ls, err := b.Store.Stats(); err != nil {
+		st.Ledger.Error = err.Error()
+	} else {
+		st.Ledger.Path = ls.Path
+		st.Ledger.Events, st.Ledger.LastSeq, st.Ledger.OutboxRows, st.Ledger.OutboxBytes = ls.Events, ls.LastSeq, ls.OutboxRows, ls.OutboxBytes
+	}
+	return st, nil
+}
+
+// ReadEvents answers an events call from store: with WaitMS it waits for
+// the first new matching event, at most MaxWait, or until ctx ends.
+func ReadEvents(ctx context.Context, store *ledger.Store, in EventsIn) (Events, error) {
+	if in.Limit < 0 || in.Limit > MaxEvents {
+		return Events{}, refuse(ReasonInvalidParams, "limit %d: want 0 to %d", in.Limit, MaxEvents)
+	}
+	if in.WaitMS < 0 || in.WaitMS > int(MaxWait/time.Millisecond) {
+		return Events{}, refuse(ReasonInvalidParams, "wait_ms %d: want 0 to %d", in.WaitMS, MaxWait/time.Millisecond)
+	}
+	f := ledger.Filter{After: in.After, Types: in.Types, Since: in.Since, Limit: in.Limit}
+	if f.Limit == 0 {
+		f.Limit = MaxEvents
+	}
+	var timeout <-chan time.Time
+	if in.WaitMS > 0 {
+		t := time.NewTimer(time.Duration(in.WaitMS) * time.Millisecond)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for {
+		changed := store.Changed()
+		evs, next, err := store.Scan(f)
+		if err != nil {
+			return Events{}, err
+		}
+		out := Events{Events: make([]ledger.EventView, 0, len(evs)), LastSeq: next}
+		for _, e := range evs {
+			out.Events = append(out.Events, e.View())
+		}
+		if len(out.Events) > 0 || timeout == nil {
+			return out, nil
+		}
+		if next != f.After {
+			f.After = next
+			continue // only events that did not match so far; look further
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			return out, nil
+		case <-ctx.Done():
+			return out, ctx.Err()
+		}
+	}
+}
+
+func (b *Parts) events(ctx context.Context, _ act.Principal, in EventsIn) (Events, error) {
+	if b.Store == nil {
+		return Events{}, errNoLedger
+	}
+	return ReadEvents(ctx, b.Store, in)
+}
+
+func (b *Parts) do(ctx context.Context, p act.Principal, in DoIn) (act.Result, error) {
+	switch in.Mode {
+	case "", act.Live, act.Shadow, act.Simulation:
+	default:
+		return act.Result{}, refuse(ReasonInvalidParams, "mode %q: want live, shadow or simulation", in.Mode)
+	}
+	if in.TimeoutMS < 0 {
+		return act.Result{}, refuse(ReasonInvalidParams, "timeout_ms %d: want 0 (the default) or more", in.TimeoutMS)
+	}
+	inv := act.Invocation{Principal: p, Capability: in.Capability, Target: in.Target, Params: in.Params,
+		IdempotencyKey: in.IdempotencyKey, Mode: in.Mode, Timeout: time.Duration(in.TimeoutMS) * time.Millisecond, Note: in.Note}
+	return b.Runner.Submit(ctx, inv), nil
+}
+
+// decided turns the runner's approval errors into refusals.
+func decided(res act.Result, err error) (act.Result, error) {
+	if err == nil {
+		return res, nil
+	}
+	return res, refused(err)
+}
+
+// refused turns act's errors into refusals with their reasons.
+func refused(err error) error {
+	var r *act.Refusal
+	switch {
+	case errors.As(err, &r):
+		return &Error{Reason: r.Reason, Detail: r.Detail}
+	case errors.Is(err, act.ErrNotWaiting), errors.Is(err, act.ErrUnknownGrant):
+		return refuse(ReasonNotFound, "%v", err)
+	case errors.Is(err, act.ErrInvalidGrant), errors.Is(err, act.ErrGrantRevoked):
+		return refuse(ReasonInvalidParams, "%v", err)
+	}
+	return err
+}
+
+func viewGrant(g act.Grant, now time.Time) GrantView {
+	v := GrantView{ID: g.ID, Subject: g.Subject, Capability: g.Capability, Scope: g.Scope, Expires: g.Expires, State: "active",
+		Added: g.Added, By: g.By, Reason: g.Reason, RevokedAt: g.RevokedAt, RevokedBy: g.RevokedBy, RevokeReason: g.RevokeReason}
+	switch {
+	case g.Revoked:
+		v.State = "revoked"
+	case g.ExpiredAt(now):
+		v.State = "expired"
+	}
+	return v
+}
+
+func (b *Parts) grantAdd(ctx context.Context, p act.Principal, in GrantAddIn) (GrantView, error) {
+	if b.Grants == nil {
+		return GrantView{}, errNoGrants
+	}
+	now := b.Now()
+	exp, err := act.ParseExpiry(in.Expires, now)
+	if err != nil {
+		return GrantView{}, refuse(ReasonInvalidParams, "expires: %v", err)
+	}
+	g, err := b.Grants.Add(ctx, act.Grant{Subject: in.Subject, Capability: in.Capability, Scope: in.Scope, Expires: exp, By: p.Subject, Reason: in.Reason})
+	if err != nil {
+		return GrantView{}, refused(err)
+	}
+	return viewGrant(g, now), nil
+}
+
+func (b *Parts) grantList(_ context.Context, _ act.Principal, in GrantListIn) (Grants, error) {
+	if b.Grants == nil {
+		return Grants{}, errNoGrants
+	}
+	now := b.Now()
+	list := b.Grants.Active(now)
+	if in.All {
+		list = b.Grants.All()
+	}
+	out := Grants{Grants: []GrantView{}}
+	for _, g := range list {
+		out.Grants = append(out.Grants, viewGrant(g, now))
+	}
+	return out, nil
+}
+
+func (b *Parts) grantRevoke(ctx context.Context, p act.Principal, in GrantRevokeIn) (GrantView, error) {
+	if b.Grants == nil {
+		return GrantView{}, errNoGrants
+	}
+	g, err := b.Grants.Revoke(ctx, in.ID, p.Subject, in.Reason)
+	if err != nil {
+		return GrantView{}, refused(err)
+	}
+	return viewGrant(g, b.Now()), nil
+}

@@ -1,0 +1,265 @@
+package awareness
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/ledger"
+)
+
+// Kind says what an operation does to the body.
+type Kind string
+
+// Kinds of operation.
+const (
+	Observe  Kind = "observe"  // reads; changes nothing
+	Interact Kind = "interact" // acts on the world through the runner, or stops it
+	Admin    Kind = "admin"    // changes what the body may do (grants, approvals, the e-stop's reset, backups)
+)
+
+// Least is the least principal an operation admits: one of Kinds, at
+// Trust or above.
+type Least struct {
+	Kinds []act.PrincipalKind `json:"kinds"`
+	Trust ledger.Level        `json:"trust"`
+}
+
+func (l Least) String() string {
+	kinds := make([]string, len(l.Kinds))
+	for i, k := range l.Kinds {
+		kinds[i] = string(k)
+	}
+	return fmt.Sprintf("%s at %s trust or above", strings.Join(kinds, " or "), l.Trust)
+}
+
+// admits tells whether p is at least l; a principal without a kind or a
+// subject is no principal and is never admitted.
+func (l Least) admits(p act.Principal) bool {
+	return p.Kind != "" && p.Subject != "" && p.Trust >= l.Trust && p.Trust <= ledger.Max && slices.Contains(l.Kinds, p.Kind)
+}
+
+// The principals the operations admit.
+var (
+	// Anyone is every kind of principal at low trust: reading, stopping,
+	// and asking the runner, whose policy weighs the caller's trust.
+	Anyone = Least{Kinds: []act.PrincipalKind{act.LocalAdmin, act.AgentSession, act.MQTTCommand, act.LocalRule}, Trust: ledger.Low}
+	// AnyAdmin is a local administrator at any trust above off.
+	AnyAdmin = Least{Kinds: []act.PrincipalKind{act.LocalAdmin}, Trust: ledger.Low}
+	// HighAdmin is a local administrator at high trust: what changes what
+	// the body may do.
+	HighAdmin = Least{Kinds: []act.PrincipalKind{act.LocalAdmin}, Trust: ledger.High}
+)
+
+// Reasons of refusal the operations add to the runner's.
+const (
+	// ReasonNotAuthorized: the principal is below the operation's least
+	// (Error.Need says what was needed), or there is no principal.
+	ReasonNotAuthorized act.Reason = "not_authorized"
+	// ReasonInvalidParams: the input does not decode into the operation's
+	// input type, or a field is out of its range; Detail names it.
+	ReasonInvalidParams act.Reason = "invalid_params"
+	// ReasonNotFound: what the input names (an action, a grant) is not
+	// there.
+	ReasonNotFound act.Reason = "not_found"
+	// ReasonUnavailable: the part of the body the operation needs is not
+	// there (no e-stop on this board, the ledger not open).
+	ReasonUnavailable act.Reason = "unavailable"
+	// ReasonFailed: the operation ran and failed (a write the disk
+	// refused); Detail says how.
+	ReasonFailed act.Reason = "failed"
+)
+
+// Error is an operation's refusal or failure: every one names its reason.
+type Error struct {
+	Op     string     `json:"op"`
+	Reason act.Reason `json:"reason"`
+	Detail string     `json:"detail,omitempty"`
+	// Need is what the operation needed, with not_authorized.
+	Need *Least `json:"need,omitempty"`
+}
+
+func (e *Error) Error() string {
+	if e.Detail == "" {
+		return fmt.Sprintf("%s: %s", e.Op, e.Reason)
+	}
+	return fmt.Sprintf("%s: %s: %s", e.Op, e.Reason, e.Detail)
+}
+
+// refuse makes an Error without the operation's name, which Call adds.
+func refuse(r act.Reason, format string, args ...any) *Error {
+	return &Error{Reason: r, Detail: fmt.Sprintf(format, args...)}
+}
+
+// ReasonOf is the reason of an operation's error: its Error's, or failed.
+func ReasonOf(err error) act.Reason {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Reason
+	}
+	return ReasonFailed
+}
+
+// Op defines an operation: its name, what it does, its kind, the least
+// principal it admits, and its input and output types, from which its
+// JSON Schemas come. Ops are values of this package, so a client names an
+// operation by its typed definition, never by a string.
+type Op[In, Out any] struct {
+	Name        string
+	Description string
+	Kind        Kind
+	Least       Least
+}
+
+// Handler runs an operation for principal p. Its error is an *Error when
+// it refuses; any other error is a failure.
+type Handler[In, Out any] func(ctx context.Context, p act.Principal, in In) (Out, error)
+
+// Entry is one operation of a table: its definition with a handler.
+type Entry struct {
+	Name        string
+	Description string
+	Kind        Kind
+	Least       Least
+	In, Out     reflect.Type
+	call        func(ctx context.Context, p act.Principal, params json.RawMessage) (any, error)
+}
+
+// Bind gives op its handler.
+func Bind[In, Out any](op Op[In, Out], h Handler[In, Out]) *Entry {
+	return &Entry{Name: op.Name, Description: op.Description, Kind: op.Kind, Least: op.Least,
+		In: reflect.TypeFor[In](), Out: reflect.TypeFor[Out](),
+		call: func(ctx context.Context, p act.Principal, params json.RawMessage) (any, error) {
+			var in In
+			if err := DecodeParams(params, &in); err != nil {
+				return nil, refuse(ReasonInvalidParams, "%v", err)
+			}
+			return h(ctx, p, in)
+		}}
+}
+
+// Call runs the operation for principal p with params (JSON; empty or
+// null read as {}). p is checked first: a principal below the
+// operation's least, or none at all, is refused with not_authorized
+// before params are read. Params are read strictly: an unknown key, a
+// wrong type or trailing data is invalid_params. Every error returned is
+// an *Error carrying the operation's name.
+func (e *Entry) Call(ctx context.Context, p act.Principal, params json.RawMessage) (any, error) {
+	if !e.Least.admits(p) {
+		need := e.Least
+		who := "no principal"
+		if p.Kind != "" || p.Subject != "" {
+			who = fmt.Sprintf("%s %s at %s trust", p.Kind, p.Subject, p.Trust)
+		}
+		return nil, &Error{Op: e.Name, Reason: ReasonNotAuthorized, Detail: fmt.Sprintf("%s needs a %s; the caller is %s", e.Name, need, who), Need: &need}
+	}
+	out, err := e.call(ctx, p, params)
+	if err != nil {
+		var oe *Error
+		if !errors.As(err, &oe) {
+			oe = &Error{Reason: ReasonFailed, Detail: err.Error()}
+		} else {
+			c := *oe
+			oe = &c
+		}
+		oe.Op = e.Name
+		return nil, oe
+	}
+	return out, nil
+}
+
+// DecodeParams reads params into v strictly: an unknown key is an error
+// naming it, trailing data is an error, and empty or null params read as
+// {}.
+func DecodeParams(raw json.RawMessage, v any) error {
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		raw = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("params: %w", err)
+	}
+	if _, err := dec.Token(); err == nil {
+		return errors.New("params: more than one value")
+	}
+	return nil
+}
+
+// Table is every operation the body offers, by name. It is built once
+// and read by every transport; it is safe for concurrent use.
+type Table struct {
+	byName map[string]*Entry
+}
+
+// NewTable makes a table of entries. A name used twice, an entry without
+// a kind or a least principal, and one whose types have no JSON Schema
+// are refused.
+func NewTable(entries ...*Entry) (*Table, error) {
+	t := &Table{byName: map[string]*Entry{}}
+	for _, e := range entries {
+		switch {
+		case e.Name == "":
+			return nil, errors.New("awareness: an operation without a name")
+		case t.byName[e.Name] != nil:
+			return nil, fmt.Errorf("awareness: operation %s defined twice", e.Name)
+		case e.Kind != Observe && e.Kind != Interact && e.Kind != Admin:
+			return nil, fmt.Errorf("awareness: operation %s: kind %q", e.Name, e.Kind)
+		case len(e.Least.Kinds) == 0 || e.Least.Trust < ledger.Low:
+			return nil, fmt.Errorf("awareness: operation %s admits nobody (least %v)", e.Name, e.Least)
+		}
+		if _, _, err := e.Schemas(); err != nil {
+			return nil, fmt.Errorf("awareness: operation %s: %w", e.Name, err)
+		}
+		t.byName[e.Name] = e
+	}
+	return t, nil
+}
+
+// Lookup finds an operation by name.
+func (t *Table) Lookup(name string) (*Entry, bool) {
+	e, ok := t.byName[name]
+	return e, ok
+}
+
+// Entries lists the operations by name.
+func (t *Table) Entries() []*Entry {
+	out := make([]*Entry, 0, len(t.byName))
+	for _, e := range t.byName {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// enumSchemas are the schemas of the types that marshal as names.
+var enumSchemas = map[reflect.Type]*jsonschema.Schema{
+	reflect.TypeFor[ledger.Level]():     {Type: "string", Enum: []any{"off", "low", "medium", "high", "max"}},
+	reflect.TypeFor[act.Risk]():         {Type: "string", Enum: []any{"R0", "R1", "R2", "R3"}},
+	reflect.TypeFor[body.Degradation](): {Type: "string", Enum: []any{"normal", "constrained", "degraded", "critical"}},
+	reflect.TypeFor[ledger.UUID]():      {Type: "string"},
+	reflect.TypeFor[any]():              {},
+}
+
+// Schemas are the JSON Schemas of the operation's input and output,
+// derived from their Go types.
+func (e *Entry) Schemas() (in, out *jsonschema.Schema, err error) {
+	opts := &jsonschema.ForOptions{TypeSchemas: enumSchemas}
+	if in, err = jsonschema.ForType(e.In, opts); err != nil {
+		return nil, nil, err
+	}
+	if out, err = jsonschema.ForType(e.Out, opts); err != nil {
+		return nil, nil, err
+	}
+	return in, out, nil
+}
