@@ -230,12 +230,10 @@ func decided(res act.Result, err error) (act.Result, error) {
 	return res, refused(err)
 }
 
-// refused turns act's errors into refusals with their reasons.
+// refused turns act's sentinel errors into refusals with their reasons
+// (Call does the same for an act.Refusal).
 func refused(err error) error {
-	var r *act.Refusal
 	switch {
-	case errors.As(err, &r):
-		return &Error{Reason: r.Reason, Detail: r.Detail}
 	case errors.Is(err, act.ErrNotWaiting), errors.Is(err, act.ErrUnknownGrant):
 		return refuse(ReasonNotFound, "%v", err)
 	case errors.Is(err, act.ErrInvalidGrant), errors.Is(err, act.ErrGrantRevoked):

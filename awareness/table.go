@@ -166,9 +166,13 @@ func (e *Entry) Call(ctx context.Context, p act.Principal, params json.RawMessag
 	out, err := e.call(ctx, p, params)
 	if err != nil {
 		var oe *Error
-		if !errors.As(err, &oe) {
+		var r *act.Refusal
+		switch {
+		case errors.As(err, &r):
+			oe = &Error{Reason: r.Reason, Detail: r.Detail}
+		case !errors.As(err, &oe):
 			oe = &Error{Reason: ReasonFailed, Detail: err.Error()}
-		} else {
+		default:
 			c := *oe
 			oe = &c
 		}
