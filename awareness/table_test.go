@@ -1,0 +1,290 @@
+package awareness
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/hal"
+	"github.com/tobe-body/tobe-body/hal/haltest"
+	"github.com/tobe-body/tobe-body/ledger"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// allOps are the operation names the body offers; the table must hold
+// exactly these.
+var allOps = []string{"action.capabilities", "action.do", "approval.approve", "approval.deny", "approval.list",
+	"channels", "estop.reset", "estop.status", "estop.trip", "events", "grant.add", "grant.list", "grant.revoke",
+	"ledger.backup", "ledger.stats", "ledger.verify", "self", "status"}
+
+// emptyTable is the table over no parts: a handler that ran would panic
+// on them, so a refused call shows it never reached its handler.
+func emptyTable(t *testing.T) *Table {
+	t.Helper()
+	tb, err := (&Parts{}).Table()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
+func TestTheTableHoldsEveryOperation(t *testing.T) {
+	var names []string
+	for _, e := range emptyTable(t).Entries() {
+		names = append(names, e.Name)
+		if e.Description == "" {
+			t.Errorf("%s has no description", e.Name)
+		}
+	}
+	if !slices.Equal(names, allOps) {
+		t.Fatalf("operations %v, want %v", names, allOps)
+	}
+}
+
+var (
+	kinds  = []act.PrincipalKind{act.LocalAdmin, act.AgentSession, act.MQTTCommand, act.LocalRule}
+	trusts = []ledger.Level{ledger.Off, ledger.Low, ledger.Medium, ledger.High, ledger.Max}
+)
+
+// TestBelowItsLeastEveryOperationRefuses calls every operation as every
+// kind of principal at every trust below what it admits: each is refused
+// with not_authorized naming what was needed, before its handler runs.
+func TestBelowItsLeastEveryOperationRefuses(t *testing.T) {
+	tb := emptyTable(t)
+	for _, e := range tb.Entries() {
+		for _, k := range kinds {
+			for _, tr := range trusts {
+				if slices.Contains(e.Least.Kinds, k) && tr >= e.Least.Trust {
+					continue
+				}
+				p := act.Principal{Kind: k, Subject: string(k) + ":test", Session: "s", Trust: tr}
+				t.Run(e.Name+"/"+string(k)+"/"+tr.String(), func(t *testing.T) {
+					_, err := e.Call(context.Background(), p, json.RawMessage(`{}`))
+					var oe *Error
+					if !errors.As(err, &oe) || oe.Reason != ReasonNotAuthorized {
+						t.Fatalf("got %v, want not_authorized", err)
+					}
+					if oe.Op != e.Name || oe.Need == nil || oe.Need.Trust != e.Least.Trust || !slices.Equal(oe.Need.Kinds, e.Least.Kinds) {
+						t.Fatalf("refusal %+v does not name what %s needs (%v)", oe, e.Name, e.Least)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestNothingCallsWithoutAPrincipal: no principal, or one without a kind
+// or a subject, or at a trust that is no level, calls nothing.
+func TestNothingCallsWithoutAPrincipal(t *testing.T) {
+	tb := emptyTable(t)
+	for _, p := range []act.Principal{
+		{},
+		{Kind: act.LocalAdmin, Trust: ledger.Max},
+		{Subject: "admin:uid=0", Trust: ledger.Max},
+		{Kind: act.LocalAdmin, Subject: "admin:uid=0"},
+		{Kind: act.LocalAdmin, Subject: "admin:uid=0", Trust: ledger.Max + 1},
+		{Kind: "root", Subject: "admin:uid=0", Trust: ledger.Max},
+	} {
+		for _, e := range tb.Entries() {
+			if _, err := e.Call(context.Background(), p, nil); ReasonOf(err) != ReasonNotAuthorized {
+				t.Errorf("%s as %+v: %v, want not_authorized", e.Name, p, err)
+			}
+		}
+	}
+}
+
+// TestOperationsJSON pins every operation's wire form: its kind, least
+// principal and the JSON Schemas of its input and output
+// (testdata/ops/NAME.json; go test -update rewrites them).
+func TestOperationsJSON(t *testing.T) {
+	for _, e := range emptyTable(t).Entries() {
+		t.Run(e.Name, func(t *testing.T) {
+			in, out, err := e.Schemas()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := json.MarshalIndent(map[string]any{"name": e.Name, "description": e.Description, "kind": e.Kind, "least": e.Least,
+				"input": in, "output": out}, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, filepath.Join("testdata", "ops", e.Name+".json"), append(got, '\n'))
+		})
+	}
+}
+
+func golden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test -update writes it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s changed:\ngot  %s\nwant %s", path, got, want)
+	}
+}
+
+// testBody is a body of fakes with a real ledger: an e-stop line, a relay
+// and an LED, the GPIO actions through a runner, grants.
+type testBody struct {
+	parts *Parts
+	table *Table
+	store *ledger.Store
+	relay *haltest.LineOut
+	main  *haltest.LineIn
+}
+
+var (
+	maxAdmin = act.Principal{Kind: act.LocalAdmin, Subject: "admin:uid=0", Session: "admin", Trust: ledger.Max}
+	agent    = act.Principal{Kind: act.AgentSession, Subject: "agent:pi", Session: "pi-1", Trust: ledger.High}
+)
+
+func newTestBody(t *testing.T) *testBody {
+	t.Helper()
+	store, err := ledger.Open(ledger.Options{Path: filepath.Join(t.TempDir(), "ledger.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	chip := haltest.NewChip("test")
+	main := chip.AddIn("estop", hal.Low)
+	relay, led := chip.AddOut("relay1"), chip.AddOut("led")
+	in, _ := chip.In("estop", hal.InConfig{})
+	rl, _ := chip.Out("relay1", hal.OutConfig{Safe: hal.Low})
+	ll, _ := chip.Out("led", hal.OutConfig{Safe: hal.Low})
+	reg := body.NewRegistry(time.Now)
+	for _, id := range []string{"gpio.relay1", "gpio.led"} {
+		if err := reg.Register(body.Channel{ID: id, Kind: "gpio-out", Device: id, Driver: "Loaded", State: body.Enabled, Health: "ok"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg.Seal()
+	estop, err := act.NewEStop(act.EStopConfig{Main: in, MainStop: hal.High, Outputs: []hal.LineOut{rl, ll}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	estop.Check()
+	grants, err := act.LoadGrants(store, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := act.NewLeaseTable(0)
+	r := act.NewRunner(act.Environment{EStop: estop, Registry: reg, Leases: leases, Grants: grants.All,
+		Health: func() body.Degradation { return body.LevelNormal }}, store)
+	set, pulse := act.NewGPIOActions([]*act.GPIOOutput{
+		{Name: "relay1", Channel: "gpio.relay1", Line: rl, Risk: act.R2},
+		{Name: "led", Channel: "gpio.led", Line: ll, Risk: act.R1},
+	}, nil)
+	if err := r.Register(set); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Register(pulse); err != nil {
+		t.Fatal(err)
+	}
+	estop.SetRunner(r, leases)
+	parts := &Parts{Info: Status{Body: "test", Board: "test"}, Started: time.Now(), Registry: reg, EStop: estop, Runner: r, Grants: grants, Store: store,
+		Self: func() (body.SelfState, bool) { return body.SelfState{}, false }}
+	tb, err := parts.Table()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = led
+	return &testBody{parts: parts, table: tb, store: store, relay: relay, main: main}
+}
+
+// call runs an operation by name with params and returns its output as
+// JSON, as a transport would send it.
+func (b *testBody) call(t *testing.T, p act.Principal, name, params string) (string, error) {
+	t.Helper()
+	e, ok := b.table.Lookup(name)
+	if !ok {
+		t.Fatalf("no operation %s", name)
+	}
+	out, err := e.Call(context.Background(), p, json.RawMessage(params))
+	if err != nil {
+		return "", err
+	}
+	j, err := json.Marshal(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(j), nil
+}
+
+func TestOperationsOnABody(t *testing.T) {
+	b := newTestBody(t)
+	ids := regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	for _, tc := range []struct {
+		name, op, params string
+		p                act.Principal
+		want             string // a regexp the JSON must match
+		reason           act.Reason
+	}{
+		{"capabilities name their risk", "action.capabilities", `{}`, agent, `"name":"gpio.pulse","risk":"R2".*"name":"gpio.set","risk":"R2","reversible":true`, ""},
+		{"a shadow set", "action.do", `{"capability":"gpio.set","target":"gpio.led","params":{"state":"on"},"mode":"shadow"}`, maxAdmin,
+			`^\{"action_id":"ID","status":"succeeded","decision":\{"allow":true[^}]*\},.*"receipt":"shadow: recorded, nothing done"`, ""},
+		{"a live set", "action.do", `{"capability":"gpio.set","target":"gpio.relay1","params":{"state":"on"}}`, maxAdmin, `"status":"succeeded"`, ""},
+		{"the agent without a grant", "action.do", `{"capability":"gpio.set","target":"gpio.relay1","params":{"state":"off"}}`, agent,
+			`"status":"refused","decision":\{"allow":false,"reason":"no_grant"`, ""},
+		{"a bad mode", "action.do", `{"capability":"gpio.set","target":"gpio.relay1","mode":"dry"}`, maxAdmin, "", ReasonInvalidParams},
+		{"an unknown field", "action.do", `{"capability":"gpio.set","target":"gpio.relay1","force":true}`, maxAdmin, "", ReasonInvalidParams},
+		{"a grant", "grant.add", `{"subject":"agent:pi","capability":"gpio.set","scope":"gpio.relay1","expires":"1h","reason":"test"}`, maxAdmin,
+			`^\{"id":"ID","subject":"agent:pi","capability":"gpio.set","scope":"gpio.relay1","expires":"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z","state":"active"`, ""},
+		{"the agent with its grant", "action.do", `{"capability":"gpio.set","target":"gpio.relay1","params":{"state":"off"}}`, agent, `"status":"succeeded"`, ""},
+		{"grants listed", "grant.list", `{}`, maxAdmin, `^\{"grants":\[\{"id":"ID"`, ""},
+		{"a grant that is not there", "grant.revoke", `{"id":"nope"}`, maxAdmin, "", ReasonNotFound},
+		{"a backup to a relative path", "ledger.backup", `{"path":"x.db"}`, maxAdmin, "", ReasonInvalidParams},
+		{"the e-stop", "estop.status", `{}`, agent, `"latched":false`, ""},
+		{"the agent trips it", "estop.trip", `{}`, agent, `"cause":"requested by agent:pi"`, ""},
+		{"the agent cannot reset it", "estop.reset", `{}`, agent, "", ReasonNotAuthorized},
+		{"latched, acting is refused", "action.do", `{"capability":"gpio.set","target":"gpio.relay1","params":{"state":"on"}}`, maxAdmin,
+			`"reason":"estop_latched"`, ""},
+		{"a local administrator resets it", "estop.reset", `{}`, maxAdmin, `"latched":false`, ""},
+		{"nothing waits", "approval.list", `{}`, maxAdmin, `^\{"waiting":\[\]\}$`, ""},
+		{"approving nothing", "approval.approve", `{"action_id":"nope"}`, maxAdmin, "", ReasonNotFound},
+		{"events with a bad limit", "events", `{"limit":100000}`, maxAdmin, "", ReasonInvalidParams},
+		{"the last events", "events", `{"types":["grant."]}`, maxAdmin, `"event_type":"grant.added"`, ""},
+		{"status", "status", `{}`, agent, `"body":"test".*"started_at":"\d{4}-\d\d-\d\dT[0-9:.]+Z"`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := b.call(t, tc.p, tc.op, tc.params)
+			if tc.reason != "" {
+				if ReasonOf(err) != tc.reason {
+					t.Fatalf("got %v, want %s", err, tc.reason)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = ids.ReplaceAllString(got, "ID")
+			if !regexp.MustCompile(tc.want).MatchString(got) {
+				t.Fatalf("got %s\nwant a match of %s", got, tc.want)
+			}
+		})
+	}
+}
