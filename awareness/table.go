@@ -2,6 +2,7 @@ package awareness
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,12 +36,18 @@ type Least struct {
 	Trust ledger.Level        `json:"trust"`
 }
 
+// kindNames name the principal kinds for people.
+var kindNames = map[act.PrincipalKind]string{act.LocalAdmin: "local administrator", act.AgentSession: "agent",
+	act.MQTTCommand: "MQTT command", act.LocalRule: "local rule"}
+
+// String says who is admitted: "a local administrator at high trust or
+// above".
 func (l Least) String() string {
 	kinds := make([]string, len(l.Kinds))
 	for i, k := range l.Kinds {
-		kinds[i] = string(k)
+		kinds[i] = cmp.Or(kindNames[k], string(k))
 	}
-	return fmt.Sprintf("%s at %s trust or above", strings.Join(kinds, " or "), l.Trust)
+	return fmt.Sprintf("a %s at %s trust or above", strings.Join(kinds, " or "), l.Trust)
 }
 
 // admits tells whether p is at least l; a principal without a kind or a
@@ -159,9 +166,9 @@ func (e *Entry) Call(ctx context.Context, p act.Principal, params json.RawMessag
 		need := e.Least
 		who := "no principal"
 		if p.Kind != "" || p.Subject != "" {
-			who = fmt.Sprintf("%s %s at %s trust", p.Kind, p.Subject, p.Trust)
+			who = fmt.Sprintf("%s at %s trust", cmp.Or(p.Subject, "a principal without a subject"), p.Trust)
 		}
-		return nil, &Error{Op: e.Name, Reason: ReasonNotAuthorized, Detail: fmt.Sprintf("%s needs a %s; the caller is %s", e.Name, need, who), Need: &need}
+		return nil, &Error{Op: e.Name, Reason: ReasonNotAuthorized, Detail: fmt.Sprintf("%s needs %s; the caller is %s", e.Name, need, who), Need: &need}
 	}
 	out, err := e.call(ctx, p, params)
 	if err != nil {

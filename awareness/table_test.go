@@ -288,3 +288,29 @@ func TestOperationsOnABody(t *testing.T) {
 		})
 	}
 }
+
+// TestParamsAreStrict: every operation refuses a key its input does not
+// have, and trailing data, with invalid_params, before its handler runs.
+func TestParamsAreStrict(t *testing.T) {
+	for _, e := range emptyTable(t).Entries() {
+		for _, params := range []string{`{"trust":"max"}`, `{} {}`, `[]`, `"x"`} {
+			if _, err := e.Call(context.Background(), maxAdmin, json.RawMessage(params)); ReasonOf(err) != ReasonInvalidParams {
+				t.Errorf("%s %s: %v, want invalid_params", e.Name, params, err)
+			}
+		}
+	}
+}
+
+// TestWithoutALedger: with no ledger open, what needs it says so.
+func TestWithoutALedger(t *testing.T) {
+	tb, err := (&Parts{Runner: act.NewRunner(act.Environment{}, nil)}).Table()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"grant.add", "grant.list", "grant.revoke", "ledger.stats", "ledger.verify", "ledger.backup", "events", "estop.status", "estop.trip", "estop.reset"} {
+		e, _ := tb.Lookup(name)
+		if _, err := e.Call(context.Background(), maxAdmin, nil); ReasonOf(err) != ReasonUnavailable {
+			t.Errorf("%s: %v, want unavailable", name, err)
+		}
+	}
+}

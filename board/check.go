@@ -62,17 +62,55 @@ func statusOf(err error) (Status, string) {
 	return Failed, err.Error()
 }
 
+// Opened is a device a Walk opened, with its report. Exactly one of the
+// device fields is set, by Report.Kind: Chip (gpio-chip), LineIn (estop,
+// gpio-in; Line says how it was requested), LineOut (gpio-out), Camera,
+// Capture, Playback, Input (a named input device) or Watcher (an input
+// that takes every device as it is plugged, "match": "*").
+type Opened struct {
+	Report
+	Line     *LineSpec
+	Chip     hal.Chip
+	LineIn   hal.LineIn
+	LineOut  hal.LineOut
+	Camera   hal.Camera
+	Capture  hal.AudioCapture
+	Playback hal.AudioPlayback
+	Input    hal.InputDevice
+	InputCfg *Input
+	Watcher  hal.InputWatcher
+}
+
 // Check opens, or finds, every device p names and reports each. Devices are
 // released again before Check returns; outputs it requests go to their safe
 // level. It never fails as a whole: every problem is in a Report.
-func Check(p *Profile, d hal.Drivers, f Finder) []Report {
+func Check(p *Profile, d hal.Drivers, f Finder) []Report { return Walk(p, d, f, nil) }
+
+// Walk is the one walk of a profile that both Check and the daemon make:
+// every device p names is opened with d where d has an opener for its
+// kind, else found with f (Loaded then means found, not opened), and
+// reported. Each device it opened is handed to keep, which takes it by
+// returning true; what keep does not take (all of it when keep is nil)
+// is closed before Walk returns. Reports come in the order the devices
+// are walked: the GPIO chip and its lines (the e-stop's first), cameras,
+// audio, input devices, thermal zones, throttling.
+func Walk(p *Profile, d hal.Drivers, f Finder, keep func(Opened) bool) []Report {
 	var out []Report
-	add := func(kind, name, target string, found string, err error) {
+	report := func(kind, name, target, found string, err error) Report {
 		s, reason := statusOf(err)
 		if err != nil {
 			found = ""
 		}
-		out = append(out, Report{Kind: kind, Name: name, Target: target, Status: s, Reason: reason, Found: found})
+		r := Report{Kind: kind, Name: name, Target: target, Status: s, Reason: reason, Found: found}
+		out = append(out, r)
+		return r
+	}
+	add := func(kind, name, target, found string, err error) { report(kind, name, target, found, err) }
+	// opened reports a device that was opened and offers it to keep; it
+	// tells whether keep took it.
+	opened := func(o Opened, found string, err error) bool {
+		o.Report = report(o.Kind, o.Name, o.Target, found, err)
+		return err == nil && keep != nil && keep(o)
 	}
 	noDriver := func(kind string) error {
 		return fmt.Errorf("no %s driver in the %q driver set and no finder", kind, d.Name)
@@ -85,7 +123,7 @@ func Check(p *Profile, d hal.Drivers, f Finder) []Report {
 		case d.OpenChip != nil:
 			chip, err := d.OpenChip(p.GPIO.Chip)
 			add("gpio-chip", p.GPIO.Chip, "chip labelled "+p.GPIO.Chip, p.GPIO.Chip, err)
-			for _, r := range reqs {
+			for i, r := range reqs {
 				if errors.Is(err, hal.ErrAbsent) {
 					add(r.Kind, r.Name, target(r), "", fmt.Errorf("its chip %s is absent: %w", p.GPIO.Chip, hal.ErrAbsent))
 					continue
@@ -93,15 +131,17 @@ func Check(p *Profile, d hal.Drivers, f Finder) []Report {
 					add(r.Kind, r.Name, target(r), "", fmt.Errorf("chip %s: %w", p.GPIO.Chip, err))
 					continue
 				}
+				o := Opened{Report: Report{Kind: r.Kind, Name: r.Name, Target: target(r)}, Line: &reqs[i]}
 				var lerr error
 				if r.In != nil {
-					_, lerr = chip.In(r.Line, *r.In)
+					o.LineIn, lerr = chip.In(r.Line, *r.In)
 				} else {
-					_, lerr = chip.Out(r.Line, *r.Out)
+					o.LineOut, lerr = chip.Out(r.Line, *r.Out)
 				}
-				add(r.Kind, r.Name, target(r), r.Line, lerr)
+				opened(o, r.Line, lerr)
 			}
-			if chip != nil {
+			// The chip goes last: closing it releases its lines.
+			if chip != nil && (keep == nil || !keep(Opened{Report: Report{Kind: "gpio-chip", Name: p.GPIO.Chip, Status: Loaded}, Chip: chip})) {
 				chip.Close()
 			}
 		case f != nil:
@@ -128,25 +168,32 @@ func Check(p *Profile, d hal.Drivers, f Finder) []Report {
 		if tgt == "" {
 			tgt = "first capture device of driver " + c.Driver
 		}
-		var found string
-		var err error
 		switch {
 		case d.OpenCamera != nil && c.Needs == "":
-			var cam hal.Camera
-			cam, err = d.OpenCamera(CameraConfig(c))
+			cam, err := d.OpenCamera(CameraConfig(c))
+			var found string
 			if err == nil {
 				found = cam.Name() + " " + cam.Format().String()
+			}
+			if !opened(Opened{Report: Report{Kind: "camera", Name: c.Name, Target: tgt}, Camera: cam}, found, err) && err == nil {
 				cam.Close()
 			}
-		case f != nil:
-			found, err = f.Camera(c.Device, c.Driver)
+		case d.OpenCamera != nil || f != nil:
+			var found string
+			var err error
+			if f != nil {
+				found, err = f.Camera(c.Device, c.Driver)
+			}
 			if err == nil && c.Needs != "" {
+				if found == "" {
+					found = c.Driver
+				}
 				err = fmt.Errorf("%s is a CSI camera that needs %s, which this body does not drive; use a USB (UVC) camera", found, c.Needs)
 			}
+			add("camera", c.Name, tgt, found, err)
 		default:
-			err = noDriver("camera")
+			add("camera", c.Name, tgt, "", noDriver("camera"))
 		}
-		add("camera", c.Name, tgt, found, err)
 	}
 
 	for _, a := range []struct {
@@ -161,46 +208,57 @@ func Check(p *Profile, d hal.Drivers, f Finder) []Report {
 		if a.dev.PCM != 0 {
 			tgt += fmt.Sprintf(" pcm %d", a.dev.PCM)
 		}
-		var found string
-		var err error
+		o := Opened{Report: Report{Kind: a.kind, Name: a.dev.Name, Target: tgt}}
 		switch {
 		case a.capture && d.OpenCapture != nil:
-			var c hal.AudioCapture
-			if c, err = d.OpenCapture(AudioConfig(*a.dev)); err == nil {
+			c, err := d.OpenCapture(AudioConfig(*a.dev))
+			var found string
+			if err == nil {
 				found = c.Name() + " " + c.Format().String()
+			}
+			if o.Capture = c; !opened(o, found, err) && err == nil {
 				c.Close()
 			}
 		case !a.capture && d.OpenPlayback != nil:
-			var pb hal.AudioPlayback
-			if pb, err = d.OpenPlayback(AudioConfig(*a.dev)); err == nil {
+			pb, err := d.OpenPlayback(AudioConfig(*a.dev))
+			var found string
+			if err == nil {
 				found = pb.Name() + " " + pb.Format().String()
+			}
+			if o.Playback = pb; !opened(o, found, err) && err == nil {
 				pb.Close()
 			}
 		case f != nil:
-			found, err = f.Audio(a.dev.Device, a.dev.PCM, a.capture)
+			found, err := f.Audio(a.dev.Device, a.dev.PCM, a.capture)
+			add(a.kind, a.dev.Name, tgt, found, err)
 		default:
-			err = noDriver("audio")
+			add(a.kind, a.dev.Name, tgt, "", noDriver("audio"))
 		}
-		add(a.kind, a.dev.Name, tgt, found, err)
 	}
 
-	for _, in := range p.Inputs {
-		var found string
-		var err error
+	for i, in := range p.Inputs {
+		o := Opened{Report: Report{Kind: "input", Name: in.Name, Target: "device " + in.Match}, InputCfg: &p.Inputs[i]}
 		switch {
 		case d.OpenInput != nil && in.Match != "*":
-			var dev hal.InputDevice
-			dev, err = d.OpenInput(hal.InputConfig{Name: in.Match})
+			dev, err := d.OpenInput(hal.InputConfig{Name: in.Match, Grab: in.Grab})
+			var found string
 			if err == nil {
 				found = dev.Info().Path
+			}
+			if o.Input = dev; !opened(o, found, err) && err == nil {
 				dev.Close()
 			}
+		case d.OpenInput != nil && d.WatchInputs != nil:
+			w, err := d.WatchInputs()
+			if o.Watcher = w; !opened(o, "every input device, as plugged", err) && err == nil {
+				w.Close()
+			}
 		case f != nil:
-			found, err = f.Input(in.Match)
+			found, err := f.Input(in.Match)
+			add("input", in.Name, "device "+in.Match, found, err)
 		default:
-			err = noDriver("input")
+			add("input", in.Name, "device "+in.Match, "", noDriver("input"))
 		}
-		add("input", in.Name, "device "+in.Match, found, err)
 	}
 
 	for _, z := range p.Thermal.Zones {

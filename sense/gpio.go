@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/hal"
 )
 
@@ -44,19 +45,9 @@ func (c *LineConfig) Validate() error {
 	return nil
 }
 
-// Changed is the payload of gpio.changed.
-type Changed struct {
-	Line   string `cbor:"line" json:"line"`
-	Level  string `cbor:"level" json:"level"` // "high" or "low"
-	Edge   string `cbor:"edge" json:"edge"`   // "rising" or "falling"
-	Active bool   `cbor:"active" json:"active"`
-	// Reconciled marks a change no edge event told of (found by the
-	// driver's periodic read); its time is when it was found.
-	Reconciled bool `cbor:"reconciled,omitempty" json:"reconciled,omitempty"`
-	// Lost counts edges lost before this one (a gap in the driver's
-	// sequence).
-	Lost uint64 `cbor:"lost,omitempty" json:"lost,omitempty"`
-}
+// Changed is the payload of gpio.changed; it is the body's, so that the
+// people's takeover in act reads the same type.
+type Changed = body.LineChanged
 
 // Press is the payload of gpio.long_press and gpio.double_press.
 type Press struct {

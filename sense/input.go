@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/hal"
 )
 
@@ -57,11 +58,10 @@ func (c *InputConfig) Validate() error {
 	return nil
 }
 
-// Key is the payload of input.pressed and input.released (controls only).
-type Key struct {
-	Device string `cbor:"device" json:"device"`
-	Key    string `cbor:"key" json:"key"`
-}
+// Key is the payload of input.pressed and input.released (controls
+// only); it is the body's, so that the people's takeover in act reads the
+// same type.
+type Key = body.KeyPress
 
 // Rotated is the payload of input.rotated (controls only).
 type Rotated struct {

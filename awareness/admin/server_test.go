@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -45,7 +46,9 @@ var (
 // release is closed (or its call ends), one that refuses, one for high
 // trust only.
 func testTable(t testing.TB, release chan struct{}) *awareness.Table {
-	ok := func(_ context.Context, p act.Principal, _ awareness.None) (echoOut, error) { return echoOut{By: p.Subject}, nil }
+	ok := func(_ context.Context, p act.Principal, _ awareness.None) (echoOut, error) {
+		return echoOut{By: p.Subject}, nil
+	}
 	tb, err := awareness.NewTable(
 		awareness.Bind(opEcho, func(_ context.Context, p act.Principal, in echoIn) (echoOut, error) {
 			return echoOut{Text: in.Text, By: p.Subject}, nil
@@ -362,4 +365,40 @@ func FuzzFraming(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestCloseWithIdleConnections(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.sock")
+	ln, err := Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(ln, testTable(t, make(chan struct{})), admin(ledger.Max), slog.New(slog.DiscardHandler))
+	srv.Serve()
+	var conns []net.Conn
+	for range MaxConns + 4 { // more than are served: the rest wait in the backlog
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	// One of them asks and is answered.
+	fmt.Fprintln(conns[0], `{"jsonrpc":"2.0","id":7,"method":"echo"}`)
+	var resp struct{ ID int }
+	if err := json.NewDecoder(conns[0]).Decode(&resp); err != nil || resp.ID != 7 {
+		t.Errorf("answer %+v %v", resp, err)
+	}
+	srv.Close() // must not wait for the idle ones
+	for _, c := range conns {
+		c.Close()
+	}
+	// Something that is not a socket is never removed.
+	os.WriteFile(path, []byte("keep me"), 0o600)
+	if _, err := Listen(path); err == nil || !strings.Contains(err.Error(), "not a socket") {
+		t.Errorf("listen over a file: %v", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "keep me" {
+		t.Error("the file was removed")
+	}
 }

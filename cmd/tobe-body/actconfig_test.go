@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +11,6 @@ import (
 	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
-	"github.com/tobe-body/tobe-body/ledger"
 )
 
 func simProfile(t *testing.T) *board.Profile {
@@ -70,7 +67,7 @@ func TestActSettingsAgainstTheBoard(t *testing.T) {
 		{"unknown group", `{"principals": [{"group": "no-such-group-x", "trust": "high"}]}`, `$.act.principals[0].group: no group "no-such-group-x" on this body`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := newActSettings(actFrom(t, tc.act), p, simRegistry())
+			_, err := act.NewSettings(actFrom(t, tc.act), boardFacts(p), simRegistry())
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v\nwant %q", err, tc.want)
 			}
@@ -78,17 +75,17 @@ func TestActSettingsAgainstTheBoard(t *testing.T) {
 	}
 
 	reg := simRegistry()
-	s, err := newActSettings(actFrom(t, `{"outputs": {"relay1": {"risk": "R3", "max_on_s": 0.5}, "led": {"min_interval_s": 2}},
+	s, err := act.NewSettings(actFrom(t, `{"outputs": {"relay1": {"risk": "R3", "max_on_s": 0.5}, "led": {"min_interval_s": 2}},
 		"channel_modes": {"gpio.relay2": "shadow", "gpio.buzzer": "disabled", "gpio.led": "enabled"},
 		"capability_modes": {"gpio.pulse": "shadow"},
-		"human_controls": [{"control": "input.keypad", "key": "KEY_1", "resources": ["gpio.relay1"], "release": "after", "after_s": 3}]}`), p, reg)
+		"human_controls": [{"control": "input.keypad", "key": "KEY_1", "resources": ["gpio.relay1"], "release": "after", "after_s": 3}]}`), boardFacts(p), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := s.outputs["relay1"]; o.risk != act.R3 || !o.set || o.cfg.MaxOn() != 500*time.Millisecond {
+	if o := s.Outputs["relay1"]; o.Risk != act.R3 || !o.Raised || o.Config.MaxOn() != 500*time.Millisecond {
 		t.Errorf("relay1 %+v", o)
 	}
-	if o := s.outputs["led"]; o.risk != act.R1 || o.set || o.cfg.MinInterval() != 2*time.Second {
+	if o := s.Outputs["led"]; o.Risk != act.R1 || o.Raised || o.Config.MinInterval() != 2*time.Second {
 		t.Errorf("led %+v", o)
 	}
 	for id, want := range map[string]body.State{"gpio.relay2": body.Shadow, "gpio.buzzer": body.Disabled, "gpio.led": body.Enabled, "gpio.relay1": body.Enabled} {
@@ -96,103 +93,28 @@ func TestActSettingsAgainstTheBoard(t *testing.T) {
 			t.Errorf("%s is %s, want %s", id, ch.State, want)
 		}
 	}
-	if s.capModes["gpio.pulse"] != body.Shadow {
-		t.Errorf("capability modes %v", s.capModes)
+	if s.CapModes["gpio.pulse"] != body.Shadow {
+		t.Errorf("capability modes %v", s.CapModes)
 	}
-	if len(s.controls) != 1 || s.controls[0].Control != "input.keypad KEY_1" || s.controls[0].End != act.EndAfter || s.controls[0].After != 3*time.Second {
-		t.Errorf("controls %+v", s.controls)
+	if len(s.Controls) != 1 || s.Controls[0].Control != "input.keypad KEY_1" || s.Controls[0].End != act.EndAfter || s.Controls[0].After != 3*time.Second {
+		t.Errorf("controls %+v", s.Controls)
 	}
 	// Capability names are checked against the runner.
 	r := act.NewRunner(act.Environment{}, nil)
 	set, pulse := act.NewGPIOActions(nil, nil)
 	r.Register(set)
 	r.Register(pulse)
-	if err := s.checkCapabilities(r); err != nil {
+	if err := s.CheckCapabilities(r); err != nil {
 		t.Error(err)
 	}
-	s, _ = newActSettings(actFrom(t, `{"capability_modes": {"door.open": "disabled"}, "rate_limits": {"by_capability": {"gpio.blink": {"burst": 1, "per_second": 1}}}}`), p, simRegistry())
-	if l := s.limits.ByCapability["gpio.blink"]; l != (act.RateLimit{Burst: 1, PerSecond: 1}) || s.limits.Default != (act.RateLimit{Burst: 20, PerSecond: 10}) {
-		t.Errorf("rate limits %+v", s.limits)
+	s, _ = act.NewSettings(actFrom(t, `{"capability_modes": {"door.open": "disabled"}, "rate_limits": {"by_capability": {"gpio.blink": {"burst": 1, "per_second": 1}}}}`), boardFacts(p), simRegistry())
+	if l := s.Limits.ByCapability["gpio.blink"]; l != (act.RateLimit{Burst: 1, PerSecond: 1}) || s.Limits.Default != (act.RateLimit{Burst: 20, PerSecond: 10}) {
+		t.Errorf("rate limits %+v", s.Limits)
 	}
-	err = s.checkCapabilities(r)
+	err = s.CheckCapabilities(r)
 	for _, want := range []string{`$.act.capability_modes["door.open"]: this body offers no capability door.open (gpio.pulse, gpio.set)`, `$.act.rate_limits.by_capability["gpio.blink"]: this body offers no capability gpio.blink`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("got %v, want %q", err, want)
-		}
-	}
-}
-
-// The admin socket's peers, by the kernel's uid and gid, to principals.
-func TestLocalPrincipals(t *testing.T) {
-	uid, gid := os.Getuid(), os.Getgid()
-	groups := map[int][]int{1000: {27, 1000}, 1001: {1001}}
-	for _, tc := range []struct {
-		name     string
-		rules    string
-		uid, gid int
-		trust    ledger.Level
-		refused  string
-	}{
-		{"root by default", `[]`, 0, 0, ledger.Max, ""},
-		{"the daemon's user by default", `[]`, uid, 99999, ledger.Max, ""},
-		{"the daemon's group by default", `[]`, 4242, gid, ledger.Max, ""},
-		{"anyone else by default", `[]`, 4242, 4242, 0, "uid 4242 is not a local administrator"},
-		{"unreadable credentials", `[]`, -1, -1, 0, "could not be read"},
-		{"a uid at medium", `[{"uid": 1000, "trust": "medium"}]`, 1000, 1000, ledger.Medium, ""},
-		{"a supplementary group", `[{"gid": 27, "trust": "low"}]`, 1000, 1000, ledger.Low, ""},
-		{"not in the group", `[{"gid": 27, "trust": "low"}]`, 1001, 1001, 0, "no rule of act.principals names it"},
-		{"the first rule wins", `[{"uid": 1000, "trust": "off"}, {"gid": 27, "trust": "max"}]`, 1000, 1000, 0, "uid 1000 is not a local administrator (uid 1000: trust off)"},
-		{"root only when listed", `[{"uid": 1000, "trust": "high"}]`, 0, 0, 0, "not a local administrator"},
-		{"root at max", `[{"uid": 0, "trust": "max"}]`, 0, 0, ledger.Max, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			a := config.Default().Act
-			if tc.rules != `[]` {
-				a = actFrom(t, `{"principals": `+tc.rules+`}`)
-			}
-			s, err := newActSettings(a, nil, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s.admins.groupsOf = func(uid int) []int { return groups[uid] }
-			p, err := s.admins.resolve(tc.uid, tc.gid)
-			switch {
-			case tc.refused != "":
-				if err == nil || !strings.Contains(err.Error(), tc.refused) {
-					t.Errorf("got %+v %v, want refused %q", p, err, tc.refused)
-				}
-			case err != nil:
-				t.Errorf("refused: %v", err)
-			case p.Trust != tc.trust || p.Kind != act.LocalAdmin || p.Subject != "admin:uid="+itoa(tc.uid):
-				t.Errorf("got %+v, want trust %s", p, tc.trust)
-			}
-		})
-	}
-}
-
-func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
-
-// A local administrator below high trust reads, stops and acts through the
-// policy, but changes nothing about what may happen.
-func TestGateMethods(t *testing.T) {
-	called := map[string]bool{}
-	methods := map[string]method{}
-	for _, name := range []string{"status", "estop.trip", "estop.reset", "grant.add", "grant.list", "action.submit", "approval.grant"} {
-		methods[name] = func(context.Context, json.RawMessage) (any, error) { called[name] = true; return nil, nil }
-	}
-	gateMethods(methods)
-	low := context.WithValue(context.Background(), principalKey{}, act.Principal{Kind: act.LocalAdmin, Subject: "admin:uid=1000", Trust: ledger.Medium})
-	high := context.WithValue(context.Background(), principalKey{}, act.Principal{Kind: act.LocalAdmin, Subject: "admin:uid=0", Trust: ledger.High})
-	for name, m := range methods {
-		_, err := m(low, nil)
-		if lowTrustMethods[name] != (err == nil) {
-			t.Errorf("%s at medium trust: %v", name, err)
-		}
-		if err != nil && !strings.Contains(err.Error(), name+" needs a local administrator at high trust; admin:uid=1000 is at medium") {
-			t.Errorf("%s: %v", name, err)
-		}
-		if _, err := m(high, nil); err != nil {
-			t.Errorf("%s at high trust: %v", name, err)
 		}
 	}
 }
@@ -241,7 +163,7 @@ func TestDaemonAdminTrust(t *testing.T) {
 		t.Errorf("relay at medium trust:\n%s", out)
 	}
 	out, err = runCmd(t, "grant", "add", "--data", d.data, "--subject", "agent:pi", "--capability", "gpio.*", "--scope", "gpio.led", "--expires", "1h")
-	if err == nil || !strings.Contains(err.Error(), "grant.add needs a local administrator at high trust") {
+	if err == nil || !strings.Contains(err.Error(), "grant.add needs a local administrator at high trust or above; the caller is admin:uid=") {
 		t.Errorf("grant at medium trust: %v\n%s", err, out)
 	}
 	if _, err := runCmd(t, "status", "--data", d.data); err != nil {

@@ -11,58 +11,13 @@ import (
 	"time"
 
 	"github.com/tobe-body/tobe-body/act"
-	"github.com/tobe-body/tobe-body/ledger"
+	"github.com/tobe-body/tobe-body/awareness"
+	"github.com/tobe-body/tobe-body/awareness/admin"
 )
-
-// The approval methods act as the local administrator the admin socket's
-// peer credentials name (adminSubject): only such a caller approves or
-// denies an R3 invocation that waits. The agent and MQTT reach the runner
-// through their own transports, as principals of their own kinds, which
-// the runner refuses and records.
-
-type approvalParams struct {
-	ActionID string `json:"action_id"`
-	Why      string `json:"why,omitempty"` // deny only
-}
 
 // approvalTimeout bounds an approve: the invocation runs before the answer
 // (its own timeout is 30 s unless it says otherwise).
 const approvalTimeout = time.Minute
-
-func approvalMethods(r *act.Runner) map[string]method {
-	admin := func(ctx context.Context) act.Principal {
-		return act.Principal{Kind: act.LocalAdmin, Subject: adminSubject(ctx), Session: "admin", Trust: ledger.High}
-	}
-	return map[string]method{
-		"approval.list": func(ctx context.Context, raw json.RawMessage) (any, error) {
-			var p struct{}
-			if err := decodeParams(raw, &p); err != nil {
-				return nil, err
-			}
-			// Expired ones are left out of the list whether or not their
-			// records could be written now.
-			r.SweepApprovals(ctx)
-			return r.Waiting(), nil
-		},
-		"approval.approve": func(ctx context.Context, raw json.RawMessage) (any, error) {
-			var p approvalParams
-			if err := decodeParams(raw, &p); err != nil {
-				return nil, err
-			}
-			if p.Why != "" {
-				return nil, fmt.Errorf("params: why: only a deny takes a reason")
-			}
-			return r.Approve(ctx, p.ActionID, admin(ctx))
-		},
-		"approval.deny": func(ctx context.Context, raw json.RawMessage) (any, error) {
-			var p approvalParams
-			if err := decodeParams(raw, &p); err != nil {
-				return nil, err
-			}
-			return r.Deny(ctx, p.ActionID, admin(ctx), p.Why)
-		},
-	}
-}
 
 const approvalsUsage = `usage: tobe-body approvals [--json]
        tobe-body approve ACTION_ID [--json]
@@ -83,18 +38,16 @@ func runApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
-	path, err := c.socketPath()
+	cl, err := c.client(0)
 	if err != nil {
 		return err
 	}
-	var list []act.WaitingInvocation
-	if err := callAdminParams(ctx, path, "approval.list", struct{}{}, &list, 5*time.Second); err != nil {
+	out, err := admin.Call(ctx, cl, awareness.OpApprovals, awareness.None{})
+	if err != nil {
 		return err
 	}
+	list := out.Waiting
 	if *asJSON {
-		if list == nil {
-			list = []act.WaitingInvocation{}
-		}
 		return writeJSON(stdout, list)
 	}
 	if len(list) == 0 {
@@ -156,16 +109,17 @@ func runDecide(ctx context.Context, verb string, args []string, stdout, stderr i
 		fmt.Fprint(stderr, approvalsUsage)
 		return usageError("%s: want one ACTION_ID (tobe-body approvals lists them)", verb)
 	}
-	path, err := c.socketPath()
+	cl, err := c.client(approvalTimeout)
 	if err != nil {
 		return err
 	}
-	p := approvalParams{ActionID: pos[0]}
-	if why != nil {
-		p.Why = *why
-	}
 	var res act.Result
-	if err := callAdminParams(ctx, path, "approval."+verb, p, &res, approvalTimeout); err != nil {
+	if verb == "deny" {
+		res, err = admin.Call(ctx, cl, awareness.OpDeny, awareness.DenyIn{ActionID: pos[0], Why: *why})
+	} else {
+		res, err = admin.Call(ctx, cl, awareness.OpApprove, awareness.ApproveIn{ActionID: pos[0]})
+	}
+	if err != nil {
 		return err
 	}
 	if *asJSON {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/body/config"
 )
@@ -102,6 +103,6 @@ func checkAgainstBoard(path, name string) error {
 	if err != nil {
 		return err
 	}
-	_, err = newActSettings(l.Act, p, nil)
+	_, err = act.NewSettings(l.Act, boardFacts(p), nil)
 	return err
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/awareness"
+	"github.com/tobe-body/tobe-body/awareness/admin"
 	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
@@ -27,44 +28,8 @@ import (
 	"github.com/tobe-body/tobe-body/sense"
 )
 
-// statusReply is what the daemon answers to "status". It holds nothing
-// secret: no config values beyond names and paths.
-type statusReply struct {
-	Body      string    `json:"body"`
-	BodyID    string    `json:"body_id"`
-	AgentID   string    `json:"agent_id"`
-	Board     string    `json:"board"`
-	BoardDesc string    `json:"board_description"`
-	BoardFrom string    `json:"board_source"`
-	BoardWhy  string    `json:"board_chosen_by"`
-	Drivers   string    `json:"drivers"`
-	Version   string    `json:"version"`
-	PID       int       `json:"pid"`
-	DataDir   string    `json:"data_dir"`
-	Config    []string  `json:"config_layers"`
-	StartedAt time.Time `json:"started_at"`
-	UptimeS   float64   `json:"uptime_s"`
-	// Safety is "normal", or "latched: why" when the body must not act
-	// (its ledger was damaged or cannot be written).
-	Safety   string         `json:"safety"`
-	Ledger   ledgerStatus   `json:"ledger"`
-	Channels []body.Channel `json:"channels"`
-	// Self is the latest self-state sample.
-	Self *body.SelfState `json:"self,omitempty"`
-	// Events counts, per sense channel, what it queued, shed and wrote.
-	Events map[string]sense.OutletStats `json:"events,omitempty"`
-	// EStop is the e-stop's state; nil on a board without one.
-	EStop *act.EStopStatus `json:"estop,omitempty"`
-}
-
-type ledgerStatus struct {
-	Path        string `json:"path"`
-	Events      int    `json:"events"`
-	LastSeq     uint64 `json:"last_seq"`
-	OutboxRows  uint64 `json:"outbox_rows"`
-	OutboxBytes uint64 `json:"outbox_bytes"`
-	Error       string `json:"error,omitempty"`
-}
+// adminSocket is the admin socket's name in the data directory.
+const adminSocket = "admin.sock"
 
 // resolveBoard picks the profile named by the config, or detects it.
 func resolveBoard(name string) (*board.Profile, string, error) {
@@ -89,11 +54,40 @@ func driversFor(p *board.Profile, seed uint64) (hal.Drivers, board.Finder) {
 		OpenInput: input.Open, WatchInputs: input.Watch}, probe.Finder{Root: "/"}
 }
 
-// clockEvery is how often the monotonic-to-UTC offset and the clock's
-// sync state are measured again.
-const clockEvery = time.Minute
+// daemon is the body while it runs: it starts its components in one
+// explicit order (start) and stops them in the reverse order (stop).
+// Every component's stop is pushed when it starts; every goroutine it
+// owns is started by spawn, which pushes its cancel-and-join.
+type daemon struct {
+	log     *slog.Logger
+	started time.Time
+	stops   []func()
+}
 
-func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// onStop pushes what stops a component that started.
+func (d *daemon) onStop(f func()) { d.stops = append(d.stops, f) }
+
+// spawn runs f in a goroutine until its own context ends; stopping it
+// cancels that context and waits for f to return.
+func (d *daemon) spawn(f func(ctx context.Context)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { f(ctx) })
+	d.onStop(func() {
+		cancel()
+		wg.Wait()
+	})
+}
+
+// stop stops everything that started, the last started first.
+func (d *daemon) stop() {
+	for i := len(d.stops) - 1; i >= 0; i-- {
+		d.stops[i]()
+	}
+	d.stops = nil
+}
+
+func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	var c common
 	fs := newFlagSet("run", stderr, &c, false)
 	if _, err := parse(fs, args, 0); err != nil {
@@ -103,37 +97,54 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	log := body.NewLogger(stderr, cfg.Log.Format, cfg.Log.SlogLevel(), os.Getenv)
-	started := time.Now()
+	d := &daemon{log: body.NewLogger(stderr, cfg.Log.Format, cfg.Log.SlogLevel(), os.Getenv), started: time.Now()}
+	defer d.stop()
+	mon, err := d.start(ctx, cfg, stdout)
+	if err != nil {
+		return err
+	}
+	return loop(ctx, cfg.Monitor, mon, d.started, d.log)
+}
 
+// start brings the body up, in this order: the data directory's lock and
+// identity; the devices (outputs at their safe levels before anything
+// reads the ledger); the ledger; the sense channels; the e-stop, its
+// latch restored and its watcher running; the act settings, the grants
+// and the runner, with what was left running recorded; the people's
+// controls; the operation table on the admin socket; then the readers.
+func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer) (*monitor, error) {
+	log, started := d.log, d.started
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
-		return fmt.Errorf("data directory: %w", err)
+		return nil, fmt.Errorf("data directory: %w", err)
 	}
 	release, err := lockData(cfg.DataDir)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer release()
-
+	d.onStop(release)
 	id, created, err := body.LoadIdentity(cfg.DataDir, started)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if created {
 		log.Info("new identity", "body_id", id.BodyID, "agent_id", id.AgentID, "file", filepath.Join(cfg.DataDir, body.IdentityFile))
 	}
 	profile, why, err := resolveBoard(cfg.Board)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	// The devices first: every output is requested at its safe level, so
-	// after a crash the lines are held safe again before the ledger's
-	// check at open, which reads every page, however long that takes.
 	drivers, finder := driversFor(profile, cfg.Sim.Seed)
 	reg := body.NewRegistry(time.Now)
-	ds := openDevices(profile, drivers, finder, reg, log)
-	// The ledger. If it cannot be opened the body still senses and answers,
-	// but latched safe: nothing that acts may run without its record.
+	ds := body.OpenDevices(profile, drivers, finder, reg, log)
+	d.onStop(func() {
+		if err := ds.Close(); err != nil {
+			log.Error("closing devices", "err", err)
+		}
+	})
+
+	// The ledger. If it cannot be opened the body still senses and
+	// answers, but latched safe: nothing that acts may run without its
+	// record.
 	safety := "normal"
 	var store *ledger.Store
 	lopts, err := ledgerOptions(cfg.Ledger, cfg.DataDir, id, log)
@@ -148,8 +159,10 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case store.Damage() != nil:
 		safety = "latched: " + store.Damage().Error()
 	}
+	var journal act.Journal = noJournal{}
 	if store != nil {
-		defer store.Close()
+		journal = store
+		d.onStop(func() { store.Close() })
 	}
 	if cfg.MQTT.Enabled {
 		log.Warn("mqtt.enabled is set but this build has no MQTT uplink yet; nothing is forwarded", "broker", cfg.MQTT.Broker)
@@ -157,25 +170,30 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 	clock, err := body.NewClock()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	sn := newSenses(ds, profile, cfg.Sense, cfg.DataDir, clock, store, reg, log)
+	gc := sense.GroupConfig{Sense: cfg.Sense, DataDir: cfg.DataDir, Clock: clock, Registry: reg, Log: log,
+		Zones: profile.Thermal.Zones, ThrottleSource: profile.Thermal.Throttle.Source, ThrottlePath: profile.Thermal.Throttle.Path}
 	if store != nil {
+		gc.Outbox = func() (uint64, error) {
+			st, err := store.Stats()
+			return st.OutboxRows, err
+		}
 		if err := reg.Register(body.Channel{ID: "body.notify", Kind: "notify", Device: "events for the home server and the agent",
 			Driver: string(board.Loaded), State: body.Enabled, Health: "ok"}); err != nil {
-			log.Error("channel not registered", "channel", "body.notify", "err", err)
+			return nil, fmt.Errorf("channel body.notify: %w", err)
 		}
 	}
+	senses := sense.NewGroup(ds, gc)
 	reg.Seal()
+
+	// The e-stop, watching from here on: its latch survives a restart,
+	// and a ledger that cannot be read means starting latched.
 	estop, err := newEStop(ds, profile)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if estop != nil {
-		// The latch survives a restart, and a ledger that cannot be read
-		// means starting latched. A damaged one was moved aside and a new
-		// one started: whether the latch was set is in the file that could
-		// not be read, so it counts as set.
 		switch latched, err := latchedBefore(store, store != nil); {
 		case err != nil:
 			estop.LatchAtStart("the ledger cannot be read: " + err.Error())
@@ -186,87 +204,56 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		c := estop.Check()
 		log.Info("e-stop checked", "verified", c.Verified, "latched", c.Latched, "main", c.Main, "why", c.Why)
+		// The recorder first, so it stops after the watcher and writes
+		// what the watcher did to the last.
+		var j act.Journal
+		if store != nil {
+			j = store
+		}
+		d.spawn(func(ctx context.Context) { act.RecordEStop(ctx, estop, j, clock, log) })
+		d.spawn(func(ctx context.Context) {
+			if err := estop.Run(ctx); err != nil {
+				log.Error("e-stop watcher", "err", err)
+			}
+		})
 	} else {
 		log.Warn("this board has no e-stop line: nothing above read-only may act")
 	}
-	defer func() {
-		if err := ds.close(); err != nil {
-			log.Error("closing devices", "err", err)
-		}
-	}()
-	// The config's act section, checked against this board and its
-	// channels; channel modes go into the registry, where the policy
-	// reads them.
-	acts, err := newActSettings(cfg.Act, profile, reg)
-	if err != nil {
-		return err
-	}
 
-	sock := filepath.Join(cfg.DataDir, adminSocket)
-	ln, err := listenAdmin(sock)
+	// The act section, checked against this board and its channels; the
+	// grants; the runner, the only path to side effects.
+	acts, err := act.NewSettings(cfg.Act, boardFacts(profile), reg)
 	if err != nil {
-		return err
-	}
-	status := func(context.Context, json.RawMessage) (any, error) {
-		st := statusReply{
-			Body: cfg.Body.Name, BodyID: id.BodyID, AgentID: id.AgentID,
-			Board: profile.Name, BoardDesc: profile.Description, BoardFrom: profile.Source, BoardWhy: why,
-			Drivers: drivers.Name, Version: version, PID: os.Getpid(), DataDir: cfg.DataDir, Config: cfg.Layers,
-			StartedAt: started.UTC(), UptimeS: time.Since(started).Seconds(), Safety: safety, Channels: reg.Snapshot(),
-			Ledger: ledgerStatus{Path: lopts.Path},
-		}
-		st.Events = sn.stats()
-		if estop != nil {
-			es := estop.Status()
-			st.EStop = &es
-		}
-		if self, ok := sn.self.Last(); ok {
-			st.Self = &self
-		}
-		if store == nil {
-			st.Ledger.Error = "not open"
-		} else if ls, err := store.Stats(); err != nil {
-			st.Ledger.Error = err.Error()
-		} else {
-			st.Ledger.Events, st.Ledger.LastSeq, st.Ledger.OutboxRows, st.Ledger.OutboxBytes = ls.Events, ls.LastSeq, ls.OutboxRows, ls.OutboxBytes
-		}
-		return st, nil
-	}
-	methods := map[string]method{"status": status}
-	for name, m := range estopMethods(estop) {
-		methods[name] = m
+		return nil, err
 	}
 	var grants *act.Grants
 	if store != nil {
-		for name, m := range ledgerMethods(store) {
-			methods[name] = m
-		}
 		if grants, err = act.LoadGrants(store, time.Now); err != nil {
 			log.Error("grants cannot be read: none is in force and the grant calls are refused", "err", err)
+			grants = nil
 		}
 	}
-	for name, m := range grantMethods(grants) {
-		methods[name] = m
+	runner, err := newRunner(ds, profile, estop, senses, reg, journal, grants, acts, cfg.DataDir)
+	if err != nil {
+		return nil, err
 	}
-	// The runner: the only path to side effects. What was left running
-	// when the body stopped is recorded unknown, never run again.
-	runner := newRunner(ds, profile, estop, sn, reg, store, grants, acts, cfg.DataDir)
-	if err := acts.checkCapabilities(runner); err != nil {
-		return err
+	if err := acts.CheckCapabilities(runner); err != nil {
+		return nil, err
 	}
-	// The people's controls: a press takes their resources over.
-	var watch *takeoverWatch
+	d.spawn(runner.Run) // what waits for approval too long expires
+
+	// The people's controls: a press takes their resources over, and a
+	// hold survives a restart.
+	var watch *act.TakeoverWatch
 	if store != nil {
-		tk, err := act.NewTakeover(acts.controls, acts.leases, runner, store, func(err error) { log.Error("a person's control", "err", err) })
+		tk, err := act.NewTakeover(acts.Controls, acts.Leases, runner, store, func(err error) { log.Error("a person's control", "err", err) })
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer tk.Close()
-		watch = newTakeoverWatch(tk, log)
-		// A person's hold survives a restart.
+		d.onStop(func() { tk.Close() })
+		watch = act.NewTakeoverWatch(tk, log)
 		held, err := heldAtStop(store)
 		if err != nil {
-			// Not knowing, every person's control holds its resources.
 			log.Error("the people's holds cannot be read: every one is taken as in force", "err", err)
 			held = tk.Controls()
 		}
@@ -277,99 +264,105 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				log.Warn("a person's hold from before the restart is in force", "control", ctrl)
 			}
 		}
-	}
-	if store != nil {
+		// What was left running when the body stopped is recorded
+		// unknown, never run again.
 		if ids, err := runner.Recover(ctx, store); err != nil {
 			log.Error("actions left running could not be reconciled", "err", err)
 		} else if len(ids) > 0 {
 			log.Warn("actions left running when the body stopped are marked unknown, not run again", "actions", ids)
 		}
 	}
-	for name, m := range runnerMethods(runner) {
-		methods[name] = m
-	}
-	for name, m := range approvalMethods(runner) {
-		methods[name] = m
-	}
-	gateMethods(methods)
-	admin := newAdminServer(ln, log, methods)
-	admin.who = acts.admins.resolve
-	admin.serve()
-	defer func() {
-		admin.close()
-		os.Remove(sock)
-	}()
 
-	chans := reg.Snapshot()
-	if store != nil {
-		p, _ := ledger.MarshalPayload(map[string]any{"board": profile.Name, "drivers": drivers.Name, "version": version,
-			"channels": len(chans), "safety": safety})
-		if _, err := store.Append(ctx, ledger.Event{Type: "body.started", Provenance: ledger.Observed, Payload: p}); err != nil {
-			log.Error("ledger append", "err", err)
-		}
-	}
+	// The readers: what the body sees goes to the ledger from here.
 	var startSeq uint64
 	var sink sense.Ledger
 	if store != nil {
+		p, _ := ledger.MarshalPayload(map[string]any{"board": profile.Name, "drivers": drivers.Name, "version": version,
+			"channels": len(reg.Snapshot()), "safety": safety})
+		if _, err := store.Append(ctx, ledger.Event{Type: "body.started", Provenance: ledger.Observed, Payload: p}); err != nil {
+			log.Error("ledger append", "err", err)
+		}
 		if st, err := store.Stats(); err == nil {
 			startSeq = st.LastSeq
 		}
 		sink = store
-	}
-	mctx, stopReaders := context.WithCancel(ctx)
-	mon := newMonitor(ds, sn, estop, reg, log, stdout)
-	if store != nil {
-		mon.follow(mctx, store, startSeq)
-		watch.start(mctx, store, startSeq)
-	}
-	sn.start(mctx, sink)
-	// The approval queue: what waits too long expires, and what the
-	// e-stop cancelled while it waited is recorded.
-	var approvalsWG sync.WaitGroup
-	approvalsWG.Add(1)
-	go func() {
-		defer approvalsWG.Done()
-		runner.Run(mctx)
-	}()
-	var estopWG sync.WaitGroup
-	if estop != nil {
-		estopWG.Add(2)
-		go func() {
-			defer estopWG.Done()
-			if err := estop.Run(mctx); err != nil {
-				log.Error("e-stop watcher", "err", err)
-			}
-		}()
-		go func() {
-			defer estopWG.Done()
-			estopRecorder(mctx, estop, store, clock, log)
-		}()
-	}
-	defer func() {
-		stopReaders()
-		ds.halt() // unblocks readers waiting on a device
-		sn.stop() // what the channels saw is written before the body says it stopped
-		estopWG.Wait()
-		approvalsWG.Wait()
-		mon.wait()
-		if watch != nil {
-			watch.wait()
-		}
-		if store != nil {
+		d.onStop(func() {
 			p, _ := ledger.MarshalPayload(map[string]any{"uptime_s": time.Since(started).Seconds()})
 			if _, err := store.Append(context.Background(), ledger.Event{Type: "body.stopped", Provenance: ledger.Observed, Payload: p}); err != nil {
 				log.Error("ledger append", "err", err)
 			}
-		}
-	}()
+		})
+	}
+	// The senses stop after their devices halt (that unblocks readers
+	// waiting on a device), and write what they saw before the body says
+	// it stopped.
+	rctx, stopReaders := context.WithCancel(context.Background())
+	senses.Start(rctx, sink)
+	d.onStop(func() {
+		stopReaders()
+		ds.Halt()
+		senses.Stop()
+	})
+	mon := newMonitor(ds, senses, estop, log, stdout)
+	if store != nil {
+		d.spawn(func(ctx context.Context) { mon.follow(ctx, store, startSeq) })
+		d.spawn(func(ctx context.Context) {
+			watch.Start(ctx, store, startSeq)
+			<-ctx.Done()
+			watch.Wait()
+		})
+	}
+
+	// The operation table on the admin socket, last: the sockets stop
+	// taking calls first.
+	parts := &awareness.Parts{Info: awareness.Status{Body: cfg.Body.Name, BodyID: id.BodyID, AgentID: id.AgentID,
+		Board: profile.Name, BoardDesc: profile.Description, BoardFrom: profile.Source, BoardWhy: why,
+		Drivers: drivers.Name, Version: version, DataDir: cfg.DataDir, Config: cfg.Layers, Safety: safety,
+		Ledger: awareness.LedgerStatus{Path: lopts.Path}},
+		Started: started, Registry: reg, Self: senses.Self, Senses: senses.Stats, EStop: estop, Runner: runner, Grants: grants, Store: store}
+	table, err := parts.Table()
+	if err != nil {
+		return nil, err
+	}
+	sock := filepath.Join(cfg.DataDir, adminSocket)
+	ln, err := admin.Listen(sock)
+	if err != nil {
+		return nil, err
+	}
+	srv := admin.NewServer(ln, table, acts.Admins.Resolve, log)
+	srv.Serve()
+	d.onStop(func() {
+		srv.Close()
+		os.Remove(sock)
+	})
 
 	log.Info("body started", "body", cfg.Body.Name, "board", profile.Name, "drivers", drivers.Name,
-		"channels", len(chans), "data", cfg.DataDir, "socket", sock, "config", cfg.Layers)
+		"channels", len(reg.Snapshot()), "data", cfg.DataDir, "socket", sock, "config", cfg.Layers)
 	if err := sdNotify("READY=1\nSTATUS=running on " + profile.Name); err != nil {
 		log.Warn("systemd notify", "err", err)
 	}
+	return mon, nil
+}
 
-	return loop(ctx, cfg.Monitor, mon, started, log)
+// boardFacts are what the act settings are checked against.
+func boardFacts(p *board.Profile) *act.Board {
+	b := &act.Board{Name: p.Name, Outputs: map[string]string{}}
+	if p.GPIO != nil {
+		for _, o := range p.GPIO.Outputs {
+			b.Outputs[o.Name] = o.Kind
+		}
+		for _, in := range p.GPIO.Inputs {
+			if in.Role == "button" {
+				b.Buttons = append(b.Buttons, body.ChannelID("gpio-in", in.Name))
+			}
+		}
+	}
+	for _, in := range p.Inputs {
+		if in.Role == "control" {
+			b.Controls = append(b.Controls, body.ChannelID("input", in.Name))
+		}
+	}
+	return b
 }
 
 // loop is the daemon's main loop: it prints what the body sees and pings

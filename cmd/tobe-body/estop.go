@@ -6,30 +6,30 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
+	"time"
 
 	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/awareness"
+	"github.com/tobe-body/tobe-body/awareness/admin"
 	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/body"
-	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
-// estopChannel is the channel id the e-stop's records carry.
-const estopChannel = "estop.main"
+func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
 // newEStop builds the e-stop from the lines the devices opened; nil when
 // the board has no e-stop line (then nothing above R0 may act).
-func newEStop(ds *devices, p *board.Profile) (*act.EStop, error) {
+func newEStop(ds *body.Devices, p *board.Profile) (*act.EStop, error) {
 	var cfg act.EStopConfig
-	for _, in := range ds.ins {
-		switch in.role {
+	for _, in := range ds.Ins {
+		switch in.Role {
 		case board.RoleEStop:
-			cfg.Main, cfg.MainStop = in.line, in.active
+			cfg.Main, cfg.MainStop = in.Line, in.Active
 		case board.RoleEStopSecond:
-			cfg.Second, cfg.SecondStop = in.line, in.active
+			cfg.Second, cfg.SecondStop = in.Line, in.Active
 		case board.RoleEStopReset:
-			cfg.Reset, cfg.ResetActive = in.line, in.active
+			cfg.Reset, cfg.ResetActive = in.Line, in.Active
 		}
 	}
 	if cfg.Main == nil {
@@ -43,11 +43,11 @@ func newEStop(ds *devices, p *board.Profile) (*act.EStop, error) {
 			cfg.MinPress, cfg.MaxPress = ms(r.MinPressMS), ms(r.MaxPressMS)
 		}
 	}
-	for _, o := range ds.outs {
-		cfg.Outputs = append(cfg.Outputs, o.line)
+	for _, o := range ds.Outs {
+		cfg.Outputs = append(cfg.Outputs, o.Line)
 	}
-	if ds.speaker != nil {
-		cfg.Speakers = append(cfg.Speakers, ds.speaker)
+	if ds.Speaker != nil {
+		cfg.Speakers = append(cfg.Speakers, ds.Speaker)
 	}
 	return act.NewEStop(cfg)
 }
@@ -65,97 +65,12 @@ func latchedBefore(store *ledger.Store, open bool) (bool, error) {
 	}
 	latched := false
 	for _, e := range evs {
-		if e.ChannelID != estopChannel || e.Provenance != ledger.Observed {
+		if e.ChannelID != act.EStopChannel || e.Provenance != ledger.Observed {
 			continue
 		}
 		latched = e.Type == "estop.tripped"
 	}
 	return latched, nil
-}
-
-// estopRecorder writes what the e-stop did to the ledger, after the fact:
-// the trip path never waits for it.
-func estopRecorder(ctx context.Context, e *act.EStop, store *ledger.Store, clock *body.Clock, log *slog.Logger) {
-	for {
-		recs, err := e.Records(ctx)
-		if err != nil {
-			// Stopping: write what is left.
-			recs, _ = e.Records(canceled())
-			if len(recs) == 0 {
-				return
-			}
-		}
-		evs := make([]ledger.Event, 0, len(recs))
-		for _, r := range recs {
-			p, err := ledger.MarshalPayload(r.Payload)
-			if err != nil {
-				log.Error("e-stop record", "type", r.Type, "err", err)
-				continue
-			}
-			ev := ledger.Event{Type: r.Type, ChannelID: estopChannel, Provenance: ledger.Observed, Trust: ledger.High, Privacy: ledger.Internal, Payload: p}
-			if r.At != 0 {
-				clock.Stamp(r.At).Apply(&ev)
-			}
-			evs = append(evs, ev)
-			switch r.Type {
-			case "estop.tripped":
-				log.Error("E-STOP: tripped; every output safe, actions cancelled", "cause", r.Payload.(act.Trip).Cause, "all_safe", r.Payload.(act.Trip).AllSafe)
-			case "estop.reset":
-				log.Warn("e-stop reset", "by", r.Payload.(act.ResetDone).By)
-			case "estop.reset_refused", "estop.wiring_fault":
-				log.Warn("e-stop", "event", r.Type, "detail", r.Payload)
-			}
-		}
-		if store == nil {
-			continue
-		}
-		if _, err := store.Append(context.WithoutCancel(ctx), evs...); err != nil {
-			log.Error("e-stop records not written", "err", err, "records", len(evs))
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func canceled() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	return ctx
-}
-
-// estopMethods are the admin socket's e-stop calls. Whoever reaches the
-// admin socket is a local administrator.
-func estopMethods(e *act.EStop) map[string]method {
-	admin := func(ctx context.Context) act.Principal {
-		return act.Principal{Kind: act.LocalAdmin, Subject: adminSubject(ctx)}
-	}
-	none := func() (any, error) {
-		return nil, errors.New("this board has no e-stop line: nothing above read-only may act")
-	}
-	return map[string]method{
-		"estop.status": func(context.Context, json.RawMessage) (any, error) {
-			if e == nil {
-				return none()
-			}
-			return e.Status(), nil
-		},
-		"estop.trip": func(ctx context.Context, _ json.RawMessage) (any, error) {
-			if e == nil {
-				return none()
-			}
-			return e.Trip("requested by "+admin(ctx).Subject, hal.MonoNow()), nil
-		},
-		"estop.reset": func(ctx context.Context, _ json.RawMessage) (any, error) {
-			if e == nil {
-				return none()
-			}
-			if err := e.Reset(admin(ctx)); err != nil {
-				return nil, err
-			}
-			return e.Status(), nil
-		},
-	}
 }
 
 const estopUsage = `usage: tobe-body estop <command> [flags]
@@ -179,14 +94,18 @@ func runEStop(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if _, err := parse(fs, rest, 0); err != nil {
 		return err
 	}
-	path, err := c.socketPath()
+	cl, err := c.client(0)
 	if err != nil {
 		return err
 	}
 	switch sub {
 	case "status", "reset":
-		var st act.EStopStatus
-		if err := callAdmin(ctx, path, "estop."+sub, &st); err != nil {
+		op := awareness.OpEStopStatus
+		if sub == "reset" {
+			op = awareness.OpEStopReset
+		}
+		st, err := admin.Call(ctx, cl, op, awareness.None{})
+		if err != nil {
 			return err
 		}
 		if *asJSON {
@@ -195,8 +114,8 @@ func runEStop(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		printEStop(stdout, st)
 		return nil
 	case "trip":
-		var t act.Trip
-		if err := callAdmin(ctx, path, "estop.trip", &t); err != nil {
+		t, err := admin.Call(ctx, cl, awareness.OpEStopTrip, awareness.None{})
+		if err != nil {
 			return err
 		}
 		if *asJSON {

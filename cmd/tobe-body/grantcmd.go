@@ -7,6 +7,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/tobe-body/tobe-body/awareness"
+	"github.com/tobe-body/tobe-body/awareness/admin"
 )
 
 const grantUsage = `usage: tobe-body grant <command> [flags]
@@ -35,7 +38,7 @@ func runGrant(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sub, rest := args[0], args[1:]
 	var c common
 	fs := newFlagSet("grant "+sub, stderr, &c, true)
-	var add grantAddParams
+	var add awareness.GrantAddIn
 	var all, asJSON *bool
 	var reason *string
 	maxArgs := 0
@@ -70,32 +73,30 @@ func runGrant(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if sub == "revoke" && len(pos) != 1 {
 		return usageError("grant revoke: want one grant ID")
 	}
-	sock, err := c.socketPath()
+	cl, err := c.client(grantTimeout)
 	if err != nil {
 		return err
 	}
 	switch sub {
 	case "add":
-		var g grantView
-		if err := callAdminParams(ctx, sock, "grant.add", add, &g, grantTimeout); err != nil {
+		g, err := admin.Call(ctx, cl, awareness.OpGrantAdd, add)
+		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "granted %s: %s may use %s on %s until %s\n", g.ID, g.Subject, g.Capability, g.Scope, expiry(g.Expires))
 	case "revoke":
-		var g grantView
-		if err := callAdminParams(ctx, sock, "grant.revoke", grantRevokeParams{ID: pos[0], Reason: *reason}, &g, grantTimeout); err != nil {
+		g, err := admin.Call(ctx, cl, awareness.OpGrantRevoke, awareness.GrantRevokeIn{ID: pos[0], Reason: *reason})
+		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "revoked %s: %s may no longer use %s on %s\n", g.ID, g.Subject, g.Capability, g.Scope)
 	case "list":
-		var list []grantView
-		if err := callAdminParams(ctx, sock, "grant.list", grantListParams{All: *all}, &list, grantTimeout); err != nil {
+		out, err := admin.Call(ctx, cl, awareness.OpGrantList, awareness.GrantListIn{All: *all})
+		if err != nil {
 			return err
 		}
+		list := out.Grants
 		if *asJSON {
-			if list == nil {
-				list = []grantView{}
-			}
 			return writeJSON(stdout, list)
 		}
 		printGrants(stdout, list, *all)
@@ -110,7 +111,7 @@ func expiry(t time.Time) string {
 	return t.Local().Format(time.RFC3339)
 }
 
-func printGrants(w io.Writer, list []grantView, all bool) {
+func printGrants(w io.Writer, list []awareness.GrantView, all bool) {
 	if len(list) == 0 {
 		if all {
 			fmt.Fprintln(w, "no grants")

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tobe-body/tobe-body/awareness"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
@@ -43,7 +44,7 @@ func TestGrantCommandsThroughTheDaemon(t *testing.T) {
 	}
 
 	out, err = runCmd(t, "grant", "list", "--json", "--data", d.data)
-	var list []grantView
+	var list []awareness.GrantView
 	if err != nil || json.Unmarshal([]byte(out), &list) != nil || len(list) != 2 {
 		t.Fatalf("list: %v %s", err, out)
 	}
@@ -129,23 +130,5 @@ func TestGrantCommandUsage(t *testing.T) {
 	}
 	if out, err := runCmd(t, "grant", "list", "--data", t.TempDir()); err == nil || !strings.Contains(err.Error(), "no tobe-body is running") {
 		t.Errorf("without a daemon: %v %s", err, out)
-	}
-}
-
-// TestGrantMethodsWithoutALedger: with no ledger open, each grant call
-// says so.
-func TestGrantMethodsWithoutALedger(t *testing.T) {
-	ms := grantMethods(nil)
-	for _, name := range []string{"grant.add", "grant.list", "grant.revoke"} {
-		m, ok := ms[name]
-		if !ok {
-			t.Fatalf("no method %s", name)
-		}
-		if _, err := m(t.Context(), json.RawMessage(`{}`)); err == nil || !strings.Contains(err.Error(), "ledger is not open") {
-			t.Errorf("%s: %v", name, err)
-		}
-		if _, err := m(t.Context(), json.RawMessage(`{"trust":"max"}`)); err == nil || !strings.Contains(err.Error(), `unknown field "trust"`) {
-			t.Errorf("%s with an unknown param: %v", name, err)
-		}
 	}
 }

@@ -19,6 +19,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/awareness"
+	"github.com/tobe-body/tobe-body/awareness/admin"
 	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/hal"
@@ -223,18 +225,16 @@ func waitFor(t *testing.T, what string, within time.Duration, cond func() (bool,
 }
 
 // status asks the body how it is.
-func (b *labBody) status(t *testing.T) (statusReply, error) {
-	var st statusReply
-	err := callAdmin(t.Context(), b.sock, "status", &st)
-	return st, err
+func (b *labBody) status(t *testing.T) (awareness.Status, error) {
+	return admin.Call(t.Context(), &admin.Client{Path: b.sock}, awareness.OpStatus, awareness.None{})
 }
 
 // ready waits until this process answers on the admin socket (after its
 // e-stop check and its recovery of actions) and returns its status and
 // how long after its start that was.
-func (b *labBody) ready(t *testing.T) (statusReply, time.Duration) {
+func (b *labBody) ready(t *testing.T) (awareness.Status, time.Duration) {
 	t.Helper()
-	var st statusReply
+	var st awareness.Status
 	waitFor(t, "the daemon to answer on its admin socket", 2*time.Minute, func() (bool, string) {
 		select {
 		case <-b.exited:
@@ -259,8 +259,8 @@ func (b *labBody) cli(t *testing.T, args ...string) (string, error) {
 
 func (b *labBody) estop(t *testing.T) act.EStopStatus {
 	t.Helper()
-	var st act.EStopStatus
-	if err := callAdmin(t.Context(), b.sock, "estop.status", &st); err != nil {
+	st, err := admin.Call(t.Context(), &admin.Client{Path: b.sock}, awareness.OpEStopStatus, awareness.None{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return st
@@ -326,8 +326,8 @@ func (b *labBody) kill9(t *testing.T) {
 // events reads the ledger's events of the types given through the body.
 func (b *labBody) events(t *testing.T, types ...string) []ledger.EventView {
 	t.Helper()
-	var reply eventsReply
-	if err := callAdminParams(t.Context(), b.sock, "ledger.events", eventsRequest{Types: types, Limit: 10000}, &reply, 30*time.Second); err != nil {
+	reply, err := admin.Call(t.Context(), &admin.Client{Path: b.sock, Timeout: 30 * time.Second}, awareness.OpEvents, awareness.EventsIn{Types: types, Limit: 10000})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return reply.Events
@@ -347,10 +347,8 @@ func field(e ledger.EventView, path ...string) any {
 }
 
 // submit asks the runner through the admin socket, as `tobe-body do`.
-func (b *labBody) submit(t *testing.T, req submitRequest) (act.Result, error) {
-	var res act.Result
-	err := callAdminParams(t.Context(), b.sock, "action.submit", req, &res, time.Minute)
-	return res, err
+func (b *labBody) submit(t *testing.T, req awareness.DoIn) (act.Result, error) {
+	return admin.Call(t.Context(), &admin.Client{Path: b.sock, Timeout: time.Minute}, awareness.OpDo, req)
 }
 
 // outputWatch samples the outputs' value attributes from a goroutine and
@@ -440,7 +438,7 @@ func (w *outputWatch) safeFrom(t *testing.T, l *labLines) (map[string]time.Durat
 // watched from before the start, waits until it answers and checks that
 // every output went to its safe level and stayed there. It logs what the
 // lines did and how long each step took.
-func restart(t *testing.T, l *labLines, old *labBody) (*labBody, statusReply, *outputWatch) {
+func restart(t *testing.T, l *labLines, old *labBody) (*labBody, awareness.Status, *outputWatch) {
 	t.Helper()
 	w := l.watch(t)
 	b := startBody(t, old.data, old.cfg)
@@ -496,7 +494,7 @@ func TestLabKillWithAnOutputOnAndAnActionRunning(t *testing.T) {
 
 	// A pulse of 20 s on the buzzer: running when the body dies.
 	const key = "e6-pulse"
-	pulse := submitRequest{Capability: "gpio.pulse", Target: "gpio.buzzer", Params: map[string]string{"duration_ms": "20000"}, IdempotencyKey: key}
+	pulse := awareness.DoIn{Capability: "gpio.pulse", Target: "gpio.buzzer", Params: map[string]string{"duration_ms": "20000"}, IdempotencyKey: key}
 	pulseDone := make(chan error, 1)
 	go func() {
 		_, err := b.submit(t, pulse)
@@ -621,11 +619,12 @@ func TestLabKillWhileLatchedStartsLatched(t *testing.T) {
 // that floats high, and wants each refused with estop_latched.
 func refusedAll(t *testing.T, b *labBody) {
 	t.Helper()
-	var caps []act.Capability
-	if err := callAdmin(t.Context(), b.sock, "action.capabilities", &caps); err != nil {
+	cs, err := admin.Call(t.Context(), &admin.Client{Path: b.sock}, awareness.OpCapabilities, awareness.None{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	reqs := map[string]submitRequest{
+	caps := cs.Capabilities
+	reqs := map[string]awareness.DoIn{
 		"gpio.set":    {Capability: "gpio.set", Target: "gpio.led", Params: map[string]string{"state": "on"}},
 		"gpio.pulse":  {Capability: "gpio.pulse", Target: "gpio.relay2", Params: map[string]string{"duration_ms": "500"}},
 		"body.notify": {Capability: "body.notify", Target: "home", Params: map[string]string{"message": "e6"}},

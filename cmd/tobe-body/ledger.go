@@ -1,9 +1,6 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -81,83 +78,4 @@ func ledgerClasses(cfg config.Ledger) (ledger.Classes, error) {
 		c.ByPrefix[prefix] = cl
 	}
 	return c, nil
-}
-
-// ledgerMethods are the admin socket's ledger calls.
-func ledgerMethods(store *ledger.Store) map[string]method {
-	return map[string]method{
-		"ledger.stats": func(context.Context, json.RawMessage) (any, error) { return store.Stats() },
-		"ledger.verify": func(ctx context.Context, _ json.RawMessage) (any, error) {
-			return store.Verify(ctx)
-		},
-		"ledger.backup": func(_ context.Context, p json.RawMessage) (any, error) {
-			var req struct{ Path string }
-			if err := json.Unmarshal(p, &req); err != nil || !filepath.IsAbs(req.Path) {
-				return nil, errors.New(`want {"path": an absolute path}`)
-			}
-			n, err := store.Backup(req.Path)
-			return map[string]any{"path": req.Path, "bytes": n}, err
-		},
-		"ledger.events": func(ctx context.Context, p json.RawMessage) (any, error) {
-			var req eventsRequest
-			if len(p) > 0 {
-				if err := json.Unmarshal(p, &req); err != nil {
-					return nil, fmt.Errorf("params: %w", err)
-				}
-			}
-			return readEvents(ctx, store, req)
-		},
-	}
-}
-
-// eventsRequest asks for events; with WaitMS it waits that long for the
-// first new one (long poll for --follow).
-type eventsRequest struct {
-	After  uint64    `json:"after"`
-	Types  []string  `json:"types,omitempty"`
-	Since  time.Time `json:"since,omitzero"`
-	Limit  int       `json:"limit,omitempty"`
-	WaitMS int       `json:"wait_ms,omitempty"`
-}
-
-type eventsReply struct {
-	Events  []ledger.EventView `json:"events"`
-	LastSeq uint64             `json:"last_seq"` // where to continue from
-}
-
-func readEvents(ctx context.Context, store *ledger.Store, req eventsRequest) (eventsReply, error) {
-	f := ledger.Filter{After: req.After, Types: req.Types, Since: req.Since, Limit: min(max(req.Limit, 0), 10000)}
-	wait := time.Duration(min(max(req.WaitMS, 0), 60000)) * time.Millisecond
-	var timeout <-chan time.Time
-	if wait > 0 {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		timeout = t.C
-	}
-	for {
-		changed := store.Changed()
-		evs, next, err := store.Scan(f)
-		if err != nil {
-			return eventsReply{}, err
-		}
-		reply := eventsReply{Events: []ledger.EventView{}, LastSeq: next}
-		for _, e := range evs {
-			reply.Events = append(reply.Events, e.View())
-		}
-		if len(reply.Events) > 0 || timeout == nil {
-			return reply, nil
-		}
-		f.After = next
-		if next != req.After {
-			req.After = next
-			continue // only non-matching events so far; look further
-		}
-		select {
-		case <-changed:
-		case <-timeout:
-			return reply, nil
-		case <-ctx.Done():
-			return reply, ctx.Err()
-		}
-	}
 }

@@ -15,6 +15,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tobe-body/tobe-body/awareness"
+	"github.com/tobe-body/tobe-body/awareness/admin"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/ledger"
 )
@@ -81,8 +83,8 @@ func runLedger(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 	switch sub {
 	case "stats":
-		var st ledger.Stats
-		if err := l.call(ctx, "ledger.stats", nil, &st, func() (any, error) { return l.store.Stats() }); err != nil {
+		st, err := viaDaemon(ctx, l, awareness.OpLedgerStats, awareness.None{}, l.store.Stats)
+		if err != nil {
 			return err
 		}
 		if *asJSON {
@@ -91,8 +93,8 @@ func runLedger(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		printLedgerStats(stdout, st)
 		return nil
 	case "verify":
-		var r ledger.VerifyReport
-		if err := l.call(ctx, "ledger.verify", nil, &r, func() (any, error) { return l.store.Verify(ctx) }); err != nil {
+		r, err := viaDaemon(ctx, l, awareness.OpLedgerVerify, awareness.None{}, func() (ledger.VerifyReport, error) { return l.store.Verify(ctx) })
+		if err != nil {
 			return err
 		}
 		if *asJSON {
@@ -115,14 +117,11 @@ func runLedger(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return err
 		}
-		var res struct {
-			Path  string
-			Bytes int64
-		}
-		if err := l.call(ctx, "ledger.backup", map[string]string{"path": dst}, &res, func() (any, error) {
+		res, err := viaDaemon(ctx, l, awareness.OpLedgerBackup, awareness.BackupIn{Path: dst}, func() (awareness.Backup, error) {
 			n, err := l.store.Backup(dst)
-			return map[string]any{"path": dst, "bytes": n}, err
-		}); err != nil {
+			return awareness.Backup{Path: dst, Bytes: n}, err
+		})
+		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "backup: %s, %d bytes\n", res.Path, res.Bytes)
@@ -141,7 +140,7 @@ func runLedger(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return nil
 	}
 	// events
-	req := eventsRequest{Types: types, Limit: *limit}
+	req := awareness.EventsIn{Types: types, Limit: *limit}
 	if *since != "" {
 		if d, err := time.ParseDuration(*since); err == nil {
 			req.Since = time.Now().Add(-d)
@@ -160,8 +159,8 @@ func runLedger(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if req.Limit > 0 {
 			batch.Limit = req.Limit - printed
 		}
-		var reply eventsReply
-		err := l.call(ctx, "ledger.events", batch, &reply, func() (any, error) { return readEvents(ctx, l.store, batch) })
+		events := func() (awareness.Events, error) { return awareness.ReadEvents(ctx, l.store, batch) }
+		reply, err := viaDaemon(ctx, l, awareness.OpEvents, batch, events)
 		if err != nil && ctx.Err() == nil && l.socket != "" && *follow {
 			// The body stopped between two polls: what it wrote last is
 			// in the file, which it has let go of.
@@ -170,7 +169,7 @@ func runLedger(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			if l, err = openLedgerAccess(ctx, &c, false); err == nil {
 				defer l.close()
 				batch.WaitMS = 0
-				err = l.call(ctx, "ledger.events", batch, &reply, func() (any, error) { return readEvents(ctx, l.store, batch) })
+				reply, err = viaDaemon(ctx, l, awareness.OpEvents, batch, events)
 				*follow = false
 			}
 		}
@@ -307,20 +306,13 @@ func readIdentity(dataDir string) (body.Identity, bool, error) {
 	return id, true, err
 }
 
-// call runs method on the daemon, or local on the opened ledger.
-func (l *ledgerAccess) call(ctx context.Context, method string, params, out any, local func() (any, error)) error {
+// viaDaemon runs op on the daemon when one answers, or local on the
+// opened ledger.
+func viaDaemon[In, Out any](ctx context.Context, l *ledgerAccess, op awareness.Op[In, Out], in In, local func() (Out, error)) (Out, error) {
 	if l.socket != "" {
-		return callAdminParams(ctx, l.socket, method, params, out, 5*time.Minute)
+		return admin.Call(ctx, &admin.Client{Path: l.socket, Timeout: 5 * time.Minute}, op, in)
 	}
-	v, err := local()
-	if err != nil {
-		return err
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, out)
+	return local()
 }
 
 func (l *ledgerAccess) close() {

@@ -26,7 +26,9 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
+	"github.com/tobe-body/tobe-body/awareness/admin"
 	"github.com/tobe-body/tobe-body/body/config"
 )
 
@@ -208,6 +210,15 @@ func (c *common) loadConfig() (*config.Loaded, error) {
 		src.Flags["data_dir"] = abs
 	}
 	return config.Load(src)
+}
+
+// client is the admin socket's client, with a call timeout (0: 5 s).
+func (c *common) client(timeout time.Duration) (*admin.Client, error) {
+	path, err := c.socketPath()
+	if err != nil {
+		return nil, err
+	}
+	return &admin.Client{Path: path, Timeout: timeout}, nil
 }
 
 // socketPath is --socket, or admin.sock in the data directory: --data, or

@@ -14,6 +14,7 @@ import (
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/ledger"
+	"github.com/tobe-body/tobe-body/sense"
 )
 
 // maxListed bounds the events listed for one interval; the rest are
@@ -25,15 +26,12 @@ const maxListed = 16
 // back, and the events the channels wrote to the ledger since the last
 // print (followed by one goroutine, which wait waits for).
 type monitor struct {
-	ds  *devices
-	reg *body.Registry
+	ds  *body.Devices
 	log *slog.Logger
 	out io.Writer
 
-	wg sync.WaitGroup
-
 	mu    sync.Mutex
-	sn    *senses
+	sn    *sense.Group
 	cams  map[string]uint64 // frames analysed at the last print, per camera
 	estop *act.EStop
 	// events are what the sense channels wrote to the ledger this interval.
@@ -50,24 +48,20 @@ func listed(list []string, more *int, s string) []string {
 	return list
 }
 
-func newMonitor(ds *devices, sn *senses, estop *act.EStop, reg *body.Registry, log *slog.Logger, out io.Writer) *monitor {
-	return &monitor{ds: ds, sn: sn, estop: estop, reg: reg, log: log, out: out, cams: map[string]uint64{}}
+func newMonitor(ds *body.Devices, sn *sense.Group, estop *act.EStop, log *slog.Logger, out io.Writer) *monitor {
+	return &monitor{ds: ds, sn: sn, estop: estop, log: log, out: out, cams: map[string]uint64{}}
 }
 
-// follow prints, each interval, the events written to the ledger since
-// seq, until ctx ends.
+// follow collects, for each interval's print, the events written to the
+// ledger since seq, until ctx ends.
 func (m *monitor) follow(ctx context.Context, store *ledger.Store, seq uint64) {
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		store.Follow(ctx, ledger.Filter{After: seq}, func(e ledger.Stored) error {
-			line := eventLine(e.View())
-			m.mu.Lock()
-			m.events = listed(m.events, &m.moreEvents, line)
-			m.mu.Unlock()
-			return nil
-		})
-	}()
+	store.Follow(ctx, ledger.Filter{After: seq}, func(e ledger.Stored) error {
+		line := eventLine(e.View())
+		m.mu.Lock()
+		m.events = listed(m.events, &m.moreEvents, line)
+		m.mu.Unlock()
+		return nil
+	})
 }
 
 // eventLine is one event as the monitor prints it: type, channel and the
@@ -90,9 +84,6 @@ func eventLine(e ledger.EventView) string {
 	return strings.TrimRight(b.String(), " ")
 }
 
-// wait returns when the monitor's follower has ended.
-func (m *monitor) wait() { m.wg.Wait() }
-
 // print writes one line per device for the interval that ended and starts
 // the next.
 func (m *monitor) print(since time.Duration, interval time.Duration) {
@@ -100,13 +91,13 @@ func (m *monitor) print(since time.Duration, interval time.Duration) {
 	stamp := fmt.Sprintf("[%6s]", since.Truncate(time.Second))
 	m.mu.Lock()
 	if m.sn != nil {
-		for _, c := range m.sn.cams {
-			st := c.ch.Stats()
-			f := c.cam.Format()
-			fps := float64(st.Frames-m.cams[c.id]) / interval.Seconds()
-			m.cams[c.id] = st.Frames
-			fmt.Fprintf(&b, "%s %-20s %s %dx%d  %4.1f fps analysed  seq %d", stamp, c.id, f.Pixel, f.Width, f.Height, fps, st.LastSeq)
-			if cs, ok := c.cam.(hal.CameraStatser); ok {
+		for _, c := range m.sn.Cameras {
+			st := c.Ch.Stats()
+			f := c.Cam.Format()
+			fps := float64(st.Frames-m.cams[c.ID]) / interval.Seconds()
+			m.cams[c.ID] = st.Frames
+			fmt.Fprintf(&b, "%s %-20s %s %dx%d  %4.1f fps analysed  seq %d", stamp, c.ID, f.Pixel, f.Width, f.Height, fps, st.LastSeq)
+			if cs, ok := c.Cam.(hal.CameraStatser); ok {
 				fmt.Fprintf(&b, "  %d dropped", cs.Stats().Dropped)
 			}
 			fmt.Fprintf(&b, "  changed %4.1f%%", 100*st.Changed)
@@ -115,10 +106,10 @@ func (m *monitor) print(since time.Duration, interval time.Duration) {
 			}
 			b.WriteString("\n")
 		}
-		if c := m.sn.mic; c != nil {
-			st := c.ch.Stats()
-			f := c.mic.Format()
-			fmt.Fprintf(&b, "%s %-20s %s x%d  level %6.1f dBFS  peak %6.1f dBFS  %d frames  %d overruns", stamp, c.id, f.Rate, f.Channels, st.RMS, st.Peak, st.Frames, st.Overruns)
+		if c := m.sn.Mic; c != nil {
+			st := c.Ch.Stats()
+			f := c.Mic.Format()
+			fmt.Fprintf(&b, "%s %-20s %s x%d  level %6.1f dBFS  peak %6.1f dBFS  %d frames  %d overruns", stamp, c.ID, f.Rate, f.Channels, st.RMS, st.Peak, st.Frames, st.Overruns)
 			if st.Voice {
 				b.WriteString("  VOICE")
 			}
@@ -152,15 +143,15 @@ func (m *monitor) print(since time.Duration, interval time.Duration) {
 	}
 	m.resetLocked()
 	m.mu.Unlock()
-	if len(m.ds.outs) > 0 {
+	if len(m.ds.Outs) > 0 {
 		var outs []string
-		for _, o := range m.ds.outs {
-			l, err := o.line.ReadBack()
+		for _, o := range m.ds.Outs {
+			l, err := o.Line.ReadBack()
 			if err != nil {
-				outs = append(outs, o.name+"=?("+err.Error()+")")
+				outs = append(outs, o.Name+"=?("+err.Error()+")")
 				continue
 			}
-			outs = append(outs, o.name+"="+levelWord(l))
+			outs = append(outs, o.Name+"="+levelWord(l))
 		}
 		fmt.Fprintf(&b, "%s %-20s %s (read back)\n", stamp, "outputs", strings.Join(outs, " "))
 	}

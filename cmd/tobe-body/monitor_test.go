@@ -1,21 +1,8 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"io"
-	"log/slog"
-	"strings"
 	"testing"
-	"testing/synctest"
-	"time"
 
-	"github.com/tobe-body/tobe-body/board"
-	"github.com/tobe-body/tobe-body/body"
-	"github.com/tobe-body/tobe-body/body/config"
-	"github.com/tobe-body/tobe-body/hal"
-	"github.com/tobe-body/tobe-body/hal/haltest"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
@@ -24,56 +11,4 @@ func TestEventLine(t *testing.T) {
 	if got, want := eventLine(e), "gpio.changed           gpio.button      active=true edge=rising level=high line=BUTTON"; got != want {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
-}
-
-// TestSensesReportAStoppedDevice: a camera that goes away is offline
-// while its driver reopens it and enabled when frames come again; another
-// error stops its channel in error; halting is not a fault.
-func TestSensesReportAStoppedDevice(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		set, err := board.Builtin()
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, _ := set.Get("sim")
-		format := hal.FrameFormat{Pixel: hal.PixelGrey, Width: 64, Height: 48, Stride: 64}
-		cam := haltest.NewCamera(format, 1)
-		cam2 := haltest.NewCamera(format, 1)
-		reg := body.NewRegistry(time.Now)
-		reg.Register(body.Channel{ID: "camera.front", State: body.Enabled})
-		reg.Register(body.Channel{ID: "camera.back", State: body.Enabled})
-		ds := &devices{cams: []camera{{id: "camera.front", cam: cam}, {id: "camera.back", cam: cam2}}}
-		clock, err := body.NewClock()
-		if err != nil {
-			t.Fatal(err)
-		}
-		sn := newSenses(ds, p, config.Default().Sense, t.TempDir(), clock, nil, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		ctx, cancel := context.WithCancel(t.Context())
-		sn.start(ctx, nil)
-		cam.Fail(fmt.Errorf("camera front unplugged: %w", hal.ErrAbsent))
-		synctest.Wait()
-		c, _ := reg.Get("camera.front")
-		if c.State != body.Offline || !strings.Contains(c.Health, "unplugged") {
-			t.Errorf("an unplugged camera is %s (%s), want offline with the error", c.State, c.Health)
-		}
-		// The driver reopens it: frames again bring the channel back.
-		cam.Push(make([]byte, 64*48), 7, 1)
-		synctest.Wait()
-		if c, _ := reg.Get("camera.front"); c.State != body.Enabled {
-			t.Errorf("a camera delivering again is %s (%s), want enabled", c.State, c.Health)
-		}
-		// Another error is a fault that stops the channel.
-		cam.Fail(errors.New("VIDIOC_DQBUF: input/output error"))
-		synctest.Wait()
-		if c, _ := reg.Get("camera.front"); c.State != body.Error || !strings.Contains(c.Health, "input/output") {
-			t.Errorf("a failed camera is %s (%s)", c.State, c.Health)
-		}
-		cam2.Halt()
-		synctest.Wait()
-		if c, _ := reg.Get("camera.back"); c.State != body.Enabled {
-			t.Errorf("a halted camera is %s", c.State)
-		}
-		cancel()
-		sn.stop()
-	})
 }

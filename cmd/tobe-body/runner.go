@@ -7,67 +7,60 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/awareness"
+	"github.com/tobe-body/tobe-body/awareness/admin"
 	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/body"
-	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/ledger"
+	"github.com/tobe-body/tobe-body/sense"
 )
 
 // newRunner builds the action runner over the outputs the devices opened:
-// gpio.set and gpio.pulse, a relay at R2 and anything else at R1 unless
-// the config raises it, with the config's limits per output, each
-// verified by read-back and by its feedback input where the profile wires
-// one; audio.tone and audio.play on the speaker, verified through the
-// microphone where there is one; body.notify with a ledger. Safety rules,
-// rate limits and capability modes come from the config (s; nil: the
-// defaults). The e-stop cancels through it.
-func newRunner(ds *devices, p *board.Profile, estop *act.EStop, sn *senses, reg *body.Registry, store *ledger.Store, grants *act.Grants, s *actSettings, dataDir string) *act.Runner {
-	if s == nil {
-		s = defaultActSettings()
-	}
-	kinds := map[string]string{}
-	if p.GPIO != nil {
-		for _, o := range p.GPIO.Outputs {
-			kinds[o.Name] = o.Kind
-		}
-	}
-	feedback := map[string]inputLine{}
+// gpio.set and gpio.pulse, each output at its kind's risk unless the
+// config raises it, with the config's limits per output, each verified by
+// read-back and by its feedback input where the profile wires one, and a
+// simulated twin of each for simulation mode; audio.tone and audio.play
+// on the speaker, verified through the microphone where there is one;
+// body.notify with a ledger. Safety rules, rate limits and capability
+// modes come from the settings. The e-stop cancels through it. A rate
+// limiter or a capability that cannot be set up stops the start.
+func newRunner(ds *body.Devices, p *board.Profile, estop *act.EStop, sn *sense.Group, reg *body.Registry, j act.Journal, grants *act.Grants, s *act.Settings, dataDir string) (*act.Runner, error) {
+	feedback := map[string]body.InputLine{}
 	if p.GPIO != nil {
 		for _, in := range p.GPIO.Inputs {
-			if in.FeedbackOf == "" {
-				continue
-			}
-			for _, l := range ds.ins {
-				if l.id == channelID("gpio-in", in.Name) {
+			for _, l := range ds.Ins {
+				if in.FeedbackOf != "" && l.ID == body.ChannelID("gpio-in", in.Name) {
 					feedback[in.FeedbackOf] = l
 				}
 			}
 		}
 	}
 	var outs []*act.GPIOOutput
-	for _, o := range ds.outs {
-		g := &act.GPIOOutput{Name: o.name, Channel: o.id, Line: o.line, Risk: outputRisk(kinds[o.name])}
-		if st, ok := s.outputs[o.name]; ok {
-			if st.set {
-				g.Risk = st.risk
+	for _, o := range ds.Outs {
+		g := &act.GPIOOutput{Name: o.Name, Channel: o.ID, Line: o.Line, Risk: act.OutputRisk(o.Kind)}
+		if st, ok := s.Outputs[o.Name]; ok {
+			if st.Raised {
+				g.Risk = st.Risk
 			}
-			g.MaxOn, g.MinInterval = st.cfg.MaxOn(), st.cfg.MinInterval()
+			g.MaxOn, g.MinInterval = st.Config.MaxOn(), st.Config.MinInterval()
 		}
-		if fb, ok := feedback[o.name]; ok {
-			g.Feedback, g.FeedbackActive = fb.line, fb.active
+		if fb, ok := feedback[o.Name]; ok {
+			g.Feedback, g.FeedbackActive = fb.Line, fb.Active
 		}
 		outs = append(outs, g)
 	}
-	leases := s.leases
-	env := act.Environment{EStop: estop, Registry: reg, Leases: leases, Rules: s.rules, CapabilityModes: s.capModes,
+	limiter, err := act.NewLimiter(s.Limits, nil)
+	if err != nil {
+		return nil, fmt.Errorf("act.rate_limits: %w", err)
+	}
+	env := act.Environment{EStop: estop, Registry: reg, Leases: s.Leases, Rules: s.Rules, CapabilityModes: s.CapModes, Limiter: limiter,
 		Health: func() body.Degradation {
-			if st, ok := sn.self.Last(); ok {
+			if st, ok := sn.Self(); ok {
 				return st.Level
 			}
 			return body.LevelCritical
@@ -75,35 +68,28 @@ func newRunner(ds *devices, p *board.Profile, estop *act.EStop, sn *senses, reg 
 	if grants != nil {
 		env.Grants = grants.All
 	}
-	if l, err := act.NewLimiter(s.limits, nil); err == nil {
-		env.Limiter = l
-	}
-	var j act.Journal = noJournal{}
-	if store != nil {
-		j = store
-	}
 	r := act.NewRunner(env, j)
 	set, pulse := act.NewGPIOActions(outs, nil)
-	r.Register(set)
-	r.Register(pulse)
-	if err := registerSimulated(r, outs); err != nil {
-		slog.Warn("no simulation mode for the GPIO outputs", "err", err)
-	}
-	if spk := newSpeaker(ds, sn, s.raw, dataDir); spk != nil {
+	actions := []act.Action{set, pulse}
+	if spk := newSpeaker(ds, sn, s, dataDir); spk != nil {
 		tone, play := act.NewAudioActions([]*act.Speaker{spk})
-		r.Register(tone)
-		r.Register(play)
+		actions = append(actions, tone, play)
 	}
-	if store != nil {
-		r.Register(act.NewNotify(store))
+	if store, ok := j.(*ledger.Store); ok {
+		actions = append(actions, act.NewNotify(store))
 	}
-	for _, a := range testActions {
-		r.Register(a)
+	for _, a := range append(actions, testActions...) {
+		if err := r.Register(a); err != nil {
+			return nil, err
+		}
+	}
+	if err := act.RegisterSimulatedGPIO(r, outs); err != nil {
+		return nil, fmt.Errorf("the GPIO outputs' simulated twins: %w", err)
 	}
 	if estop != nil {
-		estop.SetRunner(r, leases)
+		estop.SetRunner(r, s.Leases)
 	}
-	return r
+	return r, nil
 }
 
 // testActions are capabilities a test adds to the daemon's runner; no
@@ -116,23 +102,23 @@ var testActions []act.Action
 // the microphone: through the microphone channel's taps when that
 // channel runs (it is the microphone's one reader), else straight from
 // the capture.
-func newSpeaker(ds *devices, sn *senses, acfg config.Act, dataDir string) *act.Speaker {
-	if ds.speaker == nil {
+func newSpeaker(ds *body.Devices, sn *sense.Group, s *act.Settings, dataDir string) *act.Speaker {
+	if ds.Speaker == nil {
 		return nil
 	}
-	name := strings.TrimPrefix(ds.spkID, "audio.")
-	c := acfg.Speakers[name]
-	spk := &act.Speaker{Name: name, Channel: ds.spkID, Out: ds.speaker, Clips: cmp.Or(c.ClipsDir, filepath.Join(dataDir, "clips")),
+	name := body.ChannelName(ds.SpeakerID)
+	c := s.Speaker(name)
+	spk := &act.Speaker{Name: name, Channel: ds.SpeakerID, Out: ds.Speaker, Clips: cmp.Or(c.ClipsDir, filepath.Join(dataDir, "clips")),
 		MaxLevel: act.DefaultMaxLevel, MaxClip: time.Duration(c.MaxClipMS) * time.Millisecond}
 	if c.MaxLevelDBFS != nil {
 		spk.MaxLevel = *c.MaxLevelDBFS
 	}
 	switch {
-	case sn != nil && sn.mic != nil:
-		ch := sn.mic.ch
-		spk.Mic = &act.Mic{Name: sn.mic.id, Listen: func() (act.Listening, error) { return ch.Listen(), nil }}
-	case ds.mic != nil:
-		spk.Mic = act.CaptureMic(ds.micID, ds.mic)
+	case sn != nil && sn.Mic != nil:
+		ch := sn.Mic.Ch
+		spk.Mic = &act.Mic{Name: sn.Mic.ID, Listen: func() (act.Listening, error) { return ch.Listen(), nil }}
+	case ds.Mic != nil:
+		spk.Mic = act.CaptureMic(ds.MicID, ds.Mic)
 	}
 	return spk
 }
@@ -143,42 +129,6 @@ type noJournal struct{}
 
 func (noJournal) Append(context.Context, ...ledger.Event) ([]ledger.Result, error) {
 	return nil, errors.New("the ledger is not open")
-}
-
-// submitRequest is the admin socket's action.submit.
-type submitRequest struct {
-	Capability     string            `json:"capability"`
-	Target         string            `json:"target"`
-	Params         map[string]string `json:"params"`
-	IdempotencyKey string            `json:"idempotency_key"`
-	Mode           string            `json:"mode"`
-	TimeoutMS      int               `json:"timeout_ms"`
-	Note           string            `json:"note"`
-}
-
-// runnerMethods: a local administrator acts through the same runner and
-// policy as everyone else. Its session's trust is max, the body's
-// highest: whoever reaches the admin socket can grant anything anyway, and
-// an R3 capability still needs a grant of its own and waits for an
-// approval.
-func runnerMethods(r *act.Runner) map[string]method {
-	return map[string]method{
-		"action.submit": func(ctx context.Context, params json.RawMessage) (any, error) {
-			var req submitRequest
-			dec := json.NewDecoder(strings.NewReader(string(params)))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&req); err != nil {
-				return nil, fmt.Errorf("action.submit: %w", err)
-			}
-			inv := act.Invocation{
-				Principal:  adminPrincipal(ctx),
-				Capability: req.Capability, Target: req.Target, Params: req.Params, IdempotencyKey: req.IdempotencyKey,
-				Mode: act.Mode(req.Mode), Timeout: time.Duration(req.TimeoutMS) * time.Millisecond, Note: req.Note,
-			}
-			return r.Submit(ctx, inv), nil
-		},
-		"action.capabilities": func(context.Context, json.RawMessage) (any, error) { return r.Capabilities(), nil },
-	}
 }
 
 const doUsage = `usage: tobe-body do CAPABILITY TARGET [key=value ...] [--mode live|shadow|simulation] [--key K] [--json]
@@ -207,16 +157,16 @@ func runDo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	path, err := c.socketPath()
+	cl, err := c.client(time.Minute)
 	if err != nil {
 		return err
 	}
 	if *list {
-		var caps []act.Capability
-		if err := callAdmin(ctx, path, "action.capabilities", &caps); err != nil {
+		caps, err := admin.Call(ctx, cl, awareness.OpCapabilities, awareness.None{})
+		if err != nil {
 			return err
 		}
-		for _, cp := range caps {
+		for _, cp := range caps.Capabilities {
 			fmt.Fprintf(stdout, "%-12s %s  verified by %s\n", cp.Name, cp.Risk, cp.Verify)
 		}
 		return nil
@@ -225,16 +175,16 @@ func runDo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, doUsage)
 		return usageError("do needs a capability and a target")
 	}
-	req := submitRequest{Capability: pos[0], Target: pos[1], Params: map[string]string{}, Mode: *mode, IdempotencyKey: *key}
+	in := awareness.DoIn{Capability: pos[0], Target: pos[1], Params: map[string]string{}, Mode: act.Mode(*mode), IdempotencyKey: *key}
 	for _, kv := range pos[2:] {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
 			return usageError("parameter %q: want key=value", kv)
 		}
-		req.Params[k] = v
+		in.Params[k] = v
 	}
-	var res act.Result
-	if err := callAdminParams(ctx, path, "action.submit", req, &res, time.Minute); err != nil {
+	res, err := admin.Call(ctx, cl, awareness.OpDo, in)
+	if err != nil {
 		return err
 	}
 	if *asJSON {

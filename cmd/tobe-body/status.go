@@ -8,6 +8,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/tobe-body/tobe-body/awareness"
+	"github.com/tobe-body/tobe-body/awareness/admin"
 )
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -17,12 +20,12 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
-	path, err := c.socketPath()
+	cl, err := c.client(0)
 	if err != nil {
 		return err
 	}
-	var st statusReply
-	if err := callAdmin(ctx, path, "status", &st); err != nil {
+	st, err := admin.Call(ctx, cl, awareness.OpStatus, awareness.None{})
+	if err != nil {
 		return err
 	}
 	if *asJSON {
@@ -34,7 +37,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-func printStatus(w io.Writer, st statusReply) {
+func printStatus(w io.Writer, st awareness.Status) {
 	healthy := 0
 	for _, ch := range st.Channels {
 		if ch.Health == "ok" && (ch.State == "enabled" || ch.State == "shadow") {

@@ -73,7 +73,7 @@ func TestTakeoverByAButton(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s, err := newActSettings(actFrom(t, `{"human_controls": [{"control": "gpio.button", "resources": ["gpio.relay1"], "release": "release"}]}`), simProfile(t), nil)
+	s, err := act.NewSettings(actFrom(t, `{"human_controls": [{"control": "gpio.button", "resources": ["gpio.relay1"], "release": "release"}]}`), boardFacts(simProfile(t)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,12 +85,12 @@ func TestTakeoverByAButton(t *testing.T) {
 	reg := body.NewRegistry(time.Now)
 	reg.Register(body.Channel{ID: "gpio.relay1", Kind: "gpio-out", State: body.Enabled})
 	grants := []act.Grant{{ID: "g1", Subject: "agent:pi", Capability: "gpio.*", Scope: "gpio.*"}}
-	r := act.NewRunner(act.Environment{EStop: estop, Registry: reg, Leases: s.leases, Rules: s.rules,
+	r := act.NewRunner(act.Environment{EStop: estop, Registry: reg, Leases: s.Leases, Rules: s.Rules,
 		Health: func() body.Degradation { return body.LevelNormal }, Grants: func() []act.Grant { return grants }}, store)
 	set, pulse := act.NewGPIOActions([]*act.GPIOOutput{{Name: "relay1", Channel: "gpio.relay1", Line: relayLine, Risk: act.R2}}, nil)
 	r.Register(set)
 	r.Register(pulse)
-	tk, err := act.NewTakeover(s.controls, s.leases, r, store, nil)
+	tk, err := act.NewTakeover(s.Controls, s.Leases, r, store, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,8 +102,8 @@ func TestTakeoverByAButton(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	watch := newTakeoverWatch(tk, log)
-	watch.start(ctx, store, lastSeq(t, store))
+	watch := act.NewTakeoverWatch(tk, log)
+	watch.Start(ctx, store, lastSeq(t, store))
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); lc.Run(ctx) }()
@@ -111,7 +111,7 @@ func TestTakeoverByAButton(t *testing.T) {
 	defer func() { // in order: stop the readers, then what they feed
 		cancel()
 		wg.Wait()
-		watch.wait()
+		watch.Wait()
 		tk.Close()
 	}()
 

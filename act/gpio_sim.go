@@ -1,19 +1,18 @@
-package main
+package act
 
 import (
 	"fmt"
 
-	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/hal/sim"
 )
 
-// registerSimulated gives the runner a simulated twin of every GPIO
+// RegisterSimulatedGPIO gives the runner a simulated twin of every GPIO
 // output, so that a request in simulation mode runs through the same
 // policy, records and verification against a simulated line of the same
 // name and never reaches the hardware. The twins have no feedback
 // contact; they are verified by read-back.
-func registerSimulated(r *act.Runner, outs []*act.GPIOOutput) error {
+func RegisterSimulatedGPIO(r *Runner, outs []*GPIOOutput) error {
 	if len(outs) == 0 {
 		return nil
 	}
@@ -22,7 +21,7 @@ func registerSimulated(r *act.Runner, outs []*act.GPIOOutput) error {
 	if err != nil {
 		return err
 	}
-	twins := make([]*act.GPIOOutput, 0, len(outs))
+	twins := make([]*GPIOOutput, 0, len(outs))
 	for _, o := range outs {
 		name := "twin/" + o.Name
 		if err := b.AddLine(name, o.Line.Safe()); err != nil {
@@ -36,7 +35,7 @@ func registerSimulated(r *act.Runner, outs []*act.GPIOOutput) error {
 		tw.Line, tw.Feedback = l, nil
 		twins = append(twins, &tw)
 	}
-	set, pulse := act.NewGPIOActions(twins, nil)
+	set, pulse := NewGPIOActions(twins, nil)
 	if err := r.RegisterSimulated(set); err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package main
+package act
 
 import (
 	"fmt"
@@ -9,88 +9,95 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tobe-body/tobe-body/act"
-	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/board/strictjson"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
-// actSettings are the config's act section checked against the board
-// and resolved into what the runner, the takeover and the admin socket
-// use.
-type actSettings struct {
-	rules    act.SafetyRules
-	limits   act.RateLimits
-	outputs  map[string]outputSettings // by the profile's output name
-	capModes map[string]body.State
-	// chanModes are the channel modes to set in the registry.
-	chanModes map[string]body.State
-	controls  []act.HumanControl
-	admins    *localPrincipals
-	leases    *act.LeaseTable
+// Settings are the config's act section checked against the board and
+// resolved into what the runner, the takeover and the admin socket use.
+type Settings struct {
+	Rules    SafetyRules
+	Limits   RateLimits
+	Outputs  map[string]OutputSettings // by the profile's output name
+	CapModes map[string]body.State
+	// ChanModes are the channel modes set in the registry.
+	ChanModes map[string]body.State
+	Controls  []HumanControl
+	Admins    *LocalPrincipals
+	Leases    *LeaseTable
 	// raw is the section as configured, for the checks that need the
 	// runner (capability names).
 	raw config.Act
 }
 
-// outputSettings are one output's risk and limits.
-type outputSettings struct {
-	risk act.Risk
-	set  bool // the config raised the risk
-	cfg  config.Output
+// OutputSettings are one output's risk and limits.
+type OutputSettings struct {
+	Risk   Risk
+	Raised bool // the config raised the risk
+	Config config.Output
 }
 
-// defaultActSettings are the settings of an empty act section, for
-// callers (tests) that have no config.
-func defaultActSettings() *actSettings {
-	s, err := newActSettings(config.Default().Act, nil, nil)
+// Board is what the settings are checked against: the board's name, its
+// outputs' kinds by name, its buttons' channels, and the channels of its
+// input devices with the control role.
+type Board struct {
+	Name     string
+	Outputs  map[string]string // name -> kind (relay, led, buzzer)
+	Buttons  []string          // gpio.NAME
+	Controls []string          // input.NAME
+}
+
+// DefaultSettings are the settings of an empty act section, for callers
+// (tests) that have no config.
+func DefaultSettings() *Settings {
+	s, err := NewSettings(config.Default().Act, nil, nil)
 	if err != nil {
 		panic(err) // the defaults are tested
 	}
 	return s
 }
 
-// outputRisk is an output's built-in risk class by its kind: a relay is
+// OutputRisk is an output's built-in risk class by its kind: a relay is
 // an external side effect (R2), anything else (an LED, a buzzer) R1. The
 // config may raise it, never lower it.
-func outputRisk(kind string) act.Risk {
+func OutputRisk(kind string) Risk {
 	if kind == "relay" {
-		return act.R2
+		return R2
 	}
-	return act.R1
+	return R1
 }
 
 var trustLevels = map[string]ledger.Level{"off": ledger.Off, "low": ledger.Low, "medium": ledger.Medium, "high": ledger.High, "max": ledger.Max}
 
-var risks = map[string]act.Risk{"R1": act.R1, "R2": act.R2, "R3": act.R3}
+var risks = map[string]Risk{"R1": R1, "R2": R2, "R3": R3}
 
-// newActSettings checks c against the profile p and the channels in reg
-// (either may be nil: those checks are then skipped) and resolves it. The
-// error is a strictjson.Errors with one entry per problem, each naming its
-// path in the config.
-func newActSettings(c config.Act, p *board.Profile, reg *body.Registry) (*actSettings, error) {
+// NewSettings checks c against the board p and the channels in reg
+// (either may be nil: those checks are then skipped) and resolves it;
+// channel modes are set in reg. The error is a strictjson.Errors with one
+// entry per problem, each naming its path in the config.
+func NewSettings(c config.Act, p *Board, reg *body.Registry) (*Settings, error) {
 	var errs strictjson.Errors
 	bad := func(path, format string, args ...any) {
 		errs = append(errs, &strictjson.Error{File: "config", Path: "$.act" + path, Reason: fmt.Sprintf(format, args...)})
 	}
-	s := &actSettings{outputs: map[string]outputSettings{}, capModes: map[string]body.State{}, chanModes: map[string]body.State{},
-		leases: act.NewLeaseTable(0), raw: c}
+	s := &Settings{Outputs: map[string]OutputSettings{}, CapModes: map[string]body.State{}, ChanModes: map[string]body.State{},
+		Leases: NewLeaseTable(0), raw: c}
 
 	for _, f := range c.Safety.Forbidden {
-		s.rules.Forbidden = append(s.rules.Forbidden, act.ForbiddenRule{Capability: f.Capability, Scope: f.Scope})
+		s.Rules.Forbidden = append(s.Rules.Forbidden, ForbiddenRule{Capability: f.Capability, Scope: f.Scope})
 	}
-	s.rules.ForbidR3 = c.Safety.ForbidR3
-	if err := s.rules.Check(); err != nil {
+	s.Rules.ForbidR3 = c.Safety.ForbidR3
+	if err := s.Rules.Check(); err != nil {
 		bad(".safety", "%v", err)
 	}
-	s.limits = act.RateLimits{Default: act.RateLimit{Burst: c.RateLimits.Default.Burst, PerSecond: c.RateLimits.Default.PerSecond},
-		ByCapability: map[string]act.RateLimit{}}
+	s.Limits = RateLimits{Default: RateLimit{Burst: c.RateLimits.Default.Burst, PerSecond: c.RateLimits.Default.PerSecond},
+		ByCapability: map[string]RateLimit{}}
 	for name, l := range c.RateLimits.ByCapability {
-		s.limits.ByCapability[name] = act.RateLimit{Burst: l.Burst, PerSecond: l.PerSecond}
+		s.Limits.ByCapability[name] = RateLimit{Burst: l.Burst, PerSecond: l.PerSecond}
 	}
-	if err := s.limits.Check(); err != nil {
+	if err := s.Limits.Check(); err != nil {
 		bad(".rate_limits", "%v", err)
 	}
 
@@ -98,21 +105,10 @@ func newActSettings(c config.Act, p *board.Profile, reg *body.Registry) (*actSet
 	kinds := map[string]string{}
 	var buttons []string
 	controls := map[string]bool{} // input devices whose keys are events
-	if p != nil && p.GPIO != nil {
-		for _, o := range p.GPIO.Outputs {
-			kinds[o.Name] = o.Kind
-		}
-		for _, in := range p.GPIO.Inputs {
-			if in.Role == "button" {
-				buttons = append(buttons, channelID("gpio-in", in.Name))
-			}
-		}
-	}
 	if p != nil {
-		for _, in := range p.Inputs {
-			if in.Role == "control" {
-				controls[channelID("input", in.Name)] = true
-			}
+		kinds, buttons = p.Outputs, p.Buttons
+		for _, c := range p.Controls {
+			controls[c] = true
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Outputs)) {
@@ -122,21 +118,21 @@ func newActSettings(c config.Act, p *board.Profile, reg *body.Registry) (*actSet
 			bad(".outputs."+name, "board %s has no output %q (outputs: %s)", p.Name, name, strings.Join(slices.Sorted(maps.Keys(kinds)), ", "))
 			continue
 		}
-		st := outputSettings{risk: outputRisk(kind), cfg: o}
+		st := OutputSettings{Risk: OutputRisk(kind), Config: o}
 		if o.Risk != "" {
 			r := risks[o.Risk]
-			if r < st.risk {
-				bad(".outputs."+name+".risk", "%s is below the %s's %s; a config may raise a risk, never lower it", o.Risk, kind, st.risk)
+			if r < st.Risk {
+				bad(".outputs."+name+".risk", "%s is below the %s's %s; a config may raise a risk, never lower it", o.Risk, kind, st.Risk)
 				continue
 			}
-			st.risk, st.set = r, true
+			st.Risk, st.Raised = r, true
 		}
-		s.outputs[name] = st
+		s.Outputs[name] = st
 	}
 
 	// Channel modes: set in the registry, where the policy reads them.
 	for _, id := range slices.Sorted(maps.Keys(c.ChannelModes)) {
-		s.chanModes[id] = body.State(c.ChannelModes[id])
+		s.ChanModes[id] = body.State(c.ChannelModes[id])
 		if reg != nil {
 			if _, err := reg.Get(id); err != nil {
 				bad(fmt.Sprintf(".channel_modes[%q]", id), "this body has no channel %s", id)
@@ -144,7 +140,7 @@ func newActSettings(c config.Act, p *board.Profile, reg *body.Registry) (*actSet
 		}
 	}
 	for name, m := range c.CapabilityModes {
-		s.capModes[name] = body.State(m)
+		s.CapModes[name] = body.State(m)
 	}
 
 	// The people's controls: a button of the profile, or a key of an
@@ -160,25 +156,25 @@ func newActSettings(c config.Act, p *board.Profile, reg *body.Registry) (*actSet
 				bad(at+".control", "%s is not an input device of board %s with the control role (%s)", hc.Control, p.Name, strings.Join(slices.Sorted(maps.Keys(controls)), ", "))
 			}
 			for j, res := range hc.Resources {
-				if _, ok := kinds[strings.TrimPrefix(res, "gpio.")]; !ok || !strings.HasPrefix(res, "gpio.") {
+				if _, ok := kinds[body.ChannelName(res)]; !ok || !strings.HasPrefix(res, "gpio.") {
 					bad(fmt.Sprintf("%s.resources[%d]", at, j), "board %s has no output %s", p.Name, res)
 				}
 			}
 		}
 		if hc.Key != "" {
-			ctrl = keyControl(hc.Control, hc.Key)
+			ctrl = KeyControl(hc.Control, hc.Key)
 		}
-		s.controls = append(s.controls, act.HumanControl{Control: ctrl, Resources: hc.Resources, End: act.HoldEnd(hc.Release), After: hc.After()})
+		s.Controls = append(s.Controls, HumanControl{Control: ctrl, Resources: hc.Resources, End: HoldEnd(hc.Release), After: hc.After()})
 	}
 
-	admins, perrs := newLocalPrincipals(c.Principals)
+	admins, perrs := NewLocalPrincipals(c.Principals)
 	errs = append(errs, perrs...)
-	s.admins = admins
+	s.Admins = admins
 	if len(errs) > 0 {
 		return nil, errs
 	}
 	if reg != nil {
-		for id, m := range s.chanModes {
+		for id, m := range s.ChanModes {
 			if err := setMode(reg, id, m); err != nil {
 				return nil, strictjson.Errors{{File: "config", Path: fmt.Sprintf("$.act.channel_modes[%q]", id), Reason: err.Error()}}
 			}
@@ -202,9 +198,9 @@ func setMode(reg *body.Registry, id string, m body.State) error {
 	return reg.Set(id, m, ch.Health)
 }
 
-// checkCapabilities checks the names the config gives capabilities
+// CheckCapabilities checks the names the config gives capabilities
 // against what the runner offers.
-func (s *actSettings) checkCapabilities(r *act.Runner) error {
+func (s *Settings) CheckCapabilities(r *Runner) error {
 	offered := map[string]bool{}
 	var names []string
 	for _, c := range r.Capabilities() {
@@ -235,14 +231,14 @@ func (s *actSettings) checkCapabilities(r *act.Runner) error {
 	return nil
 }
 
-// keyControl names a key of an input device as a control.
-func keyControl(device, key string) string { return device + " " + key }
+// KeyControl names a key of an input device as a control.
+func KeyControl(device, key string) string { return device + " " + key }
 
-// localPrincipals map the admin socket's peers, as the kernel names them
+// LocalPrincipals map the admin socket's peers, as the kernel names them
 // (SO_PEERCRED), to a local administrator's trust: the first rule that
 // matches decides; a peer no rule matches, or one at trust off, is
 // refused.
-type localPrincipals struct {
+type LocalPrincipals struct {
 	rules []localRule
 	// groupsOf returns the groups of uid beyond its primary one, from the
 	// group database; a test replaces it.
@@ -255,9 +251,10 @@ type localRule struct {
 	what     string // for people: "uid 0", "group tobe-body"
 }
 
-func newLocalPrincipals(ps []config.Principal) (*localPrincipals, strictjson.Errors) {
+// NewLocalPrincipals reads the config's act.principals rules.
+func NewLocalPrincipals(ps []config.Principal) (*LocalPrincipals, strictjson.Errors) {
 	var errs strictjson.Errors
-	lp := &localPrincipals{groupsOf: supplementaryGroups}
+	lp := &LocalPrincipals{groupsOf: supplementaryGroups}
 	for i, p := range ps {
 		bad := func(key, format string, args ...any) {
 			errs = append(errs, &strictjson.Error{File: "config", Path: fmt.Sprintf("$.act.principals[%d].%s", i, key), Reason: fmt.Sprintf(format, args...)})
@@ -313,12 +310,12 @@ func supplementaryGroups(uid int) []int {
 	return out
 }
 
-// resolve is the principal of a peer with uid and gid (its primary group,
+// Resolve is the principal of a peer with uid and gid (its primary group,
 // as the kernel gives it), or an error saying why it is not a local
 // administrator.
-func (lp *localPrincipals) resolve(uid, gid int) (act.Principal, error) {
+func (lp *LocalPrincipals) Resolve(uid, gid int) (Principal, error) {
 	if uid < 0 {
-		return act.Principal{}, fmt.Errorf("the caller's credentials could not be read: not a local administrator")
+		return Principal{}, fmt.Errorf("the caller's credentials could not be read: not a local administrator")
 	}
 	var groups []int
 	looked := false
@@ -338,9 +335,12 @@ func (lp *localPrincipals) resolve(uid, gid int) (act.Principal, error) {
 			continue
 		}
 		if r.trust <= ledger.Off {
-			return act.Principal{}, fmt.Errorf("uid %d is not a local administrator (%s: trust off)", uid, r.what)
+			return Principal{}, fmt.Errorf("uid %d is not a local administrator (%s: trust off)", uid, r.what)
 		}
-		return act.Principal{Kind: act.LocalAdmin, Subject: fmt.Sprintf("admin:uid=%d", uid), Session: "admin", Trust: r.trust}, nil
+		return Principal{Kind: LocalAdmin, Subject: fmt.Sprintf("admin:uid=%d", uid), Session: "admin", Trust: r.trust}, nil
 	}
-	return act.Principal{}, fmt.Errorf("uid %d is not a local administrator (no rule of act.principals names it)", uid)
+	return Principal{}, fmt.Errorf("uid %d is not a local administrator (no rule of act.principals names it)", uid)
 }
+
+// Speaker is the config of the speaker named name (zero: the defaults).
+func (s *Settings) Speaker(name string) config.Speaker { return s.raw.Speakers[name] }

@@ -1,4 +1,4 @@
-package main
+package sense
 
 import (
 	"cmp"
@@ -6,34 +6,36 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/ledger"
-	"github.com/tobe-body/tobe-body/sense"
 	"github.com/tobe-body/tobe-body/sense/motion"
 	"github.com/tobe-body/tobe-body/sense/sound"
 )
 
-// senses are the sense channels the daemon runs: each reads one stream the
-// devices opened and writes events to the ledger through its outlet.
-type senses struct {
+// Group is the sense channels a body runs: each reads one stream the
+// devices opened and writes events to the ledger through its outlet. Make
+// it with NewGroup, Start it, and Stop it after halting the devices.
+type Group struct {
 	log   *slog.Logger
 	reg   *body.Registry
 	clock *body.Clock
+	every time.Duration // how often the clock is measured again
 
-	outlets map[string]*sense.Outlet
+	// Cameras and Mic are the channels that read them, for a monitor
+	// and for the speaker's verification; set by NewGroup, read-only.
+	Cameras []GroupCamera
+	Mic     *GroupMic
+
+	outlets map[string]*Outlet
 	runs    []senseRun
-	self    *sense.SelfChannel
-	hotplug []*sense.HotplugChannel
-	cams    []senseCamera
-	mic     *senseMic
-	snaps   []sense.Snapshots // snapshot directories to sweep
+	self    *SelfChannel
+	hotplug []*HotplugChannel
+	snaps   []Snapshots // snapshot directories to sweep
 
 	readers sync.WaitGroup // the channels' readers
 	writers sync.WaitGroup // the outlets' writers
@@ -49,20 +51,38 @@ type senseRun struct {
 	run func(context.Context) error
 }
 
-type senseCamera struct {
-	id  string
-	cam hal.Camera
-	ch  *sense.CameraChannel
+// GroupCamera is a camera and the channel that reads it.
+type GroupCamera struct {
+	ID  string
+	Cam hal.Camera
+	Ch  *CameraChannel
 }
 
-type senseMic struct {
-	id  string
-	mic hal.AudioCapture
-	ch  *sense.MicChannel
+// GroupMic is the microphone and the channel that reads it.
+type GroupMic struct {
+	ID  string
+	Mic hal.AudioCapture
+	Ch  *MicChannel
 }
 
-// noLedger stands in when the ledger could not be opened: every write
-// fails, so outlets retry, fill and shed, and say so in their counts.
+// GroupConfig is what a group needs besides the devices.
+type GroupConfig struct {
+	Sense    config.Sense
+	DataDir  string
+	Clock    *body.Clock
+	Registry *body.Registry
+	Log      *slog.Logger
+	// The board's thermal zones and throttle source, for self-state.
+	Zones                        []string
+	ThrottleSource, ThrottlePath string
+	// Outbox counts the events waiting for the uplink; nil: none.
+	Outbox func() (uint64, error)
+	// ClockEvery is how often the monotonic-to-UTC offset and the clock's
+	// sync state are measured again; 0 means a minute.
+	ClockEvery time.Duration
+}
+
+// noLedger stands in when the ledger could not be opened.
 type noLedger struct{}
 
 func (noLedger) Append(context.Context, ...ledger.Event) ([]ledger.Result, error) {
@@ -85,102 +105,97 @@ var channelDefaults = map[string]struct {
 	"self":     {ledger.High, ledger.Internal},
 }
 
-// newSenses makes the channels for what ds opened.
-func newSenses(ds *devices, p *board.Profile, cfg config.Sense, dataDir string, clock *body.Clock, store *ledger.Store, reg *body.Registry, log *slog.Logger) *senses {
-	s := &senses{log: log, reg: reg, clock: clock, outlets: map[string]*sense.Outlet{}}
-	outletWith := func(id, kind, privacy string) *sense.Outlet {
+// NewGroup makes the channels for what ds opened, and the self-state
+// channel, registering it.
+func NewGroup(ds *body.Devices, gc GroupConfig) *Group {
+	cfg, dataDir, clock, reg, log := gc.Sense, gc.DataDir, gc.Clock, gc.Registry, gc.Log
+	s := &Group{log: log, reg: reg, clock: clock, every: cmp.Or(gc.ClockEvery, time.Minute), outlets: map[string]*Outlet{}}
+	outletWith := func(id, kind, privacy string) *Outlet {
 		d := channelDefaults[kind]
 		if pc, ok := privacyClasses[privacy]; ok {
 			d.privacy = pc
 		}
-		o := sense.NewOutlet(sense.Source{Channel: id, Clock: clock, Trust: d.trust, Privacy: d.privacy}, cfg.Queue)
+		o := NewOutlet(Source{Channel: id, Clock: clock, Trust: d.trust, Privacy: d.privacy}, cfg.Queue)
 		s.outlets[id] = o
 		return o
 	}
-	outlet := func(id, kind string) *sense.Outlet { return outletWith(id, kind, "") }
+	outlet := func(id, kind string) *Outlet { return outletWith(id, kind, "") }
 	// Motion detection is the body's CPU-heavy work: it runs below
 	// GOMAXPROCS, so the e-stop's reader finds a free P.
-	heavy := sense.NewCPU(sense.HeavyWorkers())
-	for _, c := range ds.cams {
-		cc := cfg.Cameras[strings.TrimPrefix(c.id, "camera.")]
-		var snaps sense.Snapshots
+	heavy := NewCPU(HeavyWorkers())
+	for _, c := range ds.Cams {
+		cc := cfg.Cameras[body.ChannelName(c.ID)]
+		var snaps Snapshots
 		if sn := cc.Snapshots; sn != nil && sn.Enabled {
-			snaps = sense.Snapshots{Dir: filepath.Join(dataDir, "evidence", c.id), TTL: time.Duration(cmp.Or(sn.TTLHours, 24)) * time.Hour, Width: cmp.Or(sn.Width, 160)}
+			snaps = Snapshots{Dir: filepath.Join(dataDir, "evidence", c.ID), TTL: time.Duration(cmp.Or(sn.TTLHours, 24)) * time.Hour, Width: cmp.Or(sn.Width, 160)}
 			s.snaps = append(s.snaps, snaps)
 		}
-		ch, err := sense.NewCameraChannel(outletWith(c.id, "camera", cc.Privacy), c.cam, motionConfig(cc), snaps, s.cameraState(c.id))
+		ch, err := NewCameraChannel(outletWith(c.ID, "camera", cc.Privacy), c.Cam, motionConfig(cc), snaps, s.cameraState(c.ID))
 		if err != nil {
-			s.fail(c.id, err)
+			s.fail(c.ID, err)
 			continue
 		}
 		ch.SetCPU(heavy)
-		s.cams = append(s.cams, senseCamera{id: c.id, cam: c.cam, ch: ch})
-		s.runs = append(s.runs, senseRun{c.id, ch.Run})
+		s.Cameras = append(s.Cameras, GroupCamera{ID: c.ID, Cam: c.Cam, Ch: ch})
+		s.runs = append(s.runs, senseRun{c.ID, ch.Run})
 	}
-	if ds.mic != nil {
-		mc := cfg.Microphones[strings.TrimPrefix(ds.micID, "audio.")]
-		ch, err := sense.NewMicChannel(outletWith(ds.micID, "audio", mc.Privacy), ds.mic, soundConfig(mc))
+	if ds.Mic != nil {
+		mc := cfg.Microphones[body.ChannelName(ds.MicID)]
+		ch, err := NewMicChannel(outletWith(ds.MicID, "audio", mc.Privacy), ds.Mic, soundConfig(mc))
 		if err != nil {
-			s.fail(ds.micID, err)
+			s.fail(ds.MicID, err)
 		} else {
-			s.mic = &senseMic{id: ds.micID, mic: ds.mic, ch: ch}
-			s.runs = append(s.runs, senseRun{ds.micID, ch.Run})
+			s.Mic = &GroupMic{ID: ds.MicID, Mic: ds.Mic, Ch: ch}
+			s.runs = append(s.runs, senseRun{ds.MicID, ch.Run})
 		}
 	}
-	for _, in := range ds.ins {
-		switch in.role {
-		case board.RoleEStop, board.RoleEStopSecond, board.RoleEStopReset:
+	for _, in := range ds.Ins {
+		if in.EStop() {
 			continue // the e-stop's, not a sense channel's
 		}
-		c, err := sense.NewLineChannel(outlet(in.id, "gpio"), in.line, sense.LineConfig{Active: in.active, Button: in.role == "button",
+		c, err := NewLineChannel(outlet(in.ID, "gpio"), in.Line, LineConfig{Active: in.Active, Button: in.Role == "button",
 			LongPress: ms(cfg.Buttons.LongPressMS), DoublePress: ms(cfg.Buttons.DoublePressMS)})
 		if err != nil {
-			s.fail(in.id, err)
+			s.fail(in.ID, err)
 			continue
 		}
-		s.runs = append(s.runs, senseRun{in.id, c.Run})
+		s.runs = append(s.runs, senseRun{in.ID, c.Run})
 	}
-	for _, d := range ds.inputs {
-		role := sense.Activity
-		if d.role == string(sense.Control) {
-			role = sense.Control
+	for _, d := range ds.Inputs {
+		role := Activity
+		if d.Role == string(Control) {
+			role = Control
 		}
-		c, err := sense.NewInputChannel(outlet(d.id, string(role)), d.dev, sense.InputConfig{Role: role, Window: time.Duration(cfg.Inputs.ActivityWindowS) * time.Second})
+		c, err := NewInputChannel(outlet(d.ID, string(role)), d.Dev, InputConfig{Role: role, Window: time.Duration(cfg.Inputs.ActivityWindowS) * time.Second})
 		if err != nil {
-			s.fail(d.id, err)
+			s.fail(d.ID, err)
 			continue
 		}
-		s.runs = append(s.runs, senseRun{d.id, c.Run})
+		s.runs = append(s.runs, senseRun{d.ID, c.Run})
 	}
 	named := map[string]bool{}
-	for _, d := range ds.inputs {
-		named[d.dev.Info().Path] = true
+	for _, d := range ds.Inputs {
+		named[d.Dev.Info().Path] = true
 	}
-	for _, h := range ds.hotplug {
-		c, err := sense.NewHotplugChannel(outlet(h.id, "activity"), h.w, h.open, func(p string) bool { return named[p] },
-			sense.InputConfig{Window: time.Duration(cfg.Inputs.ActivityWindowS) * time.Second})
+	for _, h := range ds.Hotplug {
+		c, err := NewHotplugChannel(outlet(h.ID, "activity"), h.Watcher, h.Open, func(p string) bool { return named[p] },
+			InputConfig{Window: time.Duration(cfg.Inputs.ActivityWindowS) * time.Second})
 		if err != nil {
-			s.fail(h.id, err)
+			s.fail(h.ID, err)
 			continue
 		}
 		s.hotplug = append(s.hotplug, c)
-		s.runs = append(s.runs, senseRun{h.id, c.Run})
+		s.runs = append(s.runs, senseRun{h.ID, c.Run})
 	}
 
-	sampler := &body.Sampler{Root: "/", DataDir: dataDir, Zones: p.Thermal.Zones,
-		ThrottleSource: p.Thermal.Throttle.Source, ThrottlePath: p.Thermal.Throttle.Path,
-		Clock: clock, Registry: reg, Shed: s.shed, Limits: limits(cfg.Self)}
-	if store != nil {
-		sampler.Outbox = func() (uint64, error) {
-			st, err := store.Stats()
-			return st.OutboxRows, err
-		}
-	}
+	sampler := &body.Sampler{Root: "/", DataDir: dataDir, Zones: gc.Zones,
+		ThrottleSource: gc.ThrottleSource, ThrottlePath: gc.ThrottlePath,
+		Clock: clock, Registry: reg, Shed: s.shed, Limits: limits(cfg.Self), Outbox: gc.Outbox}
 	const selfID = "body.self"
-	if err := reg.Register(body.Channel{ID: selfID, Kind: "self-state", Device: "the body's own state", Driver: string(board.Loaded), State: body.Enabled, Health: "ok"}); err != nil {
+	if err := reg.Register(body.Channel{ID: selfID, Kind: "self-state", Device: "the body's own state", Driver: "Loaded", State: body.Enabled, Health: "ok"}); err != nil {
 		log.Error("channel not registered", "channel", selfID, "err", err)
 	}
-	s.self = sense.NewSelfChannel(outlet(selfID, "self"), sampler, time.Duration(cfg.Self.IntervalS)*time.Second)
+	s.self = NewSelfChannel(outlet(selfID, "self"), sampler, time.Duration(cfg.Self.IntervalS)*time.Second)
 	s.self.Prime() // status has a sample from the start
 	s.runs = append(s.runs, senseRun{selfID, s.self.Run})
 	return s
@@ -233,7 +248,7 @@ func limits(c config.SelfState) body.Limits {
 
 // cameraState marks a camera's channel offline while its driver reopens
 // it, and enabled again when frames come.
-func (s *senses) cameraState(id string) sense.CameraState {
+func (s *Group) cameraState(id string) CameraState {
 	return func(online bool, err error) {
 		state, health := body.Enabled, "ok"
 		if !online {
@@ -248,7 +263,7 @@ func (s *senses) cameraState(id string) sense.CameraState {
 	}
 }
 
-func (s *senses) fail(id string, err error) {
+func (s *Group) fail(id string, err error) {
 	s.log.Error("sense channel not started", "channel", id, "err", err)
 	if serr := s.reg.Set(id, body.Error, err.Error()); serr != nil {
 		s.log.Error("channel state", "channel", id, "err", serr)
@@ -256,7 +271,7 @@ func (s *senses) fail(id string, err error) {
 }
 
 // shed sums what every outlet shed.
-func (s *senses) shed() uint64 {
+func (s *Group) shed() uint64 {
 	var n uint64
 	for _, o := range s.outlets {
 		n += o.Stats().Shed
@@ -264,8 +279,10 @@ func (s *senses) shed() uint64 {
 	return n
 }
 
-// start runs every channel and its outlet's writer.
-func (s *senses) start(ctx context.Context, l sense.Ledger) {
+// Start runs every channel and its outlet's writer; l nil means the
+// ledger is not open (every write fails, so outlets retry, fill and shed,
+// and say so in their counts).
+func (s *Group) Start(ctx context.Context, l Ledger) {
 	if l == nil {
 		l = noLedger{}
 	}
@@ -283,7 +300,7 @@ func (s *senses) start(ctx context.Context, l sense.Ledger) {
 	s.readers.Add(1)
 	go func() {
 		defer s.readers.Done()
-		s.clock.Run(ctx, clockEvery)
+		s.clock.Run(ctx, s.every)
 	}()
 	if len(s.snaps) > 0 {
 		s.readers.Add(1)
@@ -315,9 +332,9 @@ func (s *senses) start(ctx context.Context, l sense.Ledger) {
 	}
 }
 
-// stop waits for the readers (the caller has cancelled their context and
+// Stop waits for the readers (the caller has cancelled their context and
 // halted the devices), then lets the outlets write what they hold.
-func (s *senses) stop() {
+func (s *Group) Stop() {
 	for _, h := range s.hotplug {
 		h.Halt()
 	}
@@ -341,7 +358,7 @@ func (s *senses) stop() {
 	}
 }
 
-func (s *senses) waiting() int {
+func (s *Group) waiting() int {
 	n := 0
 	for _, o := range s.outlets {
 		n += o.Stats().Waiting
@@ -349,9 +366,9 @@ func (s *senses) waiting() int {
 	return n
 }
 
-// stats lists each outlet's counts, for status.
-func (s *senses) stats() map[string]sense.OutletStats {
-	out := map[string]sense.OutletStats{}
+// Stats lists each outlet's counts, for status.
+func (s *Group) Stats() map[string]OutletStats {
+	out := map[string]OutletStats{}
 	for id, o := range s.outlets {
 		out[id] = o.Stats()
 	}
@@ -359,12 +376,12 @@ func (s *senses) stats() map[string]sense.OutletStats {
 }
 
 // sweep deletes expired snapshots every few minutes until ctx ends.
-func (s *senses) sweep(ctx context.Context) {
+func (s *Group) sweep(ctx context.Context) {
 	t := time.NewTicker(5 * time.Minute)
 	defer t.Stop()
 	for {
 		for _, sn := range s.snaps {
-			if n, err := sense.SweepSnapshots(sn.Dir, sn.TTL, time.Now()); err != nil {
+			if n, err := SweepSnapshots(sn.Dir, sn.TTL, time.Now()); err != nil {
 				s.log.Warn("snapshot sweep", "dir", sn.Dir, "err", err)
 			} else if n > 0 {
 				s.log.Info("snapshots expired", "dir", sn.Dir, "removed", n)
@@ -377,3 +394,6 @@ func (s *senses) sweep(ctx context.Context) {
 		}
 	}
 }
+
+// Self is the latest self-state sample.
+func (s *Group) Self() (body.SelfState, bool) { return s.self.Last() }
