@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tobe-body/tobe-body/board/strictjson"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/ledger"
@@ -75,12 +74,12 @@ var risks = map[string]Risk{"R1": R1, "R2": R2, "R3": R3}
 
 // NewSettings checks c against the board p and the channels in reg
 // (either may be nil: those checks are then skipped) and resolves it;
-// channel modes are set in reg. The error is a strictjson.Errors with one
+// channel modes are set in reg. The error is a config.Errors with one
 // entry per problem, each naming its path in the config.
 func NewSettings(c config.Act, p *Board, reg *body.Registry) (*Settings, error) {
-	var errs strictjson.Errors
+	var errs config.Errors
 	bad := func(path, format string, args ...any) {
-		errs = append(errs, &strictjson.Error{File: "config", Path: "$.act" + path, Reason: fmt.Sprintf(format, args...)})
+		errs = append(errs, &config.Error{File: "config", Path: "$.act" + path, Reason: fmt.Sprintf(format, args...)})
 	}
 	s := &Settings{Outputs: map[string]OutputSettings{}, CapModes: map[string]body.State{}, ChanModes: map[string]body.State{},
 		Leases: NewLeaseTable(0), raw: c}
@@ -176,7 +175,7 @@ func NewSettings(c config.Act, p *Board, reg *body.Registry) (*Settings, error) 
 	if reg != nil {
 		for id, m := range s.ChanModes {
 			if err := setMode(reg, id, m); err != nil {
-				return nil, strictjson.Errors{{File: "config", Path: fmt.Sprintf("$.act.channel_modes[%q]", id), Reason: err.Error()}}
+				return nil, config.Errors{{File: "config", Path: fmt.Sprintf("$.act.channel_modes[%q]", id), Reason: err.Error()}}
 			}
 		}
 	}
@@ -207,11 +206,11 @@ func (s *Settings) CheckCapabilities(r *Runner) error {
 		offered[c.Name] = true
 		names = append(names, c.Name)
 	}
-	var errs strictjson.Errors
+	var errs config.Errors
 	check := func(path string, m map[string]bool) {
 		for _, name := range slices.Sorted(maps.Keys(m)) {
 			if !offered[name] {
-				errs = append(errs, &strictjson.Error{File: "config", Path: fmt.Sprintf("$.act.%s[%q]", path, name),
+				errs = append(errs, &config.Error{File: "config", Path: fmt.Sprintf("$.act.%s[%q]", path, name),
 					Reason: fmt.Sprintf("this body offers no capability %s (%s)", name, strings.Join(names, ", "))})
 			}
 		}
@@ -252,12 +251,12 @@ type localRule struct {
 }
 
 // NewLocalPrincipals reads the config's act.principals rules.
-func NewLocalPrincipals(ps []config.Principal) (*LocalPrincipals, strictjson.Errors) {
-	var errs strictjson.Errors
+func NewLocalPrincipals(ps []config.Principal) (*LocalPrincipals, config.Errors) {
+	var errs config.Errors
 	lp := &LocalPrincipals{groupsOf: supplementaryGroups}
 	for i, p := range ps {
 		bad := func(key, format string, args ...any) {
-			errs = append(errs, &strictjson.Error{File: "config", Path: fmt.Sprintf("$.act.principals[%d].%s", i, key), Reason: fmt.Sprintf(format, args...)})
+			errs = append(errs, &config.Error{File: "config", Path: fmt.Sprintf("$.act.principals[%d].%s", i, key), Reason: fmt.Sprintf(format, args...)})
 		}
 		r := localRule{uid: -1, gid: -1, trust: trustLevels[p.Trust]}
 		switch {

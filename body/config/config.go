@@ -555,3 +555,11 @@ func merge(dst, src map[string]any) {
 		dst[k] = v
 	}
 }
+
+// Error is one problem of a config, at its path; Errors are all of them.
+// Checks of a section made elsewhere (act's against the board) report in
+// these, so every config error reads the same.
+type (
+	Error  = strictjson.Error
+	Errors = strictjson.Errors
+)

@@ -87,3 +87,59 @@ func TestEveryPackageHasDoc(t *testing.T) {
 		}
 	}
 }
+
+// layers are DESIGN.md's rules of which top-level package may import
+// which of ours (its own subpackages always); cmd and scripts may import
+// everything.
+var layers = map[string][]string{
+	"hal":       {},
+	"board":     {"hal"},
+	"body":      {"hal", "board", "ledger"},
+	"sense":     {"hal", "body", "ledger"},
+	"act":       {"hal", "body", "ledger"},
+	"ledger":    {},
+	"awareness": {"ledger", "act", "body", "sense"},
+}
+
+// TestLayering holds every package's non-test imports to the layers.
+func TestLayering(t *testing.T) {
+	const module = "github.com/tobe-body/tobe-body/"
+	checked := 0
+	filepath.WalkDir(repoRoot, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && p != repoRoot || d.Name() == "testdata" || d.Name() == "var") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		rel, _ := filepath.Rel(repoRoot, p)
+		top, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
+		allowed, ruled := layers[top]
+		if !ruled {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			return nil
+		}
+		checked++
+		for _, imp := range f.Imports {
+			path := strings.Trim(imp.Path.Value, `"`)
+			if !strings.HasPrefix(path, module) {
+				continue
+			}
+			to, _, _ := strings.Cut(strings.TrimPrefix(path, module), "/")
+			if to != top && !slices.Contains(allowed, to) {
+				t.Errorf("%s imports %s: %s may import only %v", rel, path, top, allowed)
+			}
+		}
+		return nil
+	})
+	if checked < 50 {
+		t.Fatalf("checked only %d files", checked)
+	}
+}
