@@ -176,7 +176,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		// means starting latched. A damaged one was moved aside and a new
 		// one started: whether the latch was set is in the file that could
 		// not be read, so it counts as set.
-		switch latched, err := latchedBefore(store, store != nil); {
+		switch latched, err := act.LatchedAtStop(store); {
 		case err != nil:
 			estop.LatchAtStart("the ledger cannot be read: " + err.Error())
 		case store.Damage() != nil:
@@ -264,7 +264,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		defer tk.Close()
 		watch = newTakeoverWatch(tk, log)
 		// A person's hold survives a restart.
-		held, err := heldAtStop(store)
+		held, err := act.HeldAtStop(store)
 		if err != nil {
 			// Not knowing, every person's control holds its resources.
 			log.Error("the people's holds cannot be read: every one is taken as in force", "err", err)

@@ -16,7 +16,7 @@ import (
 )
 
 // estopChannel is the channel id the e-stop's records carry.
-const estopChannel = "estop.main"
+const estopChannel = act.EStopChannel
 
 // newEStop builds the e-stop from the lines the devices opened; nil when
 // the board has no e-stop line (then nothing above R0 may act).
@@ -50,27 +50,6 @@ func newEStop(ds *devices, p *board.Profile) (*act.EStop, error) {
 		cfg.Speakers = append(cfg.Speakers, ds.speaker)
 	}
 	return act.NewEStop(cfg)
-}
-
-// latchedBefore reads from the ledger whether the e-stop was latched when
-// the body last stopped: its last trip is later than its last reset. Only
-// the e-stop's own observed records count, never one told by anyone.
-func latchedBefore(store *ledger.Store, open bool) (bool, error) {
-	if !open {
-		return true, errors.New("not open")
-	}
-	evs, err := store.Events(ledger.Filter{Types: []string{"estop.tripped", "estop.reset"}, Limit: 1 << 30})
-	if err != nil {
-		return true, err
-	}
-	latched := false
-	for _, e := range evs {
-		if e.ChannelID != estopChannel || e.Provenance != ledger.Observed {
-			continue
-		}
-		latched = e.Type == "estop.tripped"
-	}
-	return latched, nil
 }
 
 // estopRecorder writes what the e-stop did to the ledger, after the fact:
