@@ -8,9 +8,6 @@ import (
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
-// EStopChannel is the channel id the e-stop's records carry.
-const EStopChannel = "estop.main"
-
 // RecordEStop writes what the e-stop did to j, after the fact (the trip
 // path never waits for it), until ctx ends; then it writes what is left
 // and returns. Each record is stamped with the clock at the time the

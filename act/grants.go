@@ -252,7 +252,7 @@ func grantAggregate(id string) string { return "grant:" + id }
 // grantLog is what Grants needs of the ledger.
 type grantLog interface {
 	Append(ctx context.Context, events ...ledger.Event) ([]ledger.Result, error)
-	Scan(f ledger.Filter) ([]ledger.Stored, uint64, error)
+	ReadProjection(name string, fn func(ledger.ReadKV) error) error
 }
 
 // Grants are the grants of the body, kept as ledger events and in
@@ -270,11 +270,11 @@ type Grants struct {
 	byID   map[string]int
 }
 
-// LoadGrants reads every grant event from the ledger and returns the
-// grants they leave. now is the clock new grants are judged and dated by
-// (nil: time.Now). A grant event that cannot be read or does not follow
-// from the ones before it is an error naming its sequence: grants fail
-// closed, and a revocation is never skipped.
+// LoadGrants reads the grants from the ledger's grants projection (see
+// Projections: the store must keep it). now is the clock new grants are
+// judged and dated by (nil: time.Now). A grant event that could not be
+// read or did not follow from the ones before it is an error naming the
+// event: grants fail closed, and a revocation is never skipped.
 func LoadGrants(store *ledger.Store, now func() time.Time) (*Grants, error) {
 	if store == nil {
 		return nil, errors.New("act: grants: the ledger is not open")
@@ -287,25 +287,44 @@ func loadGrants(log grantLog, now func() time.Time) (*Grants, error) {
 		now = time.Now
 	}
 	g := &Grants{log: log, now: now, byID: map[string]int{}}
-	f := ledger.Filter{Types: []string{"grant."}}
-	for {
-		evs, next, err := log.Scan(f)
-		if err != nil {
-			return nil, fmt.Errorf("act: grants: reading the ledger: %w", err)
-		}
-		for _, e := range evs {
-			if err := g.apply(&e.Event); err != nil {
-				return nil, fmt.Errorf("act: grants: event %d (%s): %w", e.Seq, e.Type, err)
-			}
-		}
-		if next == f.After {
-			return g, nil
-		}
-		f.After = next
+	err := log.ReadProjection(projGrants, func(kv ledger.ReadKV) error {
+		var err error
+		g.grants, err = readGrants(kv)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("act: grants: %w", err)
 	}
+	for i, gr := range g.grants {
+		g.byID[gr.ID] = i
+	}
+	return g, nil
 }
 
-// apply changes the grants by one event. The caller holds mu or owns g.
+// grantOf is the grant a grant.added payload at makes, or what is wrong
+// with it.
+func grantOf(p grantAdded, at time.Time) (Grant, error) {
+	gr := Grant{ID: p.ID, Subject: p.Subject, Capability: p.Capability, Scope: p.Scope, By: p.By, Reason: p.Reason, Added: at}
+	if p.Expires != "" {
+		t, err := time.Parse(time.RFC3339Nano, p.Expires)
+		if err != nil {
+			return Grant{}, fmt.Errorf("expires: %w", err)
+		}
+		gr.Expires = t.UTC()
+	}
+	if err := checkSubject(gr.Subject); err != nil {
+		return Grant{}, fmt.Errorf("subject: %w", err)
+	}
+	if err := CheckPattern(gr.Capability); err != nil {
+		return Grant{}, fmt.Errorf("capability: %w", err)
+	}
+	if err := CheckPattern(gr.Scope); err != nil {
+		return Grant{}, fmt.Errorf("scope: %w", err)
+	}
+	return gr, nil
+}
+
+// apply changes the grants by one event it wrote. The caller holds mu.
 func (g *Grants) apply(e *ledger.Event) error {
 	switch e.Type {
 	case EventGrantAdded:
@@ -316,23 +335,9 @@ func (g *Grants) apply(e *ledger.Event) error {
 		if _, dup := g.byID[p.ID]; dup || p.ID == "" {
 			return fmt.Errorf("grant id %q is empty or used already", p.ID)
 		}
-		gr := Grant{ID: p.ID, Subject: p.Subject, Capability: p.Capability, Scope: p.Scope, By: p.By, Reason: p.Reason,
-			Added: e.Occurred()}
-		if p.Expires != "" {
-			t, err := time.Parse(time.RFC3339Nano, p.Expires)
-			if err != nil {
-				return fmt.Errorf("expires: %w", err)
-			}
-			gr.Expires = t.UTC()
-		}
-		if err := checkSubject(gr.Subject); err != nil {
-			return fmt.Errorf("subject: %w", err)
-		}
-		if err := CheckPattern(gr.Capability); err != nil {
-			return fmt.Errorf("capability: %w", err)
-		}
-		if err := CheckPattern(gr.Scope); err != nil {
-			return fmt.Errorf("scope: %w", err)
+		gr, err := grantOf(p, e.Occurred())
+		if err != nil {
+			return err
 		}
 		g.byID[gr.ID] = len(g.grants)
 		g.grants = append(g.grants, gr)

@@ -874,7 +874,7 @@ func TestLabEStopLatency(t *testing.T) {
 		defer os.RemoveAll(dir)
 		where = "on disk"
 	}
-	store, err := ledger.Open(ledger.Options{Path: filepath.Join(dir, "ledger.db"), AgentID: ledger.NewID(), BodyID: ledger.NewID()})
+	store, err := ledger.Open(ledger.Options{Path: filepath.Join(dir, "ledger.db"), AgentID: ledger.NewID(), BodyID: ledger.NewID(), Projections: Projections()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -633,38 +632,45 @@ func (r *Runner) recordProposed(ctx context.Context, inv *Invocation, extra map[
 	return nil, nil
 }
 
-// recorded finds what became of the invocation proposed at seq: its last
-// record's status and result.
+// recorded finds what became of the invocation proposed at seq: the
+// proposal names its action, and the action_results projection holds the
+// status of its last record and the last result recorded.
 func (r *Runner) recorded(seq uint64) Result {
 	unknown := Result{Status: Unknown, Detail: "a repeat of an earlier invocation whose outcome could not be read back"}
 	store, ok := r.journal.(interface {
 		Events(ledger.Filter) ([]ledger.Stored, error)
+		ReadProjection(name string, fn func(ledger.ReadKV) error) error
 	})
-	if !ok {
+	if !ok || seq == 0 {
 		return unknown
 	}
 	first, err := store.Events(ledger.Filter{After: seq - 1, Limit: 1})
-	if err != nil || len(first) != 1 {
+	if err != nil || len(first) != 1 || first[0].Seq != seq {
 		return unknown
 	}
-	agg := first[0].AggregateID
-	evs, err := store.Events(ledger.Filter{After: seq - 1, Types: []string{"action."}, Limit: 1 << 20})
-	if err != nil {
+	id := actionOf(&first[0].Event)
+	if id == "" {
 		return unknown
 	}
-	res := Result{ActionID: strings.TrimPrefix(agg, "action:"), Status: Proposed}
-	for _, e := range evs {
-		if e.AggregateID != agg {
-			continue
+	var ar actionResult
+	var found bool
+	err = store.ReadProjection(projResults, func(kv ledger.ReadKV) error {
+		v := kv.Get([]byte(id))
+		if v == nil {
+			return nil
 		}
-		res.Status = Status(strings.TrimPrefix(e.Type, "action."))
-		var p map[string]cbor.RawMessage
-		if ledger.UnmarshalPayload(e.Payload, &p) == nil && p["result"] != nil {
-			var prev Result
-			if ledger.UnmarshalPayload(p["result"], &prev) == nil {
-				prev.Status = res.Status
-				res = prev
-			}
+		found = true
+		return ledger.UnmarshalPayload(v, &ar)
+	})
+	if err != nil || !found {
+		return unknown
+	}
+	res := Result{ActionID: id, Status: ar.Status}
+	if ar.Result != nil {
+		var prev Result
+		if ledger.UnmarshalPayload(ar.Result, &prev) == nil {
+			prev.Status = ar.Status
+			res = prev
 		}
 	}
 	if !res.Status.Final() {
@@ -684,49 +690,61 @@ func (r *Runner) recordResult(inv *Invocation, res Result) {
 // action did cannot be confirmed: each is recorded as unknown, for a
 // person to look at. Invocations that were waiting for approval, or
 // approved but not yet running, did nothing: each is recorded cancelled
-// with approval_expired. It returns their ids.
+// with approval_expired. It returns their ids, in the order of the ids.
+// It reads the actions_open projection (see Projections), not the
+// history. An action whose record cannot be read is left as it is and
+// named in the error; the others are still recorded.
 func (r *Runner) Recover(ctx context.Context, store *ledger.Store) ([]string, error) {
-	evs, err := store.Events(ledger.Filter{Types: []string{"action."}, Limit: 1 << 30})
+	type left struct {
+		id string
+		st openAction
+	}
+	var open []left
+	err := store.ReadProjection(projOpen, func(kv ledger.ReadKV) error {
+		return kv.ForEach(func(k, v []byte) error {
+			var st openAction
+			if err := ledger.UnmarshalPayload(v, &st); err != nil {
+				return fmt.Errorf("action %s: %w", k, err)
+			}
+			open = append(open, left{string(k), st})
+			return nil
+		})
+	})
 	if err != nil {
 		return nil, fmt.Errorf("act: recover: %w", err)
 	}
-	last := map[string]ledger.Stored{}
-	var order []string
-	for _, e := range evs {
-		if _, seen := last[e.AggregateID]; !seen {
-			order = append(order, e.AggregateID)
-		}
-		last[e.AggregateID] = e
-	}
 	var ids []string
-	for _, agg := range order {
-		e := last[agg]
-		if Status(e.Type[len("action."):]).Final() {
-			continue
-		}
+	var errs []error
+	for _, o := range open {
 		var p map[string]cbor.RawMessage
 		var inv Invocation
-		if err := ledger.UnmarshalPayload(e.Payload, &p); err != nil {
-			return ids, fmt.Errorf("act: recover %s: %w", agg, err)
+		if err := ledger.UnmarshalPayload(o.st.Payload, &p); err != nil {
+			errs = append(errs, fmt.Errorf("act: recover %s: %w", o.id, err))
+			continue
 		}
 		if err := ledger.UnmarshalPayload(p["invocation"], &inv); err != nil {
-			return ids, fmt.Errorf("act: recover %s: %w", agg, err)
+			errs = append(errs, fmt.Errorf("act: recover %s: %w", o.id, err))
+			continue
+		}
+		if inv.ActionID != o.id {
+			errs = append(errs, fmt.Errorf("act: recover %s: its record is of action %q", o.id, inv.ActionID))
+			continue
 		}
 		res := Result{ActionID: inv.ActionID, Status: Unknown,
-			Detail: "the body stopped while this action was " + e.Type[len("action."):] + "; it was not run again, and its outputs started at their safe levels"}
-		switch Status(e.Type[len("action."):]) {
+			Detail: "the body stopped while this action was " + string(o.st.Status) + "; it was not run again, and its outputs started at their safe levels"}
+		switch o.st.Status {
 		case WaitingApproval, Approved:
 			// Nothing was done: running is recorded before any side
 			// effect. An approval belongs to the moment and the session
 			// it was asked in, and neither survives a restart, so what
 			// waited is cancelled rather than kept for an approval later.
 			res = Result{ActionID: inv.ActionID, Status: Cancelled, Reason: ReasonApprovalExpired,
-				Detail: "the body stopped while this action was " + e.Type[len("action."):] + "; nothing was done, and it will not run: ask again"}
+				Detail: "the body stopped while this action was " + string(o.st.Status) + "; nothing was done, and it will not run: ask again"}
 		}
 		if err := r.record(ctx, &inv, res.Status, map[string]any{"result": res}); err != nil {
-			return ids, err
+			return ids, errors.Join(append(errs, err)...)
 		}
 		ids = append(ids, inv.ActionID)
 	}
-	return ids, nil
+	return ids, errors.Join(errs...)
 }

@@ -12,6 +12,34 @@ import (
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
+// The people's hold records in the ledger; their class is audit.
+const (
+	// EventHumanTakeover records that a person's control took a resource
+	// over (or renewed the hold, cancelling what ran on it).
+	EventHumanTakeover = "lease.human_takeover"
+	// EventHumanReleased records that the hold on a resource ended.
+	EventHumanReleased = "lease.human_released"
+)
+
+// humanTakeover is the payload of lease.human_takeover.
+type humanTakeover struct {
+	Resource string  `cbor:"resource"`
+	Control  string  `cbor:"control"`
+	Epoch    uint64  `cbor:"epoch"`
+	End      HoldEnd `cbor:"end"`
+	// Cancelled are the actions the takeover cancelled on the resource.
+	Cancelled []string `cbor:"cancelled"`
+	// Renewed: a press while the hold was in force.
+	Renewed bool `cbor:"renewed"`
+}
+
+// humanReleased is the payload of lease.human_released.
+type humanReleased struct {
+	Resource string `cbor:"resource"`
+	Control  string `cbor:"control"`
+	Why      string `cbor:"why"`
+}
+
 // HoldEnd says when a person's hold on the resources of a control ends.
 type HoldEnd string
 
@@ -218,8 +246,8 @@ func (t *Takeover) take(c *control) error {
 		if !fresh && len(cancelled) == 0 {
 			continue // a press that only renews: nothing new to record
 		}
-		evs = append(evs, t.event("lease.human_takeover", c, res, map[string]any{"epoch": l.Epoch, "end": string(c.End),
-			"cancelled": cancelled, "renewed": !fresh}))
+		evs = append(evs, t.event(EventHumanTakeover, c, humanTakeover{Resource: res, Control: c.Control, Epoch: l.Epoch, End: c.End,
+			Cancelled: cancelled, Renewed: !fresh}))
 	}
 	return t.record(evs)
 }
@@ -234,14 +262,13 @@ func (t *Takeover) end(c *control, why string) error {
 	var evs []ledger.Event
 	for _, res := range c.Resources {
 		if t.leases.HumanRelease(res) {
-			evs = append(evs, t.event("lease.human_released", c, res, map[string]any{"why": why}))
+			evs = append(evs, t.event(EventHumanReleased, c, humanReleased{Resource: res, Control: c.Control, Why: why}))
 		}
 	}
 	return t.record(evs)
 }
 
-func (t *Takeover) event(typ string, c *control, res string, payload map[string]any) ledger.Event {
-	payload["resource"], payload["control"] = res, c.Control
+func (t *Takeover) event(typ string, c *control, payload any) ledger.Event {
 	p, err := ledger.MarshalPayload(payload)
 	if err != nil {
 		t.report(fmt.Errorf("act: %s: %w", typ, err))

@@ -165,7 +165,7 @@ var (
 
 func newTestBody(t *testing.T) *testBody {
 	t.Helper()
-	store, err := ledger.Open(ledger.Options{Path: filepath.Join(t.TempDir(), "ledger.db")})
+	store, err := ledger.Open(ledger.Options{Path: filepath.Join(t.TempDir(), "ledger.db"), Projections: act.Projections()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,11 @@ package ledger
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -31,6 +34,110 @@ type KV interface {
 	// ForEach visits the keys in order.
 	ForEach(fn func(k, v []byte) error) error
 }
+
+// ReadKV is a projection's bucket as a reader sees it.
+type ReadKV interface {
+	Get(key []byte) []byte
+	// ForEach visits the keys in order.
+	ForEach(fn func(k, v []byte) error) error
+}
+
+// ErrUnknownProjection: the store does not keep a projection of that
+// name (it is not among Options.Projections).
+var ErrUnknownProjection = errors.New("ledger: no such projection")
+
+// ReadProjection calls fn with a projection's bucket as of one committed
+// state: a read transaction, which appends do not wait for. The slices fn
+// is given are valid only until it returns; fn must not append to the
+// store (a commit that grows the file waits for the reads to end). A
+// projection the store does not keep is ErrUnknownProjection: a bucket
+// nobody updates would be a stale answer. fn's error is returned as it
+// is.
+func (s *Store) ReadProjection(name string, fn func(ReadKV) error) error {
+	if _, ok := s.projs[name]; !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownProjection, name)
+	}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	return s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bProj).Bucket([]byte(name))
+		if b == nil {
+			return fmt.Errorf("ledger: projection %s has no bucket", name)
+		}
+		return fn(b)
+	})
+}
+
+// openProjections makes the bucket of every projection the store keeps. A
+// projection new to a file that already holds events (the file was
+// written by a body without it) is built from those events here, once,
+// in the transaction that makes its bucket: a body upgraded to a
+// projection starts from what its history says, not from nothing.
+func (s *Store) openProjections(tx *bolt.Tx) error {
+	projs := tx.Bucket(bProj)
+	var fresh []Projection
+	kvs := map[string]KV{}
+	for _, p := range s.opts.Projections {
+		if projs.Bucket([]byte(p.Name())) != nil {
+			continue
+		}
+		b, err := projs.CreateBucket([]byte(p.Name()))
+		if err != nil {
+			return fmt.Errorf("ledger: projection %s: %w", p.Name(), err)
+		}
+		fresh = append(fresh, p)
+		kvs[p.Name()] = ownKV{b}
+	}
+	c := tx.Bucket(bEvents).Cursor()
+	if len(fresh) == 0 {
+		return nil
+	}
+	if k, _ := c.First(); k == nil {
+		return nil
+	}
+	start := time.Now()
+	names := make([]string, len(fresh))
+	for i, p := range fresh {
+		names[i] = p.Name()
+	}
+	s.opts.Log.Info("ledger: building projections from the events (once, for a file written without them)", "projections", names)
+	var e Event
+	n, applied := 0, 0
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if isRowKey(k) {
+			continue
+		}
+		n++
+		if err := Decode(v, &e); err != nil {
+			return fmt.Errorf("%w: event %d: %v", ErrDamaged, getU64(k), err)
+		}
+		for _, p := range fresh {
+			if !follows(p, e.Type) {
+				continue
+			}
+			applied++
+			if err := p.Apply(kvs[p.Name()], &e); err != nil {
+				return fmt.Errorf("ledger: building projection %s: event %d (%s): %w", p.Name(), getU64(k), e.Type, err)
+			}
+		}
+	}
+	s.opts.Log.Info("ledger: projections built", "projections", names, "events", n, "applied", applied, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// ownKV is a projection bucket that copies what it is given to keep into
+// a slice of its own (bbolt keeps the slices until the commit): a value
+// written over becomes garbage, where the writer's arena would keep it.
+type ownKV struct{ b *bolt.Bucket }
+
+func (kv ownKV) Get(k []byte) []byte                      { return kv.b.Get(k) }
+func (kv ownKV) Put(k, v []byte) error                    { return kv.b.Put(bytes.Clone(k), bytes.Clone(v)) }
+func (kv ownKV) Delete(k []byte) error                    { return kv.b.Delete(k) }
+func (kv ownKV) ForEach(fn func(k, v []byte) error) error { return kv.b.ForEach(fn) }
 
 func follows(p Projection, eventType string) bool {
 	for _, t := range p.Types() {

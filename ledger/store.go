@@ -247,7 +247,12 @@ func (s *Store) Path() string { return s.db.Path() }
 // error and is left alone.
 func Open(opts Options) (*Store, error) {
 	opts.defaults()
+	names := map[string]bool{}
 	for _, p := range opts.Projections {
+		if names[p.Name()] {
+			return nil, fmt.Errorf("ledger: two projections are named %s", p.Name())
+		}
+		names[p.Name()] = true
 		for _, t := range p.Types() {
 			if opts.Classes.Of(t).TTL != 0 {
 				return nil, fmt.Errorf("ledger: projection %s follows %s, whose class %s expires: it could not be rebuilt", p.Name(), t, opts.Classes.Of(t).Name)
@@ -482,11 +487,8 @@ func (s *Store) init() error {
 		if err := reindex(tx); err != nil {
 			return err
 		}
-		projs := tx.Bucket(bProj)
-		for name := range s.projs {
-			if _, err := projs.CreateBucketIfNotExists([]byte(name)); err != nil {
-				return err
-			}
+		if err := s.openProjections(tx); err != nil {
+			return err
 		}
 		return tx.Bucket(bEvents).ForEach(func(k, v []byte) error {
 			if isRowKey(k) {

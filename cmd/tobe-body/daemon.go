@@ -186,6 +186,13 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 	}
 	senses := sense.NewGroup(ds, gc)
 	reg.Seal()
+	if store != nil {
+		p, _ := ledger.MarshalPayload(map[string]any{"board": profile.Name, "drivers": drivers.Name, "version": version,
+			"channels": len(reg.Snapshot()), "safety": safety})
+		if _, err := store.Append(ctx, ledger.Event{Type: "body.started", Provenance: ledger.Observed, Payload: p}); err != nil {
+			log.Error("ledger append", "err", err)
+		}
+	}
 
 	// The e-stop, watching from here on: its latch survives a restart,
 	// and a ledger that cannot be read means starting latched.
@@ -194,7 +201,10 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		return nil, err
 	}
 	if estop != nil {
-		switch latched, err := latchedBefore(store, store != nil); {
+		// A damaged ledger was moved aside and a new one started: whether
+		// the latch was set is in the file that could not be read, so it
+		// counts as set.
+		switch latched, err := act.LatchedAtStop(store); {
 		case err != nil:
 			estop.LatchAtStart("the ledger cannot be read: " + err.Error())
 		case store.Damage() != nil:
@@ -252,7 +262,7 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		}
 		d.onStop(func() { tk.Close() })
 		watch = act.NewTakeoverWatch(tk, log)
-		held, err := heldAtStop(store)
+		held, err := act.HeldAtStop(store)
 		if err != nil {
 			log.Error("the people's holds cannot be read: every one is taken as in force", "err", err)
 			held = tk.Controls()
@@ -277,11 +287,6 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 	var startSeq uint64
 	var sink sense.Ledger
 	if store != nil {
-		p, _ := ledger.MarshalPayload(map[string]any{"board": profile.Name, "drivers": drivers.Name, "version": version,
-			"channels": len(reg.Snapshot()), "safety": safety})
-		if _, err := store.Append(ctx, ledger.Event{Type: "body.started", Provenance: ledger.Observed, Payload: p}); err != nil {
-			log.Error("ledger append", "err", err)
-		}
 		if st, err := store.Stats(); err == nil {
 			startSeq = st.LastSeq
 		}

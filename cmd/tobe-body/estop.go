@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/tobe-body/tobe-body/awareness/admin"
 	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/body"
-	"github.com/tobe-body/tobe-body/ledger"
 )
 
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
@@ -50,27 +48,6 @@ func newEStop(ds *body.Devices, p *board.Profile) (*act.EStop, error) {
 		cfg.Speakers = append(cfg.Speakers, ds.Speaker)
 	}
 	return act.NewEStop(cfg)
-}
-
-// latchedBefore reads from the ledger whether the e-stop was latched when
-// the body last stopped: its last trip is later than its last reset. Only
-// the e-stop's own observed records count, never one told by anyone.
-func latchedBefore(store *ledger.Store, open bool) (bool, error) {
-	if !open {
-		return true, errors.New("not open")
-	}
-	evs, err := store.Events(ledger.Filter{Types: []string{"estop.tripped", "estop.reset"}, Limit: 1 << 30})
-	if err != nil {
-		return true, err
-	}
-	latched := false
-	for _, e := range evs {
-		if e.ChannelID != act.EStopChannel || e.Provenance != ledger.Observed {
-			continue
-		}
-		latched = e.Type == "estop.tripped"
-	}
-	return latched, nil
 }
 
 const estopUsage = `usage: tobe-body estop <command> [flags]

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/ledger"
@@ -27,7 +28,7 @@ func ledgerOptions(cfg config.Ledger, dataDir string, id body.Identity, log *slo
 	}
 	opts := ledger.Options{
 		Path:           filepath.Join(dataDir, ledgerFile),
-		Projections:    []ledger.Projection{ledger.TypeCounts{Follow: auditTypes}},
+		Projections:    append([]ledger.Projection{ledger.TypeCounts{Follow: auditTypes}}, act.Projections()...),
 		Classes:        &classes,
 		OutboxMaxRows:  cfg.OutboxMaxRows,
 		OutboxMaxBytes: int64(cfg.OutboxMaxMB) << 20,

@@ -152,30 +152,3 @@ func TestTakeoverByAButton(t *testing.T) {
 		t.Errorf("the agent after the button was let go: %+v", res)
 	}
 }
-
-// The holds in force when the body stopped are found from the ledger.
-func TestHeldAtStop(t *testing.T) {
-	store, err := ledger.Open(ledger.Options{Path: filepath.Join(t.TempDir(), "ledger.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	tk, err := act.NewTakeover([]act.HumanControl{
-		{Control: "gpio.button", Resources: []string{"gpio.relay1"}, End: act.EndOnPressAgain},
-		{Control: "input.keypad KEY_1", Resources: []string{"gpio.relay2", "gpio.led"}, End: act.EndOnPressAgain},
-		{Control: "input.keypad KEY_2", Resources: []string{"gpio.buzzer"}, End: act.EndOnPressAgain},
-	}, act.NewLeaseTable(0), nil, store, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tk.Close()
-	for _, c := range []string{"gpio.button", "input.keypad KEY_1", "input.keypad KEY_2", "gpio.button"} {
-		if _, err := tk.Pressed(c); err != nil {
-			t.Fatal(err)
-		}
-	}
-	held, err := heldAtStop(store)
-	if err != nil || strings.Join(held, ",") != "input.keypad KEY_1,input.keypad KEY_2" {
-		t.Errorf("held %q, %v", held, err)
-	}
-}

@@ -1,0 +1,102 @@
+package ledger
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+// counts reads the type_counts projection through ReadProjection.
+func counts(t *testing.T, s *Store) map[string]uint64 {
+	t.Helper()
+	out := map[string]uint64{}
+	err := s.ReadProjection(TypeCounts{}.Name(), func(kv ReadKV) error {
+		return kv.ForEach(func(k, v []byte) error {
+			out[string(k)] = getU64(v)
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestReadProjection(t *testing.T) {
+	s := openTest(t, tempPath(t))
+	if got := counts(t, s); len(got) != 0 {
+		t.Errorf("a new ledger counts %v", got)
+	}
+	s.Execute(t.Context(), grantCmd{id: "g"})
+	s.Append(t.Context(), motion(1), Event{Type: "estop.tripped", Provenance: Observed})
+	if got := counts(t, s); len(got) != 2 || got["grant.added"] != 1 || got["estop.tripped"] != 1 {
+		t.Errorf("counts %v", got)
+	}
+	stop := errors.New("stop")
+	if err := s.ReadProjection(TypeCounts{}.Name(), func(ReadKV) error { return stop }); err != stop {
+		t.Errorf("fn's error: %v", err)
+	}
+	if err := s.ReadProjection("nobody_keeps_it", func(ReadKV) error { return nil }); !errors.Is(err, ErrUnknownProjection) {
+		t.Errorf("an unknown projection: %v, want ErrUnknownProjection", err)
+	}
+	s.Close()
+	if err := s.ReadProjection(TypeCounts{}.Name(), func(ReadKV) error { return nil }); !errors.Is(err, ErrClosed) {
+		t.Errorf("closed: %v, want ErrClosed", err)
+	}
+}
+
+// A projection new to a file that holds events is built from them once,
+// at open, and logged; later opens leave it to the appends.
+func TestNewProjectionIsBuiltFromTheEvents(t *testing.T) {
+	path := tempPath(t)
+	s := openTest(t, path, func(o *Options) { o.Projections = nil })
+	s.Execute(t.Context(), grantCmd{id: "g"})
+	s.Append(t.Context(), motion(1), Event{Type: "estop.tripped", Provenance: Observed}, Event{Type: "estop.tripped", Provenance: Observed})
+	s.Close()
+
+	var log bytes.Buffer
+	withLog := func(o *Options) { o.Log = slog.New(slog.NewTextHandler(&log, nil)) }
+	s = openTest(t, path, withLog)
+	if got := counts(t, s); len(got) != 2 || got["grant.added"] != 1 || got["estop.tripped"] != 2 {
+		t.Errorf("built %v", got)
+	}
+	if !strings.Contains(log.String(), "projections built") || !strings.Contains(log.String(), "type_counts") {
+		t.Errorf("the build was not logged: %s", log.String())
+	}
+	if r, err := s.Verify(t.Context()); err != nil || !r.OK() {
+		t.Errorf("verify: %+v %v", r, err)
+	}
+	s.Append(t.Context(), Event{Type: "estop.reset", Provenance: Observed})
+	s.Close()
+
+	log.Reset()
+	s = openTest(t, path, withLog)
+	if got := counts(t, s); len(got) != 3 || got["estop.tripped"] != 2 || got["estop.reset"] != 1 {
+		t.Errorf("after a second open %v", got)
+	}
+	if strings.Contains(log.String(), "projections built") {
+		t.Errorf("built a second time: %s", log.String())
+	}
+}
+
+// A new file makes the buckets and builds nothing.
+func TestNewFileBuildsNothing(t *testing.T) {
+	var log bytes.Buffer
+	s := openTest(t, tempPath(t), func(o *Options) { o.Log = slog.New(slog.NewTextHandler(&log, nil)) })
+	if got := counts(t, s); len(got) != 0 {
+		t.Errorf("counts %v", got)
+	}
+	if strings.Contains(log.String(), "projections") {
+		t.Errorf("logged %s", log.String())
+	}
+}
+
+// Two projections of one name would both write its bucket.
+func TestOpenRefusesTwoProjectionsOfOneName(t *testing.T) {
+	_, err := Open(Options{Path: tempPath(t), Projections: []Projection{TypeCounts{}, TypeCounts{Follow: []string{"grant."}}}})
+	if err == nil || !strings.Contains(err.Error(), "type_counts") {
+		t.Errorf("got %v, want a refusal naming the projection", err)
+	}
+}
