@@ -25,6 +25,8 @@ import (
 //     (Runner.Recover);
 //   - action_results: per action, the status of its last record and the
 //     last result recorded (the answer to a repeated idempotency key);
+//   - action_keys: per principal and idempotency key, the action it
+//     named (Runner.LookupKey);
 //   - grants: every grant as it stands (LoadGrants).
 //
 // Each is a pure function of its events in order: `ledger verify`
@@ -36,6 +38,7 @@ const (
 	projOpen    = "actions_open"
 	projResults = "action_results"
 	projGrants  = "grants"
+	projKeys    = "action_keys"
 )
 
 // Projections are the projections the act package restores its state
@@ -43,7 +46,7 @@ const (
 // ledger.Options.Projections), so they are kept by whoever appends and
 // rebuilt by verify.
 func Projections() []ledger.Projection {
-	return []ledger.Projection{estopLatch{}, humanHolds{}, openActions{}, actionResults{}, grantsState{}}
+	return []ledger.Projection{estopLatch{}, humanHolds{}, openActions{}, actionResults{}, actionKeys{}, grantsState{}}
 }
 
 // EStopChannel is the channel id the e-stop's records carry. Only the
@@ -247,6 +250,38 @@ func (actionResults) Apply(kv ledger.KV, e *ledger.Event) error {
 	}
 	return kv.Put([]byte(id), v)
 }
+
+// actionKeys keeps, per principal's subject and idempotency key, the
+// action its proposal named: subject, NUL, key → action id. The first
+// proposal of a key is the one (a repeat is deduplicated before it is
+// recorded).
+type actionKeys struct{}
+
+func (actionKeys) Name() string    { return projKeys }
+func (actionKeys) Types() []string { return []string{"action.proposed"} }
+
+func (actionKeys) Apply(kv ledger.KV, e *ledger.Event) error {
+	id := actionOf(e)
+	var p struct {
+		Principal  string     `cbor:"principal"`
+		Invocation Invocation `cbor:"invocation"`
+	}
+	var m map[string]cbor.RawMessage
+	if id == "" || ledger.UnmarshalPayload(e.Payload, &m) != nil {
+		return nil
+	}
+	if ledger.UnmarshalPayload(m["principal"], &p.Principal) != nil || ledger.UnmarshalPayload(m["invocation"], &p.Invocation) != nil ||
+		p.Invocation.IdempotencyKey == "" {
+		return nil
+	}
+	k := keyOf(p.Principal, p.Invocation.IdempotencyKey)
+	if kv.Get(k) != nil {
+		return nil
+	}
+	return kv.Put(k, []byte(id))
+}
+
+func keyOf(subject, key string) []byte { return []byte(subject + "\x00" + key) }
 
 // grantsState keeps every grant as it stands: "g" and its id → the grant
 // (added, and revoked when it is), "#" → how many were added (the order a

@@ -679,6 +679,71 @@ func (r *Runner) recorded(seq uint64) Result {
 	return res
 }
 
+// ErrNoLedger: the runner records to no ledger it can read back.
+var ErrNoLedger = errors.New("act: the ledger is not open")
+
+// ErrNoSuchAction: no action of that id, or of that principal's key.
+var ErrNoSuchAction = errors.New("act: no such action")
+
+// projections is the ledger as the runner reads its projections back.
+type projections interface {
+	ReadProjection(name string, fn func(ledger.ReadKV) error) error
+}
+
+// Lookup returns what became of the action id, as the ledger holds it:
+// its last status and result (ErrNoSuchAction when the ledger has none).
+func (r *Runner) Lookup(id string) (Result, error) {
+	store, ok := r.journal.(projections)
+	if !ok {
+		return Result{}, ErrNoLedger
+	}
+	var ar actionResult
+	var found bool
+	err := store.ReadProjection(projResults, func(kv ledger.ReadKV) error {
+		v := kv.Get([]byte(id))
+		if v == nil {
+			return nil
+		}
+		found = true
+		return ledger.UnmarshalPayload(v, &ar)
+	})
+	switch {
+	case err != nil:
+		return Result{}, fmt.Errorf("act: the result of %s: %w", id, err)
+	case !found:
+		return Result{}, fmt.Errorf("%w: %q", ErrNoSuchAction, id)
+	}
+	res := Result{ActionID: id, Status: ar.Status}
+	if ar.Result != nil {
+		var prev Result
+		if ledger.UnmarshalPayload(ar.Result, &prev) == nil {
+			prev.Status, prev.ActionID = ar.Status, id
+			res = prev
+		}
+	}
+	return res, nil
+}
+
+// LookupKey returns what became of the action subject asked for with the
+// idempotency key (keys are each principal's own).
+func (r *Runner) LookupKey(subject, key string) (Result, error) {
+	store, ok := r.journal.(projections)
+	if !ok {
+		return Result{}, ErrNoLedger
+	}
+	var id string
+	if err := store.ReadProjection(projKeys, func(kv ledger.ReadKV) error {
+		id = string(kv.Get(keyOf(subject, key)))
+		return nil
+	}); err != nil {
+		return Result{}, fmt.Errorf("act: the action of key %q: %w", key, err)
+	}
+	if id == "" {
+		return Result{}, fmt.Errorf("%w with idempotency key %q of %s", ErrNoSuchAction, key, subject)
+	}
+	return r.Lookup(id)
+}
+
 func (r *Runner) recordResult(inv *Invocation, res Result) {
 	extra := map[string]any{"result": res}
 	r.record(context.Background(), inv, res.Status, extra)

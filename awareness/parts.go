@@ -76,6 +76,19 @@ func (b *Parts) Table() (*Table, error) {
 			return Capabilities{Capabilities: b.Runner.Capabilities()}, nil
 		}),
 		Bind(OpDo, b.do),
+		Bind(OpResult, func(_ context.Context, p act.Principal, in ResultIn) (act.Result, error) {
+			var res act.Result
+			var err error
+			switch {
+			case (in.ActionID == "") == (in.IdempotencyKey == ""):
+				return res, refuse(ReasonInvalidParams, "want one of action_id and idempotency_key")
+			case in.ActionID != "":
+				res, err = b.Runner.Lookup(in.ActionID)
+			default:
+				res, err = b.Runner.LookupKey(p.Subject, in.IdempotencyKey)
+			}
+			return res, refused(err)
+		}),
 		Bind(OpGrantAdd, b.grantAdd),
 		Bind(OpGrantList, b.grantList),
 		Bind(OpGrantRevoke, b.grantRevoke),
@@ -234,7 +247,11 @@ func decided(res act.Result, err error) (act.Result, error) {
 // (Call does the same for an act.Refusal).
 func refused(err error) error {
 	switch {
-	case errors.Is(err, act.ErrNotWaiting), errors.Is(err, act.ErrUnknownGrant):
+	case err == nil:
+		return nil
+	case errors.Is(err, act.ErrNoLedger):
+		return errNoLedger
+	case errors.Is(err, act.ErrNotWaiting), errors.Is(err, act.ErrUnknownGrant), errors.Is(err, act.ErrNoSuchAction):
 		return refuse(ReasonNotFound, "%v", err)
 	case errors.Is(err, act.ErrInvalidGrant), errors.Is(err, act.ErrGrantRevoked):
 		return refuse(ReasonInvalidParams, "%v", err)

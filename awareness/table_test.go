@@ -28,7 +28,7 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 
 // allOps are the operation names the body offers; the table must hold
 // exactly these.
-var allOps = []string{"action.capabilities", "action.do", "approval.approve", "approval.deny", "approval.list",
+var allOps = []string{"action.capabilities", "action.do", "action.result", "approval.approve", "approval.deny", "approval.list",
 	"channels", "estop.reset", "estop.status", "estop.trip", "events", "grant.add", "grant.list", "grant.revoke",
 	"ledger.backup", "ledger.stats", "ledger.verify", "self", "status"}
 
@@ -247,7 +247,11 @@ func TestOperationsOnABody(t *testing.T) {
 		{"capabilities name their risk", "action.capabilities", `{}`, agent, `"name":"gpio.pulse","risk":"R2".*"name":"gpio.set","risk":"R2","reversible":true`, ""},
 		{"a shadow set", "action.do", `{"capability":"gpio.set","target":"gpio.led","params":{"state":"on"},"mode":"shadow"}`, maxAdmin,
 			`^\{"action_id":"ID","status":"succeeded","decision":\{"allow":true[^}]*\},.*"receipt":"shadow: recorded, nothing done"`, ""},
-		{"a live set", "action.do", `{"capability":"gpio.set","target":"gpio.relay1","params":{"state":"on"}}`, maxAdmin, `"status":"succeeded"`, ""},
+		{"a live set", "action.do", `{"capability":"gpio.set","target":"gpio.relay1","params":{"state":"on"},"idempotency_key":"k1"}`, maxAdmin, `"status":"succeeded"`, ""},
+		{"its result by key", "action.result", `{"idempotency_key":"k1"}`, maxAdmin, `^\{"action_id":"ID","status":"succeeded",.*"verification":\{"result":"verified"`, ""},
+		{"another's key names nothing", "action.result", `{"idempotency_key":"k1"}`, agent, "", ReasonNotFound},
+		{"an unknown action", "action.result", `{"action_id":"nope"}`, agent, "", ReasonNotFound},
+		{"neither id nor key", "action.result", `{}`, agent, "", ReasonInvalidParams},
 		{"the agent without a grant", "action.do", `{"capability":"gpio.set","target":"gpio.relay1","params":{"state":"off"}}`, agent,
 			`"status":"refused","decision":\{"allow":false,"reason":"no_grant"`, ""},
 		{"a bad mode", "action.do", `{"capability":"gpio.set","target":"gpio.relay1","mode":"dry"}`, maxAdmin, "", ReasonInvalidParams},
@@ -307,9 +311,13 @@ func TestWithoutALedger(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"grant.add", "grant.list", "grant.revoke", "ledger.stats", "ledger.verify", "ledger.backup", "events", "estop.status", "estop.trip", "estop.reset"} {
+	for _, name := range []string{"grant.add", "grant.list", "grant.revoke", "ledger.stats", "ledger.verify", "ledger.backup", "events", "estop.status", "estop.trip", "estop.reset", "action.result"} {
 		e, _ := tb.Lookup(name)
-		if _, err := e.Call(context.Background(), maxAdmin, nil); ReasonOf(err) != ReasonUnavailable {
+		params := json.RawMessage(nil)
+		if name == "action.result" {
+			params = json.RawMessage(`{"action_id":"a"}`)
+		}
+		if _, err := e.Call(context.Background(), maxAdmin, params); ReasonOf(err) != ReasonUnavailable {
 			t.Errorf("%s: %v, want unavailable", name, err)
 		}
 	}
