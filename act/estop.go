@@ -198,8 +198,9 @@ type EStop struct {
 	recWake chan struct{}
 }
 
-// NewEStop makes an e-stop from its wiring. cancel and leases may be nil
-// until the runner exists; set them with SetRunner before Run.
+// NewEStop makes an e-stop from its wiring. It may Run before the runner
+// exists: SetRunner gives it what to cancel and revoke later, and a trip
+// before that cancels nothing, because nothing runs yet.
 func NewEStop(cfg EStopConfig) (*EStop, error) {
 	if cfg.Main == nil {
 		return nil, fmt.Errorf("act: e-stop: no main line")

@@ -215,10 +215,18 @@ func (ds *Devices) Close() error {
 
 // EStop tells whether the line is one of the e-stop's: the e-stop reads
 // it, not a sense channel.
-func (l InputLine) EStop() bool {
+func (l InputLine) EStop() bool { return l.EStopLine() != "" }
+
+// EStopLine says which of the e-stop's lines this is: main, second,
+// reset, or "" for a line that is not the e-stop's.
+func (l InputLine) EStopLine() string {
 	switch l.Role {
-	case board.RoleEStop, board.RoleEStopSecond, board.RoleEStopReset:
-		return true
+	case board.RoleEStop:
+		return "main"
+	case board.RoleEStopSecond:
+		return "second"
+	case board.RoleEStopReset:
+		return "reset"
 	}
-	return false
+	return ""
 }

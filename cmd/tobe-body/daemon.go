@@ -147,7 +147,7 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 	// record.
 	safety := "normal"
 	var store *ledger.Store
-	lopts, err := ledgerOptions(cfg.Ledger, cfg.DataDir, id, log)
+	lopts, err := body.LedgerOptions(cfg.Ledger, cfg.DataDir, id, log, act.Projections()...)
 	if err == nil {
 		lopts.RetainEvery = time.Duration(cfg.Ledger.RetentionIntervalMin) * time.Minute
 		store, err = ledger.Open(lopts)
@@ -159,7 +159,7 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 	case store.Damage() != nil:
 		safety = "latched: " + store.Damage().Error()
 	}
-	var journal act.Journal = noJournal{}
+	journal := act.NoJournal
 	if store != nil {
 		journal = store
 		d.onStop(func() { store.Close() })
@@ -196,7 +196,7 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 
 	// The e-stop, watching from here on: its latch survives a restart,
 	// and a ledger that cannot be read means starting latched.
-	estop, err := newEStop(ds, profile)
+	estop, err := act.NewBodyEStop(ds, estopTiming(profile))
 	if err != nil {
 		return nil, err
 	}
@@ -243,7 +243,14 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 			grants = nil
 		}
 	}
-	runner, err := newRunner(ds, profile, estop, senses, reg, journal, grants, acts, cfg.DataDir)
+	runner, err := act.NewBodyRunner(act.BodyParts{Devices: ds, Feedback: feedback(profile), EStop: estop, Registry: reg,
+		Health: func() body.Degradation {
+			if st, ok := senses.Self(); ok {
+				return st.Level
+			}
+			return body.LevelCritical
+		},
+		Journal: journal, Grants: grants, Settings: acts, DataDir: cfg.DataDir, Mic: speakerMic(ds, senses), Extra: testActions})
 	if err != nil {
 		return nil, err
 	}
@@ -347,6 +354,47 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		log.Warn("systemd notify", "err", err)
 	}
 	return mon, nil
+}
+
+// estopTiming is the profile's timing of the e-stop's second channel and
+// reset button.
+func estopTiming(p *board.Profile) act.EStopTiming {
+	var t act.EStopTiming
+	if e := p.EStop; e != nil && e.Second != nil {
+		t.Discrepancy = time.Duration(e.Second.DiscrepancyMS) * time.Millisecond
+	}
+	if e := p.EStop; e != nil && e.Reset != nil {
+		t.MinPress, t.MaxPress = time.Duration(e.Reset.MinPressMS)*time.Millisecond, time.Duration(e.Reset.MaxPressMS)*time.Millisecond
+	}
+	return t
+}
+
+// feedback names, by output, the channel of the input the profile wires
+// as its feedback.
+func feedback(p *board.Profile) map[string]string {
+	fb := map[string]string{}
+	if p.GPIO != nil {
+		for _, in := range p.GPIO.Inputs {
+			if in.FeedbackOf != "" {
+				fb[in.FeedbackOf] = body.ChannelID("gpio-in", in.Name)
+			}
+		}
+	}
+	return fb
+}
+
+// speakerMic is what verifies the speaker: the microphone channel's taps
+// when that channel runs (it is the microphone's one reader), else the
+// capture itself; nil without a microphone.
+func speakerMic(ds *body.Devices, g *sense.Group) *act.Mic {
+	switch {
+	case g.Mic != nil:
+		ch := g.Mic.Ch
+		return &act.Mic{Name: g.Mic.ID, Listen: func() (act.Listening, error) { return ch.Listen(), nil }}
+	case ds.Mic != nil:
+		return act.CaptureMic(ds.MicID, ds.Mic)
+	}
+	return nil
 }
 
 // boardFacts are what the act settings are checked against.

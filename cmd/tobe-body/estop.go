@@ -5,50 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/awareness"
 	"github.com/tobe-body/tobe-body/awareness/admin"
-	"github.com/tobe-body/tobe-body/board"
-	"github.com/tobe-body/tobe-body/body"
 )
-
-func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
-
-// newEStop builds the e-stop from the lines the devices opened; nil when
-// the board has no e-stop line (then nothing above R0 may act).
-func newEStop(ds *body.Devices, p *board.Profile) (*act.EStop, error) {
-	var cfg act.EStopConfig
-	for _, in := range ds.Ins {
-		switch in.Role {
-		case board.RoleEStop:
-			cfg.Main, cfg.MainStop = in.Line, in.Active
-		case board.RoleEStopSecond:
-			cfg.Second, cfg.SecondStop = in.Line, in.Active
-		case board.RoleEStopReset:
-			cfg.Reset, cfg.ResetActive = in.Line, in.Active
-		}
-	}
-	if cfg.Main == nil {
-		return nil, nil
-	}
-	if e := p.EStop; e != nil {
-		if e.Second != nil {
-			cfg.Discrepancy = ms(e.Second.DiscrepancyMS)
-		}
-		if r := e.Reset; r != nil {
-			cfg.MinPress, cfg.MaxPress = ms(r.MinPressMS), ms(r.MaxPressMS)
-		}
-	}
-	for _, o := range ds.Outs {
-		cfg.Outputs = append(cfg.Outputs, o.Line)
-	}
-	if ds.Speaker != nil {
-		cfg.Speakers = append(cfg.Speakers, ds.Speaker)
-	}
-	return act.NewEStop(cfg)
-}
 
 const estopUsage = `usage: tobe-body estop <command> [flags]
 

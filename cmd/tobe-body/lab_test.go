@@ -659,7 +659,7 @@ func TestLabDamagedLedgerStartsLatched(t *testing.T) {
 	data := b.data
 	b.kill9(t)
 
-	path := filepath.Join(data, ledgerFile)
+	path := filepath.Join(data, body.LedgerFile)
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -712,7 +712,7 @@ func TestLabOutputsSafeBeforeTheLedgerIsRead(t *testing.T) {
 	data, cfg := b.data, b.cfg
 	b.kill9(t)
 
-	f, err := os.OpenFile(filepath.Join(data, ledgerFile), os.O_RDWR, 0)
+	f, err := os.OpenFile(filepath.Join(data, body.LedgerFile), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/ledger"
 )
@@ -71,7 +72,7 @@ func TestDamagedLedgerStartsLatched(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	os.MkdirAll(data, 0o750)
-	os.WriteFile(filepath.Join(data, ledgerFile), []byte("this is not a ledger, it is a crash during first creation"), 0o640)
+	os.WriteFile(filepath.Join(data, body.LedgerFile), []byte("this is not a ledger, it is a crash during first creation"), 0o640)
 	cfg := filepath.Join(dir, "c.json")
 	os.WriteFile(cfg, []byte(`{"version": 1, "monitor": {"interval_ms": 100}}`), 0o600)
 	d := startDaemonIn(t, data, cfg)
@@ -94,7 +95,7 @@ func TestDamagedLedgerStartsLatched(t *testing.T) {
 		t.Errorf("an action after a damaged ledger: %v\n%s", err, out)
 	}
 	d.stop(t)
-	moved, _ := filepath.Glob(filepath.Join(data, ledgerFile+".corrupt.*"))
+	moved, _ := filepath.Glob(filepath.Join(data, body.LedgerFile+".corrupt.*"))
 	if len(moved) != 1 {
 		t.Errorf("the damaged file was not kept aside: %v", moved)
 	}
@@ -115,12 +116,12 @@ func TestLedgerClassesFromConfig(t *testing.T) {
 		{map[string]string{"est": "local"}, "would move audit events"},
 		{map[string]string{"x.": "loud"}, "unknown class"},
 	} {
-		_, err := ledgerClasses(config.Ledger{TelemetryTTLDays: 3, Classes: tc.classes})
+		_, err := body.LedgerClasses(config.Ledger{TelemetryTTLDays: 3, Classes: tc.classes})
 		if (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want %q", tc.classes, err, tc.want)
 		}
 	}
-	c, _ := ledgerClasses(config.Ledger{TelemetryTTLDays: 3, Classes: map[string]string{"sense.": "telemetry"}})
+	c, _ := body.LedgerClasses(config.Ledger{TelemetryTTLDays: 3, Classes: map[string]string{"sense.": "telemetry"}})
 	if got := c.Of("sense.x").TTL; got != 72*time.Hour {
 		t.Errorf("configured telemetry TTL %v", got)
 	}
@@ -189,7 +190,7 @@ func TestSecretNeverLeavesTheDaemon(t *testing.T) {
 	if !strings.Contains(d.stderr.String(), "no MQTT uplink yet") {
 		t.Errorf("stderr does not warn about mqtt.enabled: %s", d.stderr.String())
 	}
-	raw, _ := os.ReadFile(filepath.Join(d.data, ledgerFile))
+	raw, _ := os.ReadFile(filepath.Join(d.data, body.LedgerFile))
 	if strings.Contains(string(raw), canary) {
 		t.Error("the secret is in the ledger file")
 	}

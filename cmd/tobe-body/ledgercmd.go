@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/awareness"
 	"github.com/tobe-body/tobe-body/awareness/admin"
 	"github.com/tobe-body/tobe-body/body"
@@ -271,7 +272,7 @@ func openLedgerAccess(ctx context.Context, c *common, offline bool) (*ledgerAcce
 	if c.data == "" && c.socket != "" {
 		dataDir = filepath.Dir(sock)
 	}
-	path := filepath.Join(dataDir, ledgerFile)
+	path := filepath.Join(dataDir, body.LedgerFile)
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("no ledger at %s (and no tobe-body answering at %s): %w", path, sock, err)
 	}
@@ -282,7 +283,7 @@ func openLedgerAccess(ctx context.Context, c *common, offline bool) (*ledgerAcce
 	if err != nil {
 		return nil, err
 	}
-	opts, err := ledgerOptions(cfg.Ledger, dataDir, id, slog.New(slog.DiscardHandler))
+	opts, err := body.LedgerOptions(cfg.Ledger, dataDir, id, slog.New(slog.DiscardHandler), act.Projections()...)
 	if err != nil {
 		return nil, err
 	}

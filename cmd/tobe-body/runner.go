@@ -1,135 +1,22 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/awareness"
 	"github.com/tobe-body/tobe-body/awareness/admin"
-	"github.com/tobe-body/tobe-body/board"
-	"github.com/tobe-body/tobe-body/body"
-	"github.com/tobe-body/tobe-body/ledger"
-	"github.com/tobe-body/tobe-body/sense"
 )
-
-// newRunner builds the action runner over the outputs the devices opened:
-// gpio.set and gpio.pulse, each output at its kind's risk unless the
-// config raises it, with the config's limits per output, each verified by
-// read-back and by its feedback input where the profile wires one, and a
-// simulated twin of each for simulation mode; audio.tone and audio.play
-// on the speaker, verified through the microphone where there is one;
-// body.notify with a ledger. Safety rules, rate limits and capability
-// modes come from the settings. The e-stop cancels through it. A rate
-// limiter or a capability that cannot be set up stops the start.
-func newRunner(ds *body.Devices, p *board.Profile, estop *act.EStop, sn *sense.Group, reg *body.Registry, j act.Journal, grants *act.Grants, s *act.Settings, dataDir string) (*act.Runner, error) {
-	feedback := map[string]body.InputLine{}
-	if p.GPIO != nil {
-		for _, in := range p.GPIO.Inputs {
-			for _, l := range ds.Ins {
-				if in.FeedbackOf != "" && l.ID == body.ChannelID("gpio-in", in.Name) {
-					feedback[in.FeedbackOf] = l
-				}
-			}
-		}
-	}
-	var outs []*act.GPIOOutput
-	for _, o := range ds.Outs {
-		g := &act.GPIOOutput{Name: o.Name, Channel: o.ID, Line: o.Line, Risk: act.OutputRisk(o.Kind)}
-		if st, ok := s.Outputs[o.Name]; ok {
-			if st.Raised {
-				g.Risk = st.Risk
-			}
-			g.MaxOn, g.MinInterval = st.Config.MaxOn(), st.Config.MinInterval()
-		}
-		if fb, ok := feedback[o.Name]; ok {
-			g.Feedback, g.FeedbackActive = fb.Line, fb.Active
-		}
-		outs = append(outs, g)
-	}
-	limiter, err := act.NewLimiter(s.Limits, nil)
-	if err != nil {
-		return nil, fmt.Errorf("act.rate_limits: %w", err)
-	}
-	env := act.Environment{EStop: estop, Registry: reg, Leases: s.Leases, Rules: s.Rules, CapabilityModes: s.CapModes, Limiter: limiter,
-		Health: func() body.Degradation {
-			if st, ok := sn.Self(); ok {
-				return st.Level
-			}
-			return body.LevelCritical
-		}}
-	if grants != nil {
-		env.Grants = grants.All
-	}
-	r := act.NewRunner(env, j)
-	set, pulse := act.NewGPIOActions(outs, nil)
-	actions := []act.Action{set, pulse}
-	if spk := newSpeaker(ds, sn, s, dataDir); spk != nil {
-		tone, play := act.NewAudioActions([]*act.Speaker{spk})
-		actions = append(actions, tone, play)
-	}
-	if store, ok := j.(*ledger.Store); ok {
-		actions = append(actions, act.NewNotify(store))
-	}
-	for _, a := range append(actions, testActions...) {
-		if err := r.Register(a); err != nil {
-			return nil, err
-		}
-	}
-	if err := act.RegisterSimulatedGPIO(r, outs); err != nil {
-		return nil, fmt.Errorf("the GPIO outputs' simulated twins: %w", err)
-	}
-	if estop != nil {
-		estop.SetRunner(r, s.Leases)
-	}
-	return r, nil
-}
 
 // testActions are capabilities a test adds to the daemon's runner; no
 // board has an R3 capability, and the approval commands need one to be
 // tested whole. Nil outside tests.
 var testActions []act.Action
-
-// newSpeaker is the speaker the devices opened, as the audio channels
-// drive it, or nil when there is none. Its sounds are verified through
-// the microphone: through the microphone channel's taps when that
-// channel runs (it is the microphone's one reader), else straight from
-// the capture.
-func newSpeaker(ds *body.Devices, sn *sense.Group, s *act.Settings, dataDir string) *act.Speaker {
-	if ds.Speaker == nil {
-		return nil
-	}
-	name := body.ChannelName(ds.SpeakerID)
-	c := s.Speaker(name)
-	spk := &act.Speaker{Name: name, Channel: ds.SpeakerID, Out: ds.Speaker, Clips: cmp.Or(c.ClipsDir, filepath.Join(dataDir, "clips")),
-		MaxLevel: act.DefaultMaxLevel, MaxClip: time.Duration(c.MaxClipMS) * time.Millisecond}
-	if c.MaxLevelDBFS != nil {
-		spk.MaxLevel = *c.MaxLevelDBFS
-	}
-	switch {
-	case sn != nil && sn.Mic != nil:
-		ch := sn.Mic.Ch
-		spk.Mic = &act.Mic{Name: sn.Mic.ID, Listen: func() (act.Listening, error) { return ch.Listen(), nil }}
-	case ds.Mic != nil:
-		spk.Mic = act.CaptureMic(ds.MicID, ds.Mic)
-	}
-	return spk
-}
-
-// noJournal stands in when the ledger could not be opened: nothing whose
-// record cannot be written runs.
-type noJournal struct{}
-
-func (noJournal) Append(context.Context, ...ledger.Event) ([]ledger.Result, error) {
-	return nil, errors.New("the ledger is not open")
-}
 
 const doUsage = `usage: tobe-body do CAPABILITY TARGET [key=value ...] [--mode live|shadow|simulation] [--key K] [--json]
 

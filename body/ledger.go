@@ -1,4 +1,4 @@
-package main
+package body
 
 import (
 	"fmt"
@@ -7,28 +7,28 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tobe-body/tobe-body/act"
-	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
-// ledgerFile is the ledger's name in the data directory.
-const ledgerFile = "ledger.db"
+// LedgerFile is the ledger's name in the data directory.
+const LedgerFile = "ledger.db"
 
 // auditTypes are the event types whose counts the ledger keeps.
 var auditTypes = []string{"action.", "grant.", "estop.", "approval.", "lease.", "ledger."}
 
-// ledgerOptions are the options every opener of the body's ledger uses, so
-// verify rebuilds the same projections the daemon keeps.
-func ledgerOptions(cfg config.Ledger, dataDir string, id body.Identity, log *slog.Logger) (ledger.Options, error) {
-	classes, err := ledgerClasses(cfg)
+// LedgerOptions are the options every opener of the body's ledger uses
+// (the daemon, and the CLI when the daemon is not running), with the
+// projections the body keeps (the type counts, and what the caller adds:
+// act's), so verify rebuilds the same ones the daemon keeps.
+func LedgerOptions(cfg config.Ledger, dataDir string, id Identity, log *slog.Logger, projections ...ledger.Projection) (ledger.Options, error) {
+	classes, err := LedgerClasses(cfg)
 	if err != nil {
 		return ledger.Options{}, err
 	}
 	opts := ledger.Options{
-		Path:           filepath.Join(dataDir, ledgerFile),
-		Projections:    append([]ledger.Projection{ledger.TypeCounts{Follow: auditTypes}}, act.Projections()...),
+		Path:           filepath.Join(dataDir, LedgerFile),
+		Projections:    append([]ledger.Projection{ledger.TypeCounts{Follow: auditTypes}}, projections...),
 		Classes:        &classes,
 		OutboxMaxRows:  cfg.OutboxMaxRows,
 		OutboxMaxBytes: int64(cfg.OutboxMaxMB) << 20,
@@ -48,10 +48,10 @@ func ledgerOptions(cfg config.Ledger, dataDir string, id body.Identity, log *slo
 	return opts, nil
 }
 
-// ledgerClasses builds the class of every event type from the defaults and
+// LedgerClasses builds the class of every event type from the defaults and
 // the config. Audit types stay audit: the record of actions, grants and the
 // e-stop is never dropped or expired by a config change.
-func ledgerClasses(cfg config.Ledger) (ledger.Classes, error) {
+func LedgerClasses(cfg config.Ledger) (ledger.Classes, error) {
 	c := ledger.DefaultClasses()
 	ttl := time.Duration(cfg.TelemetryTTLDays) * 24 * time.Hour
 	for p, cl := range c.ByPrefix {

@@ -1,0 +1,146 @@
+package act
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/ledger"
+)
+
+// BodyParts are what a body's runner is built over.
+type BodyParts struct {
+	Devices *body.Devices
+	// Feedback names, by output, the channel of the input that follows
+	// it (a relay's auxiliary contact).
+	Feedback map[string]string
+	EStop    *EStop
+	Registry *body.Registry
+	// Health is the self-state's level now.
+	Health   func() body.Degradation
+	Journal  Journal
+	Grants   *Grants // nil: none is in force
+	Settings *Settings
+	DataDir  string
+	// Mic verifies what the speaker plays; nil: nothing can.
+	Mic *Mic
+	// Extra are capabilities added beside the body's own (tests).
+	Extra []Action
+}
+
+// NewBodyRunner builds the runner over the outputs the devices opened:
+// gpio.set and gpio.pulse, each output at its kind's risk unless the
+// settings raise it, with their limits per output, each verified by
+// read-back and by its feedback input where one is wired, and a
+// simulated twin of each for simulation mode; audio.tone and audio.play
+// on the speaker, verified through the microphone where there is one;
+// body.notify when the journal is the ledger. Safety rules, rate limits
+// and capability modes come from the settings; the e-stop cancels
+// through it. A rate limiter or a capability that cannot be set up is an
+// error.
+func NewBodyRunner(b BodyParts) (*Runner, error) {
+	s, ds := b.Settings, b.Devices
+	var outs []*GPIOOutput
+	for _, o := range ds.Outs {
+		g := &GPIOOutput{Name: o.Name, Channel: o.ID, Line: o.Line, Risk: OutputRisk(o.Kind)}
+		if st, ok := s.Outputs[o.Name]; ok {
+			if st.Raised {
+				g.Risk = st.Risk
+			}
+			g.MaxOn, g.MinInterval = st.Config.MaxOn(), st.Config.MinInterval()
+		}
+		for _, in := range ds.Ins {
+			if fb, ok := b.Feedback[o.Name]; ok && in.ID == fb {
+				g.Feedback, g.FeedbackActive = in.Line, in.Active
+			}
+		}
+		outs = append(outs, g)
+	}
+	limiter, err := NewLimiter(s.Limits, nil)
+	if err != nil {
+		return nil, fmt.Errorf("act.rate_limits: %w", err)
+	}
+	env := Environment{EStop: b.EStop, Registry: b.Registry, Leases: s.Leases, Rules: s.Rules, CapabilityModes: s.CapModes,
+		Limiter: limiter, Health: b.Health}
+	if b.Grants != nil {
+		env.Grants = b.Grants.All
+	}
+	r := NewRunner(env, b.Journal)
+	set, pulse := NewGPIOActions(outs, nil)
+	actions := []Action{set, pulse}
+	if ds.Speaker != nil {
+		name := body.ChannelName(ds.SpeakerID)
+		c := s.Speaker(name)
+		spk := &Speaker{Name: name, Channel: ds.SpeakerID, Out: ds.Speaker, Clips: cmp.Or(c.ClipsDir, filepath.Join(b.DataDir, "clips")),
+			MaxLevel: DefaultMaxLevel, MaxClip: time.Duration(c.MaxClipMS) * time.Millisecond, Mic: b.Mic}
+		if c.MaxLevelDBFS != nil {
+			spk.MaxLevel = *c.MaxLevelDBFS
+		}
+		tone, play := NewAudioActions([]*Speaker{spk})
+		actions = append(actions, tone, play)
+	}
+	if store, ok := b.Journal.(*ledger.Store); ok {
+		actions = append(actions, NewNotify(store))
+	}
+	for _, a := range append(actions, b.Extra...) {
+		if err := r.Register(a); err != nil {
+			return nil, err
+		}
+	}
+	if err := RegisterSimulatedGPIO(r, outs); err != nil {
+		return nil, fmt.Errorf("the GPIO outputs' simulated twins: %w", err)
+	}
+	if b.EStop != nil {
+		b.EStop.SetRunner(r, s.Leases)
+	}
+	return r, nil
+}
+
+// EStopTiming is the profile's timing of the e-stop's second channel
+// and reset button; zero values keep the defaults.
+type EStopTiming struct {
+	Discrepancy, MinPress, MaxPress time.Duration
+}
+
+// NewBodyEStop builds the e-stop over the lines the devices opened: it
+// halts every output and the speaker. It returns nil when the board has
+// no e-stop line (then nothing above R0 may act).
+func NewBodyEStop(ds *body.Devices, t EStopTiming) (*EStop, error) {
+	cfg := EStopConfig{Discrepancy: t.Discrepancy, MinPress: t.MinPress, MaxPress: t.MaxPress}
+	for _, in := range ds.Ins {
+		switch in.EStopLine() {
+		case "main":
+			cfg.Main, cfg.MainStop = in.Line, in.Active
+		case "second":
+			cfg.Second, cfg.SecondStop = in.Line, in.Active
+		case "reset":
+			cfg.Reset, cfg.ResetActive = in.Line, in.Active
+		}
+	}
+	if cfg.Main == nil {
+		return nil, nil
+	}
+	for _, o := range ds.Outs {
+		cfg.Outputs = append(cfg.Outputs, o.Line)
+	}
+	if ds.Speaker != nil {
+		cfg.Speakers = append(cfg.Speakers, ds.Speaker)
+	}
+	return NewEStop(cfg)
+}
+
+// noJournal stands in when the ledger could not be opened: nothing whose
+// record cannot be written runs.
+type noJournal struct{}
+
+func (noJournal) Append(context.Context, ...ledger.Event) ([]ledger.Result, error) {
+	return nil, errors.New("the ledger is not open")
+}
+
+// NoJournal is the journal of a body whose ledger could not be opened:
+// every append fails, so nothing whose record cannot be written runs.
+var NoJournal Journal = noJournal{}
