@@ -163,6 +163,26 @@ type EStopStatus struct {
 	Path string `json:"path,omitempty"`
 }
 
+// String says where the e-stop is, on one line: "armed (main closed)",
+// or "LATCHED: why (main open, second closed) WIRING FAULT: ...".
+func (st EStopStatus) String() string {
+	var b strings.Builder
+	if st.Latched {
+		b.WriteString("LATCHED: " + st.Why)
+	} else {
+		b.WriteString("armed")
+	}
+	fmt.Fprintf(&b, " (main %s", st.Main)
+	if st.Second != "" {
+		fmt.Fprintf(&b, ", second %s", st.Second)
+	}
+	b.WriteString(")")
+	if st.Fault != "" {
+		fmt.Fprintf(&b, " WIRING FAULT: %s", st.Fault)
+	}
+	return b.String()
+}
+
 // ErrResetRefused is wrapped by Reset's refusals.
 var ErrResetRefused = errors.New("act: e-stop reset refused")
 

@@ -112,7 +112,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 // latch restored and its watcher running; the act settings, the grants
 // and the runner, with what was left running recorded; the people's
 // controls; the operation table on the admin socket; then the readers.
-func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer) (*monitor, error) {
+func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer) (*sense.Monitor, error) {
 	log, started := d.log, d.started
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
@@ -315,9 +315,13 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		ds.Halt()
 		senses.Stop()
 	})
-	mon := newMonitor(ds, senses, estop, log, stdout)
+	var estopLine func() string
+	if estop != nil {
+		estopLine = func() string { return estop.Status().String() }
+	}
+	mon := sense.NewMonitor(ds, senses, estopLine, log, stdout)
 	if store != nil {
-		d.spawn(func(ctx context.Context) { mon.follow(ctx, store, startSeq) })
+		d.spawn(func(ctx context.Context) { mon.Follow(ctx, store, startSeq) })
 		d.spawn(func(ctx context.Context) {
 			watch.Start(ctx, store, startSeq)
 			<-ctx.Done()
@@ -420,7 +424,7 @@ func boardFacts(p *board.Profile) *act.Board {
 
 // loop is the daemon's main loop: it prints what the body sees and pings
 // the systemd watchdog while it keeps turning, until ctx ends.
-func loop(ctx context.Context, m config.Monitor, mon *monitor, started time.Time, log *slog.Logger) error {
+func loop(ctx context.Context, m config.Monitor, mon *sense.Monitor, started time.Time, log *slog.Logger) error {
 	tick := time.NewTicker(m.Interval())
 	defer tick.Stop()
 	var watchdog <-chan time.Time
@@ -438,9 +442,9 @@ func loop(ctx context.Context, m config.Monitor, mon *monitor, started time.Time
 			return nil
 		case now := <-tick.C:
 			if m.Quiet {
-				mon.reset()
+				mon.Reset()
 			} else {
-				mon.print(now.Sub(started), now.Sub(last))
+				mon.Print(now.Sub(started), now.Sub(last))
 			}
 			last = now
 		case <-watchdog:

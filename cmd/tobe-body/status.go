@@ -52,15 +52,7 @@ func printStatus(w io.Writer, st awareness.Status) {
 	fmt.Fprintf(w, "data      %s; config %s\n", st.DataDir, strings.Join(st.Config, " < "))
 	fmt.Fprintf(w, "safety    %s\n", st.Safety)
 	if e := st.EStop; e != nil {
-		state := "armed"
-		if e.Latched {
-			state = "LATCHED: " + e.Why
-		}
-		fmt.Fprintf(w, "estop     %s (main %s", state, e.Main)
-		if e.Second != "" {
-			fmt.Fprintf(w, ", second %s", e.Second)
-		}
-		fmt.Fprintf(w, "; verified %v)\n", e.Verified)
+		fmt.Fprintf(w, "estop     %s; verified %v\n", e, e.Verified)
 	} else {
 		fmt.Fprintln(w, "estop     none on this board: nothing above read-only may act")
 	}

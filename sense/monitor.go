@@ -1,4 +1,4 @@
-package main
+package sense
 
 import (
 	"context"
@@ -10,30 +10,28 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/ledger"
-	"github.com/tobe-body/tobe-body/sense"
 )
 
 // maxListed bounds the events listed for one interval; the rest are
 // counted.
 const maxListed = 16
 
-// monitor prints, once an interval, what the body sees: each camera's and
+// Monitor prints, once an interval, what the body sees: each camera's and
 // microphone's counts from its sense channel, the e-stop, the outputs read
 // back, and the events the channels wrote to the ledger since the last
 // print (followed by one goroutine, which wait waits for).
-type monitor struct {
+type Monitor struct {
 	ds  *body.Devices
 	log *slog.Logger
 	out io.Writer
 
 	mu    sync.Mutex
-	sn    *sense.Group
+	sn    *Group
 	cams  map[string]uint64 // frames analysed at the last print, per camera
-	estop *act.EStop
+	estop func() string     // the e-stop's state, or nil: none
 	// events are what the sense channels wrote to the ledger this interval.
 	events     []string
 	moreEvents int
@@ -48,13 +46,15 @@ func listed(list []string, more *int, s string) []string {
 	return list
 }
 
-func newMonitor(ds *body.Devices, sn *sense.Group, estop *act.EStop, log *slog.Logger, out io.Writer) *monitor {
-	return &monitor{ds: ds, sn: sn, estop: estop, log: log, out: out, cams: map[string]uint64{}}
+// NewMonitor prints to out what the group senses, the outputs of ds read
+// back, and estop's state (nil: no e-stop).
+func NewMonitor(ds *body.Devices, sn *Group, estop func() string, log *slog.Logger, out io.Writer) *Monitor {
+	return &Monitor{ds: ds, sn: sn, estop: estop, log: log, out: out, cams: map[string]uint64{}}
 }
 
-// follow collects, for each interval's print, the events written to the
+// Follow collects, for each interval's print, the events written to the
 // ledger since seq, until ctx ends.
-func (m *monitor) follow(ctx context.Context, store *ledger.Store, seq uint64) {
+func (m *Monitor) Follow(ctx context.Context, store *ledger.Store, seq uint64) {
 	store.Follow(ctx, ledger.Filter{After: seq}, func(e ledger.Stored) error {
 		line := eventLine(e.View())
 		m.mu.Lock()
@@ -84,9 +84,9 @@ func eventLine(e ledger.EventView) string {
 	return strings.TrimRight(b.String(), " ")
 }
 
-// print writes one line per device for the interval that ended and starts
+// Print writes one line per device for the interval that ended and starts
 // the next.
-func (m *monitor) print(since time.Duration, interval time.Duration) {
+func (m *Monitor) Print(since time.Duration, interval time.Duration) {
 	var b strings.Builder
 	stamp := fmt.Sprintf("[%6s]", since.Truncate(time.Second))
 	m.mu.Lock()
@@ -119,21 +119,8 @@ func (m *monitor) print(since time.Duration, interval time.Duration) {
 			b.WriteString("\n")
 		}
 	}
-	if e := m.estop; e != nil {
-		st := e.Status()
-		state := "armed"
-		if st.Latched {
-			state = "LATCHED: " + st.Why
-		}
-		fmt.Fprintf(&b, "%s %-20s %s  (main %s", stamp, "estop", state, st.Main)
-		if st.Second != "" {
-			fmt.Fprintf(&b, ", second %s", st.Second)
-		}
-		b.WriteString(")")
-		if st.Fault != "" {
-			fmt.Fprintf(&b, "  WIRING FAULT: %s", st.Fault)
-		}
-		b.WriteString("\n")
+	if m.estop != nil {
+		fmt.Fprintf(&b, "%s %-20s %s\n", stamp, "estop", m.estop())
 	}
 	for _, e := range m.events {
 		fmt.Fprintf(&b, "%s event  %s\n", stamp, e)
@@ -151,27 +138,20 @@ func (m *monitor) print(since time.Duration, interval time.Duration) {
 				outs = append(outs, o.Name+"=?("+err.Error()+")")
 				continue
 			}
-			outs = append(outs, o.Name+"="+levelWord(l))
+			outs = append(outs, fmt.Sprintf("%s=%-4s", o.Name, levelWord(l)))
 		}
 		fmt.Fprintf(&b, "%s %-20s %s (read back)\n", stamp, "outputs", strings.Join(outs, " "))
 	}
 	io.WriteString(m.out, b.String())
 }
 
-// reset starts a new interval without printing the one that ended.
-func (m *monitor) reset() {
+// Reset starts a new interval without printing the one that ended.
+func (m *Monitor) Reset() {
 	m.mu.Lock()
 	m.resetLocked()
 	m.mu.Unlock()
 }
 
-func (m *monitor) resetLocked() {
+func (m *Monitor) resetLocked() {
 	m.events, m.moreEvents = nil, 0
-}
-
-func levelWord(l hal.Level) string {
-	if l == hal.High {
-		return "high"
-	}
-	return "low "
 }
