@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 )
 
@@ -77,4 +78,20 @@ func (s *Set) Detect(m Machine) (p *Profile, why string, err error) {
 		}
 	}
 	return nil, "", fmt.Errorf("%w matches this machine (%s); name one with --board (known: %s)", ErrUnknown, m, strings.Join(s.Names(), ", "))
+}
+
+// Resolve picks the profile named name from the built-in profiles and
+// those in UserDir, or detects the board this runs on when name is "" or
+// auto. It says why it chose it.
+func Resolve(name string) (*Profile, string, error) {
+	set, err := LoadSet(UserDir)
+	if err != nil {
+		return nil, "", err
+	}
+	if name != "" && name != "auto" {
+		p, err := set.Get(name)
+		return p, "configured (board " + strconv.Quote(name) + ")", err
+	}
+	p, why, err := set.Detect(ReadMachine("/"))
+	return p, "detected: " + why, err
 }

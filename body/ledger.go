@@ -3,6 +3,7 @@ package body
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -79,4 +80,22 @@ func LedgerClasses(cfg config.Ledger) (ledger.Classes, error) {
 		c.ByPrefix[prefix] = cl
 	}
 	return c, nil
+}
+
+// LookAtLedger opens the ledger in dataDir, which must exist, for a look
+// while the daemon is not running: the identity is read, never made, and
+// the file is not compacted. The caller closes the store.
+func LookAtLedger(cfg config.Ledger, dataDir string, projections ...ledger.Projection) (*ledger.Store, error) {
+	var id Identity
+	if _, err := os.Stat(filepath.Join(dataDir, IdentityFile)); err == nil {
+		if id, _, err = LoadIdentity(dataDir, time.Now()); err != nil {
+			return nil, err
+		}
+	} // else the ledger keeps its own
+	opts, err := LedgerOptions(cfg, dataDir, id, slog.New(slog.DiscardHandler), projections...)
+	if err != nil {
+		return nil, err
+	}
+	opts.CompactFree = 0 // a look does not rewrite the file
+	return ledger.Open(opts)
 }

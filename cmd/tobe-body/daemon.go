@@ -31,20 +31,6 @@ import (
 // adminSocket is the admin socket's name in the data directory.
 const adminSocket = "admin.sock"
 
-// resolveBoard picks the profile named by the config, or detects it.
-func resolveBoard(name string) (*board.Profile, string, error) {
-	set, err := board.LoadSet(board.UserDir)
-	if err != nil {
-		return nil, "", err
-	}
-	if name != "" && name != "auto" {
-		p, err := set.Get(name)
-		return p, "configured (board " + strconv.Quote(name) + ")", err
-	}
-	p, why, err := set.Detect(board.ReadMachine("/"))
-	return p, "detected: " + why, err
-}
-
 // driversFor returns the driver set a profile asks for.
 func driversFor(p *board.Profile, seed uint64) (hal.Drivers, board.Finder) {
 	if p.Drivers == "sim" {
@@ -129,7 +115,7 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 	if created {
 		log.Info("new identity", "body_id", id.BodyID, "agent_id", id.AgentID, "file", filepath.Join(cfg.DataDir, body.IdentityFile))
 	}
-	profile, why, err := resolveBoard(cfg.Board)
+	profile, why, err := board.Resolve(cfg.Board)
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -279,16 +278,7 @@ func openLedgerAccess(ctx context.Context, c *common, offline bool) (*ledgerAcce
 	if offline {
 		return &ledgerAccess{path: path}, nil
 	}
-	id, _, err := readIdentity(dataDir)
-	if err != nil {
-		return nil, err
-	}
-	opts, err := body.LedgerOptions(cfg.Ledger, dataDir, id, slog.New(slog.DiscardHandler), act.Projections()...)
-	if err != nil {
-		return nil, err
-	}
-	opts.CompactFree = 0 // a look does not rewrite the file
-	store, err := ledger.Open(opts)
+	store, err := body.LookAtLedger(cfg.Ledger, dataDir, act.Projections()...)
 	if err != nil {
 		return nil, err
 	}
@@ -296,15 +286,6 @@ func openLedgerAccess(ctx context.Context, c *common, offline bool) (*ledgerAcce
 		fmt.Fprintln(os.Stderr, "tobe-body: warning:", d.Error())
 	}
 	return &ledgerAccess{store: store, path: path}, nil
-}
-
-// readIdentity reads the identity without making one.
-func readIdentity(dataDir string) (body.Identity, bool, error) {
-	if _, err := os.Stat(filepath.Join(dataDir, body.IdentityFile)); err != nil {
-		return body.Identity{}, false, nil // the ledger keeps its own
-	}
-	id, _, err := body.LoadIdentity(dataDir, time.Now())
-	return id, true, err
 }
 
 // viaDaemon runs op on the daemon when one answers, or local on the
