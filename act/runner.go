@@ -430,15 +430,21 @@ func (r *Runner) submit(ctx context.Context, inv *Invocation, key string) Result
 // record, the action and its verification.
 func (r *Runner) execute(ctx context.Context, inv *Invocation, a Action, capab Capability, d Decision) Result {
 	// A lease on a shared resource, checked again (fencing) just before
-	// acting. A simulation shares no resource with the hardware: it takes
-	// none.
+	// acting, and released on every return: a shadow, an e-stop before
+	// the start, a record that could not be written and a failed fencing
+	// check end the invocation as surely as the action's end does. A
+	// simulation shares no resource with the hardware: it takes none.
 	var epoch uint64
 	leased := false
 	if capab.Shared && r.env.Leases != nil && inv.Mode != Simulation {
-		l, ld := r.env.Leases.Acquire(inv.Target, HolderOf(inv.Principal), r.env.LeaseTTL, r.env.Now())
+		holder := HolderOf(inv.Principal)
+		l, ld := r.env.Leases.Acquire(inv.Target, holder, r.env.LeaseTTL, r.env.Now())
 		switch {
 		case ld.Allow:
 			epoch, leased = l.Epoch, true
+			// A lease the e-stop or a person took meanwhile is no longer
+			// this holder's at this epoch: Release then changes nothing.
+			defer r.env.Leases.Release(inv.Target, holder, epoch)
 		case ld.Reason == ReasonHumanControl && inv.Principal.Kind == LocalAdmin:
 			// A person at the device took the resource over; a local
 			// administrator is a person at the device too, and acts beside
@@ -533,9 +539,6 @@ func (r *Runner) execute(ctx context.Context, inv *Invocation, a Action, capab C
 		}
 	}
 	r.recordResult(inv, res)
-	if leased {
-		r.env.Leases.Release(inv.Target, HolderOf(inv.Principal), epoch)
-	}
 	return res
 }
 

@@ -449,3 +449,186 @@ func TestFailedSetIsCompensated(t *testing.T) {
 		t.Errorf("a stuck coil: %+v", res)
 	}
 }
+
+// mqttHome is a second principal; leaseRunner grants it gpio.* too.
+var mqttHome = Principal{Kind: MQTTCommand, Subject: "mqtt:home", Session: "mqtt", Trust: ledger.High}
+
+// signalOut passes every write to its line and says on driven, without
+// waiting, each level an action drove it to.
+type signalOut struct {
+	hal.LineOut
+	driven chan hal.Level
+}
+
+func (o signalOut) Out(l hal.Level) error {
+	err := o.LineOut.Out(l)
+	if err == nil {
+		select {
+		case o.driven <- l:
+		default:
+		}
+	}
+	return err
+}
+
+// hookJournal runs before on each event it is given, and fails the
+// append with what before returns.
+type hookJournal struct {
+	inner  Journal
+	before func(ledger.Event) error
+}
+
+func (j hookJournal) Append(ctx context.Context, evs ...ledger.Event) ([]ledger.Result, error) {
+	for _, e := range evs {
+		if err := j.before(e); err != nil {
+			return nil, err
+		}
+	}
+	return j.inner.Append(ctx, evs...)
+}
+
+// leaseRunner is a runner on b's LED, e-stop and lease table, recording
+// to j (b's ledger when nil), in which mqtt:home holds a grant on gpio.*
+// beside agent:pi's; edit changes its environment. The e-stop cancels
+// what it runs. The channel says when an action drove the LED.
+func leaseRunner(t *testing.T, b *bench, j Journal, edit func(*Environment)) (*Runner, <-chan hal.Level) {
+	t.Helper()
+	env := b.r.env
+	grants := append(slices.Clone(env.Grants()), Grant{ID: "g2", Subject: mqttHome.Subject, Capability: "gpio.*", Scope: "gpio.*", By: "admin:uid=0"})
+	env.Grants = func() []Grant { return grants }
+	if edit != nil {
+		edit(&env)
+	}
+	if j == nil {
+		j = b.store
+	}
+	r := NewRunner(env, j)
+	led := signalOut{LineOut: b.estop.ledOut, driven: make(chan hal.Level, 1)}
+	set, pulse := NewGPIOActions([]*GPIOOutput{{Name: "led", Channel: "gpio.led", Line: led, Risk: R1}}, nil)
+	for _, a := range []Action{set, pulse} {
+		if err := r.Register(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.estop.e.SetRunner(r, env.Leases)
+	return r, led.driven
+}
+
+// However an invocation that took a lease ends, the lease ends with it:
+// another principal's live request on the same target right after it is
+// not refused lease_held.
+func TestLeaseEndsWithTheInvocation(t *testing.T) {
+	setOn := func(p Principal, m Mode) Invocation {
+		return Invocation{Principal: p, Capability: "gpio.set", Target: "gpio.led", Params: map[string]string{"state": "on"}, Mode: m}
+	}
+	for _, tc := range []struct {
+		name string
+		// setup returns the journal (nil: the bench's ledger) and edits
+		// the environment.
+		setup func(b *bench) (Journal, func(*Environment))
+		// first is the agent's invocation and how it ends.
+		first        func(b *bench, r *Runner, driven <-chan hal.Level) Result
+		status       Status
+		reason       Reason
+		detail       string
+		then         func(t *testing.T, b *bench, r *Runner) // before mqtt:home asks
+		untouchedLED bool
+	}{
+		{name: "the action ran", first: func(b *bench, r *Runner, _ <-chan hal.Level) Result {
+			return r.Submit(context.Background(), setOn(b.agent, Live))
+		}, status: Succeeded},
+		{name: "shadow", first: func(b *bench, r *Runner, _ <-chan hal.Level) Result {
+			return r.Submit(context.Background(), setOn(b.agent, Shadow))
+		}, status: Succeeded, detail: "", untouchedLED: true},
+		{name: "cancelled by the e-stop while it ran", first: func(b *bench, r *Runner, driven <-chan hal.Level) Result {
+			done := make(chan Result, 1)
+			go func() {
+				done <- r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.led", Params: map[string]string{"duration_ms": "20000"}})
+			}()
+			<-driven // the pulse drove the LED on
+			b.estop.e.Trip("line_open", hal.MonoNow())
+			return <-done
+		}, status: Cancelled, reason: ReasonEStopLatched, detail: "cancelled: estop_latched", then: resetEStop},
+		{name: "the e-stop latched between the decision and the start", setup: func(b *bench) (Journal, func(*Environment)) {
+			// The trip comes while the policy reads the body's health:
+			// after it read the latch, before the lease is taken.
+			var once sync.Once
+			return nil, func(e *Environment) {
+				e.Health = func() body.Degradation {
+					once.Do(func() { b.estop.e.Trip("line_open", hal.MonoNow()) })
+					return body.LevelNormal
+				}
+			}
+		}, first: func(b *bench, r *Runner, _ <-chan hal.Level) Result {
+			return r.Submit(context.Background(), setOn(b.agent, Live))
+		}, status: Cancelled, reason: ReasonEStopLatched, detail: "the e-stop tripped before the action started", then: resetEStop, untouchedLED: true},
+		{name: "the running record could not be written", setup: func(b *bench) (Journal, func(*Environment)) {
+			var failed atomic.Bool
+			return hookJournal{inner: b.store, before: func(e ledger.Event) error {
+				if e.Type == "action.running" && failed.CompareAndSwap(false, true) {
+					return errors.New("disk full")
+				}
+				return nil
+			}}, nil
+		}, first: func(b *bench, r *Runner, _ <-chan hal.Level) Result {
+			return r.Submit(context.Background(), setOn(b.agent, Live))
+		}, status: Refused, reason: ReasonLedgerUnavailable, detail: "disk full", untouchedLED: true,
+			then: func(t *testing.T, b *bench, r *Runner) {
+				// Nothing above R0 runs until a record is written again;
+				// this refusal's own records are that write.
+				if res := r.Submit(context.Background(), setOn(mqttHome, Live)); res.Status != Refused || res.Reason != ReasonLedgerUnavailable {
+					t.Errorf("right after the failed record: got %s %s %q, want refused ledger_unavailable", res.Status, res.Reason, res.Detail)
+				}
+			}},
+		{name: "the fencing check failed", setup: func(b *bench) (Journal, func(*Environment)) {
+			// The ledger is slow: the lease lapses while the running
+			// record is written.
+			clock := &testClock{t: leaseT0}
+			var slow atomic.Bool
+			return hookJournal{inner: b.store, before: func(e ledger.Event) error {
+					if e.Type == "action.running" && slow.CompareAndSwap(false, true) {
+						clock.Add(b.r.env.LeaseTTL)
+					}
+					return nil
+				}}, func(e *Environment) {
+					e.Now = clock.Now
+				}
+		}, first: func(b *bench, r *Runner, _ <-chan hal.Level) Result {
+			return r.Submit(context.Background(), setOn(b.agent, Live))
+		}, status: Cancelled, reason: ReasonStaleEpoch, detail: "is over", untouchedLED: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBench(t)
+			var j Journal
+			var edit func(*Environment)
+			if tc.setup != nil {
+				j, edit = tc.setup(b)
+			}
+			r, driven := leaseRunner(t, b, j, edit)
+			res := tc.first(b, r, driven)
+			if res.Status != tc.status || res.Reason != tc.reason || !strings.Contains(res.Detail, tc.detail) {
+				t.Fatalf("the agent's invocation: got %s %s %q, want %s %s %q", res.Status, res.Reason, res.Detail, tc.status, tc.reason, tc.detail)
+			}
+			if w := b.led.Writes(); tc.untouchedLED && slices.ContainsFunc(w, func(l hal.Level) bool { return l != b.estop.ledOut.Safe() }) {
+				t.Errorf("LED writes %v: it was driven on", w)
+			}
+			if ls := r.env.Leases.Leases(r.env.Now()); len(ls) != 0 {
+				t.Errorf("leases after the invocation: %+v, want none", ls)
+			}
+			if tc.then != nil {
+				tc.then(t, b, r)
+			}
+			if res := r.Submit(context.Background(), setOn(mqttHome, Live)); res.Status != Succeeded {
+				t.Errorf("mqtt:home right after: got %s %s %q, want succeeded", res.Status, res.Reason, res.Detail)
+			}
+		})
+	}
+}
+
+// resetEStop clears the latch a trip left, as a local administrator.
+func resetEStop(t *testing.T, b *bench, _ *Runner) {
+	t.Helper()
+	if err := b.estop.e.Reset(localAdmin); err != nil {
+		t.Fatalf("reset: %v", err)
+	}
+}
