@@ -57,13 +57,14 @@ type Invocation struct {
 	Params         map[string]string `cbor:"params,omitempty" json:"params,omitempty"`
 	// Precondition and ExpectedPostcondition are what the channel checks
 	// before and verifies after, in its words ("relay1 low" / "relay1 high").
-	Precondition          string        `cbor:"precondition,omitempty" json:"precondition,omitempty"`
-	ExpectedPostcondition string        `cbor:"expected_postcondition,omitempty" json:"expected_postcondition,omitempty"`
-	Timeout               time.Duration `cbor:"-" json:"-"`
-	Mode                  Mode          `cbor:"mode" json:"mode"`
-	CausedBy              *Observation  `cbor:"-" json:"-"`
-	Approval              string        `cbor:"approval,omitempty" json:"approval,omitempty"`
-	Note                  string        `cbor:"note,omitempty" json:"note,omitempty"`
+	Precondition          string `cbor:"precondition,omitempty" json:"precondition,omitempty"`
+	ExpectedPostcondition string `cbor:"expected_postcondition,omitempty" json:"expected_postcondition,omitempty"`
+	// Timeout bounds the action (Do); 0 means DefaultTimeout.
+	Timeout  time.Duration `cbor:"-" json:"-"`
+	Mode     Mode          `cbor:"mode" json:"mode"`
+	CausedBy *Observation  `cbor:"-" json:"-"`
+	Approval string        `cbor:"approval,omitempty" json:"approval,omitempty"`
+	Note     string        `cbor:"note,omitempty" json:"note,omitempty"`
 }
 
 // Verification is the independent check after an action.
@@ -100,6 +101,17 @@ type Action interface {
 	Do(ctx context.Context, inv *Invocation) (string, error)
 	// Verify reads the world back, independently of Do's own report.
 	Verify(ctx context.Context, inv *Invocation) Verification
+}
+
+// DefaultTimeout bounds an invocation that gives no Timeout.
+const DefaultTimeout = 30 * time.Second
+
+// timeoutOf is inv's effective timeout.
+func timeoutOf(inv *Invocation) time.Duration {
+	if inv.Timeout > 0 {
+		return inv.Timeout
+	}
+	return DefaultTimeout
 }
 
 // Compensator is an Action that can undo what it did when it failed: the
@@ -463,13 +475,7 @@ func (r *Runner) execute(ctx context.Context, inv *Invocation, a Action, capab C
 		return res
 	}
 	// running: durable before the side effect.
-	timeout := inv.Timeout
-	if timeout <= 0 {
-		timeout = 30 * time.Second
-	}
 	actx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	actx, stopTimeout := context.WithTimeout(actx, timeout)
-	defer stopTimeout()
 	r.mu.Lock()
 	r.running[inv.ActionID] = &run{inv: inv, cancel: cancel}
 	r.mu.Unlock()
@@ -498,15 +504,19 @@ func (r *Runner) execute(ctx context.Context, inv *Invocation, a Action, capab C
 			return res
 		}
 	}
-	receipt, err := a.Do(actx, inv)
+	// The timeout bounds the action itself, not the records before it.
+	timeout := timeoutOf(inv)
+	dctx, stopTimeout := context.WithTimeout(actx, timeout)
+	defer stopTimeout()
+	receipt, err := a.Do(dctx, inv)
 	res := Result{ActionID: inv.ActionID, Decision: d, Receipt: receipt}
 	switch {
-	case context.Cause(actx) != nil && errors.As(context.Cause(actx), new(cancelCause)):
+	case context.Cause(dctx) != nil && errors.As(context.Cause(dctx), new(cancelCause)):
 		var cc cancelCause
-		errors.As(context.Cause(actx), &cc)
+		errors.As(context.Cause(dctx), &cc)
 		res.Status, res.Reason = Cancelled, cc.reason
 		res.Detail = "cancelled: " + string(cc.reason)
-	case errors.Is(actx.Err(), context.DeadlineExceeded):
+	case errors.Is(dctx.Err(), context.DeadlineExceeded):
 		res.Status, res.Detail = Failed, fmt.Sprintf("timed out after %v", timeout)
 	case err != nil:
 		res.Status, res.Detail = Failed, err.Error()

@@ -632,3 +632,21 @@ func resetEStop(t *testing.T, b *bench, _ *Runner) {
 		t.Fatalf("reset: %v", err)
 	}
 }
+
+// The timeout bounds the action, not the records before it: a ledger
+// slower than the timeout to write the running record does not time out
+// a pulse that fits.
+func TestTimeoutBoundsTheActionOnly(t *testing.T) {
+	b := newBench(t)
+	const timeout = 50 * time.Millisecond
+	b.r.journal = hookJournal{inner: b.store, before: func(e ledger.Event) error {
+		if e.Type == "action.running" {
+			time.Sleep(2 * timeout) // a slow ledger, not a wait for anything
+		}
+		return nil
+	}}
+	res := b.r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.led", Params: map[string]string{"duration_ms": "1"}, Timeout: timeout})
+	if res.Status != Succeeded {
+		t.Errorf("a 1 ms pulse with a %v timeout behind a slow record: got %s %q, want succeeded", timeout, res.Status, res.Detail)
+	}
+}
