@@ -102,6 +102,7 @@ func TestRunnerLifecycle(t *testing.T) {
 		{"set on an output with a maximum on-time", Invocation{Principal: b.agent, Capability: "gpio.set", Target: "gpio.relay1", Params: map[string]string{"state": "on"}}, nil, Refused, ReasonInvalidRequest, "use gpio.pulse"},
 		{"health degraded: nothing above R1", Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.relay1", Params: map[string]string{"duration_ms": "10"}}, func() { b.health = body.LevelDegraded }, Refused, ReasonHealthDegraded, ""},
 		{"a dead relay fails its verification", Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.relay1", Params: map[string]string{"duration_ms": "10"}}, func() { b.health = body.LevelNormal; b.fb.Set(hal.High, hal.MonoNow()) }, Failed, "", "feedback RELAY1_FB reads high"},
+		{"a duration_ms no duration holds", Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.led", Params: map[string]string{"duration_ms": "9223372036855"}}, nil, Refused, ReasonInvalidRequest, "at most 9223372036854"},
 		{"shadow mode records only", Invocation{Principal: b.agent, Capability: "gpio.set", Target: "gpio.led", Mode: Shadow, Params: map[string]string{"state": "off"}}, nil, Succeeded, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
