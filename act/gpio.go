@@ -253,6 +253,20 @@ func (a *GPIOPulse) Channel(target string, params map[string]string) (string, er
 	return o.Channel, nil
 }
 
+// Duration is how long the pulse keeps the output on: the runner refuses
+// one that would not finish within the invocation's timeout.
+func (a *GPIOPulse) Duration(target string, params map[string]string) (time.Duration, string, error) {
+	o, err := a.g.get(target)
+	if err != nil {
+		return 0, "", err
+	}
+	d, err := pulseLength(o, params)
+	if err != nil {
+		return 0, "", err
+	}
+	return d, fmt.Sprintf("params.duration_ms %d", d.Milliseconds()), nil
+}
+
 // Do drives the output on, waits, and drives it off; cancelled (the
 // e-stop, a timeout, the session's end) it drives it off at once.
 func (a *GPIOPulse) Do(ctx context.Context, inv *Invocation) (string, error) {

@@ -59,7 +59,9 @@ type Invocation struct {
 	// before and verifies after, in its words ("relay1 low" / "relay1 high").
 	Precondition          string `cbor:"precondition,omitempty" json:"precondition,omitempty"`
 	ExpectedPostcondition string `cbor:"expected_postcondition,omitempty" json:"expected_postcondition,omitempty"`
-	// Timeout bounds the action (Do); 0 means DefaultTimeout.
+	// Timeout bounds the action (Do); 0 means DefaultTimeout. A request
+	// of a Timed action that would not finish within it is refused
+	// before it runs.
 	Timeout  time.Duration `cbor:"-" json:"-"`
 	Mode     Mode          `cbor:"mode" json:"mode"`
 	CausedBy *Observation  `cbor:"-" json:"-"`
@@ -103,6 +105,20 @@ type Action interface {
 	Verify(ctx context.Context, inv *Invocation) Verification
 }
 
+// Timed is an Action that knows before it runs how long a request keeps
+// it busy (a pulse, a tone, a clip). The runner refuses one that would
+// not finish within the invocation's timeout with invalid_request, before
+// anything is recorded as running: it could only be cut short and fail.
+// Limits of the target itself (an output's MaxOn, a speaker's MaxClip)
+// are Channel's to check.
+type Timed interface {
+	// Duration is how long Do on target with params takes when it is not
+	// cut short, and what in params says so, for a refusal to name
+	// ("params.duration_ms 999999999"). An error means target or params
+	// are wrong; Channel names what.
+	Duration(target string, params map[string]string) (d time.Duration, what string, err error)
+}
+
 // DefaultTimeout bounds an invocation that gives no Timeout.
 const DefaultTimeout = 30 * time.Second
 
@@ -112,6 +128,23 @@ func timeoutOf(inv *Invocation) time.Duration {
 		return inv.Timeout
 	}
 	return DefaultTimeout
+}
+
+// fits says why a request of a Timed action cannot finish within inv's
+// effective timeout, or nil when it can (or a is not Timed).
+func fits(a Action, inv *Invocation) error {
+	t, ok := a.(Timed)
+	if !ok {
+		return nil
+	}
+	d, what, err := t.Duration(inv.Target, inv.Params)
+	if err != nil {
+		return err
+	}
+	if timeout := timeoutOf(inv); d >= timeout {
+		return fmt.Errorf("%s: lasts %v, which does not fit in the action's timeout of %v", what, d, timeout)
+	}
+	return nil
 }
 
 // Compensator is an Action that can undo what it did when it failed: the
@@ -400,6 +433,9 @@ func (r *Runner) submit(ctx context.Context, inv *Invocation, key string) Result
 			capab.Risk = rt.RiskOf(inv.Target)
 		}
 		channel, chErr = a.Channel(inv.Target, inv.Params)
+		if chErr == nil {
+			chErr = fits(a, inv)
+		}
 	} else {
 		capab = Capability{Name: inv.Capability, Risk: R3}
 	}
@@ -504,7 +540,8 @@ func (r *Runner) execute(ctx context.Context, inv *Invocation, a Action, capab C
 			return res
 		}
 	}
-	// The timeout bounds the action itself, not the records before it.
+	// The timeout bounds the action itself, not the records before it,
+	// so what was found to fit in it when it was decided does.
 	timeout := timeoutOf(inv)
 	dctx, stopTimeout := context.WithTimeout(actx, timeout)
 	defer stopTimeout()

@@ -65,7 +65,13 @@ func newBench(t *testing.T) *bench {
 
 func (b *bench) types(t *testing.T, actionID string) []string {
 	t.Helper()
-	evs, err := b.store.Events(ledger.Filter{Types: []string{"action."}})
+	return actionTypes(t, b.store, actionID)
+}
+
+// actionTypes lists the types of the records of one invocation, in order.
+func actionTypes(t *testing.T, store *ledger.Store, actionID string) []string {
+	t.Helper()
+	evs, err := store.Events(ledger.Filter{Types: []string{"action."}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +165,7 @@ func TestEStopCancelsARunningPulse(t *testing.T) {
 	b.fb.Set(hal.High, hal.MonoNow()) // the relay's contact follows it
 	done := make(chan Result, 1)
 	go func() {
-		done <- b.r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.relay1", Params: map[string]string{"duration_ms": "60000"}})
+		done <- b.r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.relay1", Params: map[string]string{"duration_ms": "20000"}})
 	}()
 	for b.relay.Level() != hal.High {
 		time.Sleep(time.Millisecond) // the runner's goroutine driving the relay
@@ -185,7 +191,7 @@ func TestEndSessionStopsItsActions(t *testing.T) {
 	b.fb.Set(hal.High, hal.MonoNow())
 	done := make(chan Result, 1)
 	go func() {
-		done <- b.r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.relay1", Params: map[string]string{"duration_ms": "60000"}})
+		done <- b.r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.relay1", Params: map[string]string{"duration_ms": "20000"}})
 	}()
 	for b.relay.Level() != hal.High {
 		time.Sleep(time.Millisecond)
@@ -341,7 +347,7 @@ func TestTripDoesNotWaitForTheLedger(t *testing.T) {
 	b.fb.Set(hal.High, hal.MonoNow())
 	pulse := make(chan Result, 1)
 	go func() {
-		pulse <- b.r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.relay1", Params: map[string]string{"duration_ms": "60000"}})
+		pulse <- b.r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.relay1", Params: map[string]string{"duration_ms": "20000"}})
 	}()
 	for b.relay.Level() != hal.High {
 		time.Sleep(time.Millisecond) // the runner's goroutine driving the relay
@@ -649,5 +655,78 @@ func TestTimeoutBoundsTheActionOnly(t *testing.T) {
 	res := b.r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.led", Params: map[string]string{"duration_ms": "1"}, Timeout: timeout})
 	if res.Status != Succeeded {
 		t.Errorf("a 1 ms pulse with a %v timeout behind a slow record: got %s %q, want succeeded", timeout, res.Status, res.Detail)
+	}
+}
+
+// A pulse that cannot finish within its limits is refused up front,
+// naming the limit and the value, and nothing is recorded as running:
+// the output's MaxOn (checked by the channel) and the invocation's
+// effective timeout (checked by the runner), each just inside and just
+// outside.
+func TestPulsesThatCannotFinishAreRefused(t *testing.T) {
+	b := newBench(t)
+	relay := &GPIOOutput{Name: "relay1", Channel: "gpio.relay1", Line: b.estop.relayOut, Risk: R2, MaxOn: 5 * time.Second}
+	led := &GPIOOutput{Name: "led", Channel: "gpio.led", Line: b.estop.ledOut, Risk: R1} // no MaxOn, as a buzzer's by default
+	r := NewRunner(b.r.env, b.store)
+	set, pulse := NewGPIOActions([]*GPIOOutput{relay, led}, nil)
+	for _, a := range []Action{set, pulse} {
+		if err := r.Register(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name       string
+		capability string
+		target, ms string
+		timeout    time.Duration
+		mode       Mode // shadow where the request would be allowed: nothing waits for it
+		detail     string
+	}{
+		{"far longer than the default timeout", "gpio.pulse", "gpio.led", "999999999", 0, Shadow,
+			"params.duration_ms 999999999: lasts 277h46m39.999s, which does not fit in the action's timeout of 30s"},
+		{"just inside the default timeout", "gpio.pulse", "gpio.led", "29999", 0, Shadow, ""},
+		{"as long as the default timeout", "gpio.pulse", "gpio.led", "30000", 0, Shadow,
+			"params.duration_ms 30000: lasts 30s, which does not fit in the action's timeout of 30s"},
+		{"just inside a timeout given", "gpio.pulse", "gpio.led", "1999", 2 * time.Second, Shadow, ""},
+		{"as long as a timeout given", "gpio.pulse", "gpio.led", "2000", 2 * time.Second, Shadow,
+			"params.duration_ms 2000: lasts 2s, which does not fit in the action's timeout of 2s"},
+		{"a timeout given longer than the default", "gpio.pulse", "gpio.led", "40000", time.Minute, Shadow, ""},
+		{"refused live too, before it runs", "gpio.pulse", "gpio.led", "2000", 2 * time.Second, Live,
+			"params.duration_ms 2000: lasts 2s, which does not fit in the action's timeout of 2s"},
+		{"a negative timeout is the default", "gpio.pulse", "gpio.led", "30000", -time.Second, Shadow,
+			"params.duration_ms 30000: lasts 30s, which does not fit in the action's timeout of 30s"},
+		{"at the output's max_on", "gpio.pulse", "gpio.relay1", "5000", 0, Shadow, ""},
+		{"just over the output's max_on", "gpio.pulse", "gpio.relay1", "5001", 0, Shadow,
+			"params.duration_ms 5001: relay1 may stay on at most 5s"},
+		{"far over the output's max_on", "gpio.pulse", "gpio.relay1", "999999999", 0, Shadow,
+			"params.duration_ms 999999999: relay1 may stay on at most 5s"},
+		{"within max_on, not within a shorter timeout", "gpio.pulse", "gpio.relay1", "4000", 3 * time.Second, Shadow,
+			"params.duration_ms 4000: lasts 4s, which does not fit in the action's timeout of 3s"},
+		{"gpio.set takes no time of its own", "gpio.set", "gpio.led", "", time.Nanosecond, Shadow, ""},
+		{"a short pulse runs", "gpio.pulse", "gpio.led", "1", time.Minute, Live, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			params := map[string]string{"duration_ms": tc.ms}
+			if tc.capability == "gpio.set" {
+				params = map[string]string{"state": "on"}
+			}
+			res := r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: tc.capability, Target: tc.target, Params: params, Timeout: tc.timeout, Mode: tc.mode})
+			recs := actionTypes(t, b.store, res.ActionID)
+			if tc.detail == "" {
+				if res.Status != Succeeded {
+					t.Errorf("got %s %s %q, want succeeded", res.Status, res.Reason, res.Detail)
+				}
+				return
+			}
+			if res.Status != Refused || res.Reason != ReasonInvalidRequest || res.Detail != tc.detail {
+				t.Errorf("got %s %s %q, want refused invalid_request %q", res.Status, res.Reason, res.Detail, tc.detail)
+			}
+			if !slices.Equal(recs, []string{"action.proposed", "action.refused"}) {
+				t.Errorf("recorded %v, want proposed then refused", recs)
+			}
+		})
+	}
+	if w := b.relay.Writes(); len(w) != 1 {
+		t.Errorf("relay writes %v: a refused or shadow pulse drove it", w)
 	}
 }
