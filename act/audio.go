@@ -252,6 +252,22 @@ func (a *AudioTone) Channel(target string, params map[string]string) (string, er
 	return s.Channel, nil
 }
 
+// Duration is how long the tone takes, with the listening around it: the
+// runner refuses one that would not finish within the invocation's
+// timeout.
+func (a *AudioTone) Duration(target string, params map[string]string) (time.Duration, string, error) {
+	s, err := a.g.get(target)
+	if err != nil {
+		return 0, "", err
+	}
+	t, err := parseTone(s, params)
+	if err != nil {
+		return 0, "", err
+	}
+	d, around := s.soundTime(t.dur)
+	return d, fmt.Sprintf("params.ms %d%s", t.dur.Milliseconds(), around), nil
+}
+
 // Do plays the tone, listening to the room before and while it plays.
 // Cancelled (the e-stop, a timeout, the session's end) it stops the tone
 // at once: what was not handed to the device is dropped.
@@ -293,6 +309,34 @@ func (a *AudioPlay) Channel(target string, params map[string]string) (string, er
 	return s.Channel, nil
 }
 
+// Duration is how long the clip takes, with the listening around it: the
+// runner refuses one that would not finish within the invocation's
+// timeout. It reads the clip as Channel does (a clip is at most MaxClip
+// long, so a few megabytes at most).
+func (a *AudioPlay) Duration(target string, params map[string]string) (time.Duration, string, error) {
+	s, err := a.g.get(target)
+	if err != nil {
+		return 0, "", err
+	}
+	c, err := loadClip(s, params)
+	if err != nil {
+		return 0, "", err
+	}
+	plays := c.duration()
+	d, around := s.soundTime(plays)
+	return d, fmt.Sprintf("params.clip %q (it plays %v%s)", params["clip"], plays.Round(time.Millisecond), around), nil
+}
+
+// soundTime is how long a sound of dur takes to play on s: with a
+// microphone, the room is listened to for baselineFor before it and
+// playTail after. around says so, for a refusal to name.
+func (s *speaker) soundTime(dur time.Duration) (d time.Duration, around string) {
+	if s.Mic == nil {
+		return dur, ""
+	}
+	return baselineFor + dur + playTail, fmt.Sprintf(", and %v listening to the room around it", baselineFor+playTail)
+}
+
 // Do plays the clip, listening to the room before and while it plays;
 // cancelled, it stops at once.
 func (a *AudioPlay) Do(ctx context.Context, inv *Invocation) (string, error) {
@@ -305,7 +349,7 @@ func (a *AudioPlay) Do(ctx context.Context, inv *Invocation) (string, error) {
 		return "", err
 	}
 	samples, gain := fitClip(c, s.Out.Format(), s.maxLevel())
-	dur := time.Duration(int64(c.frames()) * int64(time.Second) / int64(c.Rate))
+	dur := c.duration()
 	what := fmt.Sprintf("clip %s (%v, %d Hz, %d channels)", inv.Params["clip"], dur.Round(time.Millisecond), c.Rate, c.Channels)
 	if gain < 0 {
 		what += fmt.Sprintf(", turned down %.1f dB to the maximum level", -gain)
@@ -347,10 +391,15 @@ func loadClip(s *speaker, params map[string]string) (wavClip, error) {
 	if err != nil {
 		return wavClip{}, fmt.Errorf("params.clip %q: %w", name, err)
 	}
-	if d := time.Duration(int64(c.frames()) * int64(time.Second) / int64(c.Rate)); d > s.maxClip() {
+	if d := c.duration(); d > s.maxClip() {
 		return wavClip{}, fmt.Errorf("params.clip %q: plays %v, longer than %s's maximum of %v", name, d.Round(time.Millisecond), s.Name, s.maxClip())
 	}
 	return c, nil
+}
+
+// duration is how long c plays.
+func (c wavClip) duration() time.Duration {
+	return time.Duration(int64(c.frames()) * int64(time.Second) / int64(c.Rate))
 }
 
 // checkClipName refuses a name that is not a plain relative path to a

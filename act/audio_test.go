@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -440,5 +441,62 @@ func TestAudioToneHalted(t *testing.T) {
 	res := b.do("audio.tone", map[string]string{"freq_hz": "5000", "ms": "300"})
 	if res.Status != Failed || !strings.Contains(res.Detail, "speaker is halted") || res.Verification == nil || res.Verification.Result != "failed" {
 		t.Fatalf("got %+v %+v", res, res.Verification)
+	}
+}
+
+// A tone or a clip that cannot finish within the invocation's effective
+// timeout is refused up front, naming it and the value, and nothing is
+// recorded as running; with a microphone, the listening before and after
+// the sound counts too. A clip longer than the speaker's MaxClip is the
+// channel's to refuse.
+func TestSoundsThatCannotFinishAreRefused(t *testing.T) {
+	dir := clipsDir(t) // chime.wav plays 500ms, long.wav 3s
+	for _, tc := range []struct {
+		name       string
+		capability string
+		params     map[string]string
+		mic        bool
+		maxClip    time.Duration
+		timeout    time.Duration
+		detail     string // "" allowed
+	}{
+		{"a tone just inside a timeout", "audio.tone", map[string]string{"freq_hz": "440", "ms": "1999"}, false, 0, 2 * time.Second, ""},
+		{"a tone as long as a timeout", "audio.tone", map[string]string{"freq_hz": "440", "ms": "2000"}, false, 0, 2 * time.Second,
+			"params.ms 2000: lasts 2s, which does not fit in the action's timeout of 2s"},
+		{"the longest tone in the default timeout", "audio.tone", map[string]string{"freq_hz": "440", "ms": "5000"}, true, 0, 0, ""},
+		{"a tone with listening, just inside", "audio.tone", map[string]string{"freq_hz": "440", "ms": "1549"}, true, 0, 2 * time.Second, ""},
+		{"a tone with listening, just outside", "audio.tone", map[string]string{"freq_hz": "440", "ms": "1550"}, true, 0, 2 * time.Second,
+			"params.ms 1550, and 450ms listening to the room around it: lasts 2s, which does not fit in the action's timeout of 2s"},
+		{"a clip just inside a timeout", "audio.play", map[string]string{"clip": "long.wav"}, false, 0, 3*time.Second + time.Millisecond, ""},
+		{"a clip as long as a timeout", "audio.play", map[string]string{"clip": "long.wav"}, false, 0, 3 * time.Second,
+			`params.clip "long.wav" (it plays 3s): lasts 3s, which does not fit in the action's timeout of 3s`},
+		{"a clip with listening, just inside", "audio.play", map[string]string{"clip": "chime.wav"}, true, 0, 951 * time.Millisecond, ""},
+		{"a clip with listening, just outside", "audio.play", map[string]string{"clip": "chime.wav"}, true, 0, 950 * time.Millisecond,
+			`params.clip "chime.wav" (it plays 500ms, and 450ms listening to the room around it): lasts 950ms, which does not fit in the action's timeout of 950ms`},
+		{"a clip at the speaker's maximum", "audio.play", map[string]string{"clip": "long.wav"}, false, 3 * time.Second, 0, ""},
+		{"a clip over the speaker's maximum", "audio.play", map[string]string{"clip": "long.wav"}, false, 3*time.Second - time.Millisecond, 0,
+			`params.clip "long.wav": plays 3s, longer than speaker's maximum of 2.999s`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spk := &Speaker{Name: "speaker", Channel: "audio.speaker", Out: haltest.NewPlayback(mono16k), Clips: dir, MaxClip: tc.maxClip}
+			if tc.mic {
+				// Never listened through: requests run in shadow, or are refused.
+				spk.Mic = &Mic{Name: "audio.mic"}
+			}
+			b := newAudioBench(t, spk)
+			res := b.r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: tc.capability, Target: "audio.speaker", Params: tc.params, Timeout: tc.timeout, Mode: Shadow})
+			if tc.detail == "" {
+				if res.Status != Succeeded {
+					t.Errorf("got %s %s %q, want succeeded", res.Status, res.Reason, res.Detail)
+				}
+				return
+			}
+			if res.Status != Refused || res.Reason != ReasonInvalidRequest || res.Detail != tc.detail {
+				t.Errorf("got %s %s %q, want refused invalid_request %q", res.Status, res.Reason, res.Detail, tc.detail)
+			}
+			if recs := actionTypes(t, b.store, res.ActionID); !slices.Equal(recs, []string{"action.proposed", "action.refused"}) {
+				t.Errorf("recorded %v, want proposed then refused", recs)
+			}
+		})
 	}
 }

@@ -7,7 +7,9 @@
 // that caused the request), a lease with a fencing check on shared
 // resources (LeaseTable), a record that is durable before the side effect,
 // the action under a context that the e-stop, a timeout and the owning
-// session's end cancel, and an independent verification. Every step is a
+// session's end cancel (a request of a Timed action that could not finish
+// within its timeout is refused before it runs), and an independent
+// verification. Every step is a
 // ledger event (action.proposed, action.running, action.succeeded, ...); a
 // repeated idempotency key returns the recorded result and acts once.
 // An R3 invocation that lacks nothing but its approval waits

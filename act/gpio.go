@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -224,10 +225,15 @@ func (a *GPIOPulse) Capability() Capability {
 	return Capability{Name: "gpio.pulse", Risk: R2, Reversible: true, Verify: "read-back at the safe level afterwards", Shared: true}
 }
 
+// maxPulseMS is the longest duration_ms a time.Duration holds.
+const maxPulseMS = int64(math.MaxInt64 / time.Millisecond)
+
+// pulseLength reads params.duration_ms, refusing one longer than the
+// output's MaxOn.
 func pulseLength(o *GPIOOutput, params map[string]string) (time.Duration, error) {
-	ms, err := strconv.Atoi(params["duration_ms"])
-	if err != nil || ms <= 0 {
-		return 0, fmt.Errorf("params.duration_ms %q: want a positive number of milliseconds", params["duration_ms"])
+	ms, err := strconv.ParseInt(params["duration_ms"], 10, 64)
+	if err != nil || ms <= 0 || ms > maxPulseMS {
+		return 0, fmt.Errorf("params.duration_ms %q: want a positive number of milliseconds, at most %d", params["duration_ms"], maxPulseMS)
 	}
 	d := time.Duration(ms) * time.Millisecond
 	if o.MaxOn > 0 && d > o.MaxOn {
@@ -245,6 +251,20 @@ func (a *GPIOPulse) Channel(target string, params map[string]string) (string, er
 		return "", err
 	}
 	return o.Channel, nil
+}
+
+// Duration is how long the pulse keeps the output on: the runner refuses
+// one that would not finish within the invocation's timeout.
+func (a *GPIOPulse) Duration(target string, params map[string]string) (time.Duration, string, error) {
+	o, err := a.g.get(target)
+	if err != nil {
+		return 0, "", err
+	}
+	d, err := pulseLength(o, params)
+	if err != nil {
+		return 0, "", err
+	}
+	return d, fmt.Sprintf("params.duration_ms %d", d.Milliseconds()), nil
 }
 
 // Do drives the output on, waits, and drives it off; cancelled (the

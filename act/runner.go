@@ -56,13 +56,16 @@ type Invocation struct {
 	Params         map[string]string `cbor:"params,omitempty" json:"params,omitempty"`
 	// Precondition and ExpectedPostcondition are what the channel checks
 	// before and verifies after, in its words ("relay1 low" / "relay1 high").
-	Precondition          string        `cbor:"precondition,omitempty" json:"precondition,omitempty"`
-	ExpectedPostcondition string        `cbor:"expected_postcondition,omitempty" json:"expected_postcondition,omitempty"`
-	Timeout               time.Duration `cbor:"-" json:"-"`
-	Mode                  Mode          `cbor:"mode" json:"mode"`
-	CausedBy              *Observation  `cbor:"-" json:"-"`
-	Approval              string        `cbor:"approval,omitempty" json:"approval,omitempty"`
-	Note                  string        `cbor:"note,omitempty" json:"note,omitempty"`
+	Precondition          string `cbor:"precondition,omitempty" json:"precondition,omitempty"`
+	ExpectedPostcondition string `cbor:"expected_postcondition,omitempty" json:"expected_postcondition,omitempty"`
+	// Timeout bounds the action (Do); 0 means DefaultTimeout. A request
+	// of a Timed action that would not finish within it is refused
+	// before it runs.
+	Timeout  time.Duration `cbor:"-" json:"-"`
+	Mode     Mode          `cbor:"mode" json:"mode"`
+	CausedBy *Observation  `cbor:"-" json:"-"`
+	Approval string        `cbor:"approval,omitempty" json:"approval,omitempty"`
+	Note     string        `cbor:"note,omitempty" json:"note,omitempty"`
 }
 
 // Verification is the independent check after an action.
@@ -99,6 +102,48 @@ type Action interface {
 	Do(ctx context.Context, inv *Invocation) (string, error)
 	// Verify reads the world back, independently of Do's own report.
 	Verify(ctx context.Context, inv *Invocation) Verification
+}
+
+// Timed is an Action that knows before it runs how long a request keeps
+// it busy (a pulse, a tone, a clip). The runner refuses one that would
+// not finish within the invocation's timeout with invalid_request, before
+// anything is recorded as running: it could only be cut short and fail.
+// Limits of the target itself (an output's MaxOn, a speaker's MaxClip)
+// are Channel's to check.
+type Timed interface {
+	// Duration is how long Do on target with params takes when it is not
+	// cut short, and what in params says so, for a refusal to name
+	// ("params.duration_ms 999999999"). An error means target or params
+	// are wrong; Channel names what.
+	Duration(target string, params map[string]string) (d time.Duration, what string, err error)
+}
+
+// DefaultTimeout bounds an invocation that gives no Timeout.
+const DefaultTimeout = 30 * time.Second
+
+// timeoutOf is inv's effective timeout.
+func timeoutOf(inv *Invocation) time.Duration {
+	if inv.Timeout > 0 {
+		return inv.Timeout
+	}
+	return DefaultTimeout
+}
+
+// fits says why a request of a Timed action cannot finish within inv's
+// effective timeout, or nil when it can (or a is not Timed).
+func fits(a Action, inv *Invocation) error {
+	t, ok := a.(Timed)
+	if !ok {
+		return nil
+	}
+	d, what, err := t.Duration(inv.Target, inv.Params)
+	if err != nil {
+		return err
+	}
+	if timeout := timeoutOf(inv); d >= timeout {
+		return fmt.Errorf("%s: lasts %v, which does not fit in the action's timeout of %v", what, d, timeout)
+	}
+	return nil
 }
 
 // Compensator is an Action that can undo what it did when it failed: the
@@ -387,6 +432,9 @@ func (r *Runner) submit(ctx context.Context, inv *Invocation, key string) Result
 			capab.Risk = rt.RiskOf(inv.Target)
 		}
 		channel, chErr = a.Channel(inv.Target, inv.Params)
+		if chErr == nil {
+			chErr = fits(a, inv)
+		}
 	} else {
 		capab = Capability{Name: inv.Capability, Risk: R3}
 	}
@@ -429,15 +477,21 @@ func (r *Runner) submit(ctx context.Context, inv *Invocation, key string) Result
 // record, the action and its verification.
 func (r *Runner) execute(ctx context.Context, inv *Invocation, a Action, capab Capability, d Decision) Result {
 	// A lease on a shared resource, checked again (fencing) just before
-	// acting. A simulation shares no resource with the hardware: it takes
-	// none.
+	// acting, and released on every return: a shadow, an e-stop before
+	// the start, a record that could not be written and a failed fencing
+	// check end the invocation as surely as the action's end does. A
+	// simulation shares no resource with the hardware: it takes none.
 	var epoch uint64
 	leased := false
 	if capab.Shared && r.env.Leases != nil && inv.Mode != Simulation {
-		l, ld := r.env.Leases.Acquire(inv.Target, HolderOf(inv.Principal), r.env.LeaseTTL, r.env.Now())
+		holder := HolderOf(inv.Principal)
+		l, ld := r.env.Leases.Acquire(inv.Target, holder, r.env.LeaseTTL, r.env.Now())
 		switch {
 		case ld.Allow:
 			epoch, leased = l.Epoch, true
+			// A lease the e-stop or a person took meanwhile is no longer
+			// this holder's at this epoch: Release then changes nothing.
+			defer r.env.Leases.Release(inv.Target, holder, epoch)
 		case ld.Reason == ReasonHumanControl && inv.Principal.Kind == LocalAdmin:
 			// A person at the device took the resource over; a local
 			// administrator is a person at the device too, and acts beside
@@ -456,13 +510,7 @@ func (r *Runner) execute(ctx context.Context, inv *Invocation, a Action, capab C
 		return res
 	}
 	// running: durable before the side effect.
-	timeout := inv.Timeout
-	if timeout <= 0 {
-		timeout = 30 * time.Second
-	}
 	actx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	actx, stopTimeout := context.WithTimeout(actx, timeout)
-	defer stopTimeout()
 	r.mu.Lock()
 	r.running[inv.ActionID] = &run{inv: inv, cancel: cancel}
 	r.mu.Unlock()
@@ -491,15 +539,20 @@ func (r *Runner) execute(ctx context.Context, inv *Invocation, a Action, capab C
 			return res
 		}
 	}
-	receipt, err := a.Do(actx, inv)
+	// The timeout bounds the action itself, not the records before it,
+	// so what was found to fit in it when it was decided does.
+	timeout := timeoutOf(inv)
+	dctx, stopTimeout := context.WithTimeout(actx, timeout)
+	defer stopTimeout()
+	receipt, err := a.Do(dctx, inv)
 	res := Result{ActionID: inv.ActionID, Decision: d, Receipt: receipt}
 	switch {
-	case context.Cause(actx) != nil && errors.As(context.Cause(actx), new(cancelCause)):
+	case context.Cause(dctx) != nil && errors.As(context.Cause(dctx), new(cancelCause)):
 		var cc cancelCause
-		errors.As(context.Cause(actx), &cc)
+		errors.As(context.Cause(dctx), &cc)
 		res.Status, res.Reason = Cancelled, cc.reason
 		res.Detail = "cancelled: " + string(cc.reason)
-	case errors.Is(actx.Err(), context.DeadlineExceeded):
+	case errors.Is(dctx.Err(), context.DeadlineExceeded):
 		res.Status, res.Detail = Failed, fmt.Sprintf("timed out after %v", timeout)
 	case err != nil:
 		res.Status, res.Detail = Failed, err.Error()
@@ -532,9 +585,6 @@ func (r *Runner) execute(ctx context.Context, inv *Invocation, a Action, capab C
 		}
 	}
 	r.recordResult(inv, res)
-	if leased {
-		r.env.Leases.Release(inv.Target, HolderOf(inv.Principal), epoch)
-	}
 	return res
 }
 

@@ -65,7 +65,13 @@ func newBench(t *testing.T) *bench {
 
 func (b *bench) types(t *testing.T, actionID string) []string {
 	t.Helper()
-	evs, err := b.store.Events(ledger.Filter{Types: []string{"action."}})
+	return actionTypes(t, b.store, actionID)
+}
+
+// actionTypes lists the types of the records of one invocation, in order.
+func actionTypes(t *testing.T, store *ledger.Store, actionID string) []string {
+	t.Helper()
+	evs, err := store.Events(ledger.Filter{Types: []string{"action."}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +108,7 @@ func TestRunnerLifecycle(t *testing.T) {
 		{"set on an output with a maximum on-time", Invocation{Principal: b.agent, Capability: "gpio.set", Target: "gpio.relay1", Params: map[string]string{"state": "on"}}, nil, Refused, ReasonInvalidRequest, "use gpio.pulse"},
 		{"health degraded: nothing above R1", Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.relay1", Params: map[string]string{"duration_ms": "10"}}, func() { b.health = body.LevelDegraded }, Refused, ReasonHealthDegraded, ""},
 		{"a dead relay fails its verification", Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.relay1", Params: map[string]string{"duration_ms": "10"}}, func() { b.health = body.LevelNormal; b.fb.Set(hal.High, hal.MonoNow()) }, Failed, "", "feedback RELAY1_FB reads high"},
+		{"a duration_ms no duration holds", Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.led", Params: map[string]string{"duration_ms": "9223372036855"}}, nil, Refused, ReasonInvalidRequest, "at most 9223372036854"},
 		{"shadow mode records only", Invocation{Principal: b.agent, Capability: "gpio.set", Target: "gpio.led", Mode: Shadow, Params: map[string]string{"state": "off"}}, nil, Succeeded, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -158,7 +165,7 @@ func TestEStopCancelsARunningPulse(t *testing.T) {
 	b.fb.Set(hal.High, hal.MonoNow()) // the relay's contact follows it
 	done := make(chan Result, 1)
 	go func() {
-		done <- b.r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.relay1", Params: map[string]string{"duration_ms": "60000"}})
+		done <- b.r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.relay1", Params: map[string]string{"duration_ms": "20000"}})
 	}()
 	for b.relay.Level() != hal.High {
 		time.Sleep(time.Millisecond) // the runner's goroutine driving the relay
@@ -184,7 +191,7 @@ func TestEndSessionStopsItsActions(t *testing.T) {
 	b.fb.Set(hal.High, hal.MonoNow())
 	done := make(chan Result, 1)
 	go func() {
-		done <- b.r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.relay1", Params: map[string]string{"duration_ms": "60000"}})
+		done <- b.r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.relay1", Params: map[string]string{"duration_ms": "20000"}})
 	}()
 	for b.relay.Level() != hal.High {
 		time.Sleep(time.Millisecond)
@@ -340,7 +347,7 @@ func TestTripDoesNotWaitForTheLedger(t *testing.T) {
 	b.fb.Set(hal.High, hal.MonoNow())
 	pulse := make(chan Result, 1)
 	go func() {
-		pulse <- b.r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.relay1", Params: map[string]string{"duration_ms": "60000"}})
+		pulse <- b.r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.relay1", Params: map[string]string{"duration_ms": "20000"}})
 	}()
 	for b.relay.Level() != hal.High {
 		time.Sleep(time.Millisecond) // the runner's goroutine driving the relay
@@ -447,5 +454,279 @@ func TestFailedSetIsCompensated(t *testing.T) {
 	coil.Stick(&high)
 	if res = r.Submit(context.Background(), on); res.Status != Failed || !strings.Contains(res.Detail, "compensation failed: coil reads high") {
 		t.Errorf("a stuck coil: %+v", res)
+	}
+}
+
+// mqttHome is a second principal; leaseRunner grants it gpio.* too.
+var mqttHome = Principal{Kind: MQTTCommand, Subject: "mqtt:home", Session: "mqtt", Trust: ledger.High}
+
+// signalOut passes every write to its line and says on driven, without
+// waiting, each level an action drove it to.
+type signalOut struct {
+	hal.LineOut
+	driven chan hal.Level
+}
+
+func (o signalOut) Out(l hal.Level) error {
+	err := o.LineOut.Out(l)
+	if err == nil {
+		select {
+		case o.driven <- l:
+		default:
+		}
+	}
+	return err
+}
+
+// hookJournal runs before on each event it is given, and fails the
+// append with what before returns.
+type hookJournal struct {
+	inner  Journal
+	before func(ledger.Event) error
+}
+
+func (j hookJournal) Append(ctx context.Context, evs ...ledger.Event) ([]ledger.Result, error) {
+	for _, e := range evs {
+		if err := j.before(e); err != nil {
+			return nil, err
+		}
+	}
+	return j.inner.Append(ctx, evs...)
+}
+
+// leaseRunner is a runner on b's LED, e-stop and lease table, recording
+// to j (b's ledger when nil), in which mqtt:home holds a grant on gpio.*
+// beside agent:pi's; edit changes its environment. The e-stop cancels
+// what it runs. The channel says when an action drove the LED.
+func leaseRunner(t *testing.T, b *bench, j Journal, edit func(*Environment)) (*Runner, <-chan hal.Level) {
+	t.Helper()
+	env := b.r.env
+	grants := append(slices.Clone(env.Grants()), Grant{ID: "g2", Subject: mqttHome.Subject, Capability: "gpio.*", Scope: "gpio.*", By: "admin:uid=0"})
+	env.Grants = func() []Grant { return grants }
+	if edit != nil {
+		edit(&env)
+	}
+	if j == nil {
+		j = b.store
+	}
+	r := NewRunner(env, j)
+	led := signalOut{LineOut: b.estop.ledOut, driven: make(chan hal.Level, 1)}
+	set, pulse := NewGPIOActions([]*GPIOOutput{{Name: "led", Channel: "gpio.led", Line: led, Risk: R1}}, nil)
+	for _, a := range []Action{set, pulse} {
+		if err := r.Register(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.estop.e.SetRunner(r, env.Leases)
+	return r, led.driven
+}
+
+// However an invocation that took a lease ends, the lease ends with it:
+// another principal's live request on the same target right after it is
+// not refused lease_held.
+func TestLeaseEndsWithTheInvocation(t *testing.T) {
+	setOn := func(p Principal, m Mode) Invocation {
+		return Invocation{Principal: p, Capability: "gpio.set", Target: "gpio.led", Params: map[string]string{"state": "on"}, Mode: m}
+	}
+	for _, tc := range []struct {
+		name string
+		// setup returns the journal (nil: the bench's ledger) and edits
+		// the environment.
+		setup func(b *bench) (Journal, func(*Environment))
+		// first is the agent's invocation and how it ends.
+		first        func(b *bench, r *Runner, driven <-chan hal.Level) Result
+		status       Status
+		reason       Reason
+		detail       string
+		then         func(t *testing.T, b *bench, r *Runner) // before mqtt:home asks
+		untouchedLED bool
+	}{
+		{name: "the action ran", first: func(b *bench, r *Runner, _ <-chan hal.Level) Result {
+			return r.Submit(context.Background(), setOn(b.agent, Live))
+		}, status: Succeeded},
+		{name: "shadow", first: func(b *bench, r *Runner, _ <-chan hal.Level) Result {
+			return r.Submit(context.Background(), setOn(b.agent, Shadow))
+		}, status: Succeeded, detail: "", untouchedLED: true},
+		{name: "cancelled by the e-stop while it ran", first: func(b *bench, r *Runner, driven <-chan hal.Level) Result {
+			done := make(chan Result, 1)
+			go func() {
+				done <- r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.led", Params: map[string]string{"duration_ms": "20000"}})
+			}()
+			<-driven // the pulse drove the LED on
+			b.estop.e.Trip("line_open", hal.MonoNow())
+			return <-done
+		}, status: Cancelled, reason: ReasonEStopLatched, detail: "cancelled: estop_latched", then: resetEStop},
+		{name: "the e-stop latched between the decision and the start", setup: func(b *bench) (Journal, func(*Environment)) {
+			// The trip comes while the policy reads the body's health:
+			// after it read the latch, before the lease is taken.
+			var once sync.Once
+			return nil, func(e *Environment) {
+				e.Health = func() body.Degradation {
+					once.Do(func() { b.estop.e.Trip("line_open", hal.MonoNow()) })
+					return body.LevelNormal
+				}
+			}
+		}, first: func(b *bench, r *Runner, _ <-chan hal.Level) Result {
+			return r.Submit(context.Background(), setOn(b.agent, Live))
+		}, status: Cancelled, reason: ReasonEStopLatched, detail: "the e-stop tripped before the action started", then: resetEStop, untouchedLED: true},
+		{name: "the running record could not be written", setup: func(b *bench) (Journal, func(*Environment)) {
+			var failed atomic.Bool
+			return hookJournal{inner: b.store, before: func(e ledger.Event) error {
+				if e.Type == "action.running" && failed.CompareAndSwap(false, true) {
+					return errors.New("disk full")
+				}
+				return nil
+			}}, nil
+		}, first: func(b *bench, r *Runner, _ <-chan hal.Level) Result {
+			return r.Submit(context.Background(), setOn(b.agent, Live))
+		}, status: Refused, reason: ReasonLedgerUnavailable, detail: "disk full", untouchedLED: true,
+			then: func(t *testing.T, b *bench, r *Runner) {
+				// Nothing above R0 runs until a record is written again;
+				// this refusal's own records are that write.
+				if res := r.Submit(context.Background(), setOn(mqttHome, Live)); res.Status != Refused || res.Reason != ReasonLedgerUnavailable {
+					t.Errorf("right after the failed record: got %s %s %q, want refused ledger_unavailable", res.Status, res.Reason, res.Detail)
+				}
+			}},
+		{name: "the fencing check failed", setup: func(b *bench) (Journal, func(*Environment)) {
+			// The ledger is slow: the lease lapses while the running
+			// record is written.
+			clock := &testClock{t: leaseT0}
+			var slow atomic.Bool
+			return hookJournal{inner: b.store, before: func(e ledger.Event) error {
+					if e.Type == "action.running" && slow.CompareAndSwap(false, true) {
+						clock.Add(b.r.env.LeaseTTL)
+					}
+					return nil
+				}}, func(e *Environment) {
+					e.Now = clock.Now
+				}
+		}, first: func(b *bench, r *Runner, _ <-chan hal.Level) Result {
+			return r.Submit(context.Background(), setOn(b.agent, Live))
+		}, status: Cancelled, reason: ReasonStaleEpoch, detail: "is over", untouchedLED: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBench(t)
+			var j Journal
+			var edit func(*Environment)
+			if tc.setup != nil {
+				j, edit = tc.setup(b)
+			}
+			r, driven := leaseRunner(t, b, j, edit)
+			res := tc.first(b, r, driven)
+			if res.Status != tc.status || res.Reason != tc.reason || !strings.Contains(res.Detail, tc.detail) {
+				t.Fatalf("the agent's invocation: got %s %s %q, want %s %s %q", res.Status, res.Reason, res.Detail, tc.status, tc.reason, tc.detail)
+			}
+			if w := b.led.Writes(); tc.untouchedLED && slices.ContainsFunc(w, func(l hal.Level) bool { return l != b.estop.ledOut.Safe() }) {
+				t.Errorf("LED writes %v: it was driven on", w)
+			}
+			if ls := r.env.Leases.Leases(r.env.Now()); len(ls) != 0 {
+				t.Errorf("leases after the invocation: %+v, want none", ls)
+			}
+			if tc.then != nil {
+				tc.then(t, b, r)
+			}
+			if res := r.Submit(context.Background(), setOn(mqttHome, Live)); res.Status != Succeeded {
+				t.Errorf("mqtt:home right after: got %s %s %q, want succeeded", res.Status, res.Reason, res.Detail)
+			}
+		})
+	}
+}
+
+// resetEStop clears the latch a trip left, as a local administrator.
+func resetEStop(t *testing.T, b *bench, _ *Runner) {
+	t.Helper()
+	if err := b.estop.e.Reset(localAdmin); err != nil {
+		t.Fatalf("reset: %v", err)
+	}
+}
+
+// The timeout bounds the action, not the records before it: a ledger
+// slower than the timeout to write the running record does not time out
+// a pulse that fits.
+func TestTimeoutBoundsTheActionOnly(t *testing.T) {
+	b := newBench(t)
+	const timeout = 50 * time.Millisecond
+	b.r.journal = hookJournal{inner: b.store, before: func(e ledger.Event) error {
+		if e.Type == "action.running" {
+			time.Sleep(2 * timeout) // a slow ledger, not a wait for anything
+		}
+		return nil
+	}}
+	res := b.r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.led", Params: map[string]string{"duration_ms": "1"}, Timeout: timeout})
+	if res.Status != Succeeded {
+		t.Errorf("a 1 ms pulse with a %v timeout behind a slow record: got %s %q, want succeeded", timeout, res.Status, res.Detail)
+	}
+}
+
+// A pulse that cannot finish within its limits is refused up front,
+// naming the limit and the value, and nothing is recorded as running:
+// the output's MaxOn (checked by the channel) and the invocation's
+// effective timeout (checked by the runner), each just inside and just
+// outside.
+func TestPulsesThatCannotFinishAreRefused(t *testing.T) {
+	b := newBench(t)
+	relay := &GPIOOutput{Name: "relay1", Channel: "gpio.relay1", Line: b.estop.relayOut, Risk: R2, MaxOn: 5 * time.Second}
+	led := &GPIOOutput{Name: "led", Channel: "gpio.led", Line: b.estop.ledOut, Risk: R1} // no MaxOn, as a buzzer's by default
+	r := NewRunner(b.r.env, b.store)
+	set, pulse := NewGPIOActions([]*GPIOOutput{relay, led}, nil)
+	for _, a := range []Action{set, pulse} {
+		if err := r.Register(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name       string
+		capability string
+		target, ms string
+		timeout    time.Duration
+		mode       Mode // shadow where the request would be allowed: nothing waits for it
+		detail     string
+	}{
+		{"far longer than the default timeout", "gpio.pulse", "gpio.led", "999999999", 0, Shadow,
+			"params.duration_ms 999999999: lasts 277h46m39.999s, which does not fit in the action's timeout of 30s"},
+		{"just inside the default timeout", "gpio.pulse", "gpio.led", "29999", 0, Shadow, ""},
+		{"as long as the default timeout", "gpio.pulse", "gpio.led", "30000", 0, Shadow,
+			"params.duration_ms 30000: lasts 30s, which does not fit in the action's timeout of 30s"},
+		{"just inside a timeout given", "gpio.pulse", "gpio.led", "1999", 2 * time.Second, Shadow, ""},
+		{"as long as a timeout given", "gpio.pulse", "gpio.led", "2000", 2 * time.Second, Shadow,
+			"params.duration_ms 2000: lasts 2s, which does not fit in the action's timeout of 2s"},
+		{"a timeout given longer than the default", "gpio.pulse", "gpio.led", "40000", time.Minute, Shadow, ""},
+		{"refused live too, before it runs", "gpio.pulse", "gpio.led", "2000", 2 * time.Second, Live,
+			"params.duration_ms 2000: lasts 2s, which does not fit in the action's timeout of 2s"},
+		{"a negative timeout is the default", "gpio.pulse", "gpio.led", "30000", -time.Second, Shadow,
+			"params.duration_ms 30000: lasts 30s, which does not fit in the action's timeout of 30s"},
+		{"at the output's max_on", "gpio.pulse", "gpio.relay1", "5000", 0, Shadow, ""},
+		{"just over the output's max_on", "gpio.pulse", "gpio.relay1", "5001", 0, Shadow,
+			"params.duration_ms 5001: relay1 may stay on at most 5s"},
+		{"far over the output's max_on", "gpio.pulse", "gpio.relay1", "999999999", 0, Shadow,
+			"params.duration_ms 999999999: relay1 may stay on at most 5s"},
+		{"within max_on, not within a shorter timeout", "gpio.pulse", "gpio.relay1", "4000", 3 * time.Second, Shadow,
+			"params.duration_ms 4000: lasts 4s, which does not fit in the action's timeout of 3s"},
+		{"gpio.set takes no time of its own", "gpio.set", "gpio.led", "", time.Nanosecond, Shadow, ""},
+		{"a short pulse runs", "gpio.pulse", "gpio.led", "1", time.Minute, Live, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			params := map[string]string{"duration_ms": tc.ms}
+			if tc.capability == "gpio.set" {
+				params = map[string]string{"state": "on"}
+			}
+			res := r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: tc.capability, Target: tc.target, Params: params, Timeout: tc.timeout, Mode: tc.mode})
+			recs := actionTypes(t, b.store, res.ActionID)
+			if tc.detail == "" {
+				if res.Status != Succeeded {
+					t.Errorf("got %s %s %q, want succeeded", res.Status, res.Reason, res.Detail)
+				}
+				return
+			}
+			if res.Status != Refused || res.Reason != ReasonInvalidRequest || res.Detail != tc.detail {
+				t.Errorf("got %s %s %q, want refused invalid_request %q", res.Status, res.Reason, res.Detail, tc.detail)
+			}
+			if !slices.Equal(recs, []string{"action.proposed", "action.refused"}) {
+				t.Errorf("recorded %v, want proposed then refused", recs)
+			}
+		})
+	}
+	if w := b.relay.Writes(); len(w) != 1 {
+		t.Errorf("relay writes %v: a refused or shadow pulse drove it", w)
 	}
 }

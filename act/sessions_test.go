@@ -128,7 +128,7 @@ func TestSessionSilentStopsItsActions(t *testing.T) {
 	pulse := func(p Principal, target string) chan Result {
 		c := make(chan Result, 1)
 		go func() {
-			c <- b.r.Submit(context.Background(), Invocation{Principal: p, Capability: "gpio.pulse", Target: target, Params: map[string]string{"duration_ms": "60000"}})
+			c <- b.r.Submit(context.Background(), Invocation{Principal: p, Capability: "gpio.pulse", Target: target, Params: map[string]string{"duration_ms": "20000"}})
 		}()
 		return c
 	}

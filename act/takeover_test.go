@@ -44,7 +44,7 @@ func TestTakeoverPressAgain(t *testing.T) {
 	defer tk.Close()
 	done := make(chan Result, 1)
 	go func() {
-		done <- b.r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.relay1", Params: map[string]string{"duration_ms": "60000"}})
+		done <- b.r.Submit(context.Background(), Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.relay1", Params: map[string]string{"duration_ms": "20000"}})
 	}()
 	// Running is recorded once the runner can cancel it.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -121,10 +121,10 @@ func TestTakeoverByAButton(t *testing.T) {
 		return act.Invocation{Principal: p, Capability: "gpio.pulse", Target: "gpio.relay1", Params: map[string]string{"duration_ms": ms}}
 	}
 
-	// The agent pulses the relay for a minute; the person presses.
+	// The agent pulses the relay for 20 s; the person presses.
 	seq := lastSeq(t, store)
 	done := make(chan act.Result, 1)
-	go func() { done <- r.Submit(ctx, inv(agent, "60000")) }()
+	go func() { done <- r.Submit(ctx, inv(agent, "20000")) }()
 	waitEvent(t, store, "action.running", seq)
 	seq = lastSeq(t, store)
 	button.Set(hal.Low, hal.MonoNow())
