@@ -137,6 +137,7 @@ func TestDaemonActConfig(t *testing.T) {
 		{[]string{"gpio.set", "gpio.relay2", "state=on"}, "refused (channel_disabled): the channel is disabled", false},
 		{[]string{"gpio.set", "gpio.buzzer", "state=on"}, "refused (safety_rule): forbidden by rule 0 (gpio.set on gpio.buzzer)", false},
 		{[]string{"gpio.pulse", "gpio.buzzer", "duration_ms=10"}, " succeeded", true},
+		{[]string{"gpio.pulse", "gpio.buzzer", "duration_ms=999999999"}, "refused (invalid_request): params.duration_ms 999999999: lasts 277h46m39.999s, which does not fit in the action's timeout of 30s", false},
 	} {
 		out, err := runCmd(t, append([]string{"do", "--data", d.data}, tc.args...)...)
 		if (err == nil) != tc.ok || !strings.Contains(out, tc.want) {
