@@ -15,8 +15,8 @@ import (
 // BodyParts are what a body's runner is built over.
 type BodyParts struct {
 	Devices *body.Devices
-	// Feedback names, by output, the channel of the input that follows
-	// it (a relay's auxiliary contact).
+	// Feedback names, by output, the GPIO input that follows it (a
+	// relay's auxiliary contact).
 	Feedback map[string]string
 	EStop    *EStop
 	Registry *body.Registry
@@ -54,7 +54,7 @@ func NewBodyRunner(b BodyParts) (*Runner, error) {
 			g.MaxOn, g.MinInterval = st.Config.MaxOn(), st.Config.MinInterval()
 		}
 		for _, in := range ds.Ins {
-			if fb, ok := b.Feedback[o.Name]; ok && in.ID == fb {
+			if fb, ok := b.Feedback[o.Name]; ok && in.ID == body.ChannelID("gpio-in", fb) {
 				g.Feedback, g.FeedbackActive = in.Line, in.Active
 			}
 		}
@@ -100,8 +100,8 @@ func NewBodyRunner(b BodyParts) (*Runner, error) {
 	return r, nil
 }
 
-// EStopTiming is the profile's timing of the e-stop's second channel
-// and reset button; zero values keep the defaults.
+// EStopTiming is the board's timing of the e-stop's second channel and
+// reset button; zero values keep the defaults.
 type EStopTiming struct {
 	Discrepancy, MinPress, MaxPress time.Duration
 }

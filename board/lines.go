@@ -58,3 +58,36 @@ func (p *Profile) Lines() []LineSpec {
 	}
 	return out
 }
+
+// Timing is the e-stop's timing as the profile gives it: the second
+// channel's discrepancy window and the reset button's accepted press;
+// zero where the profile has none.
+type Timing struct {
+	Discrepancy, MinPress, MaxPress time.Duration
+}
+
+// EStopTiming is the profile's e-stop timing.
+func (p *Profile) EStopTiming() Timing {
+	var t Timing
+	if e := p.EStop; e != nil && e.Second != nil {
+		t.Discrepancy = time.Duration(e.Second.DiscrepancyMS) * time.Millisecond
+	}
+	if e := p.EStop; e != nil && e.Reset != nil {
+		t.MinPress, t.MaxPress = time.Duration(e.Reset.MinPressMS)*time.Millisecond, time.Duration(e.Reset.MaxPressMS)*time.Millisecond
+	}
+	return t
+}
+
+// Feedback names, by output, the input the profile wires as its
+// feedback (a relay's auxiliary contact).
+func (p *Profile) Feedback() map[string]string {
+	fb := map[string]string{}
+	if p.GPIO != nil {
+		for _, in := range p.GPIO.Inputs {
+			if in.FeedbackOf != "" {
+				fb[in.FeedbackOf] = in.Name
+			}
+		}
+	}
+	return fb
+}

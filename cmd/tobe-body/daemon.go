@@ -182,7 +182,7 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 
 	// The e-stop, watching from here on: its latch survives a restart,
 	// and a ledger that cannot be read means starting latched.
-	estop, err := act.NewBodyEStop(ds, estopTiming(profile))
+	estop, err := act.NewBodyEStop(ds, act.EStopTiming(profile.EStopTiming()))
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +229,7 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 			grants = nil
 		}
 	}
-	runner, err := act.NewBodyRunner(act.BodyParts{Devices: ds, Feedback: feedback(profile), EStop: estop, Registry: reg,
+	runner, err := act.NewBodyRunner(act.BodyParts{Devices: ds, Feedback: profile.Feedback(), EStop: estop, Registry: reg,
 		Health: func() body.Degradation {
 			if st, ok := senses.Self(); ok {
 				return st.Level
@@ -344,33 +344,6 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		log.Warn("systemd notify", "err", err)
 	}
 	return mon, nil
-}
-
-// estopTiming is the profile's timing of the e-stop's second channel and
-// reset button.
-func estopTiming(p *board.Profile) act.EStopTiming {
-	var t act.EStopTiming
-	if e := p.EStop; e != nil && e.Second != nil {
-		t.Discrepancy = time.Duration(e.Second.DiscrepancyMS) * time.Millisecond
-	}
-	if e := p.EStop; e != nil && e.Reset != nil {
-		t.MinPress, t.MaxPress = time.Duration(e.Reset.MinPressMS)*time.Millisecond, time.Duration(e.Reset.MaxPressMS)*time.Millisecond
-	}
-	return t
-}
-
-// feedback names, by output, the channel of the input the profile wires
-// as its feedback.
-func feedback(p *board.Profile) map[string]string {
-	fb := map[string]string{}
-	if p.GPIO != nil {
-		for _, in := range p.GPIO.Inputs {
-			if in.FeedbackOf != "" {
-				fb[in.FeedbackOf] = body.ChannelID("gpio-in", in.Name)
-			}
-		}
-	}
-	return fb
 }
 
 // speakerMic is what verifies the speaker: the microphone channel's taps
