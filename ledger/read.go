@@ -55,7 +55,7 @@ func (s *Store) Scan(f Filter) (evs []Stored, next uint64, err error) {
 		f.Limit = 1000
 	}
 	next = f.After
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = s.read(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bEvents).Cursor()
 		for k, v := c.Seek(u64(f.After + 1)); k != nil && len(evs) < f.Limit; k, v = c.Next() {
 			if isRowKey(k) {
@@ -114,7 +114,7 @@ type OutboxItem struct {
 // the global order.
 func (s *Store) OutboxNext(after uint64, n int) ([]OutboxItem, error) {
 	var out []OutboxItem
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.read(func(tx *bolt.Tx) error {
 		ev := tx.Bucket(bEvents)
 		c := ev.Cursor()
 		for k, v := c.Seek(u64(after + 1)); k != nil && len(out) < n; k, v = c.Next() {
@@ -161,7 +161,7 @@ func (s *Store) OutboxAck(seqs ...uint64) error {
 
 // OutboxNack counts a failed delivery attempt of a row.
 func (s *Store) OutboxNack(seq uint64) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.write(func(tx *bolt.Tx) error {
 		ev := tx.Bucket(bEvents)
 		v := ev.Get(rowKey(seq))
 		if v == nil {
@@ -201,7 +201,7 @@ func (s *Store) Stats() (Stats, error) {
 	s.outboxMu.Lock()
 	st.OutboxRows, st.OutboxBytes = s.outboxRows, s.outboxBytes
 	s.outboxMu.Unlock()
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.read(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bMeta)
 		st.Schema = getU64(meta.Get(kSchema))
 		st.OutboxDropped = getU64(meta.Get(kDropped))
@@ -234,7 +234,7 @@ func (s *Store) Backup(path string) (int64, error) {
 	}
 	defer os.Remove(f.Name())
 	var n int64
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = s.read(func(tx *bolt.Tx) error {
 		var err error
 		n, err = tx.WriteTo(f)
 		return err
@@ -257,7 +257,7 @@ func (s *Store) Backup(path string) (int64, error) {
 // Aggregates returns every aggregate and its version, for tools.
 func (s *Store) Aggregates() (map[string]uint64, error) {
 	out := map[string]uint64{}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.read(func(tx *bolt.Tx) error {
 		return tx.Bucket(bAggregates).ForEach(func(k, v []byte) error {
 			out[string(k)] = getU64(v)
 			return nil

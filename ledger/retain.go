@@ -150,8 +150,10 @@ func (s *Store) retainStep(res *RetainResult) (more bool, err error) {
 // not be open. progress, if not nil, is called with keys copied so far and
 // the total.
 func CompactFile(path string, progress func(done, total int)) (before, after int64, err error) {
-	if _, err := precheck(path); err != nil {
-		return 0, 0, fmt.Errorf("%w: %v", ErrDamaged, err)
+	if _, err := precheck(path, 100*time.Millisecond); errors.Is(err, errLocked) {
+		return 0, 0, fmt.Errorf("ledger: compact: %s is in use (stop tobe-body first)", path)
+	} else if err != nil {
+		return 0, 0, err
 	}
 	// Opened for writing (and only read): its exclusive lock keeps the
 	// daemon off the file while it is rewritten.

@@ -494,7 +494,7 @@ func TestIDIndexWrittenBehindSurvivesReopen(t *testing.T) {
 	late := motion(2)
 	late.ID = NewID()
 	r2, _ := s.Append(t.Context(), late)
-	s.Close() // the last ids only in memory: a crash loses them the same way
+	s.crash() // the last ids only in memory (Close writes them)
 	s = openTest(t, path)
 	for _, tc := range []struct {
 		e   Event

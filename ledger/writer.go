@@ -21,8 +21,8 @@ type writer struct {
 	buf   bytes.Buffer
 
 	events, ids, inbox, inboxExp, aggs, meta, projs *bolt.Bucket
-	// The outbox's size as this transaction leaves it; done publishes it
-	// once the transaction committed.
+	// The outbox's size as this transaction leaves it; update publishes
+	// it before the commit.
 	outboxRows, outboxBytes uint64
 	outboxDirty             bool
 	// Ids of events this transaction wrote, and whether it wrote every
@@ -85,8 +85,8 @@ func (w *writer) flushIDs(all bool) error {
 	return w.meta.Put(kIDsThrough, w.keep(u64(last)))
 }
 
-// done publishes what the committed transaction did to the outbox and the
-// ids waiting to be written.
+// done publishes what the committed transaction did to the ids waiting to
+// be written.
 func (w *writer) done() {
 	w.s.idsMu.Lock()
 	for id, seq := range w.newIDs {
@@ -102,11 +102,6 @@ func (w *writer) done() {
 		}
 	}
 	w.s.idsMu.Unlock()
-	if w.outboxDirty {
-		w.s.outboxMu.Lock()
-		w.s.outboxRows, w.s.outboxBytes = w.outboxRows, w.outboxBytes
-		w.s.outboxMu.Unlock()
-	}
 }
 
 // keep copies b into the arena and returns the copy.
