@@ -34,7 +34,6 @@ func ledgerOptions(cfg config.Ledger, dataDir string, id body.Identity, log *slo
 		Classes:        &classes,
 		OutboxMaxRows:  cfg.OutboxMaxRows,
 		OutboxMaxBytes: int64(cfg.OutboxMaxMB) << 20,
-		CheckAtOpen:    true,
 		CompactFree:    int64(cfg.CompactFreeMB) << 20,
 		Log:            log,
 	}
