@@ -77,6 +77,8 @@ func (s *Store) retainStep(res *RetainResult) (more bool, err error) {
 				if err := w.inbox.Delete(k[8:]); err != nil {
 					return err
 				}
+				w.n.inboxKeys--
+				w.nDirty = true
 			}
 			res.InboxKeys++
 		}
@@ -124,14 +126,16 @@ func (s *Store) retainStep(res *RetainResult) (more bool, err error) {
 				if err := w.events.Delete(rowKey(getU64(k))); err != nil {
 					return err
 				}
-				w.outboxRows--
-				w.outboxBytes -= uint64(r.Size)
-				w.outboxDirty = true
+				w.n.outboxRows--
+				w.n.outboxBytes -= uint64(r.Size)
+				w.outboxDirty, w.nDirty = true, true
 				res.OutboxExpired++
 			}
 			if err := w.events.Delete(k); err != nil {
 				return err
 			}
+			w.n.events--
+			w.nDirty = true
 			res.Events++
 		}
 		if next != from {

@@ -55,26 +55,35 @@ var (
 	kClosed     = []byte("closed")      // the close record: see closeRecord
 )
 
+// counts are what the outbox's budget and Stats need to know of the whole
+// file. They are kept in memory: writing them with every commit would cost
+// a page a commit, counting them reads every page.
+type counts struct {
+	outboxRows, outboxBytes       uint64
+	events, inboxKeys, aggregates uint64
+}
+
 // closeRecord is what Close writes in its last transaction, the one that
-// also writes bbolt's free list: that transaction's id, and the outbox's
-// counts. An open that finds the file at that transaction knows nothing
-// was written after the Close: it takes the counts instead of counting
-// the rows, and checks only what bbolt needs to map the file (see
-// inspect). Any later commit moves the file to another transaction, so a
-// stale record never matches; nothing needs to clear it.
+// also writes bbolt's free list: that transaction's id, and the counts. An
+// open that finds the file at that transaction knows nothing was written
+// after the Close: it takes the counts instead of counting, and checks
+// only what bbolt needs to map the file (see inspect). Any later commit
+// moves the file to another transaction, so a stale record never matches;
+// nothing needs to clear it.
 type closeRecord struct {
-	txid, outboxRows, outboxBytes uint64
+	txid uint64
+	n    counts
 }
 
 func (r closeRecord) encode() []byte {
-	return slices.Concat(u64(r.txid), u64(r.outboxRows), u64(r.outboxBytes))
+	return slices.Concat(u64(r.txid), u64(r.n.outboxRows), u64(r.n.outboxBytes), u64(r.n.events), u64(r.n.inboxKeys), u64(r.n.aggregates))
 }
 
 func parseCloseRecord(b []byte) (closeRecord, bool) {
-	if len(b) != 24 {
+	if len(b) != 48 {
 		return closeRecord{}, false
 	}
-	return closeRecord{getU64(b), getU64(b[8:]), getU64(b[16:])}, true
+	return closeRecord{getU64(b), counts{getU64(b[8:]), getU64(b[16:]), getU64(b[24:]), getU64(b[32:]), getU64(b[40:])}}, true
 }
 
 // An event's outbox row sits right after the event in the events bucket,
@@ -250,10 +259,9 @@ type Store struct {
 
 	// The outbox's size, kept in memory and counted from the rows at open:
 	// writing it with every commit would cost a page a commit. Writers are
-	// serialized by bbolt; outboxMu orders them with readers of Stats.
-	outboxMu    sync.Mutex
-	outboxRows  uint64
-	outboxBytes uint64
+	// serialized by bbolt; countsMu orders them with readers of Stats.
+	countsMu sync.Mutex
+	counts   counts
 	writeGen    atomic.Uint64
 
 	// The id index is written behind: the ids of recent events are kept
@@ -568,18 +576,23 @@ func (s *Store) init(st fileState) error {
 		// the file's only if nothing moved it since inspect read it.
 		if rec, ok := parseCloseRecord(meta.Get(kClosed)); st.clean && ok && rec.txid == uint64(tx.ID())-1 {
 			s.openedClean, s.openTxid, s.openFree = true, rec.txid, st.freeIDs
-			s.outboxRows, s.outboxBytes = rec.outboxRows, rec.outboxBytes
+			s.counts = rec.n
 		} else {
+			// Every page was read, or the file is new: count.
 			err := tx.Bucket(bEvents).ForEach(func(k, v []byte) error {
 				if isRowKey(k) {
-					s.outboxRows++
-					s.outboxBytes += uint64(decodeOutboxRow(v).Size)
+					s.counts.outboxRows++
+					s.counts.outboxBytes += uint64(decodeOutboxRow(v).Size)
+				} else {
+					s.counts.events++
 				}
 				return nil
 			})
 			if err != nil {
 				return err
 			}
+			s.counts.inboxKeys = uint64(tx.Bucket(bInbox).Stats().KeyN)
+			s.counts.aggregates = uint64(tx.Bucket(bAggregates).Stats().KeyN)
 		}
 		if !changed {
 			return errUnchanged
@@ -662,26 +675,25 @@ func (s *Store) pendingID(id UUID) (uint64, bool) {
 }
 
 // update runs fn in a write transaction with a writer, publishes the
-// outbox's counts before the commit (the write lock still held, so the
-// next writer starts from them), and the ids it wrote after. writeGen is
-// odd while a write is in flight, so Verify can tell whether the counts it
-// compares belong to the snapshot it read.
+// counts before the commit (the write lock still held, so the next writer
+// starts from them), and the ids it wrote after. writeGen is odd while a
+// write is in flight, so Verify can tell whether the counts it compares
+// belong to the snapshot it read.
 func (s *Store) update(fn func(w *writer) error) error {
 	s.writeGen.Add(1)
 	defer s.writeGen.Add(1)
 	var w *writer
-	var was [2]uint64
+	var was counts
 	published := false
 	err := s.write(func(tx *bolt.Tx) error {
 		w = s.newWriter(tx)
 		if err := fn(w); err != nil {
 			return err
 		}
-		if w.outboxDirty {
-			s.outboxMu.Lock()
-			was = [2]uint64{s.outboxRows, s.outboxBytes}
-			s.outboxRows, s.outboxBytes = w.outboxRows, w.outboxBytes
-			s.outboxMu.Unlock()
+		if w.nDirty {
+			s.countsMu.Lock()
+			was, s.counts = s.counts, w.n
+			s.countsMu.Unlock()
 			published = true
 		}
 		return nil
@@ -689,10 +701,10 @@ func (s *Store) update(fn func(w *writer) error) error {
 	if err != nil && published {
 		// The commit failed after the counts were published; a writer
 		// that began meanwhile may have started from them. Close records
-		// no counts this run: the next open counts the rows.
-		s.outboxMu.Lock()
-		s.outboxRows, s.outboxBytes = was[0], was[1]
-		s.outboxMu.Unlock()
+		// no counts this run: the next open counts.
+		s.countsMu.Lock()
+		s.counts = was
+		s.countsMu.Unlock()
 		s.countsOff.Store(true)
 	}
 	if err == nil {
@@ -908,7 +920,7 @@ func (s *Store) markClosed() error {
 		if err := w.flushIDs(true); err != nil {
 			return err
 		}
-		rec := closeRecord{txid: uint64(w.tx.ID()), outboxRows: w.outboxRows, outboxBytes: w.outboxBytes}
+		rec := closeRecord{txid: uint64(w.tx.ID()), n: w.n}
 		if err := w.meta.Put(kClosed, rec.encode()); err != nil {
 			return err
 		}

@@ -126,6 +126,7 @@ func TestDedupe(t *testing.T) {
 	if evs, _ := s.Events(Filter{}); len(evs) != 3 {
 		t.Errorf("%d events stored, want 3", len(evs))
 	}
+	verifyOK(t, s) // the key used again is counted once
 }
 
 // grantCmd is a command on an aggregate that expects a version.

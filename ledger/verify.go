@@ -50,9 +50,9 @@ func (s *Store) Verify(ctx context.Context) (VerifyReport, error) {
 		return r, nil // reading further would only panic again
 	}
 	gen := s.writeGen.Load()
-	s.outboxMu.Lock()
-	memRows, memBytes := s.outboxRows, s.outboxBytes
-	s.outboxMu.Unlock()
+	s.countsMu.Lock()
+	mem := s.counts
+	s.countsMu.Unlock()
 	err := s.read(func(tx *bolt.Tx) error {
 		if err := checkLayout(tx); err != nil {
 			problem("%v", err)
@@ -127,8 +127,10 @@ func (s *Store) Verify(ctx context.Context) (VerifyReport, error) {
 		}
 		// The counts in memory belong to this snapshot only if no write
 		// was in flight or happened while it was read.
-		if g := s.writeGen.Load(); g == gen && g%2 == 0 && (memRows != outboxRows || memBytes != outboxBytes) {
-			problem("the outbox is counted as %d rows / %d bytes, there are %d / %d", memRows, memBytes, outboxRows, outboxBytes)
+		have := counts{outboxRows: outboxRows, outboxBytes: outboxBytes, events: uint64(r.Events),
+			inboxKeys: uint64(tx.Bucket(bInbox).Stats().KeyN), aggregates: uint64(tx.Bucket(bAggregates).Stats().KeyN)}
+		if g := s.writeGen.Load(); g == gen && g%2 == 0 && mem != have {
+			problem("the counts kept in memory are %+v; the file has %+v", mem, have)
 		}
 		stored := tx.Bucket(bAggregates)
 		stored.ForEach(func(k, v []byte) error {
