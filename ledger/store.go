@@ -262,7 +262,7 @@ type Store struct {
 	// serialized by bbolt; countsMu orders them with readers of Stats.
 	countsMu sync.Mutex
 	counts   counts
-	writeGen    atomic.Uint64
+	writeGen atomic.Uint64
 
 	// The id index is written behind: the ids of recent events are kept
 	// here and written to the ids bucket a thousand at a time, which
