@@ -751,18 +751,22 @@ func (s *Store) read(fn func(tx *bolt.Tx) error) (err error) {
 // contain, deferred, recovers a panic of bbolt: it trusts the pages it
 // reads and on a damaged one panics, or faults on a reference past the end
 // of its map (a panic under SetPanicOnFault). Unless every page was read
-// at open, a read or an append can be the first to meet one.
+// at open, a read or an append can be the first to meet one. A panic of
+// the caller's code in the transaction (a command's Decide, a projection's
+// Apply) cannot be told from one of bbolt's, and is taken for damage too:
+// the log has its stack, and the next Open, reading every page, keeps a
+// file it finds sound.
 func (s *Store) contain(err *error) {
 	if r := recover(); r != nil {
 		*err = fmt.Errorf("%w: reading it panicked: %v", ErrDamaged, r)
-		s.noteFault(*err)
+		s.noteFault(*err, "stack", string(debug.Stack()))
 	}
 }
 
 // noteFault remembers the first damage met while running, and deletes the
 // close record so that the next Open reads every page and moves the file
-// aside, however this process ends.
-func (s *Store) noteFault(err error) {
+// aside, however this process ends. attrs go to the log.
+func (s *Store) noteFault(err error, attrs ...any) {
 	if !s.running.Load() {
 		return // Open moves the file aside itself
 	}
@@ -775,7 +779,7 @@ func (s *Store) noteFault(err error) {
 	if !first {
 		return
 	}
-	s.opts.Log.Error("ledger damaged; the next start reads every page and moves the file aside", "err", err)
+	s.opts.Log.Error("ledger damaged; the next start reads every page and moves the file aside", append([]any{"err", err}, attrs...)...)
 	if err := s.write(func(tx *bolt.Tx) error { return tx.Bucket(bMeta).Delete(kClosed) }); err != nil {
 		s.opts.Log.Error("ledger: forgetting the clean stop", "err", err)
 	}
