@@ -33,7 +33,6 @@ func LedgerOptions(cfg config.Ledger, dataDir string, id Identity, log *slog.Log
 		Classes:        &classes,
 		OutboxMaxRows:  cfg.OutboxMaxRows,
 		OutboxMaxBytes: int64(cfg.OutboxMaxMB) << 20,
-		CheckAtOpen:    true,
 		CompactFree:    int64(cfg.CompactFreeMB) << 20,
 		Log:            log,
 	}

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -28,27 +29,38 @@ func TestOpenSurvivesRandomDamage(t *testing.T) {
 	s.Execute(t.Context(), grantCmd{id: "g"})
 	s.Close()
 	good, _ := os.ReadFile(path0)
+	runDamaged(t, good, 1000, func(t *testing.T, path string, _ []byte) {
+		s, err := Open(Options{Path: path, AgentID: testAgent, BodyID: testBody, CheckAtOpen: true, LockTimeout: time.Second})
+		if err != nil {
+			return
+		}
+		defer s.Close()
+		if _, err := s.Append(t.Context(), motion(1)); err != nil {
+			t.Errorf("opened (damage %v) but cannot append: %v", s.Damage(), err)
+		}
+		s.Verify(t.Context())
+	})
+}
+
+// runDamaged flips one to six random bytes of good, n times, writes each
+// copy to a file and calls try with it: try must return within 30 s.
+func runDamaged(t *testing.T, good []byte, n int, try func(t *testing.T, path string, data []byte)) {
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 1))
-	for iter := range 1000 {
+	for iter := range n {
 		data := append([]byte(nil), good...)
 		for range 1 + rng.IntN(6) {
 			data[rng.IntN(len(data))] ^= byte(1 + rng.IntN(255))
 		}
 		path := filepath.Join(t.TempDir(), "f.db")
 		os.WriteFile(path, data, 0o600)
-		done := make(chan struct{})
+		done := make(chan bool)
 		go func() {
 			defer close(done)
-			s, err := Open(Options{Path: path, AgentID: testAgent, BodyID: testBody, CheckAtOpen: true, LockTimeout: time.Second})
-			if err != nil {
-				return
+			ok := t.Run(fmt.Sprint(iter), func(t *testing.T) { try(t, path, data) })
+			if !ok {
+				t.Logf("iteration %d of seed %d failed", iter, seed)
 			}
-			defer s.Close()
-			if _, err := s.Append(t.Context(), motion(1)); err != nil {
-				t.Errorf("iteration %d (seed %d): opened (damage %v) but cannot append: %v", iter, seed, s.Damage(), err)
-			}
-			s.Verify(t.Context())
 		}()
 		select {
 		case <-done:

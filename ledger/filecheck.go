@@ -2,66 +2,160 @@ package ledger
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
 	"os"
+	"time"
 )
 
-// precheck reads a bbolt file's structure with plain reads before bbolt
-// maps it: a valid meta page, and a tree in which every page reference is
-// inside the file, below the high-water mark, names a page that says it is
-// that page, is of the right type, is referenced once, and holds its
-// elements inside itself. bbolt trusts these and, on a damaged file,
-// faults, asserts in goroutines of its own, or loops for ever in a cursor;
-// nothing here can.
+// A file's state is what inspect learned of it before bbolt maps it.
+type fileState struct {
+	// clean: the file is as the last Close left it. The close record in
+	// its meta bucket names the transaction the file is at, and bbolt's
+	// free list is written, so bbolt maps it without reading every page
+	// to rebuild the list.
+	clean bool
+	rec   closeRecord // what that Close recorded, when clean
+	// The pages the free list names, when clean: CheckAll can tell
+	// whether one of them is in use only while the file is still at the
+	// transaction Open found.
+	freeIDs []uint64
+	full    bool  // every page was read
+	free    int64 // bytes of the file no page uses: what compaction would give back
+}
+
+// errLocked: another process holds the file.
+var errLocked = errors.New("locked by another process")
+
+// inspect reads a bbolt file's structure with plain reads, before bbolt
+// maps it, under a shared lock (a process writing the file makes it wait,
+// then fail with errLocked, instead of reading a file that moves).
+//
+// A clean file (see fileState) gets the quick check unless full is set:
+// both meta pages, the root bucket's pages, the root page of every
+// top-level bucket, and the free list. That is what bbolt reads to map a
+// file whose free list is written and to open its buckets. Any other
+// file - one whose writer stopped without Close, one a meta page of which
+// is torn, one written by another program - gets the whole walk: every
+// page reference of every bucket's tree is inside the file, below the
+// high-water mark, names a page that says it is that page, is of the
+// right type, is referenced once, and holds its elements inside itself;
+// no page the free list names is in use. bbolt trusts all of these and,
+// on a damaged file, faults, asserts in goroutines of its own (rebuilding
+// the free list of a file without one reads every page), or loops for
+// ever in a cursor; nothing here can.
+//
+// Errors wrap ErrDamaged, errLocked, or the file system's error.
 //
 // The layout is bbolt's (v1.3 and v1.4 file format 2), in the machine's
 // byte order, which is little-endian on every target of the body.
-//
-// It returns the bytes of the file no page uses: what compaction would
-// give back.
-func precheck(path string) (free int64, err error) {
+func inspect(path string, full bool, lockTimeout time.Duration) (fileState, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, err
+		return fileState{}, fmt.Errorf("ledger: %w", err)
 	}
 	defer f.Close()
+	if err := lockShared(f, lockTimeout); err != nil {
+		return fileState{}, err
+	}
 	fi, err := f.Stat()
 	if err != nil {
-		return 0, err
+		return fileState{}, fmt.Errorf("ledger: %w", err)
 	}
-	c := &fileChecker{f: f, size: fi.Size(), seen: map[uint64]bool{}}
+	st, err := checkFile(&fileChecker{f: f, size: fi.Size()}, full)
+	if err != nil {
+		return st, fmt.Errorf("%w: %v", ErrDamaged, err)
+	}
+	return st, nil
+}
+
+// precheck is the whole walk of a file that is not open; it returns the
+// bytes no page uses.
+func precheck(path string, lockTimeout time.Duration) (free int64, err error) {
+	st, err := inspect(path, true, lockTimeout)
+	return st.free, err
+}
+
+func checkFile(c *fileChecker, full bool) (fileState, error) {
 	m, err := c.meta()
 	if err != nil {
-		return 0, err
+		return fileState{}, err
 	}
 	c.ps, c.hwm = uint64(m.pageSize), m.pgid
 	// bbolt reads both meta pages and asserts each says which it is.
+	intact := true
 	for id := uint64(0); id < 2; id++ {
-		var head [pageHeader]byte
-		if _, err := c.f.ReadAt(head[:], int64(id*c.ps)); err != nil {
-			return 0, fmt.Errorf("meta page %d: %v", id, err)
+		var buf [pageHeader + 64]byte
+		if _, err := c.f.ReadAt(buf[:], int64(id*c.ps)); err != nil {
+			return fileState{}, fmt.Errorf("meta page %d: %v", id, err)
 		}
-		if got, flags := le.Uint64(head[0:]), le.Uint16(head[8:]); got != id || flags != flagMeta {
-			return 0, fmt.Errorf("meta page %d says it is page %d of type %#x", id, got, flags)
+		if got, flags := le.Uint64(buf[0:]), le.Uint16(buf[8:]); got != id || flags != flagMeta {
+			return fileState{}, fmt.Errorf("meta page %d says it is page %d of type %#x", id, got, flags)
+		}
+		// A meta page that does not check is a torn write: bbolt uses
+		// the other, of the transaction before.
+		if _, err := parseMeta(buf[:]); err != nil {
+			intact = false
 		}
 	}
 	if c.hwm*c.ps > uint64(c.size) {
-		return 0, fmt.Errorf("the meta page says %d pages of %d bytes; the file has %d bytes", c.hwm, c.ps, c.size)
+		return fileState{}, fmt.Errorf("the meta page says %d pages of %d bytes; the file has %d bytes", c.hwm, c.ps, c.size)
 	}
+	if !full && intact && m.freelist != noFreelist {
+		c.reset(true)
+		free, freeIDs, err := c.freelistAndTree(m)
+		if err != nil {
+			return fileState{}, err
+		}
+		if rec, ok := parseCloseRecord(c.closeRec); ok && rec.txid == m.txid {
+			return fileState{clean: true, rec: rec, freeIDs: freeIDs, free: free}, nil
+		}
+	}
+	c.reset(false)
+	free, _, err := c.freelistAndTree(m)
+	if err != nil {
+		return fileState{}, err
+	}
+	return fileState{full: true, free: free}, nil
+}
+
+// freelistAndTree checks the free list and the tree from the root bucket
+// (all of it, or with quick set the root bucket's pages and each
+// top-level bucket's root page), and that no free page is one in use. It
+// returns the bytes of the file no page uses (with quick, those the free
+// list names and those past the high-water mark), and the pages the free
+// list names.
+func (c *fileChecker) freelistAndTree(m metaPage) (free int64, freeIDs []uint64, err error) {
 	if m.freelist != noFreelist {
-		if err := c.freelist(m.freelist); err != nil {
-			return 0, err
+		if freeIDs, err = c.freelist(m.freelist); err != nil {
+			return 0, nil, err
 		}
 	}
 	if err := c.tree(m.root, 0, "root"); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	used := uint64(2 + len(c.seen)) // two meta pages and every page reached
-	return c.size - int64(used*c.ps), nil
+	if err := c.notInUse(freeIDs); err != nil {
+		return 0, nil, err
+	}
+	if c.quick {
+		return int64(uint64(len(freeIDs))*c.ps) + c.size - int64(c.hwm*c.ps), freeIDs, nil
+	}
+	return c.size - int64((2+c.used)*c.ps), freeIDs, nil // two meta pages and every page reached
+}
+
+// notInUse refuses a free page that the tree read so far uses: bbolt would
+// give it to a new page and overwrite what the tree holds there.
+func (c *fileChecker) notInUse(freeIDs []uint64) error {
+	for _, id := range freeIDs {
+		if c.isSeen(id) {
+			return fmt.Errorf("freelist: page %d is free and in use", id)
+		}
+	}
+	return nil
 }
 
 const (
@@ -80,6 +174,9 @@ const (
 
 var le = binary.LittleEndian
 
+// closeRecWhere is where the close record lives, as the checker names it.
+var closeRecWhere = "root/" + string(bMeta)
+
 type metaPage struct {
 	pageSize uint32
 	root     uint64
@@ -89,10 +186,27 @@ type metaPage struct {
 }
 
 type fileChecker struct {
-	f       *os.File
+	f       io.ReaderAt
 	size    int64
 	ps, hwm uint64
-	seen    map[uint64]bool
+	ctx     context.Context // nil: never cancelled
+	// quick: below the root bucket, read only each top-level bucket's
+	// root page (see inspect).
+	quick    bool
+	seen     []uint64 // a bit for each page reached
+	used     uint64   // pages reached
+	reads    int
+	closeRec []byte // the meta bucket's close record, if met
+}
+
+// reset forgets what an earlier pass saw.
+func (c *fileChecker) reset(quick bool) {
+	c.quick, c.used, c.closeRec = quick, 0, nil
+	c.seen = make([]uint64, (c.hwm+63)/64)
+}
+
+func (c *fileChecker) isSeen(id uint64) bool {
+	return id < c.hwm && c.seen[id/64]&(1<<(id%64)) != 0
 }
 
 // meta returns the meta page bbolt would use: the valid one with the
@@ -173,10 +287,16 @@ func (c *fileChecker) page(id uint64, want uint16, where string) ([]byte, error)
 		return nil, fmt.Errorf("%s: page %d runs %d pages past the end", where, id, overflow)
 	}
 	for i := id; i <= id+overflow; i++ {
-		if c.seen[i] {
+		if c.isSeen(i) {
 			return nil, fmt.Errorf("%s: page %d is referenced twice", where, i)
 		}
-		c.seen[i] = true
+		c.seen[i/64] |= 1 << (i % 64)
+		c.used++
+	}
+	if c.reads++; c.ctx != nil && c.reads%1024 == 0 {
+		if err := c.ctx.Err(); err != nil {
+			return nil, err
+		}
 	}
 	buf := make([]byte, (1+overflow)*c.ps)
 	if _, err := c.f.ReadAt(buf, int64(id*c.ps)); err != nil && err != io.EOF {
@@ -185,27 +305,35 @@ func (c *fileChecker) page(id uint64, want uint16, where string) ([]byte, error)
 	return buf, nil
 }
 
-func (c *fileChecker) freelist(id uint64) error {
+// freelist checks the free list's page and returns the ids it names,
+// which bbolt writes in increasing order.
+func (c *fileChecker) freelist(id uint64) ([]uint64, error) {
 	p, err := c.page(id, flagFreelist, "freelist")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	start, count := pageHeader, uint64(le.Uint16(p[10:]))
 	if count == 0xFFFF {
 		if len(p) < pageHeader+8 {
-			return errors.New("freelist: short page")
+			return nil, errors.New("freelist: short page")
 		}
 		count, start = le.Uint64(p[pageHeader:]), pageHeader+8
 	}
 	if count > uint64(len(p)-start)/8 {
-		return fmt.Errorf("freelist: %d ids do not fit its page", count)
+		return nil, fmt.Errorf("freelist: %d ids do not fit its page", count)
 	}
+	ids := make([]uint64, count)
 	for i := range count {
-		if fid := le.Uint64(p[start+int(i)*8:]); fid < 2 || fid >= c.hwm {
-			return fmt.Errorf("freelist: free page %d is outside the file", fid)
+		fid := le.Uint64(p[start+int(i)*8:])
+		if fid < 2 || fid >= c.hwm {
+			return nil, fmt.Errorf("freelist: free page %d is outside the file", fid)
 		}
+		if i > 0 && fid <= ids[i-1] {
+			return nil, fmt.Errorf("freelist: page %d follows %d", fid, ids[i-1])
+		}
+		ids[i] = fid
 	}
-	return nil
+	return ids, nil
 }
 
 // tree checks a bucket's tree from its root page.
@@ -245,6 +373,8 @@ func (c *fileChecker) node(p []byte, depth int, where string, id uint64, min, ma
 		// A cursor descending it would read an element that is not there.
 		return nil, fmt.Errorf("%s: branch page %d is empty", where, id)
 	}
+	// Quick: below the root bucket's pages only the page itself is read.
+	shallow := c.quick && where != "root"
 	prev := min
 	var largest []byte
 	order := func(i int, key []byte) error {
@@ -278,7 +408,15 @@ func (c *fileChecker) node(p []byte, depth int, where string, id uint64, min, ma
 				}
 				hi = p[n+npos : n+npos+nksize]
 			}
-			sub, err := c.subtree(le.Uint64(p[e+8:]), depth+1, where, key, hi)
+			child := le.Uint64(p[e+8:])
+			if shallow {
+				if child < 2 || child >= c.hwm {
+					return nil, fmt.Errorf("%s: page %d element %d names page %d, outside 2..%d", where, id, i, child, c.hwm-1)
+				}
+				prev, largest = key, key
+				continue
+			}
+			sub, err := c.subtree(child, depth+1, where, key, hi)
 			if err != nil {
 				return nil, err
 			}
@@ -294,15 +432,22 @@ func (c *fileChecker) node(p []byte, depth int, where string, id uint64, min, ma
 				return nil, err
 			}
 			prev, largest = key, key
+			v := p[e+pos+ksize : end]
 			if eflags&bucketFlag == 0 {
+				if where == closeRecWhere && bytes.Equal(key, kClosed) {
+					c.closeRec = v
+				}
 				continue
 			}
 			name := string(key)
-			v := p[e+pos+ksize : end]
 			if len(v) < 16 {
 				return nil, fmt.Errorf("%s: bucket %q has a short header", where, name)
 			}
-			if root := le.Uint64(v); root != 0 {
+			if root := le.Uint64(v); root != 0 && shallow {
+				if root < 2 || root >= c.hwm {
+					return nil, fmt.Errorf("%s: bucket %q has its root at page %d, outside 2..%d", where, name, root, c.hwm-1)
+				}
+			} else if root != 0 {
 				if err := c.tree(root, depth+1, where+"/"+name); err != nil {
 					return nil, err
 				}

@@ -25,30 +25,33 @@ var migrations = []func(tx *bolt.Tx, now time.Time) error{
 	},
 }
 
-// migrate runs the migrations the file needs, refusing a newer file.
-func migrate(tx *bolt.Tx, now time.Time) error {
+// migrate runs the migrations the file needs, refusing a newer file. It
+// says whether it changed anything.
+func migrate(tx *bolt.Tx, now time.Time) (changed bool, err error) {
+	changed = tx.Bucket(bMeta) == nil
 	meta, err := tx.CreateBucketIfNotExists(bMeta)
 	if err != nil {
-		return err
+		return false, err
 	}
 	v := uint64(0)
 	if b := meta.Get(kSchema); b != nil {
 		v = getU64(b)
 	} else if tx.Bucket(bEvents) != nil {
-		return fmt.Errorf("%w: it has events but no schema version", ErrDamaged)
+		return false, fmt.Errorf("%w: it has events but no schema version", ErrDamaged)
 	}
 	if v > Schema {
-		return fmt.Errorf("%w: version %d, this tobe-body reads up to %d", ErrNewerSchema, v, Schema)
+		return false, fmt.Errorf("%w: version %d, this tobe-body reads up to %d", ErrNewerSchema, v, Schema)
 	}
 	for ; v < Schema; v++ {
 		if err := migrations[v](tx, now); err != nil {
-			return fmt.Errorf("ledger: migrating from schema %d: %w", v, err)
+			return false, fmt.Errorf("ledger: migrating from schema %d: %w", v, err)
 		}
 		if err := meta.Put(kSchema, u64(v+1)); err != nil {
-			return err
+			return false, err
 		}
+		changed = true
 	}
-	return checkLayout(tx)
+	return changed, checkLayout(tx)
 }
 
 // layout is every bucket a file of this schema has.

@@ -77,7 +77,7 @@ func (s *Store) ReadProjection(name string, fn func(ReadKV) error) error {
 // written by a body without it) is built from those events here, once,
 // in the transaction that makes its bucket: a body upgraded to a
 // projection starts from what its history says, not from nothing.
-func (s *Store) openProjections(tx *bolt.Tx) error {
+func (s *Store) openProjections(tx *bolt.Tx) (created bool, err error) {
 	projs := tx.Bucket(bProj)
 	var fresh []Projection
 	kvs := map[string]KV{}
@@ -87,17 +87,17 @@ func (s *Store) openProjections(tx *bolt.Tx) error {
 		}
 		b, err := projs.CreateBucket([]byte(p.Name()))
 		if err != nil {
-			return fmt.Errorf("ledger: projection %s: %w", p.Name(), err)
+			return false, fmt.Errorf("ledger: projection %s: %w", p.Name(), err)
 		}
 		fresh = append(fresh, p)
 		kvs[p.Name()] = ownKV{b}
 	}
 	c := tx.Bucket(bEvents).Cursor()
 	if len(fresh) == 0 {
-		return nil
+		return false, nil
 	}
 	if k, _ := c.First(); k == nil {
-		return nil
+		return true, nil
 	}
 	start := time.Now()
 	names := make([]string, len(fresh))
@@ -113,7 +113,7 @@ func (s *Store) openProjections(tx *bolt.Tx) error {
 		}
 		n++
 		if err := Decode(v, &e); err != nil {
-			return fmt.Errorf("%w: event %d: %v", ErrDamaged, getU64(k), err)
+			return true, fmt.Errorf("%w: event %d: %v", ErrDamaged, getU64(k), err)
 		}
 		for _, p := range fresh {
 			if !follows(p, e.Type) {
@@ -121,12 +121,12 @@ func (s *Store) openProjections(tx *bolt.Tx) error {
 			}
 			applied++
 			if err := p.Apply(kvs[p.Name()], &e); err != nil {
-				return fmt.Errorf("ledger: building projection %s: event %d (%s): %w", p.Name(), getU64(k), e.Type, err)
+				return true, fmt.Errorf("ledger: building projection %s: event %d (%s): %w", p.Name(), getU64(k), e.Type, err)
 			}
 		}
 	}
 	s.opts.Log.Info("ledger: projections built", "projections", names, "events", n, "applied", applied, "took", time.Since(start).Round(time.Millisecond))
-	return nil
+	return true, nil
 }
 
 // ownKV is a projection bucket that copies what it is given to keep into

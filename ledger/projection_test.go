@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// counts reads the type_counts projection through ReadProjection.
-func counts(t *testing.T, s *Store) map[string]uint64 {
+// typeCounts reads the type_counts projection through ReadProjection.
+func typeCounts(t *testing.T, s *Store) map[string]uint64 {
 	t.Helper()
 	out := map[string]uint64{}
 	err := s.ReadProjection(TypeCounts{}.Name(), func(kv ReadKV) error {
@@ -26,12 +26,12 @@ func counts(t *testing.T, s *Store) map[string]uint64 {
 
 func TestReadProjection(t *testing.T) {
 	s := openTest(t, tempPath(t))
-	if got := counts(t, s); len(got) != 0 {
+	if got := typeCounts(t, s); len(got) != 0 {
 		t.Errorf("a new ledger counts %v", got)
 	}
 	s.Execute(t.Context(), grantCmd{id: "g"})
 	s.Append(t.Context(), motion(1), Event{Type: "estop.tripped", Provenance: Observed})
-	if got := counts(t, s); len(got) != 2 || got["grant.added"] != 1 || got["estop.tripped"] != 1 {
+	if got := typeCounts(t, s); len(got) != 2 || got["grant.added"] != 1 || got["estop.tripped"] != 1 {
 		t.Errorf("counts %v", got)
 	}
 	stop := errors.New("stop")
@@ -59,7 +59,7 @@ func TestNewProjectionIsBuiltFromTheEvents(t *testing.T) {
 	var log bytes.Buffer
 	withLog := func(o *Options) { o.Log = slog.New(slog.NewTextHandler(&log, nil)) }
 	s = openTest(t, path, withLog)
-	if got := counts(t, s); len(got) != 2 || got["grant.added"] != 1 || got["estop.tripped"] != 2 {
+	if got := typeCounts(t, s); len(got) != 2 || got["grant.added"] != 1 || got["estop.tripped"] != 2 {
 		t.Errorf("built %v", got)
 	}
 	if !strings.Contains(log.String(), "projections built") || !strings.Contains(log.String(), "type_counts") {
@@ -73,7 +73,7 @@ func TestNewProjectionIsBuiltFromTheEvents(t *testing.T) {
 
 	log.Reset()
 	s = openTest(t, path, withLog)
-	if got := counts(t, s); len(got) != 3 || got["estop.tripped"] != 2 || got["estop.reset"] != 1 {
+	if got := typeCounts(t, s); len(got) != 3 || got["estop.tripped"] != 2 || got["estop.reset"] != 1 {
 		t.Errorf("after a second open %v", got)
 	}
 	if strings.Contains(log.String(), "projections built") {
@@ -85,7 +85,7 @@ func TestNewProjectionIsBuiltFromTheEvents(t *testing.T) {
 func TestNewFileBuildsNothing(t *testing.T) {
 	var log bytes.Buffer
 	s := openTest(t, tempPath(t), func(o *Options) { o.Log = slog.New(slog.NewTextHandler(&log, nil)) })
-	if got := counts(t, s); len(got) != 0 {
+	if got := typeCounts(t, s); len(got) != 0 {
 		t.Errorf("counts %v", got)
 	}
 	if strings.Contains(log.String(), "projections") {

@@ -55,7 +55,7 @@ func (s *Store) Scan(f Filter) (evs []Stored, next uint64, err error) {
 		f.Limit = 1000
 	}
 	next = f.After
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = s.read(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bEvents).Cursor()
 		for k, v := c.Seek(u64(f.After + 1)); k != nil && len(evs) < f.Limit; k, v = c.Next() {
 			if isRowKey(k) {
@@ -114,7 +114,7 @@ type OutboxItem struct {
 // the global order.
 func (s *Store) OutboxNext(after uint64, n int) ([]OutboxItem, error) {
 	var out []OutboxItem
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.read(func(tx *bolt.Tx) error {
 		ev := tx.Bucket(bEvents)
 		c := ev.Cursor()
 		for k, v := c.Seek(u64(after + 1)); k != nil && len(out) < n; k, v = c.Next() {
@@ -150,9 +150,9 @@ func (s *Store) OutboxAck(seqs ...uint64) error {
 			if err := w.events.Delete(k); err != nil {
 				return err
 			}
-			w.outboxRows--
-			w.outboxBytes -= uint64(row.Size)
-			w.outboxDirty = true
+			w.n.outboxRows--
+			w.n.outboxBytes -= uint64(row.Size)
+			w.outboxDirty, w.nDirty = true, true
 		}
 		return nil
 	})
@@ -161,7 +161,7 @@ func (s *Store) OutboxAck(seqs ...uint64) error {
 
 // OutboxNack counts a failed delivery attempt of a row.
 func (s *Store) OutboxNack(seq uint64) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.write(func(tx *bolt.Tx) error {
 		ev := tx.Bucket(bEvents)
 		v := ev.Get(rowKey(seq))
 		if v == nil {
@@ -191,27 +191,26 @@ type Stats struct {
 	Damage        *Damage           `json:"damage,omitempty"`
 }
 
-// Stats counts what the ledger holds.
+// Stats says what the ledger holds, from counts kept in memory: it reads
+// a few pages, whatever the size of the file.
 func (s *Store) Stats() (Stats, error) {
 	st := Stats{Path: s.db.Path(), Damage: s.damage}
 	if fi, err := os.Stat(s.db.Path()); err == nil {
 		st.FileBytes = fi.Size()
 	}
 	st.FreeBytes = int64(s.db.Stats().FreeAlloc)
-	s.outboxMu.Lock()
-	st.OutboxRows, st.OutboxBytes = s.outboxRows, s.outboxBytes
-	s.outboxMu.Unlock()
-	err := s.db.View(func(tx *bolt.Tx) error {
+	s.countsMu.Lock()
+	n := s.counts
+	s.countsMu.Unlock()
+	st.OutboxRows, st.OutboxBytes = n.outboxRows, n.outboxBytes
+	st.Events, st.InboxKeys, st.Aggregates = int(n.events), int(n.inboxKeys), int(n.aggregates)
+	err := s.read(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bMeta)
 		st.Schema = getU64(meta.Get(kSchema))
 		st.OutboxDropped = getU64(meta.Get(kDropped))
-		ev := tx.Bucket(bEvents)
-		st.Events = ev.Stats().KeyN - int(st.OutboxRows)
-		if k, _ := ev.Cursor().Last(); k != nil {
+		if k, _ := tx.Bucket(bEvents).Cursor().Last(); k != nil {
 			st.LastSeq = getU64(k)
 		}
-		st.InboxKeys = tx.Bucket(bInbox).Stats().KeyN
-		st.Aggregates = tx.Bucket(bAggregates).Stats().KeyN
 		if b := tx.Bucket(bProj).Bucket([]byte(TypeCounts{}.Name())); b != nil {
 			st.ByType = map[string]uint64{}
 			b.ForEach(func(k, v []byte) error {
@@ -234,7 +233,7 @@ func (s *Store) Backup(path string) (int64, error) {
 	}
 	defer os.Remove(f.Name())
 	var n int64
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = s.read(func(tx *bolt.Tx) error {
 		var err error
 		n, err = tx.WriteTo(f)
 		return err
@@ -257,7 +256,7 @@ func (s *Store) Backup(path string) (int64, error) {
 // Aggregates returns every aggregate and its version, for tools.
 func (s *Store) Aggregates() (map[string]uint64, error) {
 	out := map[string]uint64{}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.read(func(tx *bolt.Tx) error {
 		return tx.Bucket(bAggregates).ForEach(func(k, v []byte) error {
 			out[string(k)] = getU64(v)
 			return nil

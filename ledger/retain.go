@@ -77,6 +77,8 @@ func (s *Store) retainStep(res *RetainResult) (more bool, err error) {
 				if err := w.inbox.Delete(k[8:]); err != nil {
 					return err
 				}
+				w.n.inboxKeys--
+				w.nDirty = true
 			}
 			res.InboxKeys++
 		}
@@ -124,14 +126,16 @@ func (s *Store) retainStep(res *RetainResult) (more bool, err error) {
 				if err := w.events.Delete(rowKey(getU64(k))); err != nil {
 					return err
 				}
-				w.outboxRows--
-				w.outboxBytes -= uint64(r.Size)
-				w.outboxDirty = true
+				w.n.outboxRows--
+				w.n.outboxBytes -= uint64(r.Size)
+				w.outboxDirty, w.nDirty = true, true
 				res.OutboxExpired++
 			}
 			if err := w.events.Delete(k); err != nil {
 				return err
 			}
+			w.n.events--
+			w.nDirty = true
 			res.Events++
 		}
 		if next != from {
@@ -150,8 +154,10 @@ func (s *Store) retainStep(res *RetainResult) (more bool, err error) {
 // not be open. progress, if not nil, is called with keys copied so far and
 // the total.
 func CompactFile(path string, progress func(done, total int)) (before, after int64, err error) {
-	if _, err := precheck(path); err != nil {
-		return 0, 0, fmt.Errorf("%w: %v", ErrDamaged, err)
+	if _, err := precheck(path, 100*time.Millisecond); errors.Is(err, errLocked) {
+		return 0, 0, fmt.Errorf("ledger: compact: %s is in use (stop tobe-body first)", path)
+	} else if err != nil {
+		return 0, 0, err
 	}
 	// Opened for writing (and only read): its exclusive lock keeps the
 	// daemon off the file while it is rewritten.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,7 +52,39 @@ var (
 	kDropped    = []byte("outbox_dropped")
 	kRetainFrom = []byte("retain_from") // retention has looked at every event before this sequence
 	kIDsThrough = []byte("ids_through") // every event up to this sequence has its id in the ids bucket
+	kClosed     = []byte("closed")      // the close record: see closeRecord
 )
+
+// counts are what the outbox's budget and Stats need to know of the whole
+// file. They are kept in memory: writing them with every commit would cost
+// a page a commit, counting them reads every page.
+type counts struct {
+	outboxRows, outboxBytes       uint64
+	events, inboxKeys, aggregates uint64
+}
+
+// closeRecord is what Close writes in its last transaction, the one that
+// also writes bbolt's free list: that transaction's id, and the counts. An
+// open that finds the file at that transaction knows nothing was written
+// after the Close: it takes the counts instead of counting, and checks
+// only what bbolt needs to map the file (see inspect). Any later commit
+// moves the file to another transaction, so a stale record never matches;
+// nothing needs to clear it.
+type closeRecord struct {
+	txid uint64
+	n    counts
+}
+
+func (r closeRecord) encode() []byte {
+	return slices.Concat(u64(r.txid), u64(r.n.outboxRows), u64(r.n.outboxBytes), u64(r.n.events), u64(r.n.inboxKeys), u64(r.n.aggregates))
+}
+
+func parseCloseRecord(b []byte) (closeRecord, bool) {
+	if len(b) != 48 {
+		return closeRecord{}, false
+	}
+	return closeRecord{getU64(b), counts{getU64(b[8:]), getU64(b[16:]), getU64(b[24:]), getU64(b[32:]), getU64(b[40:])}}, true
+}
 
 // An event's outbox row sits right after the event in the events bucket,
 // under the event's key and 'o': appending both writes one leaf page, not
@@ -96,7 +129,14 @@ type Options struct {
 	// rows and 64 MiB.
 	OutboxMaxRows  int
 	OutboxMaxBytes int64
-	// CheckAtOpen runs bbolt's consistency check when opening.
+	// CheckAtOpen reads and checks every page at every open, and runs
+	// bbolt's consistency check. Without it Open does so only when the
+	// last process to write the file did not Close it (a crash, a power
+	// cut, a kill), or the file was written by another program; a file
+	// as Close left it gets a quick check of what bbolt needs to map it
+	// (its meta pages, the root bucket, the root page of each top-level
+	// bucket, the free list), and damage deeper in it is found by
+	// CheckAll or by the read that meets it.
 	CheckAtOpen bool
 	// CompactFree: at open, a file with more free bytes than this, and
 	// more than half of it free, is compacted first. 0 never.
@@ -219,11 +259,10 @@ type Store struct {
 
 	// The outbox's size, kept in memory and counted from the rows at open:
 	// writing it with every commit would cost a page a commit. Writers are
-	// serialized by bbolt; outboxMu orders them with readers of Stats.
-	outboxMu    sync.Mutex
-	outboxRows  uint64
-	outboxBytes uint64
-	writeGen    atomic.Uint64
+	// serialized by bbolt; countsMu orders them with readers of Stats.
+	countsMu sync.Mutex
+	counts   counts
+	writeGen atomic.Uint64
 
 	// The id index is written behind: the ids of recent events are kept
 	// here and written to the ids bucket a thousand at a time, which
@@ -231,6 +270,20 @@ type Store struct {
 	// open from the events after ids_through.
 	idsMu      sync.Mutex
 	pendingIDs map[UUID]uint64
+
+	// What Close needs to know to write the close record: whether the
+	// file was found as a Close left it, whether anything was committed
+	// since, whether the outbox's counts may be wrong, and the first
+	// damage met while running (then no record is written).
+	openedClean bool
+	openedWhole bool     // every page was read at open
+	openTxid    uint64   // with openedClean: the transaction the file was at
+	openFree    []uint64 // with openedClean: the pages its free list named
+	dirty       atomic.Bool
+	countsOff   atomic.Bool
+	running     atomic.Bool
+	faultMu     sync.Mutex
+	fault       error
 }
 
 // Damage is non-nil when Open found the file damaged, moved it aside and
@@ -245,6 +298,12 @@ func (s *Store) Path() string { return s.db.Path() }
 // PATH.corrupt.TIME and a fresh one is created; Damage says so. A file
 // locked by another process, of another body or of a newer schema is an
 // error and is left alone.
+//
+// Every page is read and checked first when the last process to write
+// the file did not Close it, or with CheckAtOpen; a file as Close left it
+// gets a quick check, and the damage it leaves unseen surfaces later as
+// an error wrapping ErrDamaged (see CheckAll). A file that needs no
+// migration, identity or projection bucket is not written by Open.
 func Open(opts Options) (*Store, error) {
 	opts.defaults()
 	names := map[string]bool{}
@@ -262,14 +321,14 @@ func Open(opts Options) (*Store, error) {
 	var damage *Damage
 	var s *Store
 	for attempt := 0; ; attempt++ {
-		db, err := openChecked(opts)
+		db, st, err := openChecked(opts)
 		if err == nil {
-			s = &Store{db: db, opts: opts, damage: damage, projs: map[string]Projection{},
+			s = &Store{db: db, opts: opts, damage: damage, projs: map[string]Projection{}, openedWhole: st.full,
 				reqs: make(chan *request, 4096), stop: make(chan struct{}), changed: make(chan struct{}), pendingIDs: map[UUID]uint64{}}
 			for _, p := range opts.Projections {
 				s.projs[p.Name()] = p
 			}
-			if err = s.initSafe(); err != nil {
+			if err = s.initSafe(st); err != nil {
 				db.Close()
 			}
 		}
@@ -291,6 +350,7 @@ func Open(opts Options) (*Store, error) {
 			return nil, err
 		}
 	}
+	s.running.Store(true)
 	return s, nil
 }
 
@@ -304,13 +364,16 @@ func mustPayload(v any) []byte {
 
 // openChecked opens the bbolt file and checks it can serve as a ledger.
 //
-// The file is opened read-only first and every page of every bucket is
-// read, here, where a panic or a fault of bbolt on a damaged page can be
+// The file is inspected first, with plain reads under a shared lock (see
+// inspect): quickly when it is as a Close left it, whole otherwise. A file
+// read whole is then opened read-only and every key of every bucket read,
+// here, where a panic or a fault of bbolt on a damaged page can be
 // recovered. Only then is it opened for writing: with NoFreelistSync (the
-// free list is not written with every commit, a page a commit saved, and
-// is rebuilt at open by a scan in a goroutine of bbolt's own, which must
-// not meet a damaged page).
-func openChecked(opts Options) (db *bolt.DB, err error) {
+// free list is not written with every commit, a page a commit saved, only
+// by Close; a file without it has it rebuilt at open by a scan in a
+// goroutine of bbolt's own, which must not meet a damaged page, and only
+// a file read whole lacks it).
+func openChecked(opts Options) (db *bolt.DB, st fileState, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
@@ -322,8 +385,10 @@ func openChecked(opts Options) (db *bolt.DB, err error) {
 	}()
 	classify := func(err error) error {
 		switch {
-		case errors.Is(err, berrors.ErrTimeout):
+		case errors.Is(err, berrors.ErrTimeout), errors.Is(err, errLocked):
 			return fmt.Errorf("ledger: %s is locked by another process (is tobe-body running?)", opts.Path)
+		case errors.Is(err, ErrDamaged):
+			return err
 		case errors.Is(err, os.ErrNotExist), errors.Is(err, os.ErrPermission),
 			errors.Is(err, syscall.EROFS), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 			// The file system's trouble, not the file's.
@@ -332,39 +397,46 @@ func openChecked(opts Options) (db *bolt.DB, err error) {
 		return fmt.Errorf("%w: %v", ErrDamaged, err)
 	}
 	if fi, err := os.Stat(opts.Path); err == nil && fi.Size() > 0 {
-		free, err := precheck(opts.Path)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrDamaged, err)
+		if st, err = inspect(opts.Path, opts.CheckAtOpen, opts.LockTimeout); err != nil {
+			return nil, st, classify(err)
 		}
 		// bbolt never shrinks its file; when most of it is free, rewrite it.
-		if opts.CompactFree > 0 && free > opts.CompactFree && free > fi.Size()/2 {
+		if opts.CompactFree > 0 && st.free > opts.CompactFree && st.free > fi.Size()/2 {
 			before, after, err := CompactFile(opts.Path, nil)
 			if err != nil {
-				return nil, err
+				return nil, st, err
 			}
 			opts.Log.Info("ledger compacted at open", "before", before, "after", after)
+			// The new file carries the old one's close record, which does
+			// not name its transaction: it is read whole, like any file
+			// another program wrote.
+			if st, err = inspect(opts.Path, true, opts.LockTimeout); err != nil {
+				return nil, st, classify(err)
+			}
 		}
-		ro, err := bolt.Open(opts.Path, 0o640, &bolt.Options{Timeout: opts.LockTimeout, ReadOnly: true})
-		if err != nil {
-			return nil, classify(err)
-		}
-		err = walk(ro)
-		ro.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrDamaged, err)
+		if st.full {
+			ro, err := bolt.Open(opts.Path, 0o640, &bolt.Options{Timeout: opts.LockTimeout, ReadOnly: true})
+			if err != nil {
+				return nil, st, classify(err)
+			}
+			err = walk(ro)
+			ro.Close()
+			if err != nil {
+				return nil, st, fmt.Errorf("%w: %v", ErrDamaged, err)
+			}
 		}
 	}
 	db, err = bolt.Open(opts.Path, 0o640, &bolt.Options{Timeout: opts.LockTimeout, FreelistType: bolt.FreelistMapType, NoFreelistSync: true})
 	if err != nil {
-		return nil, classify(err)
+		return nil, st, classify(err)
 	}
 	if opts.CheckAtOpen {
 		if err := check(db); err != nil {
 			db.Close()
-			return nil, fmt.Errorf("%w: %v", ErrDamaged, err)
+			return nil, st, fmt.Errorf("%w: %v", ErrDamaged, err)
 		}
 	}
-	return db, nil
+	return db, st, nil
 }
 
 // check reads every page of every bucket, then runs bbolt's consistency
@@ -446,21 +518,27 @@ func moveAside(opts Options, cause error) (*Damage, error) {
 
 // initSafe is init with a panic of bbolt on a damaged file turned into
 // ErrDamaged.
-func (s *Store) initSafe() (err error) {
+func (s *Store) initSafe(st fileState) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: opening it panicked: %v", ErrDamaged, r)
 		}
 	}()
-	return s.init()
+	return s.init(st)
 }
 
+// errUnchanged ends a write transaction that has nothing to commit: it is
+// rolled back, and write returns nil.
+var errUnchanged = errors.New("ledger: nothing to commit")
+
 // init creates or migrates the layout, checks the identity and starts the
-// committer.
-func (s *Store) init() error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		if err := migrate(tx, s.opts.Now()); err != nil {
+// committer. A file that needs none of it is not written: a look at a
+// ledger leaves a cleanly closed file as it was.
+func (s *Store) init(st fileState) error {
+	err := s.write(func(tx *bolt.Tx) error {
+		changed, err := migrate(tx, s.opts.Now())
+		if err != nil {
 			return err
 		}
 		meta := tx.Bucket(bMeta)
@@ -476,6 +554,7 @@ func (s *Store) init() error {
 					return err
 				}
 				*id.have = id.want
+				changed = true
 			case id.want.IsZero() || bytes.Equal(stored, id.want[:]):
 				copy(id.have[:], stored)
 			default:
@@ -484,19 +563,41 @@ func (s *Store) init() error {
 				return fmt.Errorf("ledger: %s belongs to %s %s, not %s", s.opts.Path, id.key, u, id.want)
 			}
 		}
-		if err := reindex(tx); err != nil {
+		reindexed, err := reindex(tx)
+		if err != nil {
 			return err
 		}
-		if err := s.openProjections(tx); err != nil {
+		created, err := s.openProjections(tx)
+		if err != nil {
 			return err
 		}
-		return tx.Bucket(bEvents).ForEach(func(k, v []byte) error {
-			if isRowKey(k) {
-				s.outboxRows++
-				s.outboxBytes += uint64(decodeOutboxRow(v).Size)
+		changed = changed || reindexed || created
+		// A write transaction is one past the file's: the record names
+		// the file's only if nothing moved it since inspect read it.
+		if rec, ok := parseCloseRecord(meta.Get(kClosed)); st.clean && ok && rec.txid == uint64(tx.ID())-1 {
+			s.openedClean, s.openTxid, s.openFree = true, rec.txid, st.freeIDs
+			s.counts = rec.n
+		} else {
+			// Every page was read, or the file is new: count.
+			err := tx.Bucket(bEvents).ForEach(func(k, v []byte) error {
+				if isRowKey(k) {
+					s.counts.outboxRows++
+					s.counts.outboxBytes += uint64(decodeOutboxRow(v).Size)
+				} else {
+					s.counts.events++
+				}
+				return nil
+			})
+			if err != nil {
+				return err
 			}
-			return nil
-		})
+			s.counts.inboxKeys = uint64(tx.Bucket(bInbox).Stats().KeyN)
+			s.counts.aggregates = uint64(tx.Bucket(bAggregates).Stats().KeyN)
+		}
+		if !changed {
+			return errUnchanged
+		}
+		return nil
 	})
 	if err != nil {
 		return err
@@ -539,8 +640,9 @@ func (s *Store) retainLoop(every time.Duration) {
 const idFlushAt = 1024
 
 // reindex puts the ids of the events after ids_through into the ids
-// bucket: the ones a crash kept in memory only.
-func reindex(tx *bolt.Tx) error {
+// bucket: the ones a crash kept in memory only. It says whether there were
+// any.
+func reindex(tx *bolt.Tx) (bool, error) {
 	meta, ev, ids := tx.Bucket(bMeta), tx.Bucket(bEvents), tx.Bucket(bIDs)
 	through := getU64(meta.Get(kIDsThrough))
 	c := ev.Cursor()
@@ -551,17 +653,17 @@ func reindex(tx *bolt.Tx) error {
 			continue
 		}
 		if err := Decode(v, &e); err != nil {
-			return fmt.Errorf("%w: event %d: %v", ErrDamaged, getU64(k), err)
+			return false, fmt.Errorf("%w: event %d: %v", ErrDamaged, getU64(k), err)
 		}
 		if err := ids.Put(append([]byte(nil), e.ID[:]...), u64(getU64(k))); err != nil {
-			return err
+			return false, err
 		}
 		last = getU64(k)
 	}
 	if last == through {
-		return nil
+		return false, nil
 	}
-	return meta.Put(kIDsThrough, u64(last))
+	return true, meta.Put(kIDsThrough, u64(last))
 }
 
 // pendingID returns the sequence of an event whose id is not yet written.
@@ -572,22 +674,194 @@ func (s *Store) pendingID(id UUID) (uint64, bool) {
 	return seq, ok
 }
 
-// update runs fn in a write transaction and, once it committed, publishes
-// what it did to the outbox's counts. writeGen is odd while a write is in
-// flight, so Verify can tell whether the counts it compares belong to the
-// snapshot it read.
+// update runs fn in a write transaction with a writer, publishes the
+// counts before the commit (the write lock still held, so the next writer
+// starts from them), and the ids it wrote after. writeGen is odd while a
+// write is in flight, so Verify can tell whether the counts it compares
+// belong to the snapshot it read.
 func (s *Store) update(fn func(w *writer) error) error {
 	s.writeGen.Add(1)
 	defer s.writeGen.Add(1)
 	var w *writer
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	var was counts
+	published := false
+	err := s.write(func(tx *bolt.Tx) error {
 		w = s.newWriter(tx)
-		return fn(w)
+		if err := fn(w); err != nil {
+			return err
+		}
+		if w.nDirty {
+			s.countsMu.Lock()
+			was, s.counts = s.counts, w.n
+			s.countsMu.Unlock()
+			published = true
+		}
+		return nil
 	})
+	if err != nil && published {
+		// The commit failed after the counts were published; a writer
+		// that began meanwhile may have started from them. Close records
+		// no counts this run: the next open counts.
+		s.countsMu.Lock()
+		s.counts = was
+		s.countsMu.Unlock()
+		s.countsOff.Store(true)
+	}
 	if err == nil {
 		w.done()
 	}
 	return err
+}
+
+// write runs fn in a write transaction and commits it, or rolls it back
+// when fn returns an error (errUnchanged: without one). It is not
+// db.Update: after a panic that rolls back by rebuilding the free list
+// from every page of the file, in a goroutine of bbolt's that dies on a
+// damaged page; tx.Rollback does not. A panic or fault of bbolt on a
+// damaged page is an error wrapping ErrDamaged (see contain).
+func (s *Store) write(fn func(tx *bolt.Tx) error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer s.contain(&err)
+	tx, err := s.db.Begin(true)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		if errors.Is(err, errUnchanged) {
+			return nil
+		}
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	s.dirty.Store(true)
+	return nil
+}
+
+// read runs fn in a read transaction, with a panic or fault of bbolt on a
+// damaged page turned into an error wrapping ErrDamaged (see contain).
+func (s *Store) read(fn func(tx *bolt.Tx) error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer s.contain(&err)
+	return s.db.View(fn)
+}
+
+// contain, deferred, recovers a panic of bbolt: it trusts the pages it
+// reads and on a damaged one panics, or faults on a reference past the end
+// of its map (a panic under SetPanicOnFault). Unless every page was read
+// at open, a read or an append can be the first to meet one. A panic of
+// the caller's code in the transaction (a command's Decide, a projection's
+// Apply) cannot be told from one of bbolt's, and is taken for damage too:
+// the log has its stack, and the next Open, reading every page, keeps a
+// file it finds sound.
+func (s *Store) contain(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("%w: reading it panicked: %v", ErrDamaged, r)
+		s.noteFault(*err, "stack", string(debug.Stack()))
+	}
+}
+
+// noteFault remembers the first damage met while running, and deletes the
+// close record so that the next Open reads every page and moves the file
+// aside, however this process ends. attrs go to the log.
+func (s *Store) noteFault(err error, attrs ...any) {
+	if !s.running.Load() {
+		return // Open moves the file aside itself
+	}
+	s.faultMu.Lock()
+	first := s.fault == nil
+	if first {
+		s.fault = err
+	}
+	s.faultMu.Unlock()
+	if !first {
+		return
+	}
+	s.opts.Log.Error("ledger damaged; the next start reads every page and moves the file aside", append([]any{"err", err}, attrs...)...)
+	if err := s.write(func(tx *bolt.Tx) error { return tx.Bucket(bMeta).Delete(kClosed) }); err != nil {
+		s.opts.Log.Error("ledger: forgetting the clean stop", "err", err)
+	}
+}
+
+// CheckAll reads every page of the file with plain reads and checks what
+// bbolt trusts of them, as Open does when the last writer did not Close
+// the file: the check Open leaves out for a file as Close left it. Run it
+// once after Open, in a goroutine of the caller's (the daemon's), to find
+// damage now rather than when a read or an append meets it.
+//
+// While nothing was committed since a clean Open it also checks that no
+// page the free list named is in use (bbolt would write over it); later
+// the free list is bbolt's, in memory.
+//
+// It returns nil when every page is sound; an error wrapping ErrDamaged
+// that names the first damaged page; ctx's error if ctx ended first; or
+// ErrClosed. It never panics or faults on a damaged file. Damage it finds
+// (or a read or append met before, which returned ErrDamaged too) is
+// remembered: the next Open reads every page and moves the file aside,
+// even after a clean Close. The body should act as when Open reports
+// Damage: start latched-safe, say why.
+//
+// It checks one snapshot, in one read transaction: appends go on
+// meanwhile, but bbolt cannot reuse the pages they free until it ends,
+// and a commit that must grow the file's mapping waits for it. It reads
+// through the page cache, not the map: the process's memory does not grow
+// with the file. Safe for concurrent use.
+func (s *Store) CheckAll(ctx context.Context) error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	if err := s.faulted(); err != nil {
+		return err
+	}
+	return s.checkAll(ctx)
+}
+
+// checkAll is CheckAll without the shortcut for damage met before.
+func (s *Store) checkAll(ctx context.Context) error {
+	f, err := os.Open(s.db.Path())
+	if err != nil {
+		return fmt.Errorf("ledger: check: %w", err)
+	}
+	defer f.Close()
+	var damage error
+	err = s.read(func(tx *bolt.Tx) error {
+		fi, err := f.Stat()
+		if err != nil {
+			return fmt.Errorf("ledger: check: %w", err)
+		}
+		ps := uint64(s.db.Info().PageSize)
+		c := &fileChecker{f: f, size: fi.Size(), ps: ps, hwm: uint64(tx.Size()) / ps, ctx: ctx}
+		c.reset(false)
+		damage = c.tree(uint64(tx.Cursor().Bucket().Root()), 0, "root")
+		if damage == nil && s.openedClean && uint64(tx.ID()) == s.openTxid {
+			// Still the file Open found, with the free list it read.
+			damage = c.notInUse(s.openFree)
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return err
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case damage != nil:
+		err := fmt.Errorf("%w: %v", ErrDamaged, damage)
+		s.noteFault(err)
+		return err
+	}
+	return nil
+}
+
+// faulted returns the first damage met while running.
+func (s *Store) faulted() error {
+	s.faultMu.Lock()
+	defer s.faultMu.Unlock()
+	return s.fault
 }
 
 // Changed returns a channel closed at the next commit.
@@ -605,8 +879,16 @@ func (s *Store) notify() {
 }
 
 // Close stops the committer, fails what is still queued with ErrClosed and
-// closes the file.
-func (s *Store) Close() error {
+// closes the file. Its last transaction writes bbolt's free list and the
+// close record, so the next Open need not read every page (see
+// CheckAtOpen); it writes nothing when nothing was written since a clean
+// open, and no record when damage was met. An error means the record was
+// not written (the next Open reads every page) or the file not closed.
+func (s *Store) Close() error { return s.shutdown(true) }
+
+// shutdown is Close; without clean it leaves the file as a crash after
+// the last commit would.
+func (s *Store) shutdown(clean bool) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -626,7 +908,31 @@ func (s *Store) Close() error {
 		}
 		break
 	}
-	return s.db.Close()
+	var err error
+	if clean && s.faulted() == nil && !s.countsOff.Load() && (s.dirty.Load() || !s.openedClean) {
+		if err = s.markClosed(); err != nil {
+			err = fmt.Errorf("ledger: recording the clean stop: %w", err)
+		}
+	}
+	return errors.Join(err, s.db.Close())
+}
+
+// markClosed writes the waiting ids, the close record, and bbolt's free
+// list, in one transaction.
+func (s *Store) markClosed() error {
+	return s.update(func(w *writer) error {
+		if err := w.flushIDs(true); err != nil {
+			return err
+		}
+		rec := closeRecord{txid: uint64(w.tx.ID()), n: w.n}
+		if err := w.meta.Put(kClosed, rec.encode()); err != nil {
+			return err
+		}
+		// Read by this transaction's commit, under the write lock that
+		// orders it with every other commit.
+		s.db.NoFreelistSync = false
+		return nil
+	})
 }
 
 // Append stores events: each gets an id, its schema version, the body's

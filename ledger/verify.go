@@ -3,7 +3,9 @@ package ledger
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -20,7 +22,8 @@ func (r VerifyReport) OK() bool { return len(r.Problems) == 0 }
 
 const maxProblems = 100
 
-// Verify runs bbolt's consistency check, reads every event, rebuilds the
+// Verify checks every page as CheckAll does (damage is a problem, and ends
+// the report), runs bbolt's consistency check, reads every event, rebuilds the
 // aggregates and every projection from the events in memory and compares
 // them with what is stored, and checks the indexes and the outbox against
 // the events. It reads one consistent snapshot; appends go on meanwhile.
@@ -31,15 +34,26 @@ func (s *Store) Verify(ctx context.Context) (VerifyReport, error) {
 			r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
 		}
 	}
+	// The pages first, with plain reads, then through bbolt: its own
+	// check runs in a goroutine of its own, where a fault on a damaged
+	// page cannot be recovered.
+	if err := s.checkAll(ctx); err != nil {
+		if !errors.Is(err, ErrDamaged) {
+			return r, err
+		}
+		problem("%v", strings.TrimPrefix(err.Error(), ErrDamaged.Error()+": "))
+		return r, nil // reading further would only panic
+	}
 	if err := walk(s.db); err != nil {
 		problem("bbolt: %v", err)
+		s.noteFault(fmt.Errorf("%w: %v", ErrDamaged, err))
 		return r, nil // reading further would only panic again
 	}
 	gen := s.writeGen.Load()
-	s.outboxMu.Lock()
-	memRows, memBytes := s.outboxRows, s.outboxBytes
-	s.outboxMu.Unlock()
-	err := s.db.View(func(tx *bolt.Tx) error {
+	s.countsMu.Lock()
+	mem := s.counts
+	s.countsMu.Unlock()
+	err := s.read(func(tx *bolt.Tx) error {
 		if err := checkLayout(tx); err != nil {
 			problem("%v", err)
 			return nil
@@ -113,8 +127,10 @@ func (s *Store) Verify(ctx context.Context) (VerifyReport, error) {
 		}
 		// The counts in memory belong to this snapshot only if no write
 		// was in flight or happened while it was read.
-		if g := s.writeGen.Load(); g == gen && g%2 == 0 && (memRows != outboxRows || memBytes != outboxBytes) {
-			problem("the outbox is counted as %d rows / %d bytes, there are %d / %d", memRows, memBytes, outboxRows, outboxBytes)
+		have := counts{outboxRows: outboxRows, outboxBytes: outboxBytes, events: uint64(r.Events),
+			inboxKeys: uint64(tx.Bucket(bInbox).Stats().KeyN), aggregates: uint64(tx.Bucket(bAggregates).Stats().KeyN)}
+		if g := s.writeGen.Load(); g == gen && g%2 == 0 && mem != have {
+			problem("the counts kept in memory are %+v; the file has %+v", mem, have)
 		}
 		stored := tx.Bucket(bAggregates)
 		stored.ForEach(func(k, v []byte) error {

@@ -21,10 +21,11 @@ type writer struct {
 	buf   bytes.Buffer
 
 	events, ids, inbox, inboxExp, aggs, meta, projs *bolt.Bucket
-	// The outbox's size as this transaction leaves it; done publishes it
-	// once the transaction committed.
-	outboxRows, outboxBytes uint64
-	outboxDirty             bool
+	// The counts as this transaction leaves them; update publishes them
+	// before the commit. outboxDirty: the outbox changed.
+	n           counts
+	nDirty      bool
+	outboxDirty bool
 	// Ids of events this transaction wrote, and whether it wrote every
 	// pending id to the ids bucket.
 	newIDs       map[UUID]uint64
@@ -42,9 +43,9 @@ func (s *Store) newWriter(tx *bolt.Tx) *writer {
 	for _, b := range []*bolt.Bucket{w.events, w.ids} {
 		b.FillPercent = 0.95
 	}
-	s.outboxMu.Lock()
-	w.outboxRows, w.outboxBytes = s.outboxRows, s.outboxBytes
-	s.outboxMu.Unlock()
+	s.countsMu.Lock()
+	w.n = s.counts
+	s.countsMu.Unlock()
 	return w
 }
 
@@ -85,8 +86,8 @@ func (w *writer) flushIDs(all bool) error {
 	return w.meta.Put(kIDsThrough, w.keep(u64(last)))
 }
 
-// done publishes what the committed transaction did to the outbox and the
-// ids waiting to be written.
+// done publishes what the committed transaction did to the ids waiting to
+// be written.
 func (w *writer) done() {
 	w.s.idsMu.Lock()
 	for id, seq := range w.newIDs {
@@ -102,11 +103,6 @@ func (w *writer) done() {
 		}
 	}
 	w.s.idsMu.Unlock()
-	if w.outboxDirty {
-		w.s.outboxMu.Lock()
-		w.s.outboxRows, w.s.outboxBytes = w.outboxRows, w.outboxBytes
-		w.s.outboxMu.Unlock()
-	}
 }
 
 // keep copies b into the arena and returns the copy.
@@ -244,6 +240,8 @@ func (w *writer) write(e *Event) (uint64, error) {
 	if err := w.events.Put(sk, rec); err != nil {
 		return 0, err
 	}
+	w.n.events++
+	w.nDirty = true
 	if w.newIDs == nil {
 		w.newIDs = map[UUID]uint64{}
 	}
@@ -251,6 +249,9 @@ func (w *writer) write(e *Event) (uint64, error) {
 	class := w.s.opts.Classes.Of(e.Type)
 	if e.DedupeKey != "" {
 		exp := u64(uint64(w.now.Add(class.DedupeWindow).UnixNano()))
+		if w.inbox.Get([]byte(e.DedupeKey)) == nil { // else an expired key used again
+			w.n.inboxKeys++
+		}
 		if err := w.inbox.Put(w.keep([]byte(e.DedupeKey)), w.key(exp, sk)); err != nil {
 			return 0, err
 		}
@@ -263,13 +264,16 @@ func (w *writer) write(e *Event) (uint64, error) {
 		if err := w.events.Put(w.key(sk, []byte{rowSuffix}), w.keep(row.encode())); err != nil {
 			return 0, err
 		}
-		w.outboxRows++
-		w.outboxBytes += uint64(len(rec))
+		w.n.outboxRows++
+		w.n.outboxBytes += uint64(len(rec))
 		w.outboxDirty = true
 	}
 	if e.AggregateID != "" {
 		if err := w.aggs.Put(w.keep([]byte(e.AggregateID)), w.keep(u64(e.AggregateVersion))); err != nil {
 			return 0, err
+		}
+		if e.AggregateVersion == 1 {
+			w.n.aggregates++
 		}
 	}
 	for _, p := range w.s.opts.Projections {
@@ -292,7 +296,7 @@ func (w *writer) enforceOutboxBudget() error {
 		return nil
 	}
 	o := w.s.opts
-	if w.outboxRows <= uint64(o.OutboxMaxRows) && w.outboxBytes <= uint64(o.OutboxMaxBytes) {
+	if w.n.outboxRows <= uint64(o.OutboxMaxRows) && w.n.outboxBytes <= uint64(o.OutboxMaxBytes) {
 		return nil
 	}
 	// Over budget, which is rare: read the rows, and drop the droppable
@@ -324,7 +328,7 @@ func (w *writer) enforceOutboxBudget() error {
 	var victims [][]byte
 	for _, p := range prios {
 		for _, v := range byPrio[p] {
-			if w.outboxRows-dropped <= targetRows && w.outboxBytes-droppedBytes <= targetBytes {
+			if w.n.outboxRows-dropped <= targetRows && w.n.outboxBytes-droppedBytes <= targetBytes {
 				break
 			}
 			seq := getU64(v.key)
@@ -343,8 +347,9 @@ func (w *writer) enforceOutboxBudget() error {
 			return err
 		}
 	}
-	w.outboxRows -= dropped
-	w.outboxBytes -= droppedBytes
+	w.n.outboxRows -= dropped
+	w.n.outboxBytes -= droppedBytes
+	w.nDirty = true
 	if dropped > 0 {
 		total := getU64(w.meta.Get(kDropped)) + dropped
 		if err := w.meta.Put(kDropped, w.keep(u64(total))); err != nil {
