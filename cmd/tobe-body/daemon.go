@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -214,6 +215,24 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		})
 	} else {
 		log.Warn("this board has no e-stop line: nothing above read-only may act")
+	}
+
+	// A file as Close left it was opened with a quick check: the rest of
+	// it is read now, beside the body, and damage latches the e-stop as
+	// damage found at open would have.
+	if store != nil {
+		d.spawn(func(ctx context.Context) {
+			err := store.CheckAll(ctx)
+			switch {
+			case errors.Is(err, ledger.ErrDamaged):
+				log.Error("the ledger is damaged; the next start moves it aside", "err", err)
+				if estop != nil {
+					estop.TripNow("the ledger is damaged: " + err.Error())
+				}
+			case err != nil && ctx.Err() == nil:
+				log.Warn("the ledger's check did not finish", "err", err)
+			}
+		})
 	}
 
 	// The act section, checked against this board and its channels; the
