@@ -1,0 +1,79 @@
+#!/bin/sh
+# Startup against the body's age (RELIABILITY.md A1), side by side in one
+# run on the same disk: a ledger with a year of history (1,000,000 events:
+# 250,000 finished actions of two records each, 1,000 grants, 100 e-stop
+# trips with their resets, people's holds, the rest sense events; written
+# by scripts/bench/startupbench with the daemon's ledger options) against
+# an empty one:
+#  - `tobe-body run --board sim`: the time from its start to READY=1 on a
+#    NOTIFY_SOCKET the bench listens on, and its peak resident memory then
+#    (VmHWM, which counts the ledger's pages it mapped as well as its
+#    heap; the anonymous part, RssAnon at READY=1, is shown beside it);
+#  - `tobe-body ledger events --limit 5` with the daemon stopped (the
+#    ledger opened offline): its time and peak resident memory.
+# Each is run STARTUP_RUNS times (3) after one run to warm the page cache;
+# the medians are compared. Goal: at most 1.5x the empty ledger's time and
+# 2x its peak memory.
+#
+#   scripts/bench/startup.sh
+#   STARTUP_EVENTS=200000 scripts/bench/startup.sh     # a smaller history
+#   STARTUP_DIR=/var/tmp/startup scripts/bench/startup.sh
+#                      # keep the filled data directory there, and use it
+#                      # again on the next run (filling takes minutes)
+set -eu
+cd "$(dirname "$0")/../.."
+runs=${STARTUP_RUNS:-3}
+events=${STARTUP_EVENTS:-1000000}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+go build -o "$out/tobe-body" ./cmd/tobe-body
+go build -o "$out/startupbench" ./scripts/bench/startupbench
+bin="$out/tobe-body"
+bench="$out/startupbench"
+
+old=${STARTUP_DIR:-$out/old}
+if [ ! -f "$old/ledger.db" ]; then
+	echo "filling $old with $events events"
+	actions=$((events / 4))
+	"$bench" fill "$old" -events "$events" -actions "$actions"
+fi
+empty="$out/empty"
+mkdir -p "$empty"
+ls -l "$old/ledger.db" | awk '{printf "ledger with history: %d MB\n", $5 / 1048576}'
+
+# case NAME DIR: the daemon's start and an offline read, warmed once.
+case_() {
+	name=$1 dir=$2
+	log="$out/$name.log"
+	"$bench" start -runs 1 -log "$log" -- "$bin" run --board sim --data "$dir" >/dev/null
+	echo "$name: run to READY=1"
+	"$bench" start -runs "$runs" -log "$log" -- "$bin" run --board sim --data "$dir" | tee "$out/$name.start"
+	"$bench" exec -runs 1 -- "$bin" ledger events --limit 5 --data "$dir" >/dev/null
+	echo "$name: ledger events --limit 5 (offline)"
+	"$bench" exec -runs "$runs" -- "$bin" ledger events --limit 5 --data "$dir" | tee "$out/$name.exec"
+	if grep -q "projections built" "$log"; then
+		echo "$name: the daemon built projections at open: the fill's options are not the daemon's" >&2
+		exit 1
+	fi
+}
+case_ empty "$empty"
+case_ history "$old"
+
+echo
+for what in start exec; do
+	awk -v what="$what" '
+	FNR == 1 { file++ }
+	/^median:/ { ms[file] = $2; kib[file] = $4; anon[file] = $6 }
+	END {
+		if (what == "start") {
+			printf "start to READY=1: empty %.1f ms, peak %.0f KiB (anon %.0f); history %.1f ms, peak %.0f KiB (anon %.0f)\n",
+				ms[1], kib[1], anon[1], ms[2], kib[2], anon[2]
+			printf "  %.2fx time (goal <= 1.5x), %.2fx peak memory (goal <= 2x), %.2fx anonymous memory\n",
+				ms[2] / ms[1], kib[2] / kib[1], anon[2] / anon[1]
+		} else {
+			printf "ledger events --limit 5: empty %.1f ms, peak %.0f KiB; history %.1f ms, peak %.0f KiB\n", ms[1], kib[1], ms[2], kib[2]
+			printf "  %.2fx time (goal <= 1.5x), %.2fx peak memory (goal <= 2x)\n", ms[2] / ms[1], kib[2] / kib[1]
+		}
+	}' "$out/empty.$what" "$out/history.$what"
+done

@@ -1,0 +1,496 @@
+// Package main is startupbench, the Go half of scripts/bench/startup.sh.
+//
+//	startupbench fill DIR [-events N] [-actions N] [-grants N] [-trips N] [-holds N]
+//	startupbench start [-runs R] [-log FILE] -- COMMAND ARGS...
+//	startupbench exec [-runs R] -- COMMAND ARGS...
+//
+// fill writes a body's data directory, an identity and a ledger, with the
+// ledger options the daemon opens it with, holding a year of history: N
+// events in all, of them the actions' records (a proposal and a success
+// each, the way the runner writes them), the grants (a tenth of them
+// revoked later), e-stop trips each with its reset, people's holds each
+// with its release, spread over the year, and the rest sense events in the
+// last six days (older telemetry would have been deleted by retention). It
+// is written through a clock that moves with the history, so dedupe keys
+// and ingest times are of their moment, and retention is run at the end,
+// as it would have run; nothing is delivered (this build has no uplink),
+// so the outbox holds what the ledger keeps of it.
+//
+// start runs COMMAND R times (the daemon, `tobe-body run ...`) with
+// NOTIFY_SOCKET set to a socket it listens on, and measures the time from
+// starting it to its READY=1, its peak resident memory then (VmHWM: the
+// file pages it mapped count as well as its heap) and its anonymous
+// resident memory then (RssAnon: the heap and stacks, what the file does
+// not give back); then stops it with SIGINT. exec runs COMMAND R times to its end and
+// measures its time and peak resident memory (the kernel's maxrss). Each
+// prints one line per run and the medians.
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/body/config"
+	"github.com/tobe-body/tobe-body/ledger"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "startupbench:", err)
+		os.Exit(1)
+	}
+}
+
+var errUsage = errors.New("usage: startupbench fill DIR [flags] | start [-runs R] [-log FILE] -- COMMAND... | exec [-runs R] -- COMMAND...")
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) < 1 {
+		return errUsage
+	}
+	switch args[0] {
+	case "fill":
+		return fill(ctx, args[1:], out)
+	case "start":
+		return measure(args[1:], true, out)
+	case "exec":
+		return measure(args[1:], false, out)
+	}
+	return errUsage
+}
+
+// auditTypes are the types whose counts the daemon's ledger keeps
+// (cmd/tobe-body's auditTypes; a command's package cannot be imported).
+var auditTypes = []string{"action.", "grant.", "estop.", "approval.", "lease.", "ledger."}
+
+// kinds of slot in the history.
+const (
+	kSense uint8 = iota
+	kProposed
+	kSucceeded
+	kGrantAdded
+	kGrantRevoked
+	kTrip
+	kReset
+	kTakeover
+	kRelease
+)
+
+// slot is one event of the history: when, what, and which of its kind.
+type slot struct {
+	at   int64
+	kind uint8
+	n    int32
+}
+
+func fill(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("fill", flag.ContinueOnError)
+	events := fs.Int("events", 1_000_000, "events in all")
+	actions := fs.Int("actions", 250_000, "finished actions (two records each)")
+	grants := fs.Int("grants", 1000, "grants (a tenth of them revoked: one record more each)")
+	trips := fs.Int("trips", 100, "e-stop trips, each with its reset")
+	holds := fs.Int("holds", 50, "people's holds, each with its release")
+	seed := fs.Uint64("seed", 1, "random seed")
+	if len(args) < 1 {
+		return errUsage
+	}
+	dir := args[0]
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	revoked := *grants / 10
+	audit := 2**actions + *grants + revoked + 2**trips + 2**holds
+	if audit > *events {
+		return fmt.Errorf("%d audit records do not fit in %d events", audit, *events)
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ledger.db")); err == nil {
+		return fmt.Errorf("%s has a ledger already", dir)
+	}
+	end := time.Now()
+	year := int64(365 * 24 * time.Hour)
+	id, _, err := body.LoadIdentity(dir, end.Add(-time.Duration(year)))
+	if err != nil {
+		return err
+	}
+
+	// The history's slots, in time order.
+	rng := rand.New(rand.NewPCG(*seed, 0))
+	from := end.UnixNano() - year
+	anytime := func() int64 { return from + rng.Int64N(year-int64(time.Hour)) }
+	slots := make([]slot, 0, *events)
+	add := func(at int64, k uint8, n int) { slots = append(slots, slot{at, k, int32(n)}) }
+	for i := range *actions {
+		at := anytime()
+		add(at, kProposed, i)
+		add(at+int64(20*time.Millisecond), kSucceeded, i)
+	}
+	for i := range *grants {
+		at := anytime()
+		add(at, kGrantAdded, i)
+		if i < revoked {
+			add(at+rng.Int64N(int64(30*time.Minute)), kGrantRevoked, i)
+		}
+	}
+	for i := range *trips {
+		at := anytime()
+		add(at, kTrip, i)
+		add(at+int64(2*time.Minute), kReset, i)
+	}
+	for i := range *holds {
+		at := anytime()
+		add(at, kTakeover, i)
+		add(at+int64(30*time.Second), kRelease, i)
+	}
+	recent := int64(6 * 24 * time.Hour)
+	for i := 0; len(slots) < *events; i++ {
+		add(end.UnixNano()-recent+rng.Int64N(recent-int64(time.Minute)), kSense, i)
+	}
+	slices.SortStableFunc(slots, func(a, b slot) int { return cmp.Compare(a.at, b.at) })
+
+	// The daemon's ledger options, on a clock that moves with the
+	// history.
+	cfg := config.Default().Ledger
+	var clock atomic.Int64
+	clock.Store(from)
+	opts := ledger.Options{Path: filepath.Join(dir, "ledger.db"),
+		Projections:    append([]ledger.Projection{ledger.TypeCounts{Follow: auditTypes}}, act.Projections()...),
+		OutboxMaxRows:  cfg.OutboxMaxRows,
+		OutboxMaxBytes: int64(cfg.OutboxMaxMB) << 20,
+		Now:            func() time.Time { return time.Unix(0, clock.Load()) },
+		Log:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+	}
+	if opts.AgentID, err = ledger.ParseUUID(id.AgentID); err != nil {
+		return err
+	}
+	if opts.BodyID, err = ledger.ParseUUID(id.BodyID); err != nil {
+		return err
+	}
+	store, err := ledger.Open(opts)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	h := newHistory(*actions, *grants)
+	started := time.Now()
+	const batch = 2000
+	evs := make([]ledger.Event, 0, batch)
+	for i := 0; i < len(slots); i += batch {
+		evs = evs[:0]
+		for _, s := range slots[i:min(i+batch, len(slots))] {
+			e, err := h.event(s)
+			if err != nil {
+				return err
+			}
+			evs = append(evs, e)
+		}
+		clock.Store(slots[min(i+batch, len(slots))-1].at)
+		if _, err := store.Append(ctx, evs...); err != nil {
+			return err
+		}
+		if n := i + len(evs); n%100_000 == 0 {
+			fmt.Fprintf(out, "  %d events written in %v\n", n, time.Since(started).Round(time.Second))
+		}
+	}
+	// Retention ran on the body now and then: the dedupe keys past their
+	// window are gone.
+	clock.Store(time.Now().UnixNano())
+	res, err := store.Retain(ctx)
+	if err != nil {
+		return err
+	}
+	st, err := store.Stats()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "filled %s: %d events (last seq %d), %d MB, outbox %d rows; retention deleted %d events, %d dedupe keys; %v\n",
+		dir, st.Events, st.LastSeq, st.FileBytes>>20, st.OutboxRows, res.Events, res.InboxKeys, time.Since(started).Round(time.Second))
+	return nil
+}
+
+// history makes the events of the slots.
+type history struct {
+	actionIDs, grantIDs []string
+}
+
+func newHistory(actions, grants int) *history {
+	h := &history{actionIDs: make([]string, actions), grantIDs: make([]string, grants)}
+	for i := range h.actionIDs {
+		h.actionIDs[i] = ledger.NewID().String()
+	}
+	for i := range h.grantIDs {
+		h.grantIDs[i] = ledger.NewID().String()
+	}
+	return h
+}
+
+// grantAdded and grantRevoked are act's grant payloads.
+type grantAdded struct {
+	ID         string `cbor:"id"`
+	Subject    string `cbor:"subject"`
+	Capability string `cbor:"capability"`
+	Scope      string `cbor:"scope"`
+	Expires    string `cbor:"expires,omitempty"`
+	By         string `cbor:"by"`
+	Reason     string `cbor:"reason,omitempty"`
+}
+
+type grantRevoked struct {
+	ID     string `cbor:"id"`
+	By     string `cbor:"by"`
+	Reason string `cbor:"reason,omitempty"`
+}
+
+func (h *history) event(s slot) (ledger.Event, error) {
+	e := ledger.Event{OccurredAt: s.at, IngestedAt: s.at, Provenance: ledger.Observed, Trust: ledger.High, Privacy: ledger.Internal}
+	var p any
+	switch s.kind {
+	case kProposed, kSucceeded:
+		id := h.actionIDs[s.n]
+		inv := act.Invocation{ActionID: id, IdempotencyKey: "k-" + id, Capability: "gpio.set", Target: "gpio.led",
+			Params: map[string]string{"state": "on"}, Mode: act.Live}
+		e.ChannelID, e.Provenance, e.AggregateID = inv.Capability, ledger.Told, "action:"+id
+		if s.kind == kProposed {
+			e.Type, e.DedupeKey = "action.proposed", "action:agent:pi:"+inv.IdempotencyKey
+			p = map[string]any{"status": "proposed", "invocation": inv, "decision": map[string]string{"allow": "true"},
+				"risk": "R1", "principal": "agent:pi", "session": "s1", "mode": "live"}
+		} else {
+			e.Type = "action.succeeded"
+			p = map[string]any{"status": "succeeded", "invocation": inv, "result": act.Result{ActionID: id, Status: act.Succeeded,
+				Receipt: "gpio.led on", Verification: &act.Verification{Result: "verified", Evidence: "LED reads back low (on)"}}}
+		}
+	case kGrantAdded:
+		id := h.grantIDs[s.n]
+		e.Type, e.Provenance, e.AggregateID, e.AggregateVersion = act.EventGrantAdded, ledger.Told, "grant:"+id, 1
+		p = grantAdded{ID: id, Subject: "agent:pi", Capability: "gpio.*", Scope: "gpio.led", By: "admin:uid=0", Reason: "the lights"}
+	case kGrantRevoked:
+		id := h.grantIDs[s.n]
+		e.Type, e.Provenance, e.AggregateID, e.AggregateVersion = act.EventGrantRevoked, ledger.Told, "grant:"+id, 2
+		p = grantRevoked{ID: id, By: "admin:uid=0", Reason: "not any more"}
+	case kTrip:
+		e.Type, e.ChannelID = "estop.tripped", act.EStopChannel
+		p = act.Trip{Cause: "the e-stop line opened", LatencyNS: 41_000, AllSafe: true, Attention: "max",
+			Outputs: []act.OutputState{{Name: "relay1", Safe: "low", ReadBack: "low"}, {Name: "led", Safe: "high", ReadBack: "high"}}}
+	case kReset:
+		e.Type, e.ChannelID = "estop.reset", act.EStopChannel
+		p = act.ResetDone{By: "reset button", PressMS: 800}
+	case kTakeover:
+		e.Type, e.ChannelID = act.EventHumanTakeover, "gpio.button"
+		p = map[string]any{"resource": "gpio.relay1", "control": "gpio.button", "epoch": uint64(s.n + 1), "end": "press_again",
+			"cancelled": []string(nil), "renewed": false}
+	case kRelease:
+		e.Type, e.ChannelID = act.EventHumanReleased, "gpio.button"
+		p = map[string]any{"resource": "gpio.relay1", "control": "gpio.button", "why": "pressed again"}
+	default:
+		e.Provenance, e.Trust, e.SourceSequence = ledger.Observed, ledger.Medium, uint64(s.n)
+		switch s.n % 4 {
+		case 0:
+			e.Type, e.ChannelID, e.Privacy = "camera.motion_started", "camera.front", ledger.Sensitive
+			p = map[string]any{"zone": "door", "box": []float64{0.41, 0.22, 0.18, 0.35}, "area": 0.063}
+		case 1:
+			e.Type, e.ChannelID, e.Privacy = "camera.motion_ended", "camera.front", ledger.Sensitive
+			p = map[string]any{"zone": "door", "duration_ms": 4200, "peak_area": 0.081}
+		case 2:
+			e.Type, e.ChannelID = "gpio.changed", "gpio.button"
+			p = map[string]any{"line": "BUTTON", "active": s.n%8 == 2}
+		default:
+			e.Type, e.ChannelID = "audio.level", "audio.mic"
+			p = map[string]any{"rms_dbfs": -42.5, "peak_dbfs": -30.1, "window_ms": 1000}
+		}
+	}
+	var err error
+	e.Payload, err = ledger.MarshalPayload(p)
+	return e, err
+}
+
+// measure runs the command after "--" runs times: to READY=1 with wait,
+// or to its end.
+func measure(args []string, wait bool, out io.Writer) error {
+	fs := flag.NewFlagSet("measure", flag.ContinueOnError)
+	runs := fs.Int("runs", 3, "runs")
+	logPath := fs.String("log", "", "append the command's stderr to this file")
+	timeout := fs.Duration("timeout", 5*time.Minute, "give up on a run after this long")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cmdline := fs.Args()
+	if len(cmdline) == 0 {
+		return errUsage
+	}
+	var ms, kib, anon []float64
+	for i := range *runs {
+		var took time.Duration
+		var mem map[string]int64
+		var err error
+		if wait {
+			took, mem, err = startOnce(cmdline, *logPath, *timeout)
+		} else {
+			took, mem, err = execOnce(cmdline, *timeout)
+		}
+		if err != nil {
+			return fmt.Errorf("run %d of %q: %w", i+1, strings.Join(cmdline, " "), err)
+		}
+		fmt.Fprintf(out, "  run %d: %8.1f ms  peak %8d KiB  anon %8d KiB\n", i+1, float64(took.Microseconds())/1000, mem["VmHWM"], mem["RssAnon"])
+		ms = append(ms, float64(took.Microseconds())/1000)
+		kib = append(kib, float64(mem["VmHWM"]))
+		anon = append(anon, float64(mem["RssAnon"]))
+	}
+	fmt.Fprintf(out, "median: %.1f ms %.0f KiB %.0f KiB\n", median(ms), median(kib), median(anon))
+	return nil
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// startOnce starts the daemon, waits for READY=1 on its notify socket,
+// reads its memory, and stops it.
+func startOnce(cmdline []string, logPath string, timeout time.Duration) (time.Duration, map[string]int64, error) {
+	dir, err := os.MkdirTemp("", "startupbench")
+	if err != nil {
+		return 0, nil, err
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		return 0, nil, err
+	}
+	defer conn.Close()
+	cmd := exec.Command(cmdline[0], cmdline[1:]...)
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sock)
+	cmd.Stdout = io.Discard
+	if logPath != "" {
+		f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer f.Close()
+		cmd.Stderr = f
+	}
+	ready := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				ready <- err
+				return
+			}
+			for _, line := range strings.Split(string(buf[:n]), "\n") {
+				if line == "READY=1" {
+					ready <- nil
+					return
+				}
+			}
+		}
+	}()
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, nil, err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stop := func() error {
+		cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case err := <-exited:
+			return err
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+			return errors.New("did not stop within 30 s of SIGINT")
+		}
+	}
+	var took time.Duration
+	select {
+	case err := <-ready:
+		took = time.Since(start)
+		if err != nil {
+			stop()
+			return 0, nil, err
+		}
+	case err := <-exited:
+		return 0, nil, fmt.Errorf("exited before READY=1: %v", err)
+	case <-time.After(timeout):
+		stop()
+		return 0, nil, errors.New("no READY=1")
+	}
+	mem, err := memory(cmd.Process.Pid)
+	if err != nil {
+		stop()
+		return 0, nil, err
+	}
+	if err := stop(); err != nil {
+		return 0, nil, fmt.Errorf("stopping: %w", err)
+	}
+	return took, mem, nil
+}
+
+// memory reads a process's VmHWM and RssAnon, in KiB.
+func memory(pid int) (map[string]int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, err
+	}
+	mem := map[string]int64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, v, _ := strings.Cut(line, ":")
+		if name == "VmHWM" || name == "RssAnon" {
+			if mem[name], err = strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64); err != nil {
+				return nil, fmt.Errorf("%s: %w", line, err)
+			}
+		}
+	}
+	if len(mem) != 2 {
+		return nil, errors.New("no VmHWM or RssAnon in /proc/PID/status")
+	}
+	return mem, nil
+}
+
+// execOnce runs a command to its end; its VmHWM is the kernel's maxrss
+// (RssAnon is not known after the end).
+func execOnce(cmdline []string, timeout time.Duration) (time.Duration, map[string]int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cmdline[0], cmdline[1:]...)
+	cmd.Stdout = io.Discard
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	start := time.Now()
+	err := cmd.Run()
+	took := time.Since(start)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: %s", err, stderr.String())
+	}
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return 0, nil, errors.New("no rusage")
+	}
+	return took, map[string]int64{"VmHWM": ru.Maxrss}, nil
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/ledger"
+)
+
+// With fakeDaemon set, the test binary plays a daemon: it says READY=1
+// on NOTIFY_SOCKET and waits for SIGINT.
+const fakeDaemon = "STARTUPBENCH_FAKE_DAEMON"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(fakeDaemon) != "" {
+		stop := make(chan os.Signal, 1)
+		signal.Notify(stop, syscall.SIGINT)
+		c, err := net.Dial("unixgram", os.Getenv("NOTIFY_SOCKET"))
+		if err != nil {
+			os.Exit(3)
+		}
+		c.Write([]byte("STATUS=starting\nREADY=1"))
+		<-stop
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// A small history, as the daemon would find it: every projection in
+// place (nothing to build at open), the counts right, and the state it
+// restores what the history says.
+func TestFill(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	err := run(t.Context(), []string{"fill", dir, "-events", "3000", "-actions", "400", "-grants", "20", "-trips", "3", "-holds", "2"}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "filled "+dir+": 3001 events") {
+		t.Errorf("printed %q", out.String())
+	}
+	id, created, err := body.LoadIdentity(dir, time.Now())
+	if err != nil || created {
+		t.Fatalf("identity %+v created %v: %v", id, created, err)
+	}
+	opts := ledger.Options{Path: filepath.Join(dir, "ledger.db"), Projections: append([]ledger.Projection{ledger.TypeCounts{Follow: auditTypes}}, act.Projections()...)}
+	opts.AgentID, _ = ledger.ParseUUID(id.AgentID)
+	opts.BodyID, _ = ledger.ParseUUID(id.BodyID)
+	var log bytes.Buffer
+	opts.Log = slog.New(slog.NewTextHandler(&log, nil))
+	s, err := ledger.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if strings.Contains(log.String(), "built") || strings.Contains(log.String(), "counted") {
+		t.Errorf("the fill left something for the daemon to do at open: %s", log.String())
+	}
+	if r, err := s.Verify(t.Context()); err != nil || !r.OK() {
+		t.Errorf("verify: %+v %v", r, err)
+	}
+	st, _ := s.Stats()
+	if st.Events != 3001 || st.Aggregates != 400+20 {
+		t.Errorf("stats %+v", st)
+	}
+	if latched, err := act.LatchedAtStop(s); latched || err != nil {
+		t.Errorf("latched %v %v: every trip was reset", latched, err)
+	}
+	if held, err := act.HeldAtStop(s); len(held) != 0 || err != nil {
+		t.Errorf("held %v %v: every hold was released", held, err)
+	}
+	g, err := act.LoadGrants(s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	revoked := 0
+	for _, gr := range g.All() {
+		if gr.Revoked {
+			revoked++
+		}
+	}
+	if len(g.All()) != 20 || revoked != 2 {
+		t.Errorf("%d grants, %d revoked; want 20 and 2", len(g.All()), revoked)
+	}
+	if ids, err := act.NewRunner(act.Environment{}, s).Recover(t.Context(), s); len(ids) != 0 || err != nil {
+		t.Errorf("recovered %v %v: every action finished", ids, err)
+	}
+}
+
+func TestStartAndExec(t *testing.T) {
+	t.Setenv(fakeDaemon, "1")
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"start", "-runs", "2", "--", os.Args[0]}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(out.String(), "  run ") != 2 || !strings.Contains(out.String(), "median: ") {
+		t.Errorf("start printed %q", out.String())
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"exec", "-runs", "1", "--", "true"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "median: ") {
+		t.Errorf("exec printed %q", out.String())
+	}
+	if err := run(context.Background(), []string{"exec", "--", "false"}, &out); err == nil {
+		t.Error("a command that failed was measured")
+	}
+	if err := run(context.Background(), nil, &out); err != errUsage {
+		t.Errorf("no arguments: %v", err)
+	}
+}
