@@ -18,6 +18,13 @@
 // the policy asked again) or denies it (Deny), or it expires; see
 // approval.go. Grants are ledger events too (Grants).
 //
+// What must survive a restart is restored from ledger projections kept in
+// the transaction of their events (Projections; every opener of the
+// body's ledger registers them), never from the history: the e-stop's
+// latch (LatchedAtStop), the people's holds (HeldAtStop), what was left
+// running (Runner.Recover), the answer to a repeated idempotency key, and
+// the grants (LoadGrants).
+//
 // A Takeover gives a person the resources of a control the config marks
 // as theirs: a press moves them to HUMAN in the LeaseTable and cancels the
 // agent actions running on them.
