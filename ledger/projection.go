@@ -81,21 +81,23 @@ func (s *Store) ReadProjection(name string, fn func(ReadKV) error) error {
 // projection new to a file that already holds events (the file was
 // written by a body without it) is built from those events here, once,
 // in the transaction that makes its bucket: a body upgraded to a
-// projection starts from what its history says, not from nothing.
+// projection starts from what its history says, not from nothing. It is
+// built in memory, as verify rebuilds it, and written in key order: bbolt
+// splits nodes only when it commits, and keys put in any other order into
+// one node would move the node's keys along with each.
 func (s *Store) openProjections(tx *bolt.Tx) (created bool, err error) {
 	projs := tx.Bucket(bProj)
 	var fresh []Projection
-	kvs := map[string]KV{}
+	kvs := map[string]memKV{}
 	for _, p := range s.opts.Projections {
 		if projs.Bucket([]byte(p.Name())) != nil {
 			continue
 		}
-		b, err := projs.CreateBucket([]byte(p.Name()))
-		if err != nil {
+		if _, err := projs.CreateBucket([]byte(p.Name())); err != nil {
 			return false, fmt.Errorf("ledger: projection %s: %w", p.Name(), err)
 		}
 		fresh = append(fresh, p)
-		kvs[p.Name()] = ownKV{b}
+		kvs[p.Name()] = memKV{}
 	}
 	c := tx.Bucket(bEvents).Cursor()
 	if len(fresh) == 0 {
@@ -130,19 +132,18 @@ func (s *Store) openProjections(tx *bolt.Tx) (created bool, err error) {
 			}
 		}
 	}
+	for _, p := range fresh {
+		b := projs.Bucket([]byte(p.Name()))
+		b.FillPercent = 0.95 // in order: a page split is not written to again
+		// The memKV's slices outlive the commit, as bbolt needs.
+		err := kvs[p.Name()].ForEach(func(k, v []byte) error { return b.Put(k, v) })
+		if err != nil {
+			return true, fmt.Errorf("ledger: writing projection %s: %w", p.Name(), err)
+		}
+	}
 	s.opts.Log.Info("ledger: projections built", "projections", names, "events", n, "applied", applied, "took", time.Since(start).Round(time.Millisecond))
 	return true, nil
 }
-
-// ownKV is a projection bucket that copies what it is given to keep into
-// a slice of its own (bbolt keeps the slices until the commit): a value
-// written over becomes garbage, where the writer's arena would keep it.
-type ownKV struct{ b *bolt.Bucket }
-
-func (kv ownKV) Get(k []byte) []byte                      { return kv.b.Get(k) }
-func (kv ownKV) Put(k, v []byte) error                    { return kv.b.Put(bytes.Clone(k), bytes.Clone(v)) }
-func (kv ownKV) Delete(k []byte) error                    { return kv.b.Delete(k) }
-func (kv ownKV) ForEach(fn func(k, v []byte) error) error { return kv.b.ForEach(fn) }
 
 func follows(p Projection, eventType string) bool {
 	for _, t := range p.Types() {
