@@ -151,7 +151,7 @@ type V4L2QueryMenu struct {
 
 // Request numbers, _IOC(dir, 'V', nr, size).
 const (
-	VIDIOCQueryCap  = iocRead<<iocDir | unsafe.Sizeof(V4L2Capability{})<<iocSize | 'V'<<iocType | 0
+	VIDIOCQueryCap  = iocRead<<iocDir | unsafe.Sizeof(V4L2Capability{})<<iocSize | 'V'<<iocType // nr 0
 	VIDIOCGFmt      = (iocRead|iocWrite)<<iocDir | unsafe.Sizeof(V4L2Format{})<<iocSize | 'V'<<iocType | 4
 	VIDIOCSFmt      = (iocRead|iocWrite)<<iocDir | unsafe.Sizeof(V4L2Format{})<<iocSize | 'V'<<iocType | 5
 	VIDIOCReqBufs   = (iocRead|iocWrite)<<iocDir | unsafe.Sizeof(V4L2RequestBuffers{})<<iocSize | 'V'<<iocType | 8
