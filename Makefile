@@ -8,7 +8,8 @@
 #                tests run under qemu-user (installed by scripts/deps.sh)
 #   make lint    gofmt, go vet, staticcheck, systemd-analyze verify
 #   make docs    regenerate the README's config reference from the schema
-#   make lab     the hardware tests in a VM with real kernel drivers
+#   make lab     the hardware tests in a VM with real kernel drivers;
+#                installs what the lab needs (scripts/deps.sh lab)
 
 GO      ?= go
 # Host tools always build for this machine, whatever GOOS/GOARCH say.
@@ -32,7 +33,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 CROSS := linux/arm64 linux/arm/7 linux/amd64
 
-.PHONY: all build run test deps cross lint docs footprint lab clean
+.PHONY: all build run test deps cross lint docs footprint lab lab-deps clean
 
 all: build
 
@@ -71,9 +72,17 @@ footprint:
 
 # The hardware lab: the packages with lab tests, run in a VM against real
 # kernel drivers (gpio-sim, vivid, uinput, snd-aloop). The first run
-# prepares a kernel and modules into ~/.cache/tobe-body-lab.
-LAB_PKGS ?= $(sort $(dir $(shell git ls-files '*lab_test.go')))
-lab:
+# installs what it needs (QEMU, busybox, PortAudio's development files,
+# what building gpio-sim runs: scripts/deps.sh lab) and prepares a kernel
+# and modules into ~/.cache/tobe-body-lab. The packages are listed after
+# lab-deps has run (git among what it installs); none found is an error,
+# not a run of scripts/lab/run.sh's default package alone.
+LAB_PKGS ?= $(sort $(dir $(shell git ls-files '*lab_test.go' 2>/dev/null)))
+lab-deps:
+	@scripts/deps.sh lab
+
+lab: lab-deps
+	@[ -n "$(strip $(LAB_PKGS))" ] || { echo "lab: no packages with lab tests (git ls-files '*lab_test.go' found none)" >&2; exit 1; }
 	scripts/lab/run.sh $(addprefix ./,$(LAB_PKGS))
 
 clean:

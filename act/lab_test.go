@@ -4,7 +4,6 @@ package act
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -16,16 +15,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/hal/gpio"
 	"github.com/tobe-body/tobe-body/hal/gpio/gpiosim"
-	"github.com/tobe-body/tobe-body/hal/probe"
 	"github.com/tobe-body/tobe-body/ledger"
 	"github.com/tobe-body/tobe-body/sense/motion"
 	"github.com/tobe-body/tobe-body/sense/motion/motiontest"
@@ -506,44 +501,6 @@ func TestLabEStopTwoChannels(t *testing.T) {
 	r.next(t, "estop.reset", time.Second)
 }
 
-// The GPIO character device's uAPI v2, for the bare reader (as in
-// hal/gpio).
-const (
-	ioctlGetLine    = 0xc250b407 // GPIO_V2_GET_LINE_IOCTL
-	flagInput       = 1 << 2
-	flagEdgeRising  = 1 << 4
-	flagEdgeFalling = 1 << 5
-	eventSize       = 48
-)
-
-type lineAttr struct {
-	ID      uint32
-	Padding uint32
-	Value   uint64
-}
-
-type lineConfigAttr struct {
-	Attr lineAttr
-	Mask uint64
-}
-
-type lineConfig struct {
-	Flags    uint64
-	NumAttrs uint32
-	Padding  [5]uint32
-	Attrs    [10]lineConfigAttr
-}
-
-type lineRequest struct {
-	Offsets         [64]uint32
-	Consumer        [32]byte
-	Config          lineConfig
-	NumLines        uint32
-	EventBufferSize uint32
-	Padding         [5]uint32
-	Fd              int32
-}
-
 // bareEdge is one event the bare reader read: the kernel's timestamp and
 // when read(2) returned.
 type bareEdge struct {
@@ -555,51 +512,28 @@ type bareEdge struct {
 // bareReader reads a line's edges with a blocking read(2) on a goroutine
 // locked to its thread: the least a Go program can do to see an edge.
 type bareReader struct {
-	fd    int
+	line  *gpiosim.Edges
 	edges chan bareEdge
 	quit  atomic.Bool
 }
 
-func startBareReader(t *testing.T, line string) *bareReader {
+func startBareReader(t *testing.T, line simLine) *bareReader {
 	t.Helper()
-	path, err := probe.Finder{Root: "/"}.Chip("tobe-lab")
+	l, err := line.RequestEdges("bare-reader")
 	if err != nil {
 		t.Fatal(err)
 	}
-	off, err := probe.Finder{Root: "/"}.LineOffset(path, line)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chip, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer chip.Close()
-	req := lineRequest{NumLines: 1, EventBufferSize: 64, Config: lineConfig{Flags: flagInput | flagEdgeRising | flagEdgeFalling}}
-	req.Offsets[0] = off
-	copy(req.Consumer[:], "bare-reader")
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, chip.Fd(), ioctlGetLine, uintptr(unsafe.Pointer(&req))); e != 0 {
-		t.Fatalf("request %s: %v", line, e)
-	}
-	b := &bareReader{fd: int(req.Fd), edges: make(chan bareEdge, 64)}
+	b := &bareReader{line: l, edges: make(chan bareEdge, 64)}
 	go func() {
 		runtime.LockOSThread()
 		defer close(b.edges)
-		var buf [eventSize]byte
 		for {
-			n, err := unix.Read(b.fd, buf[:]) // blocks in the kernel
+			e, err := l.Read() // blocks in the kernel
 			now := hal.MonoNow()
 			if b.quit.Load() {
 				return
 			}
-			e := bareEdge{returned: now, err: err}
-			if err == nil && n == eventSize {
-				e.edge = hal.Mono(binary.LittleEndian.Uint64(buf[0:]))
-				e.seq = binary.LittleEndian.Uint32(buf[20:])
-			} else if err == nil {
-				e.err = fmt.Errorf("read %d bytes", n)
-			}
-			b.edges <- e
+			b.edges <- bareEdge{edge: e.Time, returned: now, seq: e.Seq, err: err}
 			if err != nil {
 				return
 			}
@@ -614,7 +548,7 @@ func (b *bareReader) stop(wake func()) {
 	wake()
 	for range b.edges {
 	}
-	unix.Close(b.fd)
+	b.line.Close()
 }
 
 // labLoad is what runs while the latency is measured: heavy goroutines
@@ -900,7 +834,7 @@ func TestLabEStopLatency(t *testing.T) {
 	if err := button.SetPull(false); err != nil {
 		t.Fatal(err)
 	}
-	bare := startBareReader(t, "BUTTON")
+	bare := startBareReader(t, button)
 	high := false
 	toggle := func() {
 		high = !high

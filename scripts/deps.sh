@@ -6,19 +6,42 @@
 # "cross", also what the cross builds need: qemu-user-static to run the
 # arm binaries and their tests, Debian's cross compilers for arm64 and
 # armhf, and those architectures' PortAudio and ALSA development files
-# (multiarch: dpkg --add-architecture). Quiet and quick when everything
-# is there.
+# (multiarch: dpkg --add-architecture). With "lab", also what the hardware
+# lab (scripts/lab) needs on Debian bookworm: QEMU, a static busybox with
+# modprobe, cpio, e2fsprogs for the VM's disk, and what building gpio-sim
+# against Debian's 6.1 kernel headers runs (make, gcc-12, which the
+# headers name as their compiler, xz, kmod's depmod, and libelf for the
+# headers' objtool). Quiet and quick when everything is there.
 #
-#   scripts/deps.sh          for make test
-#   scripts/deps.sh cross    for make cross
+#   scripts/deps.sh            for make test
+#   scripts/deps.sh cross      for make cross
+#   scripts/deps.sh lab        for make lab (scripts/lab/run.sh runs it)
+#   scripts/deps.sh -n lab     lists what is missing and what apt-get
+#                              would install for it (apt-get --simulate),
+#                              and changes nothing
 set -eu
+
+dry=""
+if [ "${1:-}" = -n ]; then
+	dry=yes
+	shift
+fi
+what=${1:-}
+case $what in
+"" | cross | lab) ;;
+*) echo "deps: unknown set \"$what\" (none, cross or lab)" >&2; exit 2 ;;
+esac
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
+# installed says whether a package (a library, which has no command to
+# look for) is installed.
+installed() { dpkg-query -W -f '${Status}' "$1" 2>/dev/null | grep -q ' installed$'; }
+
 missing=""
 arches=""
-if [ "${1:-}" = cross ]; then
+if [ "$what" = cross ]; then
 	command -v qemu-aarch64-static >/dev/null 2>&1 || missing="$missing qemu-user-static"
 	for a in arm64:aarch64-linux-gnu armhf:arm-linux-gnueabihf; do
 		arch=${a%%:*} triplet=${a#*:}
@@ -33,11 +56,41 @@ if [ "${1:-}" = cross ]; then
 		fi
 	done
 fi
+if [ "$what" = lab ]; then
+	command -v qemu-system-x86_64 >/dev/null 2>&1 || missing="$missing qemu-system-x86"
+	# The initramfs has no C library: its busybox must be static.
+	if ! { [ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1 && /bin/busybox --list 2>/dev/null | grep -qx modprobe; }; then
+		missing="$missing busybox-static"
+	fi
+	command -v cpio >/dev/null 2>&1 || missing="$missing cpio"
+	command -v mkfs.ext4 >/dev/null 2>&1 || [ -x /sbin/mkfs.ext4 ] || missing="$missing e2fsprogs"
+	command -v make >/dev/null 2>&1 || missing="$missing make"
+	command -v gcc-12 >/dev/null 2>&1 || missing="$missing gcc-12"
+	command -v xz >/dev/null 2>&1 || missing="$missing xz-utils"
+	command -v depmod >/dev/null 2>&1 || [ -x /sbin/depmod ] || missing="$missing kmod"
+	installed libelf1 || missing="$missing libelf1"
+fi
 command -v gcc >/dev/null 2>&1 || missing="$missing gcc libc6-dev"
 command -v git >/dev/null 2>&1 || missing="$missing git"
 command -v file >/dev/null 2>&1 || missing="$missing file"
 command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
 pkg-config --exists portaudio-2.0 2>/dev/null || missing="$missing portaudio19-dev"
+
+if [ -n "$dry" ]; then
+	if [ -z "$missing" ]; then
+		echo "deps: nothing missing${what:+ for $what}"
+		exit 0
+	fi
+	for arch in $arches; do
+		echo "deps: would add the $arch architecture"
+	done
+	echo "deps: missing${what:+ for $what}:$missing"
+	# What apt-get would do with them, from the indexes there are: with an
+	# architecture still to be added it cannot resolve its packages.
+	# shellcheck disable=SC2086
+	apt-get install --simulate --no-install-recommends $missing
+	exit
+fi
 
 [ -z "$missing" ] && exit 0
 
@@ -46,8 +99,10 @@ for arch in $arches; do
 	$SUDO dpkg --add-architecture "$arch"
 done
 echo "deps: installing$missing" >&2
+# Another build may be installing at the same time: wait for its lock.
+apt="$SUDO apt-get -o DPkg::Lock::Timeout=600"
 # A mirror caught mid-sync fails one index and apt-get update with it; what
 # is needed may well be in the indexes it has, so install anyway.
-$SUDO apt-get update -qq || echo "deps: apt-get update had errors; installing from the indexes there are" >&2
+$apt update -qq || echo "deps: apt-get update had errors; installing from the indexes there are" >&2
 # shellcheck disable=SC2086
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >&2
+DEBIAN_FRONTEND=noninteractive $apt install -y -qq --no-install-recommends $missing >&2

@@ -7,20 +7,18 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/holoplot/go-evdev"
-	"golang.org/x/sys/unix"
 	"periph.io/x/conn/v3/physic"
 
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/hal/audio"
 	"github.com/tobe-body/tobe-body/hal/camera"
+	"github.com/tobe-body/tobe-body/hal/camera/vivid"
 	"github.com/tobe-body/tobe-body/hal/input"
 	"github.com/tobe-body/tobe-body/ledger"
 	"github.com/tobe-body/tobe-body/sense/motion"
@@ -133,125 +131,23 @@ func mono(r recv) hal.Mono { return hal.Mono(r.ev.MonotonicNS) }
 
 // --- Camera: vivid ---------------------------------------------------------
 
-// vivid's controls are set by name through the V4L2 control ioctls
-// (linux/videodev2.h), on a descriptor of the test's own beside the
-// camera's. These few lines are the same as hal/camera's lab test uses;
-// they are not the camera driver's business, so they are not exported.
-type v4l2QueryCtrl struct {
-	ID       uint32
-	Type     uint32
-	Name     [32]byte
-	Min      int32
-	Max      int32
-	Step     int32
-	Default  int32
-	Flags    uint32
-	Reserved [2]uint32
-}
-
-type v4l2Control struct {
-	ID    uint32
-	Value int32
-}
-
-// v4l2QueryMenu is packed in the kernel: 4+4+32+4 bytes, no padding here
-// either.
-type v4l2QueryMenu struct {
-	ID       uint32
-	Index    uint32
-	Name     [32]byte
-	Reserved uint32
-}
-
-type v4l2Capability struct {
-	Driver       [16]byte
-	Card         [32]byte
-	BusInfo      [32]byte
-	Version      uint32
-	Capabilities uint32
-	DeviceCaps   uint32
-	Reserved     [3]uint32
-}
-
-// Request numbers, _IOC(dir, 'V', nr, size): QUERYCAP is nr 0 and
-// read-only, the others read and write.
-const (
-	iocRW            = 3 // _IOC_READ|_IOC_WRITE
-	vidiocQueryCap   = 2<<30 | unsafe.Sizeof(v4l2Capability{})<<16 | 'V'<<8
-	vidiocGCtrl      = iocRW<<30 | unsafe.Sizeof(v4l2Control{})<<16 | 'V'<<8 | 27
-	vidiocSCtrl      = iocRW<<30 | unsafe.Sizeof(v4l2Control{})<<16 | 'V'<<8 | 28
-	vidiocQueryCtrl  = iocRW<<30 | unsafe.Sizeof(v4l2QueryCtrl{})<<16 | 'V'<<8 | 36
-	vidiocQueryMenu  = iocRW<<30 | unsafe.Sizeof(v4l2QueryMenu{})<<16 | 'V'<<8 | 37
-	ctrlFlagNextCtrl = 0x80000000
-	ctrlTypeMenu     = 3
-	capVideoCapture  = 0x00000001
-	capDeviceCaps    = 0x80000000
-)
-
-func v4l2(fd int, req uintptr, arg unsafe.Pointer) error {
-	for {
-		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), req, uintptr(arg))
-		if e == unix.EINTR {
-			continue
-		}
-		if e != 0 {
-			return e
-		}
-		return nil
-	}
-}
-
-func cString(b []byte) string {
-	if i := bytes.IndexByte(b, 0); i >= 0 {
-		b = b[:i]
-	}
-	return string(b)
-}
-
-// vividControls is vivid's capture node, open for its controls.
+// vividControls is vivid's capture node, open for its controls beside
+// the camera's descriptor.
 type vividControls struct {
-	t    *testing.T
-	node string
-	fd   int
-	byID map[string]v4l2QueryCtrl
+	t *testing.T
+	c *vivid.Controls
 }
 
 // openVivid finds vivid's capture node and its controls; the controls
 // the test sets are put back as they were when it ends.
 func openVivid(t *testing.T) *vividControls {
 	t.Helper()
-	nodes, _ := filepath.Glob("/dev/video*")
-	for _, node := range nodes {
-		fd, err := unix.Open(node, unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-		if err != nil {
-			continue
-		}
-		var c v4l2Capability
-		caps := uint32(0)
-		if v4l2(fd, vidiocQueryCap, unsafe.Pointer(&c)) == nil {
-			caps = c.Capabilities
-			if caps&capDeviceCaps != 0 {
-				caps = c.DeviceCaps
-			}
-		}
-		if cString(c.Card[:]) != "vivid" || caps&capVideoCapture == 0 {
-			unix.Close(fd)
-			continue
-		}
-		v := &vividControls{t: t, node: node, fd: fd, byID: map[string]v4l2QueryCtrl{}}
-		for id := uint32(0); ; {
-			q := v4l2QueryCtrl{ID: id | ctrlFlagNextCtrl}
-			if v4l2(fd, vidiocQueryCtrl, unsafe.Pointer(&q)) != nil {
-				break // EINVAL after the last one
-			}
-			id = q.ID
-			v.byID[cString(q.Name[:])] = q
-		}
-		t.Cleanup(func() { unix.Close(fd) })
-		return v
+	c, err := vivid.Open()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("no vivid capture node among %q", nodes)
-	return nil
+	t.Cleanup(func() { c.Close() })
+	return &vividControls{t: t, c: c}
 }
 
 // set sets the control called name to value, or to the menu item called
@@ -259,45 +155,26 @@ func openVivid(t *testing.T) *vividControls {
 // the test.
 func (v *vividControls) set(name string, value any) {
 	v.t.Helper()
-	q, ok := v.byID[name]
-	if !ok {
-		v.t.Fatalf("%s has no control %q", v.node, name)
-	}
 	var val int32
 	switch x := value.(type) {
 	case int:
 		val = int32(x)
 	case string:
-		if q.Type != ctrlTypeMenu {
-			v.t.Fatalf("%s: control %q is not a menu", v.node, name)
-		}
-		var items []string
-		val = -1
-		for i := q.Min; i <= q.Max; i++ {
-			m := v4l2QueryMenu{ID: q.ID, Index: uint32(i)}
-			if v4l2(v.fd, vidiocQueryMenu, unsafe.Pointer(&m)) != nil {
-				continue // a gap in the menu
-			}
-			items = append(items, cString(m.Name[:]))
-			if cString(m.Name[:]) == x {
-				val = i
-			}
-		}
-		if val < 0 {
-			v.t.Fatalf("%s: control %q has no item %q among %q", v.node, name, x, items)
+		var err error
+		if val, err = v.c.Item(name, x); err != nil {
+			v.t.Fatal(err)
 		}
 	default:
 		panic(fmt.Sprintf("control value %T", value))
 	}
-	old := v4l2Control{ID: q.ID}
-	if err := v4l2(v.fd, vidiocGCtrl, unsafe.Pointer(&old)); err != nil {
-		v.t.Fatalf("get %q on %s: %v", name, v.node, err)
+	old, err := v.c.Get(name)
+	if err != nil {
+		v.t.Fatal(err)
 	}
-	c := v4l2Control{ID: q.ID, Value: val}
-	if err := v4l2(v.fd, vidiocSCtrl, unsafe.Pointer(&c)); err != nil {
-		v.t.Fatalf("set %q to %v on %s: %v", name, value, v.node, err)
+	if err := v.c.Set(name, val); err != nil {
+		v.t.Fatal(err)
 	}
-	v.t.Cleanup(func() { v4l2(v.fd, vidiocSCtrl, unsafe.Pointer(&old)) })
+	v.t.Cleanup(func() { v.c.Set(name, old) })
 }
 
 // TestLabMotionFromVivid shows the camera channel vivid's "Ten Pixels

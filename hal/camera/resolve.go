@@ -12,16 +12,7 @@ import (
 	"strings"
 
 	"github.com/tobe-body/tobe-body/hal"
-)
-
-// V4L2 capability bits (linux/videodev2.h).
-const (
-	capVideoCapture   = 0x00000001
-	capCaptureMPlane  = 0x00001000
-	capMetaCapture    = 0x00800000
-	capStreaming      = 0x04000000
-	capIOMC           = 0x20000000
-	capDeviceCapsFlag = 0x80000000
+	"github.com/tobe-body/tobe-body/hal/internal/uapi"
 )
 
 // capInfo is what VIDIOC_QUERYCAP says about a device node.
@@ -32,8 +23,8 @@ type capInfo struct {
 	Caps uint32
 }
 
-func (c capInfo) capture() bool   { return c.Caps&capVideoCapture != 0 }
-func (c capInfo) streaming() bool { return c.Caps&capStreaming != 0 }
+func (c capInfo) capture() bool   { return c.Caps&uapi.V4L2CapVideoCapture != 0 }
+func (c capInfo) streaming() bool { return c.Caps&uapi.V4L2CapStreaming != 0 }
 
 func (c capInfo) String() string { return fmt.Sprintf("%s, %q", c.Driver, c.Card) }
 
@@ -51,7 +42,7 @@ var csiDrivers = map[string]bool{
 // csi reports a media-controller-centric capture node (V4L2_CAP_IO_MC) or
 // a known SoC camera interface: one that plain V4L2 streaming cannot use
 // unless its pipeline was set up from outside.
-func (c capInfo) csi() bool { return c.Caps&capIOMC != 0 || csiDrivers[c.Driver] }
+func (c capInfo) csi() bool { return c.Caps&uapi.V4L2CapIOMC != 0 || csiDrivers[c.Driver] }
 
 // explain makes the error for a node that failed: for a CSI camera it
 // says that it needs libcamera, with what failed as the symptom; for
@@ -61,7 +52,7 @@ func explain(node string, c capInfo, failure error) error {
 		return fmt.Errorf("camera: %s (%s): %w", node, c, failure)
 	}
 	how := "its driver sets its sensor up through the media controller"
-	if c.Caps&capIOMC != 0 {
+	if c.Caps&uapi.V4L2CapIOMC != 0 {
 		how = "its input is routed by the media controller (V4L2_CAP_IO_MC)"
 	}
 	return fmt.Errorf("camera: %s (%s) is a CSI camera that needs libcamera; %s, and plain V4L2 capture failed: %w: %w",
@@ -177,11 +168,11 @@ func (r resolver) capture(node string) (capInfo, error) {
 		return c, err
 	}
 	if !c.capture() {
-		if c.Caps&capCaptureMPlane != 0 {
+		if c.Caps&uapi.V4L2CapVideoCaptureMPlane != 0 {
 			return c, explain(node, c, fmt.Errorf("it offers only the multi-planar API, which this driver does not do: %w", hal.ErrUnsupported))
 		}
 		what := "not a video capture device"
-		if c.Caps&capMetaCapture != 0 {
+		if c.Caps&uapi.V4L2CapMetaCapture != 0 {
 			what = "a metadata node, not the video one"
 		}
 		return c, fmt.Errorf("camera: %s (%s) is %s", node, c, what)

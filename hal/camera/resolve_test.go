@@ -11,10 +11,11 @@ import (
 	"testing"
 
 	"github.com/tobe-body/tobe-body/hal"
+	"github.com/tobe-body/tobe-body/hal/internal/uapi"
 )
 
 const (
-	capture = capVideoCapture | capStreaming
+	capture = uapi.V4L2CapVideoCapture | uapi.V4L2CapStreaming
 	c920ID  = "usb-046d_HD_Pro_Webcam_C920_8A1B2C3D-video-index0"
 	c920Bus = "platform-xhci-hcd.0-usb-0:1:1.0-video-index0"
 )
@@ -26,10 +27,10 @@ func testTree(t *testing.T) resolver {
 	t.Helper()
 	root := t.TempDir()
 	caps := map[string]capInfo{
-		"/dev/video0":  {Driver: "unicam", Card: "unicam", Caps: capture | capIOMC},
-		"/dev/video1":  {Driver: "vivid", Card: "vivid", Caps: 0x00000002 | capStreaming}, // output
+		"/dev/video0":  {Driver: "unicam", Card: "unicam", Caps: capture | uapi.V4L2CapIOMC},
+		"/dev/video1":  {Driver: "vivid", Card: "vivid", Caps: uapi.V4L2CapVideoOutput | uapi.V4L2CapStreaming},
 		"/dev/video2":  {Driver: "uvcvideo", Card: "HD Pro Webcam C920", Caps: capture},
-		"/dev/video3":  {Driver: "uvcvideo", Card: "HD Pro Webcam C920", Caps: capMetaCapture | capStreaming},
+		"/dev/video3":  {Driver: "uvcvideo", Card: "HD Pro Webcam C920", Caps: uapi.V4L2CapMetaCapture | uapi.V4L2CapStreaming},
 		"/dev/video4":  {Driver: "vivid", Card: "vivid", Caps: capture},
 		"/dev/video10": {Driver: "uvcvideo", Card: "USB Camera", Caps: capture},
 	}
@@ -175,10 +176,10 @@ func TestCSICamerasNeedLibcamera(t *testing.T) {
 		{"UVC webcam", capInfo{Driver: "uvcvideo", Card: "HD Pro Webcam C920", Caps: capture}, ""},
 		{"vivid", capInfo{Driver: "vivid", Card: "vivid", Caps: capture}, ""},
 		{"Pi 4 Unicam", capInfo{Driver: "unicam", Card: "unicam", Caps: capture}, "its driver sets its sensor up through the media controller"},
-		{"Pi 4 Unicam, media-controller mode", capInfo{Driver: "unicam", Card: "unicam", Caps: capture | capIOMC}, "routed by the media controller (V4L2_CAP_IO_MC)"},
-		{"Pi 5 RP1 CFE", capInfo{Driver: "rp1-cfe", Card: "rp1-cfe", Caps: capture | capIOMC}, "V4L2_CAP_IO_MC"},
+		{"Pi 4 Unicam, media-controller mode", capInfo{Driver: "unicam", Card: "unicam", Caps: capture | uapi.V4L2CapIOMC}, "routed by the media controller (V4L2_CAP_IO_MC)"},
+		{"Pi 5 RP1 CFE", capInfo{Driver: "rp1-cfe", Card: "rp1-cfe", Caps: capture | uapi.V4L2CapIOMC}, "V4L2_CAP_IO_MC"},
 		{"Jetson VI", capInfo{Driver: "tegra-video", Card: "vi-output, imx219 9-0010", Caps: capture}, "its driver sets its sensor up"},
-		{"any media-controller node", capInfo{Driver: "rkisp1", Card: "rkisp1", Caps: capture | capIOMC}, "V4L2_CAP_IO_MC"},
+		{"any media-controller node", capInfo{Driver: "rkisp1", Card: "rkisp1", Caps: capture | uapi.V4L2CapIOMC}, "V4L2_CAP_IO_MC"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.info.csi(); got != (tc.csi != "") {
@@ -205,7 +206,7 @@ func TestCSICamerasNeedLibcamera(t *testing.T) {
 
 func TestMultiPlanarCSINodeIsExplained(t *testing.T) {
 	r := resolver{root: t.TempDir(), query: func(string) (capInfo, error) {
-		return capInfo{Driver: "rp1-cfe", Card: "rp1-cfe", Caps: capCaptureMPlane | capStreaming | capIOMC}, nil
+		return capInfo{Driver: "rp1-cfe", Card: "rp1-cfe", Caps: uapi.V4L2CapVideoCaptureMPlane | uapi.V4L2CapStreaming | uapi.V4L2CapIOMC}, nil
 	}}
 	write(t, filepath.Join(r.root, "dev/video0"), "")
 	_, _, err := r.find("/dev/video0")

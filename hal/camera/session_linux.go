@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tobe-body/tobe-body/hal"
+	"github.com/tobe-body/tobe-body/hal/internal/uapi"
 )
 
 // Buffers asked of the driver, and how many of them stay with it.
@@ -136,8 +137,8 @@ func openSession(sh *shared, node string) (*session, error) {
 	if err := s.mapBuffers(); err != nil {
 		return nil, err
 	}
-	typ := uint32(bufTypeVideoCapture)
-	if err := ioctl(fd, vidiocStreamOn, unsafe.Pointer(&typ)); err != nil {
+	typ := uint32(uapi.V4L2BufTypeVideoCapture)
+	if err := uapi.Ioctl(fd, uapi.VIDIOCStreamOn, unsafe.Pointer(&typ)); err != nil {
 		return nil, explain(node, s.info, os.NewSyscallError("ioctl VIDIOC_STREAMON", err))
 	}
 	ok = true
@@ -183,9 +184,9 @@ func (s *session) negotiate() error {
 	}
 	width, height := chooseSize(sizes, cfg.Width, cfg.Height)
 
-	f := v4l2Format{Type: bufTypeVideoCapture}
-	f.Pix = v4l2PixFormat{Width: uint32(width), Height: uint32(height), PixelFormat: uint32(pix), Field: fieldNone}
-	if err := ioctl(s.fd, vidiocSFmt, unsafe.Pointer(&f)); err != nil {
+	f := uapi.V4L2Format{Type: uapi.V4L2BufTypeVideoCapture}
+	f.Pix = uapi.V4L2PixFormat{Width: uint32(width), Height: uint32(height), PixelFormat: uint32(pix), Field: uapi.V4L2FieldNone}
+	if err := uapi.Ioctl(s.fd, uapi.VIDIOCSFmt, unsafe.Pointer(&f)); err != nil {
 		if errors.Is(err, unix.EBUSY) {
 			return fmt.Errorf("camera: %s (%s) is streaming to another program: %w", s.node, s.info, hal.ErrBusy)
 		}
@@ -203,7 +204,7 @@ func (s *session) negotiate() error {
 		return explain(s.node, s.info, fmt.Errorf("asked for %s, the driver set %s: %w", pix, s.wire, hal.ErrUnsupported))
 	case gw <= 0 || gh <= 0:
 		return explain(s.node, s.info, fmt.Errorf("the driver set a %dx%d format", gw, gh))
-	case got.Field == fieldAlternate:
+	case got.Field == uapi.V4L2FieldAlternate:
 		return explain(s.node, s.info, fmt.Errorf("it delivers alternate fields, not frames: %w", hal.ErrUnsupported))
 	}
 	s.need = 1
@@ -223,11 +224,11 @@ func (s *session) negotiate() error {
 			}
 		}
 		want := chooseInterval(ivals, cfg.Rate)
-		p := v4l2StreamParm{Type: bufTypeVideoCapture}
-		p.Capture.TimePerFrame = v4l2Fract{want.Num, want.Den}
-		switch err := ioctl(s.fd, vidiocSParm, unsafe.Pointer(&p)); {
+		p := uapi.V4L2StreamParm{Type: uapi.V4L2BufTypeVideoCapture}
+		p.Capture.TimePerFrame = uapi.V4L2Fract{Numerator: want.Num, Denominator: want.Den}
+		switch err := uapi.Ioctl(s.fd, uapi.VIDIOCSParm, unsafe.Pointer(&p)); {
 		case err == nil:
-			if p.Capture.Capability&capTimePerFrame != 0 {
+			if p.Capture.Capability&uapi.V4L2CapTimePerFrame != 0 {
 				tpf = fraction{p.Capture.TimePerFrame.Numerator, p.Capture.TimePerFrame.Denominator}
 			}
 		case errors.Is(err, unix.ENOTTY), errors.Is(err, unix.EINVAL):
@@ -237,8 +238,8 @@ func (s *session) negotiate() error {
 		}
 	}
 	if tpf.rate() == 0 {
-		p := v4l2StreamParm{Type: bufTypeVideoCapture}
-		if ioctl(s.fd, vidiocGParm, unsafe.Pointer(&p)) == nil && p.Capture.Capability&capTimePerFrame != 0 {
+		p := uapi.V4L2StreamParm{Type: uapi.V4L2BufTypeVideoCapture}
+		if uapi.Ioctl(s.fd, uapi.VIDIOCGParm, unsafe.Pointer(&p)) == nil && p.Capture.Capability&uapi.V4L2CapTimePerFrame != 0 {
 			tpf = fraction{p.Capture.TimePerFrame.Numerator, p.Capture.TimePerFrame.Denominator}
 		}
 	}
@@ -248,8 +249,8 @@ func (s *session) negotiate() error {
 
 // mapBuffers asks the driver for buffers, maps and queues them.
 func (s *session) mapBuffers() error {
-	rb := v4l2RequestBuffers{Count: wantBuffers, Type: bufTypeVideoCapture, Memory: memoryMMAP}
-	if err := ioctl(s.fd, vidiocReqBufs, unsafe.Pointer(&rb)); err != nil {
+	rb := uapi.V4L2RequestBuffers{Count: wantBuffers, Type: uapi.V4L2BufTypeVideoCapture, Memory: uapi.V4L2MemoryMMAP}
+	if err := uapi.Ioctl(s.fd, uapi.VIDIOCReqBufs, unsafe.Pointer(&rb)); err != nil {
 		if errors.Is(err, unix.EBUSY) {
 			return fmt.Errorf("camera: %s (%s) is streaming to another program: %w", s.node, s.info, hal.ErrBusy)
 		}
@@ -267,8 +268,8 @@ func (s *session) mapBuffers() error {
 		s.reserve = 2
 	}
 	for i := range n {
-		b := v4l2Buffer{Index: uint32(i), Type: bufTypeVideoCapture, Memory: memoryMMAP}
-		if err := ioctl(s.fd, vidiocQueryBuf, unsafe.Pointer(&b)); err != nil {
+		b := uapi.V4L2Buffer{Index: uint32(i), Type: uapi.V4L2BufTypeVideoCapture, Memory: uapi.V4L2MemoryMMAP}
+		if err := uapi.Ioctl(s.fd, uapi.VIDIOCQueryBuf, unsafe.Pointer(&b)); err != nil {
 			return explain(s.node, s.info, fmt.Errorf("buffer %d: %w", i, os.NewSyscallError("ioctl VIDIOC_QUERYBUF", err)))
 		}
 		if int(b.Length) < s.need {
@@ -281,8 +282,8 @@ func (s *session) mapBuffers() error {
 		s.bufs[i] = m
 	}
 	for i := range n {
-		b := v4l2Buffer{Index: uint32(i), Type: bufTypeVideoCapture, Memory: memoryMMAP}
-		if err := ioctl(s.fd, vidiocQBuf, unsafe.Pointer(&b)); err != nil {
+		b := uapi.V4L2Buffer{Index: uint32(i), Type: uapi.V4L2BufTypeVideoCapture, Memory: uapi.V4L2MemoryMMAP}
+		if err := uapi.Ioctl(s.fd, uapi.VIDIOCQBuf, unsafe.Pointer(&b)); err != nil {
 			return explain(s.node, s.info, fmt.Errorf("buffer %d: %w", i, os.NewSyscallError("ioctl VIDIOC_QBUF", err)))
 		}
 		s.queued++
@@ -350,8 +351,8 @@ func (s *session) drain(q *frameQueue) (int, error) {
 func (s *session) dequeue() (f filled, got bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b := v4l2Buffer{Type: bufTypeVideoCapture, Memory: memoryMMAP}
-	if err := ioctl(s.fd, vidiocDQBuf, unsafe.Pointer(&b)); err != nil {
+	b := uapi.V4L2Buffer{Type: uapi.V4L2BufTypeVideoCapture, Memory: uapi.V4L2MemoryMMAP}
+	if err := uapi.Ioctl(s.fd, uapi.VIDIOCDQBuf, unsafe.Pointer(&b)); err != nil {
 		if err == unix.EAGAIN {
 			return filled{}, false, nil
 		}
@@ -382,15 +383,15 @@ func (s *session) dequeue() (f filled, got bool, err error) {
 }
 
 // good reports a buffer that holds a whole frame.
-func (s *session) good(b *v4l2Buffer) bool {
-	return b.Flags&bufFlagError == 0 && int(b.BytesUsed) >= s.need && int(b.BytesUsed) <= len(s.bufs[b.Index])
+func (s *session) good(b *uapi.V4L2Buffer) bool {
+	return b.Flags&uapi.V4L2BufFlagError == 0 && int(b.BytesUsed) >= s.need && int(b.BytesUsed) <= len(s.bufs[b.Index])
 }
 
 // bufferTime returns the driver's timestamp when it is on CLOCK_MONOTONIC
 // (and not left zero), else the time now; ok says which.
-func bufferTime(b *v4l2Buffer, now func() hal.Mono) (t hal.Mono, ok bool) {
+func bufferTime(b *uapi.V4L2Buffer, now func() hal.Mono) (t hal.Mono, ok bool) {
 	sec, usec := int64(b.Timestamp.Sec), int64(b.Timestamp.Usec)
-	if b.Flags&bufFlagTimestampMask != bufFlagTimestampMono || sec == 0 && usec == 0 {
+	if b.Flags&uapi.V4L2BufFlagTimestampMask != uapi.V4L2BufFlagTimestampMonotonic || sec == 0 && usec == 0 {
 		return now(), false
 	}
 	return hal.Mono(time.Duration(sec)*time.Second + time.Duration(usec)*time.Microsecond), true
@@ -424,8 +425,8 @@ func (s *session) requeueLocked(i int) {
 		s.bufs[i] = nil
 		return
 	}
-	b := v4l2Buffer{Index: uint32(i), Type: bufTypeVideoCapture, Memory: memoryMMAP}
-	if ioctl(s.fd, vidiocQBuf, unsafe.Pointer(&b)) != nil {
+	b := uapi.V4L2Buffer{Index: uint32(i), Type: uapi.V4L2BufTypeVideoCapture, Memory: uapi.V4L2MemoryMMAP}
+	if uapi.Ioctl(s.fd, uapi.VIDIOCQBuf, unsafe.Pointer(&b)) != nil {
 		// The device is failing: the capture goroutine hears it from
 		// poll or DQBUF, and close unmaps the buffer.
 		return
@@ -443,14 +444,14 @@ func (s *session) short() bool {
 // close stops streaming, unmaps the buffers nobody holds and closes the
 // descriptor; the others are unmapped when given back.
 func (s *session) close() {
-	typ := uint32(bufTypeVideoCapture)
+	typ := uint32(uapi.V4L2BufTypeVideoCapture)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fd < 0 {
 		return
 	}
 	// After an unplug this fails with ENODEV; there is nothing to stop.
-	ioctl(s.fd, vidiocStreamOff, unsafe.Pointer(&typ))
+	uapi.Ioctl(s.fd, uapi.VIDIOCStreamOff, unsafe.Pointer(&typ))
 	s.unmapIdle()
 	unix.Close(s.fd)
 	s.fd = -1

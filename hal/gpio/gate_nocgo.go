@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/tobe-body/tobe-body/hal"
+	"github.com/tobe-body/tobe-body/hal/internal/uapi"
 )
 
 // gate is an output's latch without cgo: Out and Halt exclude each other
@@ -27,8 +28,8 @@ func newGate(name string, f *os.File, safe hal.Level) (*gate, error) {
 }
 
 func (g *gate) write(v hal.Level) error {
-	lv := lineValues{Bits: levelBit(v), Mask: 1}
-	if err := fileIoctl(g.f, ioctlSetValues, unsafe.Pointer(&lv)); err != nil {
+	lv := uapi.GPIOV2LineValues{Bits: levelBit(v), Mask: 1}
+	if err := fileIoctl(g.f, uapi.GPIOV2LineSetValues, unsafe.Pointer(&lv)); err != nil {
 		return fmt.Errorf("gpio: line %s: %w", g.name, os.NewSyscallError("ioctl GPIO_V2_LINE_SET_VALUES", err))
 	}
 	return nil

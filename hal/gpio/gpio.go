@@ -19,7 +19,6 @@ package gpio
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -30,72 +29,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tobe-body/tobe-body/hal"
+	"github.com/tobe-body/tobe-body/hal/internal/uapi"
 	"github.com/tobe-body/tobe-body/hal/probe"
 )
 
-// The kernel's uAPI (linux/gpio.h, v2).
-const (
-	ioctlGetLine   = 0xc250b407 // GPIO_V2_GET_LINE_IOCTL
-	ioctlSetConfig = 0xc110b40d // GPIO_V2_LINE_SET_CONFIG_IOCTL
-	ioctlGetValues = 0xc010b40e // GPIO_V2_LINE_GET_VALUES_IOCTL
-	ioctlSetValues = 0xc010b40f // GPIO_V2_LINE_SET_VALUES_IOCTL
-
-	flagInput       = 1 << 2
-	flagOutput      = 1 << 3
-	flagEdgeRising  = 1 << 4
-	flagEdgeFalling = 1 << 5
-	flagPullUp      = 1 << 8
-	flagPullDown    = 1 << 9
-	flagBiasOff     = 1 << 10
-
-	attrOutputValues = 2
-	attrDebounce     = 3
-
-	eventRising  = 1
-	eventFalling = 2
-	eventSize    = 48
-	eventBuffer  = 64
-)
-
-type lineAttr struct {
-	ID      uint32
-	Padding uint32
-	Value   uint64 // flags, values, or debounce_period_us
-}
-
-type lineConfigAttr struct {
-	Attr lineAttr
-	Mask uint64
-}
-
-type lineConfig struct {
-	Flags    uint64
-	NumAttrs uint32
-	Padding  [5]uint32
-	Attrs    [10]lineConfigAttr
-}
-
-type lineRequest struct {
-	Offsets         [64]uint32
-	Consumer        [32]byte
-	Config          lineConfig
-	NumLines        uint32
-	EventBufferSize uint32
-	Padding         [5]uint32
-	Fd              int32
-}
-
-type lineValues struct {
-	Bits uint64
-	Mask uint64
-}
-
-func ioctl(fd uintptr, req uintptr, arg unsafe.Pointer) error {
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, fd, req, uintptr(arg)); e != 0 {
-		return e
-	}
-	return nil
-}
+// eventBuffer is the kernel's queue of a line's events, in events.
+const eventBuffer = 64
 
 // fileIoctl issues an ioctl on a file the runtime polls. It must not go
 // through f.Fd(), which puts the descriptor in blocking mode for good: a
@@ -107,7 +46,7 @@ func fileIoctl(f *os.File, req uintptr, arg unsafe.Pointer) error {
 		return err
 	}
 	var ierr error
-	if err := rc.Control(func(fd uintptr) { ierr = ioctl(fd, req, arg) }); err != nil {
+	if err := rc.Control(func(fd uintptr) { ierr = uapi.Ioctl(int(fd), req, arg) }); err != nil {
 		return err
 	}
 	return ierr
@@ -137,7 +76,7 @@ func Open(label string) (hal.Chip, error) {
 func (c *Chip) Label() string { return c.label }
 
 // request claims one line by name with the config.
-func (c *Chip) request(name string, cfg lineConfig) (*os.File, uint32, error) {
+func (c *Chip) request(name string, cfg uapi.GPIOV2LineConfig) (*os.File, uint32, error) {
 	off, err := probe.Finder{Root: "/"}.LineOffset(c.path, name)
 	if err != nil {
 		return nil, 0, err
@@ -147,10 +86,10 @@ func (c *Chip) request(name string, cfg lineConfig) (*os.File, uint32, error) {
 		return nil, 0, err
 	}
 	defer chip.Close()
-	req := lineRequest{NumLines: 1, EventBufferSize: eventBuffer, Config: cfg}
+	req := uapi.GPIOV2LineRequest{NumLines: 1, EventBufferSize: eventBuffer, Config: cfg}
 	req.Offsets[0] = off
 	copy(req.Consumer[:], Consumer)
-	if err := ioctl(chip.Fd(), ioctlGetLine, unsafe.Pointer(&req)); err != nil {
+	if err := uapi.Ioctl(int(chip.Fd()), uapi.GPIOV2GetLine, unsafe.Pointer(&req)); err != nil {
 		if errors.Is(err, unix.EBUSY) {
 			// Say who holds it.
 			if perr := (probe.Finder{Root: "/"}).Line(c.path, name); perr != nil {
@@ -170,28 +109,28 @@ func (c *Chip) request(name string, cfg lineConfig) (*os.File, uint32, error) {
 func bias(p hal.Pull) uint64 {
 	switch p {
 	case hal.PullUp:
-		return flagPullUp
+		return uapi.GPIOV2LineFlagBiasPullUp
 	case hal.PullDown:
-		return flagPullDown
+		return uapi.GPIOV2LineFlagBiasPullDown
 	case hal.Float:
-		return flagBiasOff
+		return uapi.GPIOV2LineFlagBiasDisabled
 	}
 	return 0
 }
 
 // In requests a line as an input with pull, edges and debounce.
 func (c *Chip) In(name string, cfg hal.InConfig) (hal.LineIn, error) {
-	lc := lineConfig{Flags: flagInput | bias(cfg.Pull)}
+	lc := uapi.GPIOV2LineConfig{Flags: uapi.GPIOV2LineFlagInput | bias(cfg.Pull)}
 	switch cfg.Edge {
 	case hal.RisingEdge:
-		lc.Flags |= flagEdgeRising
+		lc.Flags |= uapi.GPIOV2LineFlagEdgeRising
 	case hal.FallingEdge:
-		lc.Flags |= flagEdgeFalling
+		lc.Flags |= uapi.GPIOV2LineFlagEdgeFalling
 	case hal.BothEdges:
-		lc.Flags |= flagEdgeRising | flagEdgeFalling
+		lc.Flags |= uapi.GPIOV2LineFlagEdgeRising | uapi.GPIOV2LineFlagEdgeFalling
 	}
 	if cfg.Debounce > 0 {
-		lc.Attrs[0] = lineConfigAttr{Attr: lineAttr{ID: attrDebounce, Value: uint64(cfg.Debounce / time.Microsecond)}, Mask: 1}
+		lc.Attrs[0] = uapi.GPIOV2LineConfigAttribute{Attr: uapi.GPIOV2LineAttribute{ID: uapi.GPIOV2LineAttrIDDebounce, Value: uint64(cfg.Debounce / time.Microsecond)}, Mask: 1}
 		lc.NumAttrs = 1
 	}
 	f, _, err := c.request(name, lc)
@@ -220,8 +159,8 @@ func (c *Chip) In(name string, cfg hal.InConfig) (hal.LineIn, error) {
 
 // Out requests a line as an output driven to cfg.Safe by the request.
 func (c *Chip) Out(name string, cfg hal.OutConfig) (hal.LineOut, error) {
-	lc := lineConfig{Flags: flagOutput, NumAttrs: 1}
-	lc.Attrs[0] = lineConfigAttr{Attr: lineAttr{ID: attrOutputValues, Value: levelBit(cfg.Safe)}, Mask: 1}
+	lc := uapi.GPIOV2LineConfig{Flags: uapi.GPIOV2LineFlagOutput, NumAttrs: 1}
+	lc.Attrs[0] = uapi.GPIOV2LineConfigAttribute{Attr: uapi.GPIOV2LineAttribute{ID: uapi.GPIOV2LineAttrIDOutputValues, Value: levelBit(cfg.Safe)}, Mask: 1}
 	f, _, err := c.request(name, lc)
 	if err != nil {
 		return nil, err
@@ -279,8 +218,8 @@ func (c *Chip) Close() error {
 }
 
 func getValue(f *os.File) (hal.Level, error) {
-	v := lineValues{Mask: 1}
-	if err := fileIoctl(f, ioctlGetValues, unsafe.Pointer(&v)); err != nil {
+	v := uapi.GPIOV2LineValues{Mask: 1}
+	if err := fileIoctl(f, uapi.GPIOV2LineGetValues, unsafe.Pointer(&v)); err != nil {
 		return hal.Low, os.NewSyscallError("ioctl GPIO_V2_LINE_GET_VALUES", err)
 	}
 	return hal.Level(v.Bits&1 == 1), nil
@@ -299,7 +238,7 @@ type lineIn struct {
 	halted bool
 
 	mu     sync.Mutex // one waiter at a time; guards below
-	buf    [eventSize * 16]byte
+	buf    [uapi.GPIOV2LineEventSize * 16]byte
 	queued []hal.EdgeEvent
 	level  hal.Level // after the last edge delivered (or as requested)
 	seq    uint64    // of the last kernel event
@@ -412,11 +351,10 @@ func (in *lineIn) WaitForEdge(ctx context.Context) (hal.EdgeEvent, error) {
 
 // take queues the kernel events in b.
 func (in *lineIn) take(b []byte) {
-	le := binary.LittleEndian
-	for off := 0; off+eventSize <= len(b); off += eventSize {
-		raw := b[off : off+eventSize]
-		e := hal.EdgeEvent{Line: in.name, Time: hal.Mono(le.Uint64(raw[0:])), Seq: uint64(le.Uint32(raw[20:]))}
-		if le.Uint32(raw[8:]) == eventRising {
+	for off := 0; off+uapi.GPIOV2LineEventSize <= len(b); off += uapi.GPIOV2LineEventSize {
+		k := uapi.DecodeGPIOV2LineEvent(b[off:])
+		e := hal.EdgeEvent{Line: in.name, Time: hal.Mono(k.TimestampNS), Seq: uint64(k.LineSeqno)}
+		if k.ID == uapi.GPIOV2LineEventRisingEdge {
 			e.Edge, e.Level = hal.RisingEdge, hal.High
 		} else {
 			e.Edge, e.Level = hal.FallingEdge, hal.Low

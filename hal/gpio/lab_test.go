@@ -13,10 +13,9 @@ import (
 	"time"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/hal/gpio/gpiosim"
+	"github.com/tobe-body/tobe-body/hal/internal/uapi"
 )
 
 // Against gpio-sim in the lab VM (scripts/lab/run.sh makes the chip
@@ -176,14 +175,14 @@ func TestLabReconcile(t *testing.T) {
 	}
 	l := in.(*lineIn)
 	setFlags := func(flags uint64) {
-		cfg := lineConfig{Flags: flags}
-		if err := fileIoctl(l.f, ioctlSetConfig, unsafe.Pointer(&cfg)); err != nil {
+		cfg := uapi.GPIOV2LineConfig{Flags: flags}
+		if err := fileIoctl(l.f, uapi.GPIOV2LineSetConfig, unsafe.Pointer(&cfg)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	setFlags(flagInput)
+	setFlags(uapi.GPIOV2LineFlagInput)
 	setPull(t, "BUTTON", true)
-	setFlags(flagInput | flagEdgeRising | flagEdgeFalling)
+	setFlags(uapi.GPIOV2LineFlagInput | uapi.GPIOV2LineFlagEdgeRising | uapi.GPIOV2LineFlagEdgeFalling)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	start := hal.MonoNow()
@@ -216,17 +215,12 @@ func TestLabEdgeLatency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bare, _, err := c.(*Chip).request("ESTOP2", lineConfig{Flags: flagInput | flagEdgeRising | flagEdgeFalling})
+	// The bare reader blocks in read(2) as a plain C program would.
+	bare, err := simLine(t, "ESTOP2").RequestEdges("bare-reader")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer bare.Close()
-	bfd := int(bare.Fd())
-	// The request made the descriptor non-blocking; the bare reader blocks
-	// in read(2) as a plain C program would.
-	if err := unix.SetNonblock(bfd, false); err != nil {
-		t.Fatal(err)
-	}
 	measure := func(line string, wait func(high bool) error) []time.Duration {
 		pull := sim(t, line, "pull")
 		var delivered []time.Duration
@@ -258,9 +252,8 @@ func TestLabEdgeLatency(t *testing.T) {
 		}
 		return err
 	})
-	var buf [eventSize]byte
 	raw := measure("ESTOP2", func(bool) error {
-		_, err := unix.Read(bfd, buf[:])
+		_, err := bare.Read()
 		return err
 	})
 	p := func(d []time.Duration, q int) time.Duration { return d[len(d)*q/100] }

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/tobe-body/tobe-body/hal"
+	"github.com/tobe-body/tobe-body/hal/internal/uapi"
 )
 
 // TestLabTripwire arms ESTOP's tripwire over the relays, the LED and the
@@ -96,18 +97,18 @@ func TestLabTripwire(t *testing.T) {
 	// A stop no event tells of.
 	on()
 	setFlags := func(flags uint64) {
-		cfg := lineConfig{Flags: flags}
-		if err := fileIoctl(in.(*lineIn).f, ioctlSetConfig, unsafe.Pointer(&cfg)); err != nil {
+		cfg := uapi.GPIOV2LineConfig{Flags: flags}
+		if err := fileIoctl(in.(*lineIn).f, uapi.GPIOV2LineSetConfig, unsafe.Pointer(&cfg)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	setFlags(flagInput)
+	setFlags(uapi.GPIOV2LineFlagInput)
 	setPull(t, "ESTOP", true)
 	if e, err = in.WaitForEdge(ctx); err != nil {
 		t.Fatal(err)
 	}
 	check(e, true)
-	setFlags(flagInput | flagEdgeRising | flagEdgeFalling)
+	setFlags(uapi.GPIOV2LineFlagInput | uapi.GPIOV2LineFlagEdgeRising | uapi.GPIOV2LineFlagEdgeFalling)
 	setPull(t, "ESTOP", false)
 	if e, err = in.WaitForEdge(ctx); err != nil || e.Level != hal.Low {
 		t.Fatalf("closing again: %v %v", e, err)

@@ -12,7 +12,6 @@ package input
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -26,23 +25,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tobe-body/tobe-body/hal"
+	"github.com/tobe-body/tobe-body/hal/internal/uapi"
 )
-
-const (
-	ioctlSetClockID = 0x400445a0 // EVIOCSCLOCKID, _IOW('E', 0xa0, int)
-	ioctlGrab       = 0x40044590 // EVIOCGRAB, _IOW('E', 0x90, int)
-)
-
-// rawEvent is the kernel's struct input_event: two longs of time, then
-// type, code and value.
-type rawEvent struct {
-	Sec, Usec int
-	Type      uint16
-	Code      uint16
-	Value     int32
-}
-
-const rawSize = int(unsafe.Sizeof(rawEvent{}))
 
 // fileIoctl issues an ioctl on a file the runtime polls, without f.Fd():
 // that would put the descriptor in blocking mode for good, and a read
@@ -138,12 +122,12 @@ func Open(cfg hal.InputConfig) (hal.InputDevice, error) {
 		return nil, fmt.Errorf("input: %w", err)
 	}
 	clock := int32(unix.CLOCK_MONOTONIC)
-	if err := fileIoctl(f, ioctlSetClockID, unsafe.Pointer(&clock), 0); err != nil {
+	if err := fileIoctl(f, uapi.EVIOCSClockID, unsafe.Pointer(&clock), 0); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("input: %s: %w", path, os.NewSyscallError("ioctl EVIOCSCLOCKID", err))
 	}
 	if cfg.Grab {
-		if err := fileIoctl(f, ioctlGrab, nil, 1); err != nil {
+		if err := fileIoctl(f, uapi.EVIOCGrab, nil, 1); err != nil {
 			f.Close()
 			if errors.Is(err, unix.EBUSY) {
 				return nil, fmt.Errorf("input: %s: another process has grabbed it: %w", path, hal.ErrBusy)
@@ -162,7 +146,7 @@ type device struct {
 	halted bool
 
 	mu   sync.Mutex // one reader at a time; guards below
-	buf  [64 * 24]byte
+	buf  [64 * uapi.InputEventSize]byte
 	q    []hal.InputEvent
 	keys map[uint16]bool // keys held, as the reader has been told
 	drop bool            // between SYN_DROPPED and the next SYN_REPORT
@@ -228,8 +212,8 @@ func (d *device) ReadEvent(ctx context.Context) (hal.InputEvent, error) {
 		case err != nil:
 			return hal.InputEvent{}, fmt.Errorf("input: %s: %w", d.info.Path, err)
 		}
-		for off := 0; off+rawSize <= n; off += rawSize {
-			d.take(d.buf[off : off+rawSize])
+		for off := 0; off+uapi.InputEventSize <= n; off += uapi.InputEventSize {
+			d.take(d.buf[off : off+uapi.InputEventSize])
 		}
 	}
 	e := d.q[0]
@@ -239,15 +223,8 @@ func (d *device) ReadEvent(ctx context.Context) (hal.InputEvent, error) {
 
 // take queues one raw event, handling SYN_DROPPED.
 func (d *device) take(b []byte) {
-	var r rawEvent
-	if rawSize == 24 {
-		r = rawEvent{Sec: int(int64(binary.NativeEndian.Uint64(b[0:]))), Usec: int(int64(binary.NativeEndian.Uint64(b[8:])))}
-	} else {
-		r = rawEvent{Sec: int(int32(binary.NativeEndian.Uint32(b[0:]))), Usec: int(int32(binary.NativeEndian.Uint32(b[4:])))}
-	}
-	tail := b[rawSize-8:]
-	r.Type, r.Code, r.Value = binary.NativeEndian.Uint16(tail[0:]), binary.NativeEndian.Uint16(tail[2:]), int32(binary.NativeEndian.Uint32(tail[4:]))
-	e := hal.InputEvent{Time: hal.Mono(time.Duration(r.Sec)*time.Second + time.Duration(r.Usec)*time.Microsecond), Type: r.Type, Code: r.Code, Value: r.Value}
+	r := uapi.DecodeInputEvent(b)
+	e := hal.InputEvent{Time: hal.Mono(time.Duration(r.Time.Sec)*time.Second + time.Duration(r.Time.Usec)*time.Microsecond), Type: r.Type, Code: r.Code, Value: r.Value}
 	switch {
 	case e.Type == hal.EvSyn && e.Code == hal.SynDropped:
 		d.drop = true

@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
-	"strconv"
 	"testing"
 	"time"
 	"unsafe"
@@ -15,21 +14,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tobe-body/tobe-body/hal"
+	"github.com/tobe-body/tobe-body/hal/internal/uapi"
 )
-
-// struct input_event is two longs and 8 bytes: 24 bytes on 64-bit, 16 on
-// 32-bit ARM.
-func TestRawEventSize(t *testing.T) {
-	if want := 2*strconv.IntSize/8 + 8; rawSize != want {
-		t.Errorf("rawSize %d, want %d", rawSize, want)
-	}
-}
 
 func TestTakeDropsUntilReport(t *testing.T) {
 	d := &device{keys: map[uint16]bool{}}
 	ev := func(typ, code uint16, value int32) []byte {
-		b := make([]byte, rawSize)
-		tail := b[rawSize-8:]
+		b := make([]byte, uapi.InputEventSize)
+		tail := b[uapi.InputEventSize-8:]
 		tail[0], tail[1] = byte(typ), byte(typ>>8)
 		tail[2], tail[3] = byte(code), byte(code>>8)
 		tail[4], tail[5], tail[6], tail[7] = byte(value), byte(value>>8), byte(value>>16), byte(value>>24)
@@ -57,7 +49,7 @@ func TestHaltWakesReaderAfterIoctl(t *testing.T) {
 	defer w.Close()
 	defer r.Close()
 	clock := int32(1)
-	if err := fileIoctl(r, ioctlSetClockID, unsafe.Pointer(&clock), 0); err == nil {
+	if err := fileIoctl(r, uapi.EVIOCSClockID, unsafe.Pointer(&clock), 0); err == nil {
 		t.Fatal("EVIOCSCLOCKID on a pipe succeeded")
 	}
 	if !nonblocking(t, r) {
@@ -108,8 +100,8 @@ func TestReadAfterAContextEnded(t *testing.T) {
 			t.Fatalf("read %d, its context ended: %v, want DeadlineExceeded", i, err)
 		}
 	}
-	raw := make([]byte, rawSize)
-	tail := raw[rawSize-8:]
+	raw := make([]byte, uapi.InputEventSize)
+	tail := raw[uapi.InputEventSize-8:]
 	binary.NativeEndian.PutUint16(tail[0:], hal.EvKey)
 	binary.NativeEndian.PutUint16(tail[2:], 0x100)
 	binary.NativeEndian.PutUint32(tail[4:], 1)

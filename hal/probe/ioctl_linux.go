@@ -3,7 +3,6 @@
 package probe
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -13,68 +12,17 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tobe-body/tobe-body/hal"
+	"github.com/tobe-body/tobe-body/hal/internal/uapi"
 )
 
-// The kernel's structures and request numbers (linux/gpio.h,
-// linux/videodev2.h).
-const (
-	gpioGetChipInfo   = 0x8044b401 // _IOR(0xB4, 0x01, struct gpiochip_info)
-	gpioV2GetLineInfo = 0xc100b405 // _IOWR(0xB4, 0x05, struct gpio_v2_line_info)
-	gpioV2FlagUsed    = 1 << 0
-	vidiocQueryCap    = 0x80685600 // _IOR('V', 0, struct v4l2_capability)
-	v4l2CapCapture    = 0x00000001
-	v4l2CapCaptureMP  = 0x00001000
-	v4l2CapDeviceCaps = 0x80000000
-)
-
-type gpioChipInfo struct {
-	Name  [32]byte
-	Label [32]byte
-	Lines uint32
-}
-
-type gpioV2LineInfo struct {
-	Name     [32]byte
-	Consumer [32]byte
-	Offset   uint32
-	NumAttrs uint32
-	Flags    uint64
-	Attrs    [10][16]byte
-	Padding  [4]uint32
-}
-
-type v4l2Capability struct {
-	Driver       [16]byte
-	Card         [32]byte
-	BusInfo      [32]byte
-	Version      uint32
-	Capabilities uint32
-	DeviceCaps   uint32
-	Reserved     [3]uint32
-}
-
-func cstr(b []byte) string {
-	if i := bytes.IndexByte(b, 0); i >= 0 {
-		b = b[:i]
-	}
-	return string(b)
-}
-
-func ioctl(fd uintptr, req uintptr, arg unsafe.Pointer) error {
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, fd, req, uintptr(arg)); e != 0 {
-		return e
-	}
-	return nil
-}
-
-func chipInfo(path string) (gpioChipInfo, error) {
-	var info gpioChipInfo
+func chipInfo(path string) (uapi.GPIOChipInfo, error) {
+	var info uapi.GPIOChipInfo
 	fd, err := os.Open(path)
 	if err != nil {
 		return info, err
 	}
 	defer fd.Close()
-	if err := ioctl(fd.Fd(), gpioGetChipInfo, unsafe.Pointer(&info)); err != nil {
+	if err := uapi.Ioctl(int(fd.Fd()), uapi.GPIOGetChipInfo, unsafe.Pointer(&info)); err != nil {
 		return info, os.NewSyscallError("ioctl GPIO_GET_CHIPINFO "+path, err)
 	}
 	return info, nil
@@ -90,7 +38,7 @@ func (f Finder) Chip(label string) (string, error) {
 			errs = append(errs, err)
 			continue
 		}
-		l := cstr(info.Label[:])
+		l := uapi.CString(info.Label[:])
 		labels = append(labels, l)
 		if l == label {
 			return p, nil
@@ -103,26 +51,26 @@ func (f Finder) Chip(label string) (string, error) {
 }
 
 // findLine reads the chip's line infos until the one named name.
-func findLine(chipPath, name string) (gpioV2LineInfo, gpioChipInfo, error) {
+func findLine(chipPath, name string) (uapi.GPIOV2LineInfo, uapi.GPIOChipInfo, error) {
 	info, err := chipInfo(chipPath)
 	if err != nil {
-		return gpioV2LineInfo{}, info, err
+		return uapi.GPIOV2LineInfo{}, info, err
 	}
 	fd, err := os.Open(chipPath)
 	if err != nil {
-		return gpioV2LineInfo{}, info, err
+		return uapi.GPIOV2LineInfo{}, info, err
 	}
 	defer fd.Close()
 	for off := uint32(0); off < info.Lines; off++ {
-		li := gpioV2LineInfo{Offset: off}
-		if err := ioctl(fd.Fd(), gpioV2GetLineInfo, unsafe.Pointer(&li)); err != nil {
+		li := uapi.GPIOV2LineInfo{Offset: off}
+		if err := uapi.Ioctl(int(fd.Fd()), uapi.GPIOV2GetLineInfo, unsafe.Pointer(&li)); err != nil {
 			return li, info, os.NewSyscallError(fmt.Sprintf("ioctl GPIO_V2_GET_LINEINFO %s offset %d", chipPath, off), err)
 		}
-		if cstr(li.Name[:]) == name {
+		if uapi.CString(li.Name[:]) == name {
 			return li, info, nil
 		}
 	}
-	return gpioV2LineInfo{}, info, fmt.Errorf("chip %s has no line named %q: %w", cstr(info.Label[:]), name, hal.ErrAbsent)
+	return uapi.GPIOV2LineInfo{}, info, fmt.Errorf("chip %s has no line named %q: %w", uapi.CString(info.Label[:]), name, hal.ErrAbsent)
 }
 
 // LineOffset returns the offset of the named line on the chip at path.
@@ -138,35 +86,31 @@ func (f Finder) Line(chipPath, name string) error {
 	if err != nil {
 		return err
 	}
-	if li.Flags&gpioV2FlagUsed != 0 {
-		consumer := cstr(li.Consumer[:])
+	if li.Flags&uapi.GPIOV2LineFlagUsed != 0 {
+		consumer := uapi.CString(li.Consumer[:])
 		if consumer == "" {
 			consumer = "the kernel"
 		}
-		return fmt.Errorf("line %s (offset %d of %s) is held by consumer %q: %w", name, li.Offset, cstr(info.Label[:]), consumer, hal.ErrBusy)
+		return fmt.Errorf("line %s (offset %d of %s) is held by consumer %q: %w", name, li.Offset, uapi.CString(info.Label[:]), consumer, hal.ErrBusy)
 	}
 	return nil
 }
 
-func queryCap(path string) (v4l2Capability, error) {
-	var c v4l2Capability
+func queryCap(path string) (uapi.V4L2Capability, error) {
+	var c uapi.V4L2Capability
 	fd, err := os.OpenFile(path, os.O_RDWR|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return c, err
 	}
 	defer fd.Close()
-	if err := ioctl(fd.Fd(), vidiocQueryCap, unsafe.Pointer(&c)); err != nil {
+	if err := uapi.Ioctl(int(fd.Fd()), uapi.VIDIOCQueryCap, unsafe.Pointer(&c)); err != nil {
 		return c, os.NewSyscallError("ioctl VIDIOC_QUERYCAP "+path, err)
 	}
 	return c, nil
 }
 
-func isCapture(c v4l2Capability) bool {
-	caps := c.Capabilities
-	if caps&v4l2CapDeviceCaps != 0 {
-		caps = c.DeviceCaps
-	}
-	return caps&(v4l2CapCapture|v4l2CapCaptureMP) != 0
+func isCapture(c uapi.V4L2Capability) bool {
+	return c.NodeCaps()&(uapi.V4L2CapVideoCapture|uapi.V4L2CapVideoCaptureMPlane) != 0
 }
 
 // Camera finds a V4L2 capture device by path, or the first one of a driver.
@@ -184,9 +128,9 @@ func (f Finder) Camera(device, driver string) (string, error) {
 			return "", err
 		}
 		if !isCapture(c) {
-			return "", fmt.Errorf("%s (%s, %s) is not a capture device", p, cstr(c.Driver[:]), cstr(c.Card[:]))
+			return "", fmt.Errorf("%s (%s, %s) is not a capture device", p, uapi.CString(c.Driver[:]), uapi.CString(c.Card[:]))
 		}
-		return fmt.Sprintf("%s (%s, %s)", p, cstr(c.Driver[:]), cstr(c.Card[:])), nil
+		return fmt.Sprintf("%s (%s, %s)", p, uapi.CString(c.Driver[:]), uapi.CString(c.Card[:])), nil
 	}
 	var drivers []string
 	var errs []error
@@ -196,10 +140,10 @@ func (f Finder) Camera(device, driver string) (string, error) {
 			errs = append(errs, err)
 			continue
 		}
-		d := cstr(c.Driver[:])
+		d := uapi.CString(c.Driver[:])
 		drivers = append(drivers, d)
 		if d == driver && isCapture(c) {
-			return fmt.Sprintf("%s (%s, %s)", filepath.Join("/dev", filepath.Base(p)), d, cstr(c.Card[:])), nil
+			return fmt.Sprintf("%s (%s, %s)", filepath.Join("/dev", filepath.Base(p)), d, uapi.CString(c.Card[:])), nil
 		}
 	}
 	if len(errs) > 0 {

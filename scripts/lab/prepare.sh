@@ -3,7 +3,9 @@
 # Debian's 6.1 kernel and its modules (downloaded, not installed), and the
 # out-of-tree gpio-sim module built against the same kernel's headers from
 # two files of Debian's linux-source package (Debian does not build it).
-# A second run finds everything in the cache and returns at once.
+# What that runs is installed first when missing (scripts/deps.sh lab).
+# A second run finds everything in the cache and returns at once; a run
+# beside it (another checkout's) waits for it.
 #
 #   scripts/lab/prepare.sh               # cache in ~/.cache/tobe-body-lab
 #   LAB_CACHE=/var/cache/lab scripts/lab/prepare.sh
@@ -13,6 +15,10 @@ set -eu
 
 cache=${LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tobe-body-lab}
 mkdir -p "$cache"
+# One preparation at a time: another checkout's run waits for this one
+# and then finds the cache ready.
+exec 9>"$cache/.lock"
+flock 9
 stamp="$cache/prepared"
 if [ -f "$stamp" ]; then
 	echo "lab: cache ready: $(cat "$stamp")" >&2
@@ -20,24 +26,24 @@ if [ -f "$stamp" ]; then
 	exit 0
 fi
 
+# What downloading the kernel and building gpio-sim runs.
+"$(dirname "$0")/../deps.sh" lab >&2
+
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-need=""
-command -v qemu-system-x86_64 >/dev/null 2>&1 || need="$need qemu-system-x86"
-[ -x /bin/busybox ] && /bin/busybox --list 2>/dev/null | grep -qx modprobe || need="$need busybox-static"
-command -v cpio >/dev/null 2>&1 || need="$need cpio"
-command -v make >/dev/null 2>&1 && command -v gcc >/dev/null 2>&1 || need="$need build-essential"
-command -v xz >/dev/null 2>&1 || need="$need xz-utils"
-command -v depmod >/dev/null 2>&1 || [ -x /sbin/depmod ] || need="$need kmod"
-if [ -n "$need" ]; then
-	echo "lab: installing$need" >&2
-	$SUDO apt-get update -qq
-	# shellcheck disable=SC2086
-	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $need >&2
+# The kernel Debian's linux-image-amd64 points at now, and its source. On a
+# machine whose package indexes were never fetched apt knows no kernel.
+kernel() { apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-/ {print $2; exit}'; }
+kpkg=$(kernel)
+if [ -z "$kpkg" ]; then
+	echo "lab: apt knows no linux-image-amd64; fetching the package indexes" >&2
+	$SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq || true
+	kpkg=$(kernel)
 fi
-
-# The kernel Debian's linux-image-amd64 points at now, and its source.
-kpkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-/ {print $2; exit}')
+if [ -z "$kpkg" ]; then
+	echo "lab: apt knows no linux-image-amd64 (Debian bookworm's main in the sources?)" >&2
+	exit 1
+fi
 kver=${kpkg#linux-image-}                      # 6.1.0-48-amd64
 abi=${kver%-amd64}                              # 6.1.0-48
 ver=$(apt-cache show "$kpkg" | awk '/^Version:/ {print $2; exit}')
@@ -57,6 +63,12 @@ for p in "$dl/$kpkg"_*.deb "$dl/linux-headers-$kver"_*.deb "$dl/linux-headers-$a
 	dpkg -x "$p" "$root"
 done
 cp "$root/boot/vmlinuz-$kver" "$cache/vmlinuz"
+# The headers name their compiler (gcc-12 for 6.1, which deps.sh installs).
+cc=$(sed -n 's/^CC = .*(CROSS_COMPILE)\([^ ]*\)$/\1/p' "$root/usr/src/linux-headers-$kver/.kernelvariables")
+if ! command -v "${cc:-gcc}" >/dev/null 2>&1; then
+	echo "lab: Debian's kernel headers build with ${cc:-gcc}, which is not installed" >&2
+	exit 1
+fi
 # The headers' Makefile names the common headers by their installed path.
 sed -i "s|/usr/src/|$root/usr/src/|" "$root/usr/src/linux-headers-$kver/Makefile"
 

@@ -16,6 +16,9 @@
 set -eu
 cd "$(dirname "$0")/../.."
 [ $# -gt 0 ] || set -- ./hal/probe
+# What the lab runs on the host, PortAudio's development files for the
+# audio tests included: installed when missing, quiet when there.
+scripts/deps.sh lab
 cache=$(scripts/lab/prepare.sh | tail -n 1)
 kver=$(cut -d' ' -f1 "$cache/prepared")
 work=$(mktemp -d)
@@ -50,7 +53,7 @@ for pkg in "$@"; do
 	bin="$ir/lab/$name.test"
 	if grep -qs '^//go:build.*portaudio' "$pkg"/*lab_test.go; then
 		if ! pkg-config --exists portaudio-2.0 2>/dev/null; then
-			echo "lab: $pkg needs PortAudio's development files for its lab tests (scripts/deps.sh installs them)" >&2
+			echo "lab: $pkg needs PortAudio's development files for its lab tests, and scripts/deps.sh lab did not install them" >&2
 			exit 1
 		fi
 		CGO_ENABLED=1 go test -c -tags lab,portaudio -o "$bin" "$pkg"

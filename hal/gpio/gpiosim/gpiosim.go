@@ -1,7 +1,9 @@
 // Package gpiosim drives the lines of a gpio-sim chip, the kernel's GPIO
 // simulator, from outside through its sysfs attributes: the lab's way to
 // press a button or open an e-stop contact (a line's pull), and to read
-// what the body drove an output to (its value).
+// what the body drove an output to (its value). It also reads a line's
+// edges the plainest way a program can (RequestEdges), the yardstick the
+// lab measures the body's readers against.
 package gpiosim
 
 import (
@@ -15,8 +17,10 @@ import (
 
 // Line is one line of a gpio-sim chip.
 type Line struct {
-	Name string
-	dir  string // its sim_gpioN directory
+	Name   string
+	chip   string // its chip's device node
+	offset uint32
+	dir    string // its sim_gpioN directory
 }
 
 // Find finds the line named line on the gpio-sim chip labelled chip.
@@ -34,7 +38,7 @@ func Find(chip, line string) (Line, error) {
 	if len(m) != 1 {
 		return Line{}, fmt.Errorf("gpiosim: no gpio-sim attributes for line %s of %s: %v", line, chip, m)
 	}
-	return Line{Name: line, dir: m[0]}, nil
+	return Line{Name: line, chip: path, offset: off, dir: m[0]}, nil
 }
 
 // Attr is the path of one of the line's attributes ("pull", "value").

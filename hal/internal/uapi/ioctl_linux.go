@@ -1,0 +1,30 @@
+//go:build linux
+
+package uapi
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Ioctl issues one request on fd with arg, a pointer to the request's
+// structure that the call keeps alive, and retries it when a signal
+// interrupted it (EINTR). A failure is the kernel's errno as a
+// syscall.Errno: the caller names the request (os.NewSyscallError).
+//
+// fd must not come from (*os.File).Fd on a file the runtime polls: that
+// switches it to blocking mode for good. Such a file's descriptor is
+// reached through SyscallConn.
+func Ioctl(fd int, req uintptr, arg unsafe.Pointer) error {
+	for {
+		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), req, uintptr(arg))
+		switch e {
+		case 0:
+			return nil
+		case unix.EINTR:
+			continue
+		}
+		return e
+	}
+}
