@@ -76,10 +76,6 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	return errUsage
 }
 
-// auditTypes are the types whose counts the daemon's ledger keeps
-// (cmd/tobe-body's auditTypes; a command's package cannot be imported).
-var auditTypes = []string{"action.", "grant.", "estop.", "approval.", "lease.", "ledger."}
-
 // kinds of slot in the history.
 const (
 	kSense uint8 = iota
@@ -172,19 +168,11 @@ func fill(ctx context.Context, args []string, out io.Writer) error {
 	cfg := config.Default().Ledger
 	var clock atomic.Int64
 	clock.Store(from)
-	opts := ledger.Options{Path: filepath.Join(dir, "ledger.db"),
-		Projections:    append([]ledger.Projection{ledger.TypeCounts{Follow: auditTypes}}, act.Projections()...),
-		OutboxMaxRows:  cfg.OutboxMaxRows,
-		OutboxMaxBytes: int64(cfg.OutboxMaxMB) << 20,
-		Now:            func() time.Time { return time.Unix(0, clock.Load()) },
-		Log:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
-	}
-	if opts.AgentID, err = ledger.ParseUUID(id.AgentID); err != nil {
+	opts, err := body.LedgerOptions(cfg, dir, id, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})), act.Projections()...)
+	if err != nil {
 		return err
 	}
-	if opts.BodyID, err = ledger.ParseUUID(id.BodyID); err != nil {
-		return err
-	}
+	opts.Now = func() time.Time { return time.Unix(0, clock.Load()) }
 	store, err := ledger.Open(opts)
 	if err != nil {
 		return err

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
@@ -54,11 +54,11 @@ func TestFill(t *testing.T) {
 	if err != nil || created {
 		t.Fatalf("identity %+v created %v: %v", id, created, err)
 	}
-	opts := ledger.Options{Path: filepath.Join(dir, "ledger.db"), Projections: append([]ledger.Projection{ledger.TypeCounts{Follow: auditTypes}}, act.Projections()...)}
-	opts.AgentID, _ = ledger.ParseUUID(id.AgentID)
-	opts.BodyID, _ = ledger.ParseUUID(id.BodyID)
 	var log bytes.Buffer
-	opts.Log = slog.New(slog.NewTextHandler(&log, nil))
+	opts, err := body.LedgerOptions(config.Default().Ledger, dir, id, slog.New(slog.NewTextHandler(&log, nil)), act.Projections()...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	s, err := ledger.Open(opts)
 	if err != nil {
 		t.Fatal(err)
