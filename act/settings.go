@@ -38,16 +38,6 @@ type OutputSettings struct {
 	Config config.Output
 }
 
-// Board is what the settings are checked against: the board's name, its
-// outputs' kinds by name, its buttons' channels, and the channels of its
-// input devices with the control role.
-type Board struct {
-	Name     string
-	Outputs  map[string]string // name -> kind (relay, led, buzzer)
-	Buttons  []string          // gpio.NAME
-	Controls []string          // input.NAME
-}
-
 // DefaultSettings are the settings of an empty act section, for callers
 // (tests) that have no config.
 func DefaultSettings() *Settings {
@@ -76,7 +66,7 @@ var risks = map[string]Risk{"R1": R1, "R2": R2, "R3": R3}
 // (either may be nil: those checks are then skipped) and resolves it;
 // channel modes are set in reg. The error is a config.Errors with one
 // entry per problem, each naming its path in the config.
-func NewSettings(c config.Act, p *Board, reg *body.Registry) (*Settings, error) {
+func NewSettings(c config.Act, p *body.BoardFacts, reg *body.Registry) (*Settings, error) {
 	var errs config.Errors
 	bad := func(path, format string, args ...any) {
 		errs = append(errs, &config.Error{File: "config", Path: "$.act" + path, Reason: fmt.Sprintf(format, args...)})

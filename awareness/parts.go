@@ -100,6 +100,9 @@ func (b *Parts) Table() (*Table, error) {
 			if w == nil {
 				w = []act.WaitingInvocation{}
 			}
+			for i := range w {
+				w[i].Asked, w[i].Expires = utc(w[i].Asked), utc(w[i].Expires)
+			}
 			return Approvals{Waiting: w}, nil
 		}),
 		Bind(OpApprove, func(ctx context.Context, p act.Principal, in ApproveIn) (act.Result, error) {
@@ -259,9 +262,10 @@ func refused(err error) error {
 	return err
 }
 
+// viewGrant is a grant as callers see it, its times in UTC.
 func viewGrant(g act.Grant, now time.Time) GrantView {
-	v := GrantView{ID: g.ID, Subject: g.Subject, Capability: g.Capability, Scope: g.Scope, Expires: g.Expires, State: "active",
-		Added: g.Added, By: g.By, Reason: g.Reason, RevokedAt: g.RevokedAt, RevokedBy: g.RevokedBy, RevokeReason: g.RevokeReason}
+	v := GrantView{ID: g.ID, Subject: g.Subject, Capability: g.Capability, Scope: g.Scope, Expires: utc(g.Expires), State: "active",
+		Added: utc(g.Added), By: g.By, Reason: g.Reason, RevokedAt: utc(g.RevokedAt), RevokedBy: g.RevokedBy, RevokeReason: g.RevokeReason}
 	switch {
 	case g.Revoked:
 		v.State = "revoked"
@@ -312,4 +316,13 @@ func (b *Parts) grantRevoke(ctx context.Context, p act.Principal, in GrantRevoke
 		return GrantView{}, refused(err)
 	}
 	return viewGrant(g, b.Now()), nil
+}
+
+// utc is t in UTC, the zero time kept zero: on the wire, times are RFC
+// 3339 in UTC.
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC()
 }

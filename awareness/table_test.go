@@ -236,6 +236,10 @@ func (b *testBody) call(t *testing.T, p act.Principal, name, params string) (str
 }
 
 func TestOperationsOnABody(t *testing.T) {
+	// A body whose local time is not UTC still answers in UTC.
+	local := time.Local
+	time.Local = time.FixedZone("UTC+1", 3600)
+	t.Cleanup(func() { time.Local = local })
 	b := newTestBody(t)
 	ids := regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 	for _, tc := range []struct {
@@ -272,7 +276,7 @@ func TestOperationsOnABody(t *testing.T) {
 		{"approving nothing", "approval.approve", `{"action_id":"nope"}`, maxAdmin, "", ReasonNotFound},
 		{"events with a bad limit", "events", `{"limit":100000}`, maxAdmin, "", ReasonInvalidParams},
 		{"the last events", "events", `{"types":["grant."]}`, maxAdmin, `"event_type":"grant.added"`, ""},
-		{"status", "status", `{}`, agent, `"body":"test".*"started_at":"\d{4}-\d\d-\d\dT[0-9:.]+Z"`, ""},
+		{"status", "status", `{}`, agent, `"body":"test".*"started_at":"\d{4}-\d\d-\d\dT[0-9:.]+Z".*"since":"\d{4}-\d\d-\d\dT[0-9:.]+Z"`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := b.call(t, tc.p, tc.op, tc.params)

@@ -147,7 +147,9 @@ func (r *Registry) Snapshot() []Channel {
 	defer r.mu.Unlock()
 	out := make([]Channel, 0, len(r.order))
 	for _, id := range r.order {
-		out = append(out, *r.byID[id])
+		c := *r.byID[id]
+		c.Since = c.Since.UTC() // on the wire, times are UTC
+		out = append(out, c)
 	}
 	return out
 }

@@ -67,7 +67,7 @@ func TestActSettingsAgainstTheBoard(t *testing.T) {
 		{"unknown group", `{"principals": [{"group": "no-such-group-x", "trust": "high"}]}`, `$.act.principals[0].group: no group "no-such-group-x" on this body`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := act.NewSettings(actFrom(t, tc.act), boardFacts(p), simRegistry())
+			_, err := act.NewSettings(actFrom(t, tc.act), body.FactsOf(p), simRegistry())
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v\nwant %q", err, tc.want)
 			}
@@ -78,7 +78,7 @@ func TestActSettingsAgainstTheBoard(t *testing.T) {
 	s, err := act.NewSettings(actFrom(t, `{"outputs": {"relay1": {"risk": "R3", "max_on_s": 0.5}, "led": {"min_interval_s": 2}},
 		"channel_modes": {"gpio.relay2": "shadow", "gpio.buzzer": "disabled", "gpio.led": "enabled"},
 		"capability_modes": {"gpio.pulse": "shadow"},
-		"human_controls": [{"control": "input.keypad", "key": "KEY_1", "resources": ["gpio.relay1"], "release": "after", "after_s": 3}]}`), boardFacts(p), reg)
+		"human_controls": [{"control": "input.keypad", "key": "KEY_1", "resources": ["gpio.relay1"], "release": "after", "after_s": 3}]}`), body.FactsOf(p), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestActSettingsAgainstTheBoard(t *testing.T) {
 	if err := s.CheckCapabilities(r); err != nil {
 		t.Error(err)
 	}
-	s, _ = act.NewSettings(actFrom(t, `{"capability_modes": {"door.open": "disabled"}, "rate_limits": {"by_capability": {"gpio.blink": {"burst": 1, "per_second": 1}}}}`), boardFacts(p), simRegistry())
+	s, _ = act.NewSettings(actFrom(t, `{"capability_modes": {"door.open": "disabled"}, "rate_limits": {"by_capability": {"gpio.blink": {"burst": 1, "per_second": 1}}}}`), body.FactsOf(p), simRegistry())
 	if l := s.Limits.ByCapability["gpio.blink"]; l != (act.RateLimit{Burst: 1, PerSecond: 1}) || s.Limits.Default != (act.RateLimit{Burst: 20, PerSecond: 10}) {
 		t.Errorf("rate limits %+v", s.Limits)
 	}

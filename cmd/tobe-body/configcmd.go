@@ -8,6 +8,7 @@ import (
 
 	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/board"
+	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
 )
 
@@ -103,6 +104,6 @@ func checkAgainstBoard(path, name string) error {
 	if err != nil {
 		return err
 	}
-	_, err = act.NewSettings(l.Act, boardFacts(p), nil)
+	_, err = act.NewSettings(l.Act, body.FactsOf(p), nil)
 	return err
 }

@@ -237,7 +237,7 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 
 	// The act section, checked against this board and its channels; the
 	// grants; the runner, the only path to side effects.
-	acts, err := act.NewSettings(cfg.Act, boardFacts(profile), reg)
+	acts, err := act.NewSettings(cfg.Act, body.FactsOf(profile), reg)
 	if err != nil {
 		return nil, err
 	}
@@ -377,27 +377,6 @@ func speakerMic(ds *body.Devices, g *sense.Group) *act.Mic {
 		return act.CaptureMic(ds.MicID, ds.Mic)
 	}
 	return nil
-}
-
-// boardFacts are what the act settings are checked against.
-func boardFacts(p *board.Profile) *act.Board {
-	b := &act.Board{Name: p.Name, Outputs: map[string]string{}}
-	if p.GPIO != nil {
-		for _, o := range p.GPIO.Outputs {
-			b.Outputs[o.Name] = o.Kind
-		}
-		for _, in := range p.GPIO.Inputs {
-			if in.Role == "button" {
-				b.Buttons = append(b.Buttons, body.ChannelID("gpio-in", in.Name))
-			}
-		}
-	}
-	for _, in := range p.Inputs {
-		if in.Role == "control" {
-			b.Controls = append(b.Controls, body.ChannelID("input", in.Name))
-		}
-	}
-	return b
 }
 
 // loop is the daemon's main loop: it prints what the body sees and pings

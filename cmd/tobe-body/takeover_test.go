@@ -73,7 +73,7 @@ func TestTakeoverByAButton(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s, err := act.NewSettings(actFrom(t, `{"human_controls": [{"control": "gpio.button", "resources": ["gpio.relay1"], "release": "release"}]}`), boardFacts(simProfile(t)), nil)
+	s, err := act.NewSettings(actFrom(t, `{"human_controls": [{"control": "gpio.button", "resources": ["gpio.relay1"], "release": "release"}]}`), body.FactsOf(simProfile(t)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
