@@ -510,3 +510,50 @@ func TestIDIndexWrittenBehindSurvivesReopen(t *testing.T) {
 		t.Errorf("verify: %v %v", r.Problems, err)
 	}
 }
+
+// TestOutboxBudgetOverAuditRows: audit rows alone over the budget stay;
+// the droppable rows that come after them, over several commits and a
+// reopen, are dropped oldest first, from where the droppable ones start.
+func TestOutboxBudgetOverAuditRows(t *testing.T) {
+	path := tempPath(t)
+	budget := func(o *Options) { o.OutboxMaxRows = 5 }
+	s := openTest(t, path, budget)
+	for i := range 8 {
+		if _, err := s.Execute(t.Context(), grantCmd{id: fmt.Sprintf("g%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		if _, err := s.Append(t.Context(), motion(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	s = openTest(t, path, budget)
+	for i := 3; i < 6; i++ {
+		if _, err := s.Append(t.Context(), motion(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	items, err := s.OutboxNext(0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grants, motions := 0, 0
+	for _, it := range items {
+		switch it.Event.Type {
+		case "grant.added":
+			grants++
+		case "camera.motion_started":
+			motions++
+		}
+	}
+	// Each droppable row is dropped as the next commit finds the outbox
+	// over budget: at most the newest one waits.
+	if grants != 8 || motions > 1 {
+		t.Errorf("outbox holds %d grants and %d motions, want 8 and at most 1: %d rows", grants, motions, len(items))
+	}
+	if r, err := s.Verify(t.Context()); err != nil || !r.OK() {
+		t.Errorf("verify: %v %v", r.Problems, err)
+	}
+}

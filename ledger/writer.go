@@ -290,7 +290,10 @@ func (w *writer) write(e *Event) (uint64, error) {
 // enforceOutboxBudget drops the lowest-priority, oldest droppable rows
 // when the outbox is over its budget, down to nine tenths of it, and
 // records the drop as an event (of the audit class, which is never
-// dropped). Audit rows are never dropped, even over the budget.
+// dropped). Audit rows are never dropped, even over the budget. It reads
+// the rows from where the droppable ones start (kDropFrom): when audit
+// rows alone are over the budget, a commit reads only the rows that came
+// since the last, not every row.
 func (w *writer) enforceOutboxBudget() error {
 	if !w.outboxDirty {
 		return nil
@@ -308,9 +311,10 @@ func (w *writer) enforceOutboxBudget() error {
 	}
 	byPrio := map[uint8][]victim{}
 	var prios []uint8
-	w.events.ForEach(func(k, v []byte) error {
+	c := w.events.Cursor()
+	for k, v := c.Seek(u64(getU64(w.meta.Get(kDropFrom)))); k != nil; k, v = c.Next() {
 		if !isRowKey(k) {
-			return nil
+			continue
 		}
 		row := decodeOutboxRow(v)
 		if row.Droppable {
@@ -319,16 +323,21 @@ func (w *writer) enforceOutboxBudget() error {
 			}
 			byPrio[row.Priority] = append(byPrio[row.Priority], victim{w.keep(k), uint64(row.Size)})
 		}
-		return nil
-	})
+	}
+	// The droppable rows left start at the oldest not dropped; with none
+	// left, after every row there is now.
+	dropFrom := w.events.Sequence() + 1
 	slices.Sort(prios)
 	var dropped, droppedBytes uint64
 	var first, last uint64
 	byPriority := map[uint8]uint64{}
 	var victims [][]byte
 	for _, p := range prios {
-		for _, v := range byPrio[p] {
+		for i, v := range byPrio[p] {
 			if w.n.outboxRows-dropped <= targetRows && w.n.outboxBytes-droppedBytes <= targetBytes {
+				for _, left := range byPrio[p][i:] {
+					dropFrom = min(dropFrom, getU64(left.key))
+				}
 				break
 			}
 			seq := getU64(v.key)
@@ -350,6 +359,9 @@ func (w *writer) enforceOutboxBudget() error {
 	w.n.outboxRows -= dropped
 	w.n.outboxBytes -= droppedBytes
 	w.nDirty = true
+	if err := w.meta.Put(kDropFrom, w.keep(u64(dropFrom))); err != nil {
+		return err
+	}
 	if dropped > 0 {
 		total := getU64(w.meta.Get(kDropped)) + dropped
 		if err := w.meta.Put(kDropped, w.keep(u64(total))); err != nil {
