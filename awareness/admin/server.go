@@ -228,10 +228,10 @@ func (s *Server) handle(c net.Conn) {
 		cancel()
 		cn.calls.Wait()
 	}()
-	r := bufio.NewReaderSize(c, 4096)
+	lr := &lineReader{r: bufio.NewReaderSize(c, 4096), max: MaxLine}
 	for {
 		c.SetReadDeadline(time.Now().Add(IdleTimeout))
-		line, err := readLine(r, MaxLine)
+		line, err := lr.next()
 		switch {
 		case errors.Is(err, errLineTooLong):
 			cn.write(response{ID: null, Error: &rpcError{Code: CodeInvalidRequest, Message: fmt.Sprintf("invalid request: a line over %d bytes", MaxLine)}})
@@ -250,30 +250,41 @@ func (s *Server) handle(c net.Conn) {
 
 var errLineTooLong = errors.New("line too long")
 
-// readLine reads one line without its newline. A line over max is read to
+// lineReader reads lines of at most max bytes. A line over max is read to
 // its end and dropped: errLineTooLong, and the next line reads as usual.
-// A last line without a newline counts as a line.
-func readLine(r *bufio.Reader, max int) ([]byte, error) {
-	var line []byte
-	long := false
+// What a read error (a deadline) leaves of a line is kept for the next
+// call; a last line without a newline counts as a line.
+type lineReader struct {
+	r    *bufio.Reader
+	max  int
+	line []byte
+	long bool
+}
+
+// next returns the next line without its newline.
+func (lr *lineReader) next() ([]byte, error) {
 	for {
-		chunk, err := r.ReadSlice('\n')
-		if !long {
-			if len(line)+len(chunk) > max+1 {
-				long, line = true, nil
+		chunk, err := lr.r.ReadSlice('\n')
+		if !lr.long {
+			if len(lr.line)+len(chunk) > lr.max+1 {
+				lr.long, lr.line = true, lr.line[:0]
 			} else {
-				line = append(line, chunk...)
+				lr.line = append(lr.line, chunk...)
 			}
 		}
 		switch {
+		case err == nil && lr.long:
+			lr.line, lr.long = nil, false
+			return nil, errLineTooLong
 		case err == nil:
-			if long {
-				return nil, errLineTooLong
-			}
-			return line[:len(line)-1], nil
+			line := lr.line[:len(lr.line)-1]
+			lr.line = nil
+			return line, nil
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
-		case errors.Is(err, io.EOF) && len(line) > 0 && !long:
+		case errors.Is(err, io.EOF) && len(lr.line) > 0 && !lr.long:
+			line := lr.line
+			lr.line = nil
 			return line, nil
 		}
 		return nil, err

@@ -402,3 +402,23 @@ func TestCloseWithIdleConnections(t *testing.T) {
 		t.Error("the file was removed")
 	}
 }
+
+// A line that arrives in parts, with a pause longer than a read's
+// deadline between them, is read whole.
+func TestALineInParts(t *testing.T) {
+	a, b := socketPair(t)
+	defer a.Close()
+	defer b.Close()
+	lr := &lineReader{r: bufio.NewReader(b), max: 64}
+	go a.Write([]byte(`{"jsonrpc":`))
+	b.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := lr.next(); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("first part: %v, want the deadline", err)
+	}
+	go a.Write([]byte(`"2.0"}` + "\n"))
+	b.SetReadDeadline(time.Time{})
+	line, err := lr.next()
+	if err != nil || string(line) != `{"jsonrpc":"2.0"}` {
+		t.Fatalf("got %q %v", line, err)
+	}
+}
