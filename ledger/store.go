@@ -51,9 +51,9 @@ var (
 	kCreated    = []byte("created")
 	kDropped    = []byte("outbox_dropped")
 	kDropFrom   = []byte("outbox_drop_from") // no droppable outbox row has a lower sequence
-	kRetainFrom = []byte("retain_from") // retention has looked at every event before this sequence
-	kIDsThrough = []byte("ids_through") // every event up to this sequence has its id in the ids bucket
-	kClosed     = []byte("closed")      // the close record: see closeRecord
+	kRetainFrom = []byte("retain_from")      // retention has looked at every event before this sequence
+	kIDsThrough = []byte("ids_through")      // every event up to this sequence has its id in the ids bucket
+	kClosed     = []byte("closed")           // the close record: see closeRecord
 )
 
 // counts are what the outbox's budget and Stats need to know of the whole
