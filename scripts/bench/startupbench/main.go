@@ -59,7 +59,7 @@ func main() {
 	}
 }
 
-var errUsage = errors.New("usage: startupbench fill DIR [flags] | start [-runs R] [-log FILE] -- COMMAND... | exec [-runs R] -- COMMAND...")
+var errUsage = errors.New("usage: startupbench fill DIR [flags] | start [-runs R] [-log FILE] -- COMMAND [ARG...] | exec [-runs R] -- COMMAND [ARG]")
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) < 1 {
