@@ -480,5 +480,5 @@ func execOnce(cmdline []string, timeout time.Duration) (time.Duration, map[strin
 	if !ok {
 		return 0, nil, errors.New("no rusage")
 	}
-	return took, map[string]int64{"VmHWM": ru.Maxrss}, nil
+	return took, map[string]int64{"VmHWM": int64(ru.Maxrss)}, nil // int32 on 32-bit ARM
 }
