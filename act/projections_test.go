@@ -18,35 +18,6 @@ import (
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
-// memKV is a projection's bucket in memory.
-type memKV map[string][]byte
-
-func (m memKV) Get(k []byte) []byte { return m[string(k)] }
-func (m memKV) Put(k, v []byte) error {
-	if len(k) == 0 {
-		return errors.New("empty key")
-	}
-	m[string(k)] = slices.Clone(v)
-	return nil
-}
-func (m memKV) Delete(k []byte) error {
-	delete(m, string(k))
-	return nil
-}
-func (m memKV) ForEach(fn func(k, v []byte) error) error {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if err := fn([]byte(k), m[k]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // feed applies the events p follows, as the ledger does.
 func feed(t *testing.T, p ledger.Projection, kv ledger.KV, evs []ledger.Event) {
 	t.Helper()
@@ -98,7 +69,7 @@ func TestEStopLatchApply(t *testing.T) {
 		{"a refused reset", []ledger.Event{trip, estopEvent("estop.reset_refused", EStopChannel, ledger.Observed)}, "01"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			kv := memKV{}
+			kv := ledger.MemKV{}
 			feed(t, estopLatch{}, kv, tc.evs)
 			if got := fmt.Sprintf("%x", kv.Get(keyLatched)); got != tc.want || len(kv) > 1 {
 				t.Errorf("latch %q (%d keys), want %q", got, len(kv), tc.want)
@@ -137,7 +108,7 @@ func TestHumanHoldsApply(t *testing.T) {
 		{"no resource", []ledger.Event{takeoverEvent(t, "", "gpio.button")}, map[string]holdState{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			kv := memKV{}
+			kv := ledger.MemKV{}
 			feed(t, humanHolds{}, kv, tc.evs)
 			got := map[string]holdState{}
 			for k, v := range kv {
@@ -195,7 +166,7 @@ func TestOpenActionsApply(t *testing.T) {
 		{"a record of no action", []ledger.Event{{Type: "action.running", AggregateID: "grant:a"}, {Type: "action.running"}}, map[string]Status{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			kv := memKV{}
+			kv := ledger.MemKV{}
 			feed(t, openActions{}, kv, tc.evs)
 			got := map[string]Status{}
 			for k, v := range kv {
@@ -238,7 +209,7 @@ func TestActionResultsApply(t *testing.T) {
 			map[string]actionResult{"a": {Status: Proposed}, "b": {Status: Refused, Result: payload(t, done)}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			kv := memKV{}
+			kv := ledger.MemKV{}
 			feed(t, actionResults{}, kv, tc.evs)
 			got := map[string]actionResult{}
 			for k, v := range kv {
@@ -292,7 +263,7 @@ func TestGrantsApply(t *testing.T) {
 		{"nothing applies after a fault", []ledger.Event{grantRevokedEvent(t, "x", t0), grantAddedEvent(t, "a", t1)}, nil, `grant "x"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			kv := memKV{}
+			kv := ledger.MemKV{}
 			feed(t, grantsState{}, kv, tc.evs)
 			got, err := readGrants(kv)
 			switch {

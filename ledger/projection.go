@@ -88,7 +88,7 @@ func (s *Store) ReadProjection(name string, fn func(ReadKV) error) error {
 func (s *Store) openProjections(tx *bolt.Tx) (created bool, err error) {
 	projs := tx.Bucket(bProj)
 	var fresh []Projection
-	kvs := map[string]memKV{}
+	kvs := map[string]MemKV{}
 	for _, p := range s.opts.Projections {
 		if projs.Bucket([]byte(p.Name())) != nil {
 			continue
@@ -97,7 +97,7 @@ func (s *Store) openProjections(tx *bolt.Tx) (created bool, err error) {
 			return false, fmt.Errorf("ledger: projection %s: %w", p.Name(), err)
 		}
 		fresh = append(fresh, p)
-		kvs[p.Name()] = memKV{}
+		kvs[p.Name()] = MemKV{}
 	}
 	c := tx.Bucket(bEvents).Cursor()
 	if len(fresh) == 0 {
@@ -135,7 +135,7 @@ func (s *Store) openProjections(tx *bolt.Tx) (created bool, err error) {
 	for _, p := range fresh {
 		b := projs.Bucket([]byte(p.Name()))
 		b.FillPercent = 0.95 // in order: a page split is not written to again
-		// The memKV's slices outlive the commit, as bbolt needs.
+		// The MemKV's slices outlive the commit, as bbolt needs.
 		err := kvs[p.Name()].ForEach(func(k, v []byte) error { return b.Put(k, v) })
 		if err != nil {
 			return true, fmt.Errorf("ledger: writing projection %s: %w", p.Name(), err)
@@ -166,19 +166,24 @@ func (kv boltKV) Put(k, v []byte) error                    { return kv.b.Put(kv.
 func (kv boltKV) Delete(k []byte) error                    { return kv.b.Delete(k) }
 func (kv boltKV) ForEach(fn func(k, v []byte) error) error { return kv.b.ForEach(fn) }
 
-// memKV is a projection rebuilt in memory by verify.
-type memKV map[string][]byte
+// MemKV is a projection's bucket in memory: what verify and a build at
+// open rebuild a projection into, and what a projection's tests apply
+// events to. Like a bucket it refuses an empty key.
+type MemKV map[string][]byte
 
-func (m memKV) Get(k []byte) []byte { return m[string(k)] }
-func (m memKV) Put(k, v []byte) error {
+func (m MemKV) Get(k []byte) []byte { return m[string(k)] }
+func (m MemKV) Put(k, v []byte) error {
+	if len(k) == 0 {
+		return errors.New("ledger: a projection's key is empty")
+	}
 	m[string(k)] = bytes.Clone(v)
 	return nil
 }
-func (m memKV) Delete(k []byte) error {
+func (m MemKV) Delete(k []byte) error {
 	delete(m, string(k))
 	return nil
 }
-func (m memKV) ForEach(fn func(k, v []byte) error) error {
+func (m MemKV) ForEach(fn func(k, v []byte) error) error {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

@@ -61,9 +61,9 @@ func (s *Store) Verify(ctx context.Context) (VerifyReport, error) {
 		for e := range tx.Check() {
 			problem("bbolt: %v", e)
 		}
-		rebuilt := map[string]memKV{}
+		rebuilt := map[string]MemKV{}
 		for _, p := range s.opts.Projections {
-			rebuilt[p.Name()] = memKV{}
+			rebuilt[p.Name()] = MemKV{}
 			r.Projections = append(r.Projections, p.Name())
 		}
 		aggs := map[string]uint64{}
@@ -157,7 +157,7 @@ func (s *Store) Verify(ctx context.Context) (VerifyReport, error) {
 	return r, err
 }
 
-func compareKV(name string, b *bolt.Bucket, mem memKV, problem func(string, ...any)) {
+func compareKV(name string, b *bolt.Bucket, mem MemKV, problem func(string, ...any)) {
 	seen := 0
 	b.ForEach(func(k, v []byte) error {
 		want, ok := mem[string(k)]
