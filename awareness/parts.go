@@ -2,7 +2,6 @@ package awareness
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"time"
@@ -68,7 +67,7 @@ func (b *Parts) Table() (*Table, error) {
 				return act.EStopStatus{}, errNoEStop
 			}
 			if err := b.EStop.Reset(p); err != nil {
-				return act.EStopStatus{}, refused(err)
+				return act.EStopStatus{}, err
 			}
 			return b.EStop.Status(), nil
 		}),
@@ -87,7 +86,7 @@ func (b *Parts) Table() (*Table, error) {
 			default:
 				res, err = b.Runner.LookupKey(p.Subject, in.IdempotencyKey)
 			}
-			return res, refused(err)
+			return res, err
 		}),
 		Bind(OpGrantAdd, b.grantAdd),
 		Bind(OpGrantList, b.grantList),
@@ -106,10 +105,10 @@ func (b *Parts) Table() (*Table, error) {
 			return Approvals{Waiting: w}, nil
 		}),
 		Bind(OpApprove, func(ctx context.Context, p act.Principal, in ApproveIn) (act.Result, error) {
-			return decided(b.Runner.Approve(ctx, in.ActionID, p))
+			return b.Runner.Approve(ctx, in.ActionID, p)
 		}),
 		Bind(OpDeny, func(ctx context.Context, p act.Principal, in DenyIn) (act.Result, error) {
-			return decided(b.Runner.Deny(ctx, in.ActionID, p, in.Why))
+			return b.Runner.Deny(ctx, in.ActionID, p, in.Why)
 		}),
 		Bind(OpLedgerStats, func(context.Context, act.Principal, None) (ledger.Stats, error) {
 			if b.Store == nil {
@@ -238,30 +237,6 @@ func (b *Parts) do(ctx context.Context, p act.Principal, in DoIn) (act.Result, e
 	return b.Runner.Submit(ctx, inv), nil
 }
 
-// decided turns the runner's approval errors into refusals.
-func decided(res act.Result, err error) (act.Result, error) {
-	if err == nil {
-		return res, nil
-	}
-	return res, refused(err)
-}
-
-// refused turns act's sentinel errors into refusals with their reasons
-// (Call does the same for an act.Refusal).
-func refused(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, act.ErrNoLedger):
-		return errNoLedger
-	case errors.Is(err, act.ErrNotWaiting), errors.Is(err, act.ErrUnknownGrant), errors.Is(err, act.ErrNoSuchAction):
-		return refuse(ReasonNotFound, "%v", err)
-	case errors.Is(err, act.ErrInvalidGrant), errors.Is(err, act.ErrGrantRevoked):
-		return refuse(ReasonInvalidParams, "%v", err)
-	}
-	return err
-}
-
 // viewGrant is a grant as callers see it, its times in UTC.
 func viewGrant(g act.Grant, now time.Time) GrantView {
 	v := GrantView{ID: g.ID, Subject: g.Subject, Capability: g.Capability, Scope: g.Scope, Expires: utc(g.Expires), State: "active",
@@ -286,7 +261,7 @@ func (b *Parts) grantAdd(ctx context.Context, p act.Principal, in GrantAddIn) (G
 	}
 	g, err := b.Grants.Add(ctx, act.Grant{Subject: in.Subject, Capability: in.Capability, Scope: in.Scope, Expires: exp, By: p.Subject, Reason: in.Reason})
 	if err != nil {
-		return GrantView{}, refused(err)
+		return GrantView{}, err
 	}
 	return viewGrant(g, now), nil
 }
@@ -313,7 +288,7 @@ func (b *Parts) grantRevoke(ctx context.Context, p act.Principal, in GrantRevoke
 	}
 	g, err := b.Grants.Revoke(ctx, in.ID, p.Subject, in.Reason)
 	if err != nil {
-		return GrantView{}, refused(err)
+		return GrantView{}, err
 	}
 	return viewGrant(g, b.Now()), nil
 }

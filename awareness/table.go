@@ -139,7 +139,10 @@ type Entry struct {
 	Kind        Kind
 	Least       Least
 	In, Out     reflect.Type
-	call        func(ctx context.Context, p act.Principal, params json.RawMessage) (any, error)
+	// InSchema and OutSchema are the JSON Schemas of In and Out, derived
+	// once by NewTable.
+	InSchema, OutSchema *jsonschema.Schema
+	call                func(ctx context.Context, p act.Principal, params json.RawMessage) (any, error)
 }
 
 // Bind gives op its handler.
@@ -172,21 +175,35 @@ func (e *Entry) Call(ctx context.Context, p act.Principal, params json.RawMessag
 	}
 	out, err := e.call(ctx, p, params)
 	if err != nil {
-		var oe *Error
-		var r *act.Refusal
-		switch {
-		case errors.As(err, &r):
-			oe = &Error{Reason: r.Reason, Detail: r.Detail}
-		case !errors.As(err, &oe):
-			oe = &Error{Reason: ReasonFailed, Detail: err.Error()}
-		default:
-			c := *oe
-			oe = &c
-		}
+		oe := errorOf(err)
 		oe.Op = e.Name
 		return nil, oe
 	}
 	return out, nil
+}
+
+// errorOf is an operation's error as a refusal with its reason: the
+// handler's own *Error; act's refusals with theirs; act's sentinel errors
+// of things that are not there (not_found), of bad input
+// (invalid_params) and of a body without a ledger (unavailable); any
+// other error is failed. It returns a copy the caller may change.
+func errorOf(err error) *Error {
+	var oe *Error
+	var r *act.Refusal
+	switch {
+	case errors.As(err, &oe):
+		c := *oe
+		return &c
+	case errors.As(err, &r):
+		return &Error{Reason: r.Reason, Detail: r.Detail}
+	case errors.Is(err, act.ErrNoLedger):
+		return &Error{Reason: ReasonUnavailable, Detail: err.Error()}
+	case errors.Is(err, act.ErrNotWaiting), errors.Is(err, act.ErrUnknownGrant), errors.Is(err, act.ErrNoSuchAction):
+		return &Error{Reason: ReasonNotFound, Detail: err.Error()}
+	case errors.Is(err, act.ErrInvalidGrant), errors.Is(err, act.ErrGrantRevoked):
+		return &Error{Reason: ReasonInvalidParams, Detail: err.Error()}
+	}
+	return &Error{Reason: ReasonFailed, Detail: err.Error()}
 }
 
 // DecodeParams reads params into v strictly: an unknown key is an error
@@ -229,7 +246,8 @@ func NewTable(entries ...*Entry) (*Table, error) {
 		case len(e.Least.Kinds) == 0 || e.Least.Trust < ledger.Low:
 			return nil, fmt.Errorf("awareness: operation %s admits nobody (least %v)", e.Name, e.Least)
 		}
-		if _, _, err := e.Schemas(); err != nil {
+		var err error
+		if e.InSchema, e.OutSchema, err = schemas(e.In, e.Out); err != nil {
 			return nil, fmt.Errorf("awareness: operation %s: %w", e.Name, err)
 		}
 		t.byName[e.Name] = e
@@ -262,15 +280,16 @@ var enumSchemas = map[reflect.Type]*jsonschema.Schema{
 	reflect.TypeFor[any]():              {},
 }
 
-// Schemas are the JSON Schemas of the operation's input and output,
-// derived from their Go types.
-func (e *Entry) Schemas() (in, out *jsonschema.Schema, err error) {
+// schemas are the JSON Schemas of an operation's input and output types.
+func schemas(in, out reflect.Type) (*jsonschema.Schema, *jsonschema.Schema, error) {
 	opts := &jsonschema.ForOptions{TypeSchemas: enumSchemas}
-	if in, err = jsonschema.ForType(e.In, opts); err != nil {
+	is, err := jsonschema.ForType(in, opts)
+	if err != nil {
 		return nil, nil, err
 	}
-	if out, err = jsonschema.ForType(e.Out, opts); err != nil {
+	os, err := jsonschema.ForType(out, opts)
+	if err != nil {
 		return nil, nil, err
 	}
-	return in, out, nil
+	return is, os, nil
 }

@@ -114,12 +114,8 @@ func TestNothingCallsWithoutAPrincipal(t *testing.T) {
 func TestOperationsJSON(t *testing.T) {
 	for _, e := range emptyTable(t).Entries() {
 		t.Run(e.Name, func(t *testing.T) {
-			in, out, err := e.Schemas()
-			if err != nil {
-				t.Fatal(err)
-			}
 			got, err := json.MarshalIndent(map[string]any{"name": e.Name, "description": e.Description, "kind": e.Kind, "least": e.Least,
-				"input": in, "output": out}, "", "  ")
+				"input": e.InSchema, "output": e.OutSchema}, "", "  ")
 			if err != nil {
 				t.Fatal(err)
 			}
