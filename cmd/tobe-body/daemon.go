@@ -149,7 +149,11 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 	journal := act.NoJournal
 	if store != nil {
 		journal = store
-		d.onStop(func() { store.Close() })
+		d.onStop(func() {
+			if err := store.Close(); err != nil {
+				log.Warn("ledger close: the next start reads the whole file", "err", err)
+			}
+		})
 	}
 	if cfg.MQTT.Enabled {
 		log.Warn("mqtt.enabled is set but this build has no MQTT uplink yet; nothing is forwarded", "broker", cfg.MQTT.Broker)
