@@ -10,7 +10,6 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	berrors "go.etcd.io/bbolt/errors"
 )
 
 // Projection is state derived from events, kept in its own bucket and
@@ -64,17 +63,13 @@ func (s *Store) ReadProjection(name string, fn func(ReadKV) error) error {
 	if closed {
 		return ErrClosed
 	}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	return s.read(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bProj).Bucket([]byte(name))
 		if b == nil {
 			return fmt.Errorf("ledger: projection %s has no bucket", name)
 		}
 		return fn(b)
 	})
-	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
-		return ErrClosed // closed meanwhile
-	}
-	return err
 }
 
 // openProjections makes the bucket of every projection the store keeps. A

@@ -329,7 +329,7 @@ func Open(opts Options) (*Store, error) {
 			for _, p := range opts.Projections {
 				s.projs[p.Name()] = p
 			}
-			if err = s.initSafe(st); err != nil {
+			if err = s.init(st); err != nil {
 				db.Close()
 			}
 		}
@@ -520,18 +520,6 @@ func moveAside(opts Options, cause error) (*Damage, error) {
 	}
 	reason := strings.TrimPrefix(cause.Error(), ErrDamaged.Error()+": ")
 	return &Damage{Reason: reason, MovedTo: to, At: now}, nil
-}
-
-// initSafe is init with a panic of bbolt on a damaged file turned into
-// ErrDamaged.
-func (s *Store) initSafe(st fileState) (err error) {
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: opening it panicked: %v", ErrDamaged, r)
-		}
-	}()
-	return s.init(st)
 }
 
 // errUnchanged ends a write transaction that has nothing to commit: it is
@@ -748,10 +736,15 @@ func (s *Store) write(fn func(tx *bolt.Tx) error) (err error) {
 
 // read runs fn in a read transaction, with a panic or fault of bbolt on a
 // damaged page turned into an error wrapping ErrDamaged (see contain).
+// A store closed meanwhile is ErrClosed.
 func (s *Store) read(fn func(tx *bolt.Tx) error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer s.contain(&err)
-	return s.db.View(fn)
+	err = s.db.View(fn)
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return ErrClosed
+	}
+	return err
 }
 
 // contain, deferred, recovers a panic of bbolt: it trusts the pages it
@@ -801,6 +794,9 @@ func (s *Store) noteFault(err error, attrs ...any) {
 // page the free list named is in use (bbolt would write over it); later
 // the free list is bbolt's, in memory.
 //
+// After an Open that read every page (an unclean stop, CheckAtOpen) it
+// returns nil at once: the pages written since, this store wrote.
+//
 // It returns nil when every page is sound; an error wrapping ErrDamaged
 // that names the first damaged page; ctx's error if ctx ended first; or
 // ErrClosed. It never panics or faults on a damaged file. Damage it finds
@@ -823,6 +819,9 @@ func (s *Store) CheckAll(ctx context.Context) error {
 	}
 	if err := s.faulted(); err != nil {
 		return err
+	}
+	if s.openedWhole {
+		return nil // Open read every page; what came since, this store wrote
 	}
 	return s.checkAll(ctx)
 }
