@@ -20,17 +20,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/ledger"
 )
-
-// auditTypes are the types whose counts the body keeps (cmd/tobe-body's
-// list): opening with the same projection leaves the file as it is.
-var auditTypes = []string{"action.", "grant.", "estop.", "approval.", "lease.", "ledger."}
 
 func main() {
 	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
@@ -39,8 +39,16 @@ func main() {
 	}
 }
 
+// options are the options of the ledger at path as the body opens it, its
+// projections included: a look with `tobe-body ledger` then finds the
+// file as it left it, and builds nothing.
 func options(path string) ledger.Options {
-	return ledger.Options{Path: path, Projections: []ledger.Projection{ledger.TypeCounts{Follow: auditTypes}}}
+	opts, err := body.LedgerOptions(config.Default().Ledger, filepath.Dir(path), body.Identity{}, slog.New(slog.DiscardHandler), act.Projections()...)
+	if err != nil {
+		panic(err) // the defaults are tested
+	}
+	opts.Path = path
+	return opts
 }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
