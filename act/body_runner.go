@@ -91,7 +91,7 @@ func NewBodyRunner(b BodyParts) (*Runner, error) {
 			return nil, err
 		}
 	}
-	if err := RegisterSimulatedGPIO(r, outs); err != nil {
+	if err := registerSimulatedGPIO(r, outs); err != nil {
 		return nil, fmt.Errorf("the GPIO outputs' simulated twins: %w", err)
 	}
 	if b.EStop != nil {

@@ -7,12 +7,12 @@ import (
 	"github.com/tobe-body/tobe-body/hal/sim"
 )
 
-// RegisterSimulatedGPIO gives the runner a simulated twin of every GPIO
+// registerSimulatedGPIO gives the runner a simulated twin of every GPIO
 // output, so that a request in simulation mode runs through the same
 // policy, records and verification against a simulated line of the same
 // name and never reaches the hardware. The twins have no feedback
 // contact; they are verified by read-back.
-func RegisterSimulatedGPIO(r *Runner, outs []*GPIOOutput) error {
+func registerSimulatedGPIO(r *Runner, outs []*GPIOOutput) error {
 	if len(outs) == 0 {
 		return nil
 	}

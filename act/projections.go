@@ -252,9 +252,9 @@ func (actionResults) Apply(kv ledger.KV, e *ledger.Event) error {
 }
 
 // actionKeys keeps, per principal's subject and idempotency key, the
-// action its proposal named: subject, NUL, key → action id. The first
-// proposal of a key is the one (a repeat is deduplicated before it is
-// recorded).
+// action its latest proposal named: subject, NUL, key → action id. A
+// repeat within the ledger's dedupe window is deduplicated before it is
+// recorded; one after it is a new action, and the key names that one.
 type actionKeys struct{}
 
 func (actionKeys) Name() string    { return projKeys }
@@ -274,11 +274,7 @@ func (actionKeys) Apply(kv ledger.KV, e *ledger.Event) error {
 		p.Invocation.IdempotencyKey == "" {
 		return nil
 	}
-	k := keyOf(p.Principal, p.Invocation.IdempotencyKey)
-	if kv.Get(k) != nil {
-		return nil
-	}
-	return kv.Put(k, []byte(id))
+	return kv.Put(keyOf(p.Principal, p.Invocation.IdempotencyKey), []byte(id))
 }
 
 func keyOf(subject, key string) []byte { return []byte(subject + "\x00" + key) }

@@ -689,7 +689,6 @@ func (r *Runner) recorded(seq uint64) Result {
 	unknown := Result{Status: Unknown, Detail: "a repeat of an earlier invocation whose outcome could not be read back"}
 	store, ok := r.journal.(interface {
 		Events(ledger.Filter) ([]ledger.Stored, error)
-		ReadProjection(name string, fn func(ledger.ReadKV) error) error
 	})
 	if !ok || seq == 0 {
 		return unknown
@@ -702,26 +701,9 @@ func (r *Runner) recorded(seq uint64) Result {
 	if id == "" {
 		return unknown
 	}
-	var ar actionResult
-	var found bool
-	err = store.ReadProjection(projResults, func(kv ledger.ReadKV) error {
-		v := kv.Get([]byte(id))
-		if v == nil {
-			return nil
-		}
-		found = true
-		return ledger.UnmarshalPayload(v, &ar)
-	})
-	if err != nil || !found {
+	res, err := r.Lookup(id)
+	if err != nil {
 		return unknown
-	}
-	res := Result{ActionID: id, Status: ar.Status}
-	if ar.Result != nil {
-		var prev Result
-		if ledger.UnmarshalPayload(ar.Result, &prev) == nil {
-			prev.Status = ar.Status
-			res = prev
-		}
 	}
 	if !res.Status.Final() {
 		res.Detail = "a repeat of an invocation that has not finished"

@@ -38,16 +38,6 @@ type OutputSettings struct {
 	Config config.Output
 }
 
-// DefaultSettings are the settings of an empty act section, for callers
-// (tests) that have no config.
-func DefaultSettings() *Settings {
-	s, err := NewSettings(config.Default().Act, nil, nil)
-	if err != nil {
-		panic(err) // the defaults are tested
-	}
-	return s
-}
-
 // OutputRisk is an output's built-in risk class by its kind: a relay is
 // an external side effect (R2), anything else (an LED, a buzzer) R1. The
 // config may raise it, never lower it.
@@ -57,10 +47,6 @@ func OutputRisk(kind string) Risk {
 	}
 	return R1
 }
-
-var trustLevels = map[string]ledger.Level{"off": ledger.Off, "low": ledger.Low, "medium": ledger.Medium, "high": ledger.High, "max": ledger.Max}
-
-var risks = map[string]Risk{"R1": R1, "R2": R2, "R3": R3}
 
 // NewSettings checks c against the board p and the channels in reg
 // (either may be nil: those checks are then skipped) and resolves it;
@@ -109,7 +95,11 @@ func NewSettings(c config.Act, p *body.BoardFacts, reg *body.Registry) (*Setting
 		}
 		st := OutputSettings{Risk: OutputRisk(kind), Config: o}
 		if o.Risk != "" {
-			r := risks[o.Risk]
+			r, err := ParseRisk(o.Risk)
+			if err != nil {
+				bad(".outputs."+name+".risk", "%v", err)
+				continue
+			}
 			if r < st.Risk {
 				bad(".outputs."+name+".risk", "%s is below the %s's %s; a config may raise a risk, never lower it", o.Risk, kind, st.Risk)
 				continue
@@ -248,7 +238,12 @@ func NewLocalPrincipals(ps []config.Principal) (*LocalPrincipals, config.Errors)
 		bad := func(key, format string, args ...any) {
 			errs = append(errs, &config.Error{File: "config", Path: fmt.Sprintf("$.act.principals[%d].%s", i, key), Reason: fmt.Sprintf(format, args...)})
 		}
-		r := localRule{uid: -1, gid: -1, trust: trustLevels[p.Trust]}
+		trust, err := ledger.ParseLevel(p.Trust)
+		if err != nil {
+			bad("trust", "%v", err)
+			continue
+		}
+		r := localRule{uid: -1, gid: -1, trust: trust}
 		switch {
 		case p.UID != nil:
 			r.uid, r.what = *p.UID, "uid "+strconv.Itoa(*p.UID)

@@ -21,7 +21,7 @@ const resetDebounce = 20 * time.Millisecond
 type LineSpec struct {
 	Kind string // "estop", "gpio-in" or "gpio-out"
 	Name string // main, second or reset for the e-stop; the profile's name otherwise
-	Role string // an e-stop role, or an input's role (button, sensor, feedback)
+	Role string // an e-stop role, an input's role (button, sensor, feedback), or an output's kind (relay, led, buzzer)
 	Line string // the line's name on the chip
 	// In is set for inputs, Out for outputs.
 	In  *hal.InConfig

@@ -69,12 +69,6 @@ type Devices struct {
 // no channel. Outputs are requested at their safe levels.
 func OpenDevices(p *board.Profile, d hal.Drivers, f board.Finder, reg *Registry, log *slog.Logger) *Devices {
 	ds := &Devices{}
-	outKinds := map[string]string{}
-	if p.GPIO != nil {
-		for _, o := range p.GPIO.Outputs {
-			outKinds[o.Name] = o.Kind
-		}
-	}
 	taken := map[string]bool{} // channel ids of what was opened and kept
 	keep := func(o board.Opened) bool {
 		id := ChannelID(o.Kind, o.Name)
@@ -85,7 +79,7 @@ func OpenDevices(p *board.Profile, d hal.Drivers, f board.Finder, reg *Registry,
 		case o.LineIn != nil:
 			ds.Ins = append(ds.Ins, InputLine{ID: id, Role: o.Line.Role, Line: o.LineIn, Active: o.Line.Active})
 		case o.LineOut != nil:
-			ds.Outs = append(ds.Outs, OutputLine{ID: id, Name: o.Name, Kind: outKinds[o.Name], Line: o.LineOut})
+			ds.Outs = append(ds.Outs, OutputLine{ID: id, Name: o.Name, Kind: o.Line.Role, Line: o.LineOut})
 		case o.Camera != nil:
 			ds.Cams = append(ds.Cams, CameraDevice{ID: id, Cam: o.Camera})
 		case o.Capture != nil:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -22,10 +21,9 @@ const maxListed = 16
 // Monitor prints, once an interval, what the body sees: each camera's and
 // microphone's counts from its sense channel, the e-stop, the outputs read
 // back, and the events the channels wrote to the ledger since the last
-// print (followed by one goroutine, which wait waits for).
+// print (collected by Follow, which its caller runs in a goroutine).
 type Monitor struct {
 	ds  *body.Devices
-	log *slog.Logger
 	out io.Writer
 
 	mu    sync.Mutex
@@ -48,8 +46,8 @@ func listed(list []string, more *int, s string) []string {
 
 // NewMonitor prints to out what the group senses, the outputs of ds read
 // back, and estop's state (nil: no e-stop).
-func NewMonitor(ds *body.Devices, sn *Group, estop func() string, log *slog.Logger, out io.Writer) *Monitor {
-	return &Monitor{ds: ds, sn: sn, estop: estop, log: log, out: out, cams: map[string]uint64{}}
+func NewMonitor(ds *body.Devices, sn *Group, estop func() string, out io.Writer) *Monitor {
+	return &Monitor{ds: ds, sn: sn, estop: estop, out: out, cams: map[string]uint64{}}
 }
 
 // Follow collects, for each interval's print, the events written to the

@@ -328,7 +328,7 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 	if estop != nil {
 		estopLine = func() string { return estop.Status().String() }
 	}
-	mon := sense.NewMonitor(ds, senses, estopLine, log, stdout)
+	mon := sense.NewMonitor(ds, senses, estopLine, stdout)
 	if store != nil {
 		d.spawn(func(ctx context.Context) { mon.Follow(ctx, store, startSeq) })
 		d.spawn(func(ctx context.Context) {
