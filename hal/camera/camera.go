@@ -406,6 +406,11 @@ func (s *sequence) next(raw uint32) uint64 {
 		// A new stream numbers from its own start: keep its offset from
 		// it after the last number of the one before.
 		s.last += 1 + uint64(raw)
+	case raw == s.raw:
+		// A driver that stamps two buffers with one number (vivid does,
+		// at a stream's start under emulation): the frame is still a new
+		// one, and Seq still increases.
+		s.last++
 	default:
 		s.last += uint64(raw - s.raw) // modulo 2^32: crosses the wrap
 	}

@@ -313,6 +313,7 @@ func TestSequenceWidens(t *testing.T) {
 		{"crosses the 32-bit wrap", []int64{0xfffffffe, 0xffffffff, 0, 1}, []uint64{0xfffffffe, 0xffffffff, 0x100000000, 0x100000001}},
 		{"goes on after a reopen", []int64{5, 6, restart, 0, 1}, []uint64{5, 6, 7, 8}},
 		{"keeps a new stream's offset", []int64{5, 6, restart, 3, 4}, []uint64{5, 6, 10, 11}},
+		{"increases over a number stamped twice", []int64{0, 0, 1, 3}, []uint64{0, 1, 2, 4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var s sequence
