@@ -29,7 +29,7 @@ func newGate(name string, f *os.File, safe hal.Level) (*gate, error) {
 
 func (g *gate) write(v hal.Level) error {
 	lv := uapi.GPIOV2LineValues{Bits: levelBit(v), Mask: 1}
-	if err := fileIoctl(g.f, uapi.GPIOV2LineSetValues, unsafe.Pointer(&lv)); err != nil {
+	if err := uapi.FileIoctl(g.f, uapi.GPIOV2LineSetValues, unsafe.Pointer(&lv)); err != nil {
 		return fmt.Errorf("gpio: line %s: %w", g.name, os.NewSyscallError("ioctl GPIO_V2_LINE_SET_VALUES", err))
 	}
 	return nil

@@ -36,22 +36,6 @@ import (
 // eventBuffer is the kernel's queue of a line's events, in events.
 const eventBuffer = 64
 
-// fileIoctl issues an ioctl on a file the runtime polls. It must not go
-// through f.Fd(), which puts the descriptor in blocking mode for good: a
-// read would then sit in the kernel where no deadline reaches it, and
-// Halt could not wake a WaitForEdge.
-func fileIoctl(f *os.File, req uintptr, arg unsafe.Pointer) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var ierr error
-	if err := rc.Control(func(fd uintptr) { ierr = uapi.Ioctl(int(fd), req, arg) }); err != nil {
-		return err
-	}
-	return ierr
-}
-
 // Consumer is the name the body's lines carry in the kernel (gpioinfo).
 const Consumer = "tobe-body"
 
@@ -219,7 +203,7 @@ func (c *Chip) Close() error {
 
 func getValue(f *os.File) (hal.Level, error) {
 	v := uapi.GPIOV2LineValues{Mask: 1}
-	if err := fileIoctl(f, uapi.GPIOV2LineGetValues, unsafe.Pointer(&v)); err != nil {
+	if err := uapi.FileIoctl(f, uapi.GPIOV2LineGetValues, unsafe.Pointer(&v)); err != nil {
 		return hal.Low, os.NewSyscallError("ioctl GPIO_V2_LINE_GET_VALUES", err)
 	}
 	return hal.Level(v.Bits&1 == 1), nil

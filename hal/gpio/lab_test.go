@@ -176,7 +176,7 @@ func TestLabReconcile(t *testing.T) {
 	l := in.(*lineIn)
 	setFlags := func(flags uint64) {
 		cfg := uapi.GPIOV2LineConfig{Flags: flags}
-		if err := fileIoctl(l.f, uapi.GPIOV2LineSetConfig, unsafe.Pointer(&cfg)); err != nil {
+		if err := uapi.FileIoctl(l.f, uapi.GPIOV2LineSetConfig, unsafe.Pointer(&cfg)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -98,7 +98,7 @@ func TestLabTripwire(t *testing.T) {
 	on()
 	setFlags := func(flags uint64) {
 		cfg := uapi.GPIOV2LineConfig{Flags: flags}
-		if err := fileIoctl(in.(*lineIn).f, uapi.GPIOV2LineSetConfig, unsafe.Pointer(&cfg)); err != nil {
+		if err := uapi.FileIoctl(in.(*lineIn).f, uapi.GPIOV2LineSetConfig, unsafe.Pointer(&cfg)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -28,31 +28,6 @@ import (
 	"github.com/tobe-body/tobe-body/hal/internal/uapi"
 )
 
-// fileIoctl issues an ioctl on a file the runtime polls, without f.Fd():
-// that would put the descriptor in blocking mode for good, and a read
-// would then sit in the kernel where neither Halt nor a context reaches it.
-// arg is a pointer (kept alive across the call) or, with value, an integer.
-func fileIoctl(f *os.File, req uintptr, arg unsafe.Pointer, value uintptr) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var errno unix.Errno
-	if err := rc.Control(func(fd uintptr) {
-		if arg != nil {
-			_, _, errno = unix.Syscall(unix.SYS_IOCTL, fd, req, uintptr(arg))
-		} else {
-			_, _, errno = unix.Syscall(unix.SYS_IOCTL, fd, req, value)
-		}
-	}); err != nil {
-		return err
-	}
-	if errno != 0 {
-		return errno
-	}
-	return nil
-}
-
 // List returns the input devices this process can open, each opened once.
 func List() ([]hal.InputInfo, error) {
 	paths, err := filepath.Glob("/dev/input/event*")
@@ -122,12 +97,15 @@ func Open(cfg hal.InputConfig) (hal.InputDevice, error) {
 		return nil, fmt.Errorf("input: %w", err)
 	}
 	clock := int32(unix.CLOCK_MONOTONIC)
-	if err := fileIoctl(f, uapi.EVIOCSClockID, unsafe.Pointer(&clock), 0); err != nil {
+	if err := uapi.FileIoctl(f, uapi.EVIOCSClockID, unsafe.Pointer(&clock)); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("input: %s: %w", path, os.NewSyscallError("ioctl EVIOCSCLOCKID", err))
 	}
 	if cfg.Grab {
-		if err := fileIoctl(f, uapi.EVIOCGrab, nil, 1); err != nil {
+		// EVIOCGRAB grabs for any argument but 0 (evdev reads it as a
+		// flag, never through it).
+		one := int32(1)
+		if err := uapi.FileIoctl(f, uapi.EVIOCGrab, unsafe.Pointer(&one)); err != nil {
 			f.Close()
 			if errors.Is(err, unix.EBUSY) {
 				return nil, fmt.Errorf("input: %s: another process has grabbed it: %w", path, hal.ErrBusy)

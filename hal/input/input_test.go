@@ -49,7 +49,7 @@ func TestHaltWakesReaderAfterIoctl(t *testing.T) {
 	defer w.Close()
 	defer r.Close()
 	clock := int32(1)
-	if err := fileIoctl(r, uapi.EVIOCSClockID, unsafe.Pointer(&clock), 0); err == nil {
+	if err := uapi.FileIoctl(r, uapi.EVIOCSClockID, unsafe.Pointer(&clock)); err == nil {
 		t.Fatal("EVIOCSCLOCKID on a pipe succeeded")
 	}
 	if !nonblocking(t, r) {

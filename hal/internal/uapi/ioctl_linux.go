@@ -3,6 +3,7 @@
 package uapi
 
 import (
+	"os"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -27,4 +28,20 @@ func Ioctl(fd int, req uintptr, arg unsafe.Pointer) error {
 		}
 		return e
 	}
+}
+
+// FileIoctl issues Ioctl on a file the runtime polls, through
+// SyscallConn: f.Fd() would put the descriptor in blocking mode for good,
+// and a read would then sit in the kernel where neither a deadline, Halt
+// nor a context reaches it.
+func FileIoctl(f *os.File, req uintptr, arg unsafe.Pointer) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ierr error
+	if err := rc.Control(func(fd uintptr) { ierr = Ioctl(int(fd), req, arg) }); err != nil {
+		return err
+	}
+	return ierr
 }
