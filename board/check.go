@@ -91,7 +91,10 @@ func Check(p *Profile, d hal.Drivers, f Finder) []Report { return Walk(p, d, f, 
 // kind, else found with f (Loaded then means found, not opened), and
 // reported. Each device it opened is handed to keep, which takes it by
 // returning true; what keep does not take (all of it when keep is nil)
-// is closed before Walk returns. Reports come in the order the devices
+// is closed before Walk returns. GPIO lines have no Close of their own:
+// they are released with their chip, so a caller that keeps the chip
+// keeps every line it opened. Only a caller that keeps what it opens
+// grabs an input device its profile says to grab: a check does not. Reports come in the order the devices
 // are walked: the GPIO chip and its lines (the e-stop's first), cameras,
 // audio, input devices, thermal zones, throttling.
 func Walk(p *Profile, d hal.Drivers, f Finder, keep func(Opened) bool) []Report {
@@ -240,7 +243,7 @@ func Walk(p *Profile, d hal.Drivers, f Finder, keep func(Opened) bool) []Report 
 		o := Opened{Report: Report{Kind: "input", Name: in.Name, Target: "device " + in.Match}, InputCfg: &p.Inputs[i]}
 		switch {
 		case d.OpenInput != nil && in.Match != "*":
-			dev, err := d.OpenInput(hal.InputConfig{Name: in.Match, Grab: in.Grab})
+			dev, err := d.OpenInput(hal.InputConfig{Name: in.Match, Grab: in.Grab && keep != nil})
 			var found string
 			if err == nil {
 				found = dev.Info().Path
