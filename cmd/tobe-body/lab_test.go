@@ -297,6 +297,9 @@ func (b *labBody) arm(t *testing.T, l *labLines) {
 	if out, err := b.cli(t, "estop", "reset"); err != nil || !strings.Contains(out, "e-stop    armed") {
 		t.Fatalf("estop reset: %v\n%s", err, out)
 	}
+	waitFor(t, "the reset in the ledger", 10*time.Second, func() (bool, string) {
+		return len(b.events(t, "estop.reset")) > 0, "no estop.reset yet"
+	})
 	waitFor(t, "a self-state below degraded", 30*time.Second, func() (bool, string) {
 		st, err := b.status(t)
 		if err != nil || st.Self == nil {
@@ -574,13 +577,20 @@ func TestLabKillWhileLatchedStartsLatched(t *testing.T) {
 	l, b := startWithOutputOn(t, "gpio.relay2")
 
 	l.pull(t, "ESTOP", true) // the button pressed: the contact opens
+	// The trip after the reset the start needed: the start's own trip is
+	// in the ledger too, and a kill before this one is written would
+	// leave the ledger saying reset.
 	waitFor(t, "the trip in the ledger", 10*time.Second, func() (bool, string) {
-		for _, e := range b.events(t, "estop.tripped") {
-			if field(e, "cause") == "line_open" {
-				return true, ""
+		tripped := false
+		for _, e := range b.events(t, "estop.tripped", "estop.reset") {
+			switch {
+			case e.Type == "estop.reset":
+				tripped = false
+			case field(e, "cause") == "line_open":
+				tripped = true
 			}
 		}
-		return false, fmt.Sprintf("%+v", b.estop(t))
+		return tripped, fmt.Sprintf("%+v", b.estop(t))
 	})
 	if v := l.read(t, "RELAY2"); v != "0" {
 		t.Errorf("RELAY2 reads %s after the trip", v)
