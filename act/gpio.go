@@ -255,12 +255,12 @@ func (a *GPIOPulse) Channel(target string, params map[string]string) (string, er
 
 // Duration is how long the pulse keeps the output on: the runner refuses
 // one that would not finish within the invocation's timeout.
-func (a *GPIOPulse) Duration(target string, params map[string]string) (time.Duration, string, error) {
-	o, err := a.g.get(target)
+func (a *GPIOPulse) Duration(inv *Invocation) (time.Duration, string, error) {
+	o, err := a.g.get(inv.Target)
 	if err != nil {
 		return 0, "", err
 	}
-	d, err := pulseLength(o, params)
+	d, err := pulseLength(o, inv.Params)
 	if err != nil {
 		return 0, "", err
 	}
