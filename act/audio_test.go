@@ -259,7 +259,7 @@ func newAudioBench(t *testing.T, spk *Speaker) *audioBench {
 	b.store = openTestLedger(t, filepath.Join(t.TempDir(), "ledger.db"))
 	reg := body.NewRegistry(time.Now)
 	reg.Register(body.Channel{ID: spk.Channel, Kind: "audio-playback", State: body.Enabled})
-	grants := []Grant{{ID: "g1", Subject: "agent:pi", Capability: "audio.*", Scope: "audio.*", By: "admin:uid=0"}}
+	grants := []Grant{{ID: "g1", Subject: "agent:pi", Capability: "audio.*", Scope: "audio.*", By: "admin:uid=0", ByTrust: ledger.Max}}
 	b.r = NewRunner(Environment{EStop: b.e, Registry: reg, Health: func() body.Degradation { return body.LevelNormal },
 		Grants: func() []Grant { return grants }, Leases: NewLeaseTable(time.Minute)}, b.store)
 	b.e.SetRunner(b.r, b.r.env.Leases)

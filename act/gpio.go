@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -151,6 +152,19 @@ func (a *GPIOSet) Capability() Capability {
 // RiskOf is the target's own risk: a relay is R2, an LED R1.
 func (a *GPIOSet) RiskOf(target string) Risk   { return riskOf(a.g, target) }
 func (a *GPIOPulse) RiskOf(target string) Risk { return riskOf(a.g, target) }
+
+// Targets are the outputs, by channel id.
+func (a *GPIOSet) Targets() []string   { return a.g.targets() }
+func (a *GPIOPulse) Targets() []string { return a.g.targets() }
+
+func (g *gpioOutputs) targets() []string {
+	out := make([]string, 0, len(g.outs))
+	for id := range g.outs {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
 
 func riskOf(g *gpioOutputs, target string) Risk {
 	if o, err := g.get(target); err == nil {

@@ -310,6 +310,45 @@ func (r *Runner) Capabilities() []Capability {
 	return out
 }
 
+// RiskCovered is the highest risk of what a grant of capability (a
+// pattern) on scope (a pattern) would cover on this body now, and what
+// that is ("gpio.set on gpio.relay1"); R0 and "" when it covers nothing
+// the runner has. A capability whose risk depends on its target (an
+// output's own risk) counts the targets scope covers.
+func (r *Runner) RiskCovered(capability, scope string) (Risk, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	names := make([]string, 0, len(r.actions))
+	for name := range r.actions {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	top, what := R0, ""
+	for _, name := range names {
+		if !MatchPattern(capability, name) {
+			continue
+		}
+		a := r.actions[name]
+		rt, perTarget := a.(interface{ RiskOf(string) Risk })
+		ts, listed := a.(interface{ Targets() []string })
+		if !perTarget || !listed {
+			if risk := a.Capability().Risk; risk > top || what == "" {
+				top, what = risk, name
+			}
+			continue
+		}
+		for _, t := range ts.Targets() {
+			if !MatchPattern(scope, t) {
+				continue
+			}
+			if risk := rt.RiskOf(t); risk > top || what == "" {
+				top, what = risk, name+" on "+t
+			}
+		}
+	}
+	return top, what
+}
+
 // errCancelled causes carry the reason into the record.
 type cancelCause struct{ reason Reason }
 
