@@ -88,9 +88,10 @@ type ApprovalRefused struct {
 
 // approvalRecord is the approval in an action.approved record.
 type approvalRecord struct {
-	ID         string `cbor:"id"`
-	Invocation string `cbor:"invocation"`
-	By         string `cbor:"by"`
+	ID         string       `cbor:"id"`
+	Invocation string       `cbor:"invocation"`
+	By         string       `cbor:"by"`
+	ByTrust    ledger.Level `cbor:"by_trust"` // the approver's own trust, as its principal had it
 }
 
 // WaitingInvocation is an invocation waiting for approval, as Waiting
@@ -372,13 +373,13 @@ func mayApprove(by Principal) string {
 
 // refuseApproval records that by may not approve or deny id, and returns
 // the error that says so.
-func (r *Runner) refuseApproval(ctx context.Context, verb, id string, by Principal, detail string) error {
+func (r *Runner) refuseApproval(ctx context.Context, verb, id string, by Principal, reason Reason, detail string) error {
 	shown := id
 	if len(shown) > maxNameLen {
 		shown = shown[:maxNameLen]
 	}
-	rec := ApprovalRefused{ActionID: shown, Verb: verb, By: by.Subject, Kind: string(by.Kind), Reason: ReasonApproveNotLocal, Detail: detail}
-	var err error = &Refusal{Reason: ReasonApproveNotLocal, Detail: detail, Err: ErrApprovalRefused}
+	rec := ApprovalRefused{ActionID: shown, Verb: verb, By: by.Subject, Kind: string(by.Kind), Reason: reason, Detail: detail}
+	var err error = &Refusal{Reason: reason, Detail: detail, Err: ErrApprovalRefused}
 	p, merr := ledger.MarshalPayload(rec)
 	if merr != nil {
 		return err
@@ -425,15 +426,24 @@ func (r *Runner) putBack(p *pending) {
 // returns the invocation's result once it has finished, and a repeat of
 // its idempotency key returns that result too.
 //
-// A caller that is not a local administrator is refused with an error
-// wrapping ErrApprovalRefused, and the refusal is recorded
-// (approval.refused). An id that does not wait (unknown, approved or
+// A caller that is not a local administrator (approve_not_local), or one
+// below max trust (risk_exceeds_trust: R3 needs max, and so does letting
+// it run), is refused with an error wrapping ErrApprovalRefused, and the
+// refusal is recorded (approval.refused). The approver's trust is
+// recorded with the approval. An id that does not wait (unknown, approved or
 // denied already, expired, cancelled) is ErrNotWaiting, which says what
 // became of it; so an invocation never runs twice. An error writing the
 // approved record leaves the invocation waiting. Safe for concurrent use.
 func (r *Runner) Approve(ctx context.Context, id string, by Principal) (Result, error) {
 	if why := mayApprove(by); why != "" {
-		return Result{}, r.refuseApproval(ctx, "approve", id, by, why)
+		return Result{}, r.refuseApproval(ctx, "approve", id, by, ReasonApproveNotLocal, why)
+	}
+	// Only R3 waits for approval, and R3 needs max trust: an approval
+	// lets it run, so it needs the same of the approver. (A denial only
+	// cancels, and needs no more than the right to approve or deny.)
+	if need := MinTrust(R3); by.Trust < need {
+		return Result{}, r.refuseApproval(ctx, "approve", id, by, ReasonRiskExceedsTrust,
+			fmt.Sprintf("approving an R3 action needs %s trust; %s is at %s", need, by.Subject, by.Trust))
 	}
 	r.approving.Lock()
 	p, err := r.take(ctx, "approve", id)
@@ -443,7 +453,8 @@ func (r *Runner) Approve(ctx context.Context, id string, by Principal) (Result, 
 	}
 	ap := Approval{ID: r.env.NewID(), Invocation: p.inv.ActionID, By: by.Subject}
 	p.inv.Approval = ap.ID
-	if err := r.record(ctx, p.inv, Approved, map[string]any{"approval": approvalRecord(ap)}); err != nil {
+	rec := approvalRecord{ID: ap.ID, Invocation: ap.Invocation, By: ap.By, ByTrust: by.Trust}
+	if err := r.record(ctx, p.inv, Approved, map[string]any{"approval": rec}); err != nil {
 		p.inv.Approval = ""
 		r.putBack(p)
 		r.approving.Unlock()
@@ -475,7 +486,7 @@ func (r *Runner) Approve(ctx context.Context, id string, by Principal) (Result, 
 // bytes). Refusals are as Approve's. It returns the cancelled result.
 func (r *Runner) Deny(ctx context.Context, id string, by Principal, why string) (Result, error) {
 	if w := mayApprove(by); w != "" {
-		return Result{}, r.refuseApproval(ctx, "deny", id, by, w)
+		return Result{}, r.refuseApproval(ctx, "deny", id, by, ReasonApproveNotLocal, w)
 	}
 	if err := checkText(why); err != nil {
 		return Result{}, fmt.Errorf("act: deny %s: why: %w", id, err)

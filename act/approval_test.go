@@ -72,9 +72,9 @@ type approvalBench struct {
 func newApprovalBench(t *testing.T) *approvalBench {
 	t.Helper()
 	b := &approvalBench{bench: newBench(t), clock: &testClock{t: t0}, act: &irreversible{},
-		admin: Principal{Kind: LocalAdmin, Subject: "admin:uid=0", Session: "admin", Trust: ledger.High}}
+		admin: Principal{Kind: LocalAdmin, Subject: "admin:uid=0", Session: "admin", Trust: ledger.Max}}
 	b.agent = Principal{Kind: AgentSession, Subject: "agent:pi", Session: "s1", Trust: ledger.Max}
-	b.grants = []Grant{{ID: "g-r3", Subject: "agent:pi", Capability: "test.irreversible", Scope: "test.vault", By: "admin:uid=0"}}
+	b.grants = []Grant{{ID: "g-r3", Subject: "agent:pi", Capability: "test.irreversible", Scope: "test.vault", By: "admin:uid=0", ByTrust: ledger.Max}}
 	b.reg.Register(body.Channel{ID: "test.vault", Kind: "test", State: body.Enabled})
 	env := b.r.env
 	env.Now = b.clock.Now
@@ -254,6 +254,34 @@ func TestApprovals(t *testing.T) {
 				t.Errorf("approve: %+v %v", res, err)
 			}
 			return "proposed waiting_approval approved running succeeded", "", 1
+		}},
+		{"approving R3 needs max trust; the approver's trust is recorded", func(t *testing.T, b *approvalBench, w Result) (string, Reason, int) {
+			high := Principal{Kind: LocalAdmin, Subject: "admin:uid=1000", Session: "admin", Trust: ledger.High}
+			_, err := b.r.Approve(ctx, w.ActionID, high)
+			if !errors.Is(err, ErrApprovalRefused) || err.Error() != "act: approval refused: risk_exceeds_trust: approving an R3 action needs max trust; admin:uid=1000 is at high" {
+				t.Errorf("approve at high: %v", err)
+			}
+			if refused := b.refusals(t); len(refused) != 1 || refused[0].By != "admin:uid=1000" || refused[0].Reason != ReasonRiskExceedsTrust {
+				t.Errorf("recorded refusals %+v", refused)
+			}
+			if res, err := b.r.Approve(ctx, w.ActionID, b.admin); err != nil || res.Status != Succeeded {
+				t.Fatalf("approve at max: %+v %v", res, err)
+			}
+			evs, _ := b.store.Events(ledger.Filter{Types: []string{"action.approved"}})
+			var p map[string]cbor.RawMessage
+			var ap approvalRecord
+			if len(evs) != 1 || ledger.UnmarshalPayload(evs[0].Payload, &p) != nil || ledger.UnmarshalPayload(p["approval"], &ap) != nil ||
+				ap.By != "admin:uid=0" || ap.ByTrust != ledger.Max {
+				t.Errorf("approval recorded as %+v, want by admin:uid=0 at max", ap)
+			}
+			return "proposed waiting_approval approved running succeeded", "", 1
+		}},
+		{"a local administrator at high trust may deny", func(t *testing.T, b *approvalBench, w Result) (string, Reason, int) {
+			high := Principal{Kind: LocalAdmin, Subject: "admin:uid=1000", Session: "admin", Trust: ledger.High}
+			if res, err := b.r.Deny(ctx, w.ActionID, high, "not now"); err != nil || res.Status != Cancelled {
+				t.Errorf("deny at high: %+v %v", res, err)
+			}
+			return "proposed waiting_approval cancelled", ReasonApprovalDenied, 0
 		}},
 		{"an approval runs its own invocation and no other", func(t *testing.T, b *approvalBench, w Result) (string, Reason, int) {
 			other := b.ask(t, "k2")

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"periph.io/x/conn/v3/physic"
@@ -255,12 +256,12 @@ func (a *AudioTone) Channel(target string, params map[string]string) (string, er
 // Duration is how long the tone takes, with the listening around it: the
 // runner refuses one that would not finish within the invocation's
 // timeout.
-func (a *AudioTone) Duration(target string, params map[string]string) (time.Duration, string, error) {
-	s, err := a.g.get(target)
+func (a *AudioTone) Duration(inv *Invocation) (time.Duration, string, error) {
+	s, err := a.g.get(inv.Target)
 	if err != nil {
 		return 0, "", err
 	}
-	t, err := parseTone(s, params)
+	t, err := parseTone(s, inv.Params)
 	if err != nil {
 		return 0, "", err
 	}
@@ -298,33 +299,58 @@ func (a *AudioTone) Verify(ctx context.Context, inv *Invocation) Verification {
 	return a.g.verify(s, inv, fmt.Sprintf("%d Hz", t.hz), toneMargin)
 }
 
+// Channel checks the request without touching the clips directory: the
+// parameters, the clip's name, and that the speaker has clips at all. The
+// clip itself is read by Prepare, only once the request is allowed.
 func (a *AudioPlay) Channel(target string, params map[string]string) (string, error) {
 	s, err := a.g.get(target)
 	if err != nil {
 		return "", err
 	}
-	if _, err := loadClip(s, params); err != nil {
+	if _, err := clipName(s, params); err != nil {
 		return "", err
 	}
 	return s.Channel, nil
 }
 
-// Duration is how long the clip takes, with the listening around it: the
-// runner refuses one that would not finish within the invocation's
-// timeout. It reads the clip as Channel does (a clip is at most MaxClip
-// long, so a few megabytes at most).
-func (a *AudioPlay) Duration(target string, params map[string]string) (time.Duration, string, error) {
-	s, err := a.g.get(target)
+// Prepare reads the clip of an allowed request (see Preparer) and keeps
+// it in inv for Duration and Do, so it is read once.
+func (a *AudioPlay) Prepare(inv *Invocation) error {
+	s, err := a.g.get(inv.Target)
+	if err != nil {
+		return err
+	}
+	c, err := loadClip(s, inv.Params)
+	if err != nil {
+		return err
+	}
+	inv.SetPrepared(c)
+	return nil
+}
+
+// clip is inv's prepared clip, read now if it was not prepared.
+func (a *AudioPlay) clip(s *speaker, inv *Invocation) (wavClip, error) {
+	if c, ok := inv.Prepared().(wavClip); ok {
+		return c, nil
+	}
+	return loadClip(s, inv.Params)
+}
+
+// Duration is how long the prepared clip takes, with the listening
+// around it: the runner refuses one that would not finish within the
+// invocation's timeout.
+func (a *AudioPlay) Duration(inv *Invocation) (time.Duration, string, error) {
+	s, err := a.g.get(inv.Target)
 	if err != nil {
 		return 0, "", err
 	}
-	c, err := loadClip(s, params)
+	c, err := a.clip(s, inv)
 	if err != nil {
 		return 0, "", err
 	}
 	plays := c.duration()
 	d, around := s.soundTime(plays)
-	return d, fmt.Sprintf("params.clip %q (it plays %v%s)", params["clip"], plays.Round(time.Millisecond), around), nil
+	return d, fmt.Sprintf("params.clip %q (it plays %v%s)", inv.Params["clip"], plays.Round(time.Millisecond), around), nil
 }
 
 // soundTime is how long a sound of dur takes to play on s: with a
@@ -344,7 +370,7 @@ func (a *AudioPlay) Do(ctx context.Context, inv *Invocation) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	c, err := loadClip(s, inv.Params)
+	c, err := a.clip(s, inv)
 	if err != nil {
 		return "", err
 	}
@@ -372,14 +398,8 @@ func (a *AudioPlay) Verify(ctx context.Context, inv *Invocation) Verification {
 // absolute path or a symbolic link, and no longer than the speaker's
 // maximum.
 func loadClip(s *speaker, params map[string]string) (wavClip, error) {
-	if err := checkParams(params, "clip"); err != nil {
-		return wavClip{}, err
-	}
-	name := params["clip"]
-	if s.Clips == "" {
-		return wavClip{}, fmt.Errorf("%s has no clips directory: audio.play is off", s.Name)
-	}
-	if err := checkClipName(name); err != nil {
+	name, err := clipName(s, params)
+	if err != nil {
 		return wavClip{}, err
 	}
 	b, err := readClip(s.Clips, name, s.maxClip())
@@ -395,6 +415,18 @@ func loadClip(s *speaker, params map[string]string) (wavClip, error) {
 		return wavClip{}, fmt.Errorf("params.clip %q: plays %v, longer than %s's maximum of %v", name, d.Round(time.Millisecond), s.Name, s.maxClip())
 	}
 	return c, nil
+}
+
+// clipName checks params and the clip's name, touching no file.
+func clipName(s *speaker, params map[string]string) (string, error) {
+	if err := checkParams(params, "clip"); err != nil {
+		return "", err
+	}
+	name := params["clip"]
+	if s.Clips == "" {
+		return "", fmt.Errorf("%s has no clips directory: audio.play is off", s.Name)
+	}
+	return name, checkClipName(name)
 }
 
 // duration is how long c plays.
@@ -421,14 +453,17 @@ func checkClipName(name string) error {
 }
 
 // readClip reads name inside dir through an os.Root, which refuses a
-// symbolic link that leads outside dir, however deep.
+// symbolic link that leads outside dir, however deep. It opens without
+// blocking (a FIFO or a device planted in the directory would block a
+// plain open until someone writes to it) and reads only a regular file,
+// by fstat of what it opened.
 func readClip(dir, name string, maxDur time.Duration) ([]byte, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, fmt.Errorf("the clips directory: %w", err)
 	}
 	defer root.Close()
-	f, err := root.Open(filepath.FromSlash(name))
+	f, err := root.OpenFile(filepath.FromSlash(name), os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -444,7 +479,7 @@ func readClip(dir, name string, maxDur time.Duration) ([]byte, error) {
 		return nil, fmt.Errorf("params.clip %q: %w", name, err)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("params.clip %q: not a regular file", name)
+		return nil, fmt.Errorf("params.clip %q: not a regular file (%s)", name, fileKind(st.Mode()))
 	}
 	// The longest clip at the highest rate, stereo, and room for other chunks.
 	limit := int64(maxDur)*wavMaxRate/int64(time.Second)*4 + 64<<10
@@ -459,6 +494,21 @@ func readClip(dir, name string, maxDur time.Duration) ([]byte, error) {
 		return nil, fmt.Errorf("params.clip %q: more than %d bytes", name, limit)
 	}
 	return b, nil
+}
+
+// fileKind names what a file that is not regular is.
+func fileKind(m fs.FileMode) string {
+	switch m.Type() {
+	case fs.ModeDir:
+		return "a directory"
+	case fs.ModeNamedPipe:
+		return "a FIFO"
+	case fs.ModeSocket:
+		return "a socket"
+	case fs.ModeDevice, fs.ModeDevice | fs.ModeCharDevice:
+		return "a device"
+	}
+	return m.Type().String()
 }
 
 // escapes tells whether dir/name resolves outside dir (a symbolic link

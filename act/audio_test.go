@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"periph.io/x/conn/v3/physic"
 
 	"github.com/tobe-body/tobe-body/body"
@@ -258,7 +259,7 @@ func newAudioBench(t *testing.T, spk *Speaker) *audioBench {
 	b.store = openTestLedger(t, filepath.Join(t.TempDir(), "ledger.db"))
 	reg := body.NewRegistry(time.Now)
 	reg.Register(body.Channel{ID: spk.Channel, Kind: "audio-playback", State: body.Enabled})
-	grants := []Grant{{ID: "g1", Subject: "agent:pi", Capability: "audio.*", Scope: "audio.*", By: "admin:uid=0"}}
+	grants := []Grant{{ID: "g1", Subject: "agent:pi", Capability: "audio.*", Scope: "audio.*", By: "admin:uid=0", ByTrust: ledger.Max}}
 	b.r = NewRunner(Environment{EStop: b.e, Registry: reg, Health: func() body.Degradation { return body.LevelNormal },
 		Grants: func() []Grant { return grants }, Leases: NewLeaseTable(time.Minute)}, b.store)
 	b.e.SetRunner(b.r, b.r.env.Leases)
@@ -498,5 +499,72 @@ func TestSoundsThatCannotFinishAreRefused(t *testing.T) {
 				t.Errorf("recorded %v, want proposed then refused", recs)
 			}
 		})
+	}
+}
+
+// The attack of a FIFO planted in the clips directory: a plain open of it
+// blocks until someone writes, and sixteen requests for it once left
+// sixteen threads blocked before the policy had even decided. Now a
+// refused request never touches the clip, and an allowed one opens it
+// without blocking and is refused because it is not a regular file.
+func TestAudioPlayFIFOBlocksNothing(t *testing.T) {
+	dir := clipsDir(t)
+	if err := unix.Mkfifo(filepath.Join(dir, "pipe.wav"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, mic := simAudio(t)
+	b := newAudioBench(t, &Speaker{Name: "speaker", Channel: "audio.speaker", Out: out, Mic: mic, Clips: dir})
+	nobody := Principal{Kind: AgentSession, Subject: "agent:stranger", Session: "s2", Trust: ledger.High} // no grant
+	const n = 16
+	results := make(chan Result, 2*n)
+	for i := range 2 * n {
+		p := b.agent
+		if i%2 == 0 {
+			p = nobody
+		}
+		go func() {
+			results <- b.r.Submit(context.Background(), Invocation{Principal: p, Capability: "audio.play", Target: "audio.speaker",
+				Params: map[string]string{"clip": "pipe.wav"}, Mode: Shadow})
+		}()
+	}
+	// A blocked open never returns: the guard is against hanging, not a
+	// timing.
+	guard := time.After(time.Minute)
+	for range 2 * n {
+		select {
+		case res := <-results:
+			switch res.Reason {
+			case ReasonNoGrant:
+			case ReasonInvalidRequest:
+				if res.Status != Refused || res.Detail != `params.clip "pipe.wav": not a regular file (a FIFO)` {
+					t.Errorf("allowed request: got %s %q", res.Status, res.Detail)
+				}
+			default:
+				t.Errorf("got %s %s %q, want refused no_grant or invalid_request", res.Status, res.Reason, res.Detail)
+			}
+		case <-guard:
+			t.Fatal("requests for a FIFO clip are still blocked after a minute")
+		}
+	}
+}
+
+// A clip is read once the request is allowed, and only then: a refused
+// request leaves a clip that would fail to load unread, so it is refused
+// for its policy reason, not for the file.
+func TestAudioPlayReadsTheClipOnlyWhenAllowed(t *testing.T) {
+	dir := clipsDir(t)
+	out, mic := simAudio(t)
+	b := newAudioBench(t, &Speaker{Name: "speaker", Channel: "audio.speaker", Out: out, Mic: mic, Clips: dir})
+	nobody := Principal{Kind: AgentSession, Subject: "agent:stranger", Session: "s2", Trust: ledger.High}
+	res := b.r.Submit(context.Background(), Invocation{Principal: nobody, Capability: "audio.play", Target: "audio.speaker", Params: map[string]string{"clip": "missing.wav"}})
+	if res.Status != Refused || res.Reason != ReasonNoGrant {
+		t.Fatalf("refused request: got %s %s %q, want refused no_grant", res.Status, res.Reason, res.Detail)
+	}
+	res = b.do("audio.play", map[string]string{"clip": "missing.wav"})
+	if res.Status != Refused || res.Reason != ReasonInvalidRequest || res.Detail != `params.clip "missing.wav": no such clip in the clips directory` {
+		t.Fatalf("allowed request: got %s %s %q", res.Status, res.Reason, res.Detail)
+	}
+	if recs := actionTypes(t, b.store, res.ActionID); !slices.Equal(recs, []string{"action.proposed", "action.refused"}) {
+		t.Errorf("recorded %v, want proposed then refused", recs)
 	}
 }

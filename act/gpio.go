@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -152,6 +153,19 @@ func (a *GPIOSet) Capability() Capability {
 func (a *GPIOSet) RiskOf(target string) Risk   { return riskOf(a.g, target) }
 func (a *GPIOPulse) RiskOf(target string) Risk { return riskOf(a.g, target) }
 
+// Targets are the outputs, by channel id.
+func (a *GPIOSet) Targets() []string   { return a.g.targets() }
+func (a *GPIOPulse) Targets() []string { return a.g.targets() }
+
+func (g *gpioOutputs) targets() []string {
+	out := make([]string, 0, len(g.outs))
+	for id := range g.outs {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
 func riskOf(g *gpioOutputs, target string) Risk {
 	if o, err := g.get(target); err == nil {
 		return o.Risk
@@ -255,12 +269,12 @@ func (a *GPIOPulse) Channel(target string, params map[string]string) (string, er
 
 // Duration is how long the pulse keeps the output on: the runner refuses
 // one that would not finish within the invocation's timeout.
-func (a *GPIOPulse) Duration(target string, params map[string]string) (time.Duration, string, error) {
-	o, err := a.g.get(target)
+func (a *GPIOPulse) Duration(inv *Invocation) (time.Duration, string, error) {
+	o, err := a.g.get(inv.Target)
 	if err != nil {
 		return 0, "", err
 	}
-	d, err := pulseLength(o, params)
+	d, err := pulseLength(o, inv.Params)
 	if err != nil {
 		return 0, "", err
 	}

@@ -221,6 +221,9 @@ func (g Grant) check(now time.Time) error {
 	if err := checkSubject(g.By); err != nil {
 		return bad("by", err)
 	}
+	if g.ByTrust < ledger.Low || g.ByTrust > ledger.Max {
+		return bad("by_trust", fmt.Errorf("%s: a granter has low to max trust", g.ByTrust))
+	}
 	if err := checkText(g.Reason); err != nil {
 		return bad("reason", err)
 	}
@@ -235,7 +238,10 @@ type grantAdded struct {
 	Scope      string `cbor:"scope"`
 	Expires    string `cbor:"expires,omitempty"` // RFC 3339 UTC; absent: never
 	By         string `cbor:"by"`
-	Reason     string `cbor:"reason,omitempty"`
+	// ByTrust is the granter's trust by name; absent in grants recorded
+	// before it was (they read as high).
+	ByTrust string `cbor:"by_trust,omitempty"`
+	Reason  string `cbor:"reason,omitempty"`
 }
 
 type grantRevoked struct {
@@ -304,7 +310,14 @@ func loadGrants(log grantLog, now func() time.Time) (*Grants, error) {
 // grantOf is the grant a grant.added payload at makes, or what is wrong
 // with it.
 func grantOf(p grantAdded, at time.Time) (Grant, error) {
-	gr := Grant{ID: p.ID, Subject: p.Subject, Capability: p.Capability, Scope: p.Scope, By: p.By, Reason: p.Reason, Added: at}
+	gr := Grant{ID: p.ID, Subject: p.Subject, Capability: p.Capability, Scope: p.Scope, By: p.By, ByTrust: ledger.High, Reason: p.Reason, Added: at}
+	if p.ByTrust != "" {
+		t, err := ledger.ParseLevel(p.ByTrust)
+		if err != nil {
+			return Grant{}, fmt.Errorf("by_trust: %w", err)
+		}
+		gr.ByTrust = t
+	}
 	if p.Expires != "" {
 		t, err := time.Parse(time.RFC3339Nano, p.Expires)
 		if err != nil {
@@ -376,12 +389,12 @@ func (g *Grants) Add(ctx context.Context, gr Grant) (Grant, error) {
 		return Grant{}, err
 	}
 	gr.ID = ledger.NewID().String()
-	p := grantAdded{ID: gr.ID, Subject: gr.Subject, Capability: gr.Capability, Scope: gr.Scope, By: gr.By, Reason: gr.Reason}
+	p := grantAdded{ID: gr.ID, Subject: gr.Subject, Capability: gr.Capability, Scope: gr.Scope, By: gr.By, ByTrust: gr.ByTrust.String(), Reason: gr.Reason}
 	if !gr.Expires.IsZero() {
 		gr.Expires = gr.Expires.UTC()
 		p.Expires = gr.Expires.Format(time.RFC3339Nano)
 	}
-	e, err := g.record(ctx, EventGrantAdded, gr.ID, 1, now, p)
+	e, err := g.record(ctx, EventGrantAdded, gr.ID, 1, now, gr.ByTrust, p)
 	if err != nil {
 		return Grant{}, fmt.Errorf("act: grant add: %w", err)
 	}
@@ -419,7 +432,7 @@ func (g *Grants) Revoke(ctx context.Context, id, by, reason string) (Grant, erro
 	if err := checkText(reason); err != nil {
 		return Grant{}, fmt.Errorf("%w: reason: %v", ErrInvalidGrant, err)
 	}
-	e, err := g.record(ctx, EventGrantRevoked, id, 2, g.now(), grantRevoked{ID: id, By: by, Reason: reason})
+	e, err := g.record(ctx, EventGrantRevoked, id, 2, g.now(), 0, grantRevoked{ID: id, By: by, Reason: reason})
 	if err != nil {
 		return Grant{}, fmt.Errorf("act: grant revoke: %w", err)
 	}
@@ -432,12 +445,12 @@ func (g *Grants) Revoke(ctx context.Context, id, by, reason string) (Grant, erro
 }
 
 // record appends one grant event and returns it as written.
-func (g *Grants) record(ctx context.Context, typ, id string, version uint64, now time.Time, payload any) (ledger.Event, error) {
+func (g *Grants) record(ctx context.Context, typ, id string, version uint64, now time.Time, trust ledger.Level, payload any) (ledger.Event, error) {
 	p, err := ledger.MarshalPayload(payload)
 	if err != nil {
 		return ledger.Event{}, err
 	}
-	e := ledger.Event{ID: ledger.NewID(), Type: typ, OccurredAt: now.UnixNano(), Provenance: ledger.Told, Privacy: ledger.Internal,
+	e := ledger.Event{ID: ledger.NewID(), Type: typ, OccurredAt: now.UnixNano(), Provenance: ledger.Told, Trust: trust, Privacy: ledger.Internal,
 		AggregateID: grantAggregate(id), AggregateVersion: version, Payload: p}
 	// Once handed over, wait for the commit: an answer that says "failed"
 	// about a grant that was written would be worse than a slow one.

@@ -76,7 +76,7 @@ func TestGrantsAddRevokeAndReload(t *testing.T) {
 	}
 	ctx := t.Context()
 	relay, err := g.Add(ctx, Grant{Subject: "agent:pi", Capability: "gpio.set", Scope: "gpio.relay1",
-		Expires: t0.Add(24 * time.Hour).In(time.FixedZone("CET", 3600)), By: "admin:uid=0", Reason: "the heater"})
+		Expires: t0.Add(24 * time.Hour).In(time.FixedZone("CET", 3600)), By: "admin:uid=0", ByTrust: ledger.High, Reason: "the heater"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,11 +84,11 @@ func TestGrantsAddRevokeAndReload(t *testing.T) {
 		t.Errorf("added %+v", relay)
 	}
 	clock.Add(time.Minute)
-	led, err := g.Add(ctx, Grant{Subject: "agent:pi", Capability: "gpio.*", Scope: "gpio.led", By: "admin:uid=0"})
+	led, err := g.Add(ctx, Grant{Subject: "agent:pi", Capability: "gpio.*", Scope: "gpio.led", By: "admin:uid=0", ByTrust: ledger.High})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tone, err := g.Add(ctx, Grant{Subject: "rule:doorbell", Capability: "audio.tone", Scope: "*", By: "admin:uid=1000"})
+	tone, err := g.Add(ctx, Grant{Subject: "rule:doorbell", Capability: "audio.tone", Scope: "*", By: "admin:uid=1000", ByTrust: ledger.High})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestGrantsAddRevokeAndReload(t *testing.T) {
 	if err := ledger.UnmarshalPayload(evs[0].Payload, &added); err != nil {
 		t.Fatal(err)
 	}
-	want := grantAdded{ID: relay.ID, Subject: "agent:pi", Capability: "gpio.set", Scope: "gpio.relay1", Expires: "2026-03-02T12:00:00Z", By: "admin:uid=0", Reason: "the heater"}
+	want := grantAdded{ID: relay.ID, Subject: "agent:pi", Capability: "gpio.set", Scope: "gpio.relay1", Expires: "2026-03-02T12:00:00Z", By: "admin:uid=0", ByTrust: "high", Reason: "the heater"}
 	if evs[0].Type != EventGrantAdded || added != want {
 		t.Errorf("first event %s %+v, want %+v", evs[0].Type, added, want)
 	}
@@ -174,7 +174,7 @@ func sameGrants(a, b []Grant) bool {
 
 func TestGrantRefusals(t *testing.T) {
 	g, store := newTestGrants(t)
-	ok := Grant{Subject: "agent:pi", Capability: "gpio.set", Scope: "gpio.relay1", By: "admin:uid=0"}
+	ok := Grant{Subject: "agent:pi", Capability: "gpio.set", Scope: "gpio.relay1", By: "admin:uid=0", ByTrust: ledger.Max}
 	for _, tc := range []struct {
 		name   string
 		change func(*Grant)
@@ -223,7 +223,7 @@ func TestGrantRefusals(t *testing.T) {
 
 func TestGrantRevokeRefusals(t *testing.T) {
 	g, store := newTestGrants(t)
-	gr, err := g.Add(t.Context(), Grant{Subject: "agent:pi", Capability: "gpio.set", Scope: "gpio.relay1", By: "admin:uid=0"})
+	gr, err := g.Add(t.Context(), Grant{Subject: "agent:pi", Capability: "gpio.set", Scope: "gpio.relay1", By: "admin:uid=0", ByTrust: ledger.Max})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,12 +305,12 @@ func TestLoadGrantsFailsClosed(t *testing.T) {
 
 func TestGrantsOnAClosedLedger(t *testing.T) {
 	g, store := newTestGrants(t)
-	gr, err := g.Add(t.Context(), Grant{Subject: "agent:pi", Capability: "gpio.set", Scope: "gpio.relay1", By: "admin:uid=0"})
+	gr, err := g.Add(t.Context(), Grant{Subject: "agent:pi", Capability: "gpio.set", Scope: "gpio.relay1", By: "admin:uid=0", ByTrust: ledger.Max})
 	if err != nil {
 		t.Fatal(err)
 	}
 	store.Close()
-	if _, err := g.Add(t.Context(), Grant{Subject: "agent:pi", Capability: "*", Scope: "*", By: "admin:uid=0"}); !errors.Is(err, ledger.ErrClosed) {
+	if _, err := g.Add(t.Context(), Grant{Subject: "agent:pi", Capability: "*", Scope: "*", By: "admin:uid=0", ByTrust: ledger.Max}); !errors.Is(err, ledger.ErrClosed) {
 		t.Errorf("add: %v, want the ledger's ErrClosed", err)
 	}
 	if _, err := g.Revoke(t.Context(), gr.ID, "admin:uid=0", ""); !errors.Is(err, ledger.ErrClosed) {
@@ -341,7 +341,7 @@ func TestGrantsConcurrently(t *testing.T) {
 	var writers sync.WaitGroup
 	for i := range 8 {
 		writers.Go(func() {
-			gr, err := g.Add(ctx, Grant{Subject: fmt.Sprintf("agent:a%d", i), Capability: "gpio.set", Scope: "*", By: "admin:uid=0"})
+			gr, err := g.Add(ctx, Grant{Subject: fmt.Sprintf("agent:a%d", i), Capability: "gpio.set", Scope: "*", By: "admin:uid=0", ByTrust: ledger.High})
 			if err != nil {
 				t.Error(err)
 				return
@@ -502,7 +502,7 @@ func FuzzParseExpiry(f *testing.F) {
 		if !got.IsZero() && (!got.After(t0) || got.Location() != time.UTC) {
 			t.Fatalf("ParseExpiry(%q) = %v", s, got)
 		}
-		g := Grant{Subject: "agent:pi", Capability: "gpio.set", Scope: "*", By: "admin:uid=0", Expires: got}
+		g := Grant{Subject: "agent:pi", Capability: "gpio.set", Scope: "*", By: "admin:uid=0", Expires: got, ByTrust: ledger.Max}
 		if err := g.check(t0); err != nil {
 			t.Fatalf("ParseExpiry(%q) = %v, which a grant refuses: %v", s, got, err)
 		}

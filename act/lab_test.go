@@ -821,7 +821,7 @@ func TestLabEStopLatency(t *testing.T) {
 	reg := body.NewRegistry(time.Now)
 	reg.Register(body.Channel{ID: "gpio.led", Kind: "gpio-out", State: body.Enabled})
 	set, _ := NewGPIOActions([]*GPIOOutput{{Name: "led", Channel: "gpio.led", Line: r.outs["LED"], Risk: R1}}, nil)
-	grants := []Grant{{ID: "g1", Subject: "agent:pi", Capability: "gpio.*", Scope: "gpio.*", By: "admin:uid=0"}}
+	grants := []Grant{{ID: "g1", Subject: "agent:pi", Capability: "gpio.*", Scope: "gpio.*", By: "admin:uid=0", ByTrust: ledger.Max}}
 	leases := NewLeaseTable(time.Minute)
 	runner := NewRunner(Environment{EStop: r.e, Registry: reg, Leases: leases,
 		Health: func() body.Degradation { return body.LevelNormal }, Grants: func() []Grant { return grants }}, store)

@@ -347,8 +347,13 @@ func (r SafetyRules) refuses(req Request) (Decision, bool) {
 // person's deliberate decision, and the reason should not invite renewing
 // what someone took away. Only when every covering grant merely expired
 // is the answer grant_expired.
+//
+// A grant covers only what its granter's trust could allow: one given
+// below MinTrust of the request's risk (an R3 request under a grant given
+// at high) does not cover it, and is named when nothing else does.
 func coveringGrant(req Request, grants []Grant, now time.Time) Decision {
-	var expired, revoked *Grant
+	var expired, revoked, weak *Grant
+	need := MinTrust(req.Capability.Risk)
 	for i := range grants {
 		g := &grants[i]
 		if g.Subject != req.Principal.Subject || !MatchPattern(g.Capability, req.Capability.Name) || !MatchPattern(g.Scope, req.Target) {
@@ -359,6 +364,8 @@ func coveringGrant(req Request, grants []Grant, now time.Time) Decision {
 			revoked = g
 		case g.ExpiredAt(now):
 			expired = g
+		case g.ByTrust < need:
+			weak = g
 		default:
 			return Decision{Allow: true, Detail: "grant " + g.ID}
 		}
@@ -368,6 +375,8 @@ func coveringGrant(req Request, grants []Grant, now time.Time) Decision {
 		return refuse(ReasonGrantRevoked, "grant %s was revoked at %s", revoked.ID, revoked.RevokedAt.UTC().Format(time.RFC3339))
 	case expired != nil:
 		return refuse(ReasonGrantExpired, "grant %s expired at %s", expired.ID, expired.Expires.UTC().Format(time.RFC3339))
+	case weak != nil:
+		return refuse(ReasonNoGrant, "grant %s was given at %s trust; %s needs a grant given at %s", weak.ID, weak.ByTrust, req.Capability.Risk, need)
 	}
 	return refuse(ReasonNoGrant, "no grant lets %s use %s on %s", req.Principal.Subject, req.Capability.Name, req.Target)
 }

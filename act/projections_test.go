@@ -238,7 +238,7 @@ func grantRevokedEvent(t testing.TB, id string, at time.Time) ledger.Event {
 func TestGrantsApply(t *testing.T) {
 	expires := time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
 	g := func(id string, added time.Time) Grant {
-		return Grant{ID: id, Subject: "agent:pi", Capability: "gpio.set", Scope: "gpio.relay1", By: "admin:uid=0", Expires: expires, Added: added}
+		return Grant{ID: id, Subject: "agent:pi", Capability: "gpio.set", Scope: "gpio.relay1", By: "admin:uid=0", Expires: expires, Added: added, ByTrust: ledger.High} // recorded without by_trust: read as high
 	}
 	revoked := func(gr Grant, at time.Time) Grant {
 		gr.Revoked, gr.RevokedAt, gr.RevokedBy, gr.RevokeReason = true, at, "admin:uid=0", "done"
@@ -336,11 +336,11 @@ func TestRestoreFromALedgerWrittenWithoutProjections(t *testing.T) {
 	tk.Close()
 	// Grants kept without their projection: the in-memory half only.
 	g := &Grants{log: old, now: func() time.Time { return t0 }, byID: map[string]int{}}
-	kept, err := g.Add(ctx, Grant{Subject: "agent:pi", Capability: "gpio.*", Scope: "*", By: "admin:uid=0"})
+	kept, err := g.Add(ctx, Grant{Subject: "agent:pi", Capability: "gpio.*", Scope: "*", By: "admin:uid=0", ByTrust: ledger.High})
 	if err != nil {
 		t.Fatal(err)
 	}
-	gone, err := g.Add(ctx, Grant{Subject: "agent:pi", Capability: "audio.tone", Scope: "*", By: "admin:uid=0"})
+	gone, err := g.Add(ctx, Grant{Subject: "agent:pi", Capability: "audio.tone", Scope: "*", By: "admin:uid=0", ByTrust: ledger.High})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,17 @@ type Invocation struct {
 	CausedBy *Observation  `cbor:"-" json:"-"`
 	Approval string        `cbor:"approval,omitempty" json:"approval,omitempty"`
 	Note     string        `cbor:"note,omitempty" json:"note,omitempty"`
+
+	// prepared is what a Preparer loaded for this invocation; never
+	// recorded.
+	prepared any
 }
+
+// SetPrepared keeps what a Preparer loaded for inv.
+func (inv *Invocation) SetPrepared(v any) { inv.prepared = v }
+
+// Prepared is what a Preparer loaded for inv, or nil.
+func (inv *Invocation) Prepared() any { return inv.prepared }
 
 // Verification is the independent check after an action.
 type Verification struct {
@@ -111,11 +121,23 @@ type Action interface {
 // Limits of the target itself (an output's MaxOn, a speaker's MaxClip)
 // are Channel's to check.
 type Timed interface {
-	// Duration is how long Do on target with params takes when it is not
-	// cut short, and what in params says so, for a refusal to name
+	// Duration is how long Do of inv takes when it is not cut short, and
+	// what in its params says so, for a refusal to name
 	// ("params.duration_ms 999999999"). An error means target or params
-	// are wrong; Channel names what.
-	Duration(target string, params map[string]string) (d time.Duration, what string, err error)
+	// are wrong; Channel names what. For a Preparer it is asked after
+	// Prepare, so it may use what Prepare loaded.
+	Duration(inv *Invocation) (d time.Duration, what string, err error)
+}
+
+// Preparer is an Action whose request needs something read from outside
+// the request before it can run or be timed (a clip from its file). The
+// runner calls Prepare only once the policy has allowed the request (for
+// an R3 one, once it is approved), before the lease and before anything
+// is recorded as running; a request the policy refuses never reaches a
+// file. An error refuses the request with invalid_request. What Prepare
+// loads it keeps in inv (SetPrepared) for Duration and Do.
+type Preparer interface {
+	Prepare(inv *Invocation) error
 }
 
 // DefaultTimeout bounds an invocation that gives no Timeout.
@@ -136,7 +158,7 @@ func fits(a Action, inv *Invocation) error {
 	if !ok {
 		return nil
 	}
-	d, what, err := t.Duration(inv.Target, inv.Params)
+	d, what, err := t.Duration(inv)
 	if err != nil {
 		return err
 	}
@@ -288,6 +310,45 @@ func (r *Runner) Capabilities() []Capability {
 	return out
 }
 
+// RiskCovered is the highest risk of what a grant of capability (a
+// pattern) on scope (a pattern) would cover on this body now, and what
+// that is ("gpio.set on gpio.relay1"); R0 and "" when it covers nothing
+// the runner has. A capability whose risk depends on its target (an
+// output's own risk) counts the targets scope covers.
+func (r *Runner) RiskCovered(capability, scope string) (Risk, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	names := make([]string, 0, len(r.actions))
+	for name := range r.actions {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	top, what := R0, ""
+	for _, name := range names {
+		if !MatchPattern(capability, name) {
+			continue
+		}
+		a := r.actions[name]
+		rt, perTarget := a.(interface{ RiskOf(string) Risk })
+		ts, listed := a.(interface{ Targets() []string })
+		if !perTarget || !listed {
+			if risk := a.Capability().Risk; risk > top || what == "" {
+				top, what = risk, name
+			}
+			continue
+		}
+		for _, t := range ts.Targets() {
+			if !MatchPattern(scope, t) {
+				continue
+			}
+			if risk := rt.RiskOf(t); risk > top || what == "" {
+				top, what = risk, name+" on "+t
+			}
+		}
+	}
+	return top, what
+}
+
 // errCancelled causes carry the reason into the record.
 type cancelCause struct{ reason Reason }
 
@@ -432,8 +493,8 @@ func (r *Runner) submit(ctx context.Context, inv *Invocation, key string) Result
 			capab.Risk = rt.RiskOf(inv.Target)
 		}
 		channel, chErr = a.Channel(inv.Target, inv.Params)
-		if chErr == nil {
-			chErr = fits(a, inv)
+		if _, later := a.(Preparer); chErr == nil && !later {
+			chErr = fits(a, inv) // a Preparer's is known once it is prepared (execute)
 		}
 	} else {
 		capab = Capability{Name: inv.Capability, Risk: R3}
@@ -476,6 +537,18 @@ func (r *Runner) submit(ctx context.Context, inv *Invocation, key string) Result
 // execute takes an allowed invocation through its lease, its running
 // record, the action and its verification.
 func (r *Runner) execute(ctx context.Context, inv *Invocation, a Action, capab Capability, d Decision) Result {
+	if p, ok := a.(Preparer); ok {
+		err := p.Prepare(inv)
+		if err == nil {
+			err = fits(a, inv)
+		}
+		if err != nil {
+			res := Result{ActionID: inv.ActionID, Status: Refused, Reason: ReasonInvalidRequest, Detail: err.Error(),
+				Decision: Decision{Reason: ReasonInvalidRequest, Detail: err.Error()}}
+			r.recordResult(inv, res)
+			return res
+		}
+	}
 	// A lease on a shared resource, checked again (fencing) just before
 	// acting, and released on every return: a shadow, an e-stop before
 	// the start, a record that could not be written and a failed fencing

@@ -51,7 +51,7 @@ func newBench(t *testing.T) *bench {
 		{Name: "relay1", Channel: "gpio.relay1", Line: b.estop.relayOut, Risk: R2, Feedback: fb, FeedbackActive: hal.High, MaxOn: time.Minute},
 		{Name: "led", Channel: "gpio.led", Line: b.estop.ledOut, Risk: R1},
 	}, nil)
-	grants := []Grant{{ID: "g1", Subject: "agent:pi", Capability: "gpio.*", Scope: "gpio.*", By: "admin:uid=0"}}
+	grants := []Grant{{ID: "g1", Subject: "agent:pi", Capability: "gpio.*", Scope: "gpio.*", By: "admin:uid=0", ByTrust: ledger.Max}}
 	b.r = NewRunner(Environment{EStop: b.estop.e, Registry: b.reg, Health: func() body.Degradation { return b.health },
 		Grants: func() []Grant { return grants }, Leases: NewLeaseTable(time.Minute)}, b.store)
 	b.estop.e.SetRunner(b.r, b.r.env.Leases)
@@ -501,7 +501,7 @@ func (j hookJournal) Append(ctx context.Context, evs ...ledger.Event) ([]ledger.
 func leaseRunner(t *testing.T, b *bench, j Journal, edit func(*Environment)) (*Runner, <-chan hal.Level) {
 	t.Helper()
 	env := b.r.env
-	grants := append(slices.Clone(env.Grants()), Grant{ID: "g2", Subject: mqttHome.Subject, Capability: "gpio.*", Scope: "gpio.*", By: "admin:uid=0"})
+	grants := append(slices.Clone(env.Grants()), Grant{ID: "g2", Subject: mqttHome.Subject, Capability: "gpio.*", Scope: "gpio.*", By: "admin:uid=0", ByTrust: ledger.Max})
 	env.Grants = func() []Grant { return grants }
 	if edit != nil {
 		edit(&env)

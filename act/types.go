@@ -195,6 +195,11 @@ type Grant struct {
 	Revoked   bool
 	RevokedAt time.Time
 	By        string // who granted it
+	// ByTrust is the trust the granter had. A grant covers a request only
+	// when it is at least the request's MinTrust: R3 needs a grant given
+	// at max. Grants recorded before it was recorded read as high, the
+	// least that could give one then.
+	ByTrust ledger.Level
 
 	Added        time.Time // when it was granted
 	Reason       string    // why it was granted

@@ -37,15 +37,15 @@ var (
 	OpResult = Op[ResultIn, act.Result]{Name: "action.result", Kind: Observe, Least: Anyone,
 		Description: "What became of an action, by its id or by the caller's idempotency key."}
 	OpGrantAdd = Op[GrantAddIn, GrantView]{Name: "grant.add", Kind: Admin, Least: HighAdmin,
-		Description: "Let a principal use capabilities on targets, until an expiry or a revocation."}
+		Description: "Let a principal use capabilities on targets, until an expiry or a revocation. A grant that covers an R3 capability needs max trust."}
 	OpGrantList = Op[GrantListIn, Grants]{Name: "grant.list", Kind: Observe, Least: AnyAdmin,
 		Description: "The grants in force; all: expired and revoked ones too."}
 	OpGrantRevoke = Op[GrantRevokeIn, GrantView]{Name: "grant.revoke", Kind: Admin, Least: HighAdmin,
 		Description: "Take a grant back."}
 	OpApprovals = Op[None, Approvals]{Name: "approval.list", Kind: Observe, Least: HighAdmin,
 		Description: "The R3 actions waiting for a local administrator's approval."}
-	OpApprove = Op[ApproveIn, act.Result]{Name: "approval.approve", Kind: Admin, Least: HighAdmin,
-		Description: "Approve a waiting action: it runs now, with the policy checked again."}
+	OpApprove = Op[ApproveIn, act.Result]{Name: "approval.approve", Kind: Admin, Least: MaxAdmin,
+		Description: "Approve a waiting R3 action (a local administrator at max trust): it runs now, with the policy checked again."}
 	OpDeny = Op[DenyIn, act.Result]{Name: "approval.deny", Kind: Admin, Least: HighAdmin,
 		Description: "Deny a waiting action: it is cancelled."}
 	OpLedgerStats = Op[None, ledger.Stats]{Name: "ledger.stats", Kind: Observe, Least: AnyAdmin,
@@ -182,18 +182,21 @@ type GrantRevokeIn struct {
 // GrantView is a grant as callers see it. State is active, expired or
 // revoked, as of the answer.
 type GrantView struct {
-	ID           string    `json:"id"`
-	Subject      string    `json:"subject"`
-	Capability   string    `json:"capability"`
-	Scope        string    `json:"scope"`
-	Expires      time.Time `json:"expires,omitzero"`
-	State        string    `json:"state"`
-	Added        time.Time `json:"added"`
-	By           string    `json:"by"`
-	Reason       string    `json:"reason,omitempty"`
-	RevokedAt    time.Time `json:"revoked_at,omitzero"`
-	RevokedBy    string    `json:"revoked_by,omitempty"`
-	RevokeReason string    `json:"revoke_reason,omitempty"`
+	ID         string    `json:"id"`
+	Subject    string    `json:"subject"`
+	Capability string    `json:"capability"`
+	Scope      string    `json:"scope"`
+	Expires    time.Time `json:"expires,omitzero"`
+	State      string    `json:"state"`
+	Added      time.Time `json:"added"`
+	By         string    `json:"by"`
+	// ByTrust is the trust the granter had: a grant covers nothing whose
+	// risk needs more.
+	ByTrust      ledger.Level `json:"by_trust"`
+	Reason       string       `json:"reason,omitempty"`
+	RevokedAt    time.Time    `json:"revoked_at,omitzero"`
+	RevokedBy    string       `json:"revoked_by,omitempty"`
+	RevokeReason string       `json:"revoke_reason,omitempty"`
 }
 
 // Grants lists grants.

@@ -2,6 +2,7 @@ package awareness
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -240,7 +241,7 @@ func (b *Parts) do(ctx context.Context, p act.Principal, in DoIn) (act.Result, e
 // viewGrant is a grant as callers see it, its times in UTC.
 func viewGrant(g act.Grant, now time.Time) GrantView {
 	v := GrantView{ID: g.ID, Subject: g.Subject, Capability: g.Capability, Scope: g.Scope, Expires: utc(g.Expires), State: "active",
-		Added: utc(g.Added), By: g.By, Reason: g.Reason, RevokedAt: utc(g.RevokedAt), RevokedBy: g.RevokedBy, RevokeReason: g.RevokeReason}
+		Added: utc(g.Added), By: g.By, ByTrust: g.ByTrust, Reason: g.Reason, RevokedAt: utc(g.RevokedAt), RevokedBy: g.RevokedBy, RevokeReason: g.RevokeReason}
 	switch {
 	case g.Revoked:
 		v.State = "revoked"
@@ -254,12 +255,19 @@ func (b *Parts) grantAdd(ctx context.Context, p act.Principal, in GrantAddIn) (G
 	if b.Grants == nil {
 		return GrantView{}, errNoGrants
 	}
+	if b.Runner != nil && p.Trust < ledger.Max {
+		if risk, what := b.Runner.RiskCovered(in.Capability, in.Scope); risk == act.R3 {
+			need := MaxAdmin
+			return GrantView{}, &Error{Reason: ReasonNotAuthorized, Need: &need,
+				Detail: fmt.Sprintf("a grant of %s on %s covers %s, which is R3: granting R3 needs %s; the caller is %s at %s trust", in.Capability, in.Scope, what, MaxAdmin, p.Subject, p.Trust)}
+		}
+	}
 	now := b.Now()
 	exp, err := act.ParseExpiry(in.Expires, now)
 	if err != nil {
 		return GrantView{}, refuse(ReasonInvalidParams, "expires: %v", err)
 	}
-	g, err := b.Grants.Add(ctx, act.Grant{Subject: in.Subject, Capability: in.Capability, Scope: in.Scope, Expires: exp, By: p.Subject, Reason: in.Reason})
+	g, err := b.Grants.Add(ctx, act.Grant{Subject: in.Subject, Capability: in.Capability, Scope: in.Scope, Expires: exp, By: p.Subject, ByTrust: p.Trust, Reason: in.Reason})
 	if err != nil {
 		return GrantView{}, err
 	}

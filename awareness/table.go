@@ -66,6 +66,10 @@ var (
 	// HighAdmin is a local administrator at high trust: what changes what
 	// the body may do.
 	HighAdmin = Least{Kinds: []act.PrincipalKind{act.LocalAdmin}, Trust: ledger.High}
+	// MaxAdmin is a local administrator at max trust: what lets R3 run
+	// (approving an R3 action; a grant that covers R3 is checked by its
+	// handler, since only the grant's patterns say whether it does).
+	MaxAdmin = Least{Kinds: []act.PrincipalKind{act.LocalAdmin}, Trust: ledger.Max}
 )
 
 // Reasons of refusal the operations add to the runner's.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,8 +156,9 @@ type testBody struct {
 }
 
 var (
-	maxAdmin = act.Principal{Kind: act.LocalAdmin, Subject: "admin:uid=0", Session: "admin", Trust: ledger.Max}
-	agent    = act.Principal{Kind: act.AgentSession, Subject: "agent:pi", Session: "pi-1", Trust: ledger.High}
+	maxAdmin  = act.Principal{Kind: act.LocalAdmin, Subject: "admin:uid=0", Session: "admin", Trust: ledger.Max}
+	highAdmin = act.Principal{Kind: act.LocalAdmin, Subject: "admin:uid=1000", Session: "admin", Trust: ledger.High}
+	agent     = act.Principal{Kind: act.AgentSession, Subject: "agent:pi", Session: "pi-1", Trust: ledger.High}
 )
 
 func newTestBody(t *testing.T) *testBody {
@@ -168,18 +170,19 @@ func newTestBody(t *testing.T) *testBody {
 	t.Cleanup(func() { store.Close() })
 	chip := haltest.NewChip("test")
 	main := chip.AddIn("estop", hal.Low)
-	relay, led := chip.AddOut("relay1"), chip.AddOut("led")
+	relay, led, _ := chip.AddOut("relay1"), chip.AddOut("led"), chip.AddOut("vault")
 	in, _ := chip.In("estop", hal.InConfig{})
 	rl, _ := chip.Out("relay1", hal.OutConfig{Safe: hal.Low})
 	ll, _ := chip.Out("led", hal.OutConfig{Safe: hal.Low})
+	vl, _ := chip.Out("vault", hal.OutConfig{Safe: hal.Low})
 	reg := body.NewRegistry(time.Now)
-	for _, id := range []string{"gpio.relay1", "gpio.led"} {
+	for _, id := range []string{"gpio.relay1", "gpio.led", "gpio.vault"} {
 		if err := reg.Register(body.Channel{ID: id, Kind: "gpio-out", Device: id, Driver: "Loaded", State: body.Enabled, Health: "ok"}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	reg.Seal()
-	estop, err := act.NewEStop(act.EStopConfig{Main: in, MainStop: hal.High, Outputs: []hal.LineOut{rl, ll}})
+	estop, err := act.NewEStop(act.EStopConfig{Main: in, MainStop: hal.High, Outputs: []hal.LineOut{rl, ll, vl}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,6 +197,7 @@ func newTestBody(t *testing.T) *testBody {
 	set, pulse := act.NewGPIOActions([]*act.GPIOOutput{
 		{Name: "relay1", Channel: "gpio.relay1", Line: rl, Risk: act.R2},
 		{Name: "led", Channel: "gpio.led", Line: ll, Risk: act.R1},
+		{Name: "vault", Channel: "gpio.vault", Line: vl, Risk: act.R3}, // a door's lock
 	}, nil)
 	if err := r.Register(set); err != nil {
 		t.Fatal(err)
@@ -320,5 +324,49 @@ func TestWithoutALedger(t *testing.T) {
 		if _, err := e.Call(context.Background(), maxAdmin, params); ReasonOf(err) != ReasonUnavailable {
 			t.Errorf("%s: %v, want unavailable", name, err)
 		}
+	}
+}
+
+// The attack of a local administrator at high trust granting R3, which
+// R3 itself needs max to do: a grant that covers an R3 capability or
+// target is refused below max, naming what it covers; one that covers
+// nothing above R2 is not; and a grant given at high never lets R3 run,
+// whatever its patterns came to cover later.
+func TestGrantingR3NeedsMaxTrust(t *testing.T) {
+	b := newTestBody(t)
+	for _, tc := range []struct {
+		name, params string
+		p            act.Principal
+		err          string // "" granted
+		byTrust      string
+	}{
+		{"every output, at high", `{"subject":"agent:pi","capability":"gpio.*","scope":"*"}`, highAdmin,
+			"grant.add: not_authorized: a grant of gpio.* on * covers gpio.pulse on gpio.vault, which is R3: granting R3 needs a local administrator at max trust or above; the caller is admin:uid=1000 at high trust", ""},
+		{"the vault by name, at high", `{"subject":"agent:pi","capability":"gpio.set","scope":"gpio.vault"}`, highAdmin,
+			"grant.add: not_authorized: a grant of gpio.set on gpio.vault covers gpio.set on gpio.vault, which is R3", ""},
+		{"the relay, at high", `{"subject":"agent:pi","capability":"gpio.set","scope":"gpio.relay1"}`, highAdmin, "", "high"},
+		{"a capability the body does not have, at high", `{"subject":"agent:pi","capability":"door.*","scope":"*"}`, highAdmin, "", "high"},
+		{"every output, at max", `{"subject":"agent:pi","capability":"gpio.*","scope":"*"}`, maxAdmin, "", "max"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := b.call(t, tc.p, "grant.add", tc.params)
+			if tc.err != "" {
+				var oe *Error
+				if !errors.As(err, &oe) || !strings.HasPrefix(err.Error(), tc.err) || oe.Need == nil || oe.Need.Trust != ledger.Max {
+					t.Fatalf("got %v, want %q with need max", err, tc.err)
+				}
+				return
+			}
+			if err != nil || !strings.Contains(got, `"by_trust":"`+tc.byTrust+`"`) {
+				t.Fatalf("got %s %v, want a grant by %s", got, err, tc.byTrust)
+			}
+		})
+	}
+	// Only the grant given at max covers the vault for the agent, which
+	// asks at max; the one given at high covers the relay alone.
+	agentMax := act.Principal{Kind: act.AgentSession, Subject: "agent:pi", Session: "pi-1", Trust: ledger.Max}
+	got, err := b.call(t, agentMax, "action.do", `{"capability":"gpio.set","target":"gpio.vault","params":{"state":"on"},"mode":"shadow"}`)
+	if err != nil || !strings.Contains(got, `"reason":"approval_required"`) {
+		t.Fatalf("R3 under a grant given at max: got %s %v, want it to wait for approval", got, err)
 	}
 }

@@ -66,7 +66,9 @@ func LoadIdentity(dataDir string, now time.Time) (id Identity, created bool, err
 	if err != nil {
 		return id, false, err
 	}
-	if err := WriteFileAtomic(path, append(data, '\n'), 0o644); err != nil {
+	// Readable by the daemon's group (its administrators), whatever the
+	// umask: WriteFileAtomic sets the mode itself.
+	if err := WriteFileAtomic(path, append(data, '\n'), 0o640); err != nil {
 		return Identity{}, false, err
 	}
 	return id, true, nil

@@ -29,6 +29,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/tobe-body/tobe-body/act"
@@ -74,16 +75,23 @@ type Server struct {
 }
 
 // Listen listens on the Unix socket at path with mode 0660. A socket left
-// by a daemon that died is removed; one that answers belongs to a running
-// daemon and is an error, and so is anything there that is not a socket.
+// by a daemon that died (connecting to it is refused: ECONNREFUSED) is
+// removed. One that answers belongs to a running daemon and is an error;
+// so is one that cannot be told apart from a live one (connecting fails
+// otherwise: its backlog is full, permission is denied), and anything
+// there that is not a socket.
 func Listen(path string) (net.Listener, error) {
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode().Type() != os.ModeSocket {
 			return nil, fmt.Errorf("admin socket %s: something that is not a socket is there (%s); not removing it", path, fi.Mode().Type())
 		}
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c, err := net.DialTimeout("unix", path, time.Second)
+		switch {
+		case err == nil:
 			c.Close()
 			return nil, fmt.Errorf("admin socket %s: another tobe-body is answering on it", path)
+		case !errors.Is(err, syscall.ECONNREFUSED):
+			return nil, fmt.Errorf("admin socket %s: cannot tell whether a tobe-body is answering on it, so not removing it: %w", path, err)
 		}
 		if err := os.Remove(path); err != nil {
 			return nil, fmt.Errorf("admin socket: remove stale %s: %w", path, err)

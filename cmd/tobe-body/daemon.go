@@ -104,6 +104,9 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
+	if err := checkDataDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	release, err := lockData(cfg.DataDir)
 	if err != nil {
 		return nil, err

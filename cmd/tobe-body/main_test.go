@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
+	if path := os.Getenv("TOBE_BODY_TEST_PEER"); path != "" {
+		os.Exit(peerMain(path, os.Args[1:]))
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -12,3 +12,7 @@ func lockData(dir string) (func(), error) {
 }
 
 func sdNotify(string) error { return nil }
+
+func checkDataDir(string) error {
+	return errors.New("tobe-body runs on Linux; this is " + runtime.GOOS)
+}

@@ -84,7 +84,7 @@ func TestTakeoverByAButton(t *testing.T) {
 	estop.Check()
 	reg := body.NewRegistry(time.Now)
 	reg.Register(body.Channel{ID: "gpio.relay1", Kind: "gpio-out", State: body.Enabled})
-	grants := []act.Grant{{ID: "g1", Subject: "agent:pi", Capability: "gpio.*", Scope: "gpio.*"}}
+	grants := []act.Grant{{ID: "g1", Subject: "agent:pi", Capability: "gpio.*", Scope: "gpio.*", ByTrust: ledger.Max}}
 	r := act.NewRunner(act.Environment{EStop: estop, Registry: reg, Leases: s.Leases, Rules: s.Rules,
 		Health: func() body.Degradation { return body.LevelNormal }, Grants: func() []act.Grant { return grants }}, store)
 	set, pulse := act.NewGPIOActions([]*act.GPIOOutput{{Name: "relay1", Channel: "gpio.relay1", Line: relayLine, Risk: act.R2}}, nil)
