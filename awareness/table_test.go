@@ -114,8 +114,12 @@ func TestNothingCallsWithoutAPrincipal(t *testing.T) {
 func TestOperationsJSON(t *testing.T) {
 	for _, e := range emptyTable(t).Entries() {
 		t.Run(e.Name, func(t *testing.T) {
-			got, err := json.MarshalIndent(map[string]any{"name": e.Name, "description": e.Description, "kind": e.Kind, "least": e.Least,
-				"input": e.InSchema, "output": e.OutSchema}, "", "  ")
+			op := map[string]any{"name": e.Name, "description": e.Description, "kind": e.Kind, "least": e.Least,
+				"input": e.InSchema, "output": e.OutSchema}
+			if e.Streams {
+				op["streams"] = true
+			}
+			got, err := json.MarshalIndent(op, "", "  ")
 			if err != nil {
 				t.Fatal(err)
 			}
