@@ -265,7 +265,7 @@ func TestOperationsOnABody(t *testing.T) {
 		{"the agent with its grant", "action.do", `{"capability":"gpio.set","target":"gpio.relay1","params":{"state":"off"}}`, agent, `"status":"succeeded"`, ""},
 		{"grants listed", "grant.list", `{}`, maxAdmin, `^\{"grants":\[\{"id":"ID"`, ""},
 		{"a grant that is not there", "grant.revoke", `{"id":"nope"}`, maxAdmin, "", ReasonNotFound},
-		{"a backup to a relative path", "ledger.backup", `{"path":"x.db"}`, maxAdmin, "", ReasonInvalidParams},
+		{"a backup naming a file", "ledger.backup", `{"path":"/tmp/x.db"}`, maxAdmin, "", ReasonInvalidParams},
 		{"the e-stop", "estop.status", `{}`, agent, `"latched":false`, ""},
 		{"the agent trips it", "estop.trip", `{}`, agent, `"cause":"requested by agent:pi"`, ""},
 		{"the agent cannot reset it", "estop.reset", `{}`, agent, "", ReasonNotAuthorized},

@@ -437,3 +437,86 @@ func FuzzStreamFraming(f *testing.F) {
 		}
 	})
 }
+
+// The backup itself, of a ledger far larger than the socket's buffers,
+// to a client that reads its result and then nothing: the server drops
+// it when a chunk stalls, and once the server has stopped, the
+// snapshot's file is closed with everything else: no descriptor is left.
+func TestABackupClientThatStopsReadingIsDropped(t *testing.T) {
+	old := stallTimeout
+	stallTimeout = 200 * time.Millisecond
+	t.Cleanup(func() { stallTimeout = old })
+	fds := openFDs(t)
+	store, err := ledger.Open(ledger.Options{Path: filepath.Join(t.TempDir(), "ledger.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	payload, _ := ledger.MarshalPayload(map[string]string{"note": strings.Repeat("n", 4000)})
+	for range 40 {
+		batch := make([]ledger.Event, 100)
+		for i := range batch {
+			batch[i] = ledger.Event{Type: "test.filler", Provenance: ledger.Observed, Payload: payload}
+		}
+		if _, err := store.Append(t.Context(), batch...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tb, err := (&awareness.Parts{Store: store}).Table()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "admin.sock")
+	ln, err := Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServer(ln, tb, admin(ledger.Max), slog.New(slog.DiscardHandler))
+	s.Serve()
+	defer s.Close()
+	fdsServing := openFDs(t)
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintln(c, `{"jsonrpc":"2.0","id":1,"method":"ledger.backup"}`)
+	br := bufio.NewReader(c)
+	var size int64
+	for size == 0 {
+		line, err := br.ReadBytes('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r struct {
+			Result *awareness.Backup `json:"result"`
+		}
+		if json.Unmarshal(line, &r); r.Result != nil {
+			size = r.Result.Bytes
+		}
+	}
+	if size < 8<<20 {
+		t.Fatalf("a snapshot of %d bytes: too small to fill the socket's buffers", size)
+	}
+	// Read nothing for longer than a chunk may stall, then see how much
+	// came before the server closed the connection.
+	time.Sleep(4 * stallTimeout)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, err := io.Copy(io.Discard, br)
+	if err != nil || got >= size {
+		t.Errorf("read %d bytes (%v) before the end, want the connection closed short of %d", got, err, size)
+	}
+	// Dropped, the call lets go of the snapshot's file: the connection's
+	// goroutines end on their own, so wait for it (a hang detector).
+	for deadline := time.Now().Add(10 * time.Second); openFDs(t) > fdsServing+1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d descriptors still open with the client dropped, want %d (the client's end)", openFDs(t), fdsServing+1)
+		}
+	}
+	c.Close()
+	s.Close()
+	store.Close()
+	if n := openFDs(t); n != fds {
+		t.Errorf("%d descriptors open after all is closed, want %d", n, fds)
+	}
+}
