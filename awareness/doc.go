@@ -14,6 +14,13 @@
 // runner's, or not_authorized, invalid_params, not_found, unavailable,
 // failed).
 //
+// An operation may answer with bytes besides its result: the backup's
+// output is Streaming (the result, then the snapshot's bytes), and its
+// Entry says Streams, so a transport that cannot send bytes after a
+// result leaves it out. A long operation reports its progress through
+// the function WithProgress puts in its context; the principal never
+// comes from a context.
+//
 // Placement: awareness imports act, body, ledger and sense, never hal or
 // cmd, so every transport can import it without a cycle. The transports
 // live in its subpackages (admin: the admin socket and its typed client;

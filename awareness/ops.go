@@ -1,6 +1,8 @@
 package awareness
 
 import (
+	"io"
+	"strings"
 	"time"
 
 	"github.com/tobe-body/tobe-body/act"
@@ -52,8 +54,10 @@ var (
 		Description: "Counts, sizes and the outbox backlog of the ledger."}
 	OpLedgerVerify = Op[None, ledger.VerifyReport]{Name: "ledger.verify", Kind: Observe, Least: AnyAdmin,
 		Description: "bbolt's check, and every projection rebuilt from the events and compared."}
-	OpLedgerBackup = Op[BackupIn, Backup]{Name: "ledger.backup", Kind: Admin, Least: HighAdmin,
-		Description: "A consistent copy of the ledger, taken while the body runs."}
+	// OpLedgerBackup takes no path: the body never writes a file its
+	// caller names. The copy comes to the caller after the result.
+	OpLedgerBackup = Op[None, Backup]{Name: "ledger.backup", Kind: Admin, Least: HighAdmin,
+		Description: "A consistent copy of the ledger, taken while the body runs and sent to the caller after this result: bytes of it, with their SHA-256. The body writes no file the caller names."}
 )
 
 // None is the input of an operation that takes none: {}.
@@ -220,13 +224,33 @@ type DenyIn struct {
 	Why      string `json:"why,omitempty"`
 }
 
-// BackupIn names the backup's file: an absolute path.
-type BackupIn struct {
-	Path string `json:"path"`
+// Backup is a snapshot of the ledger: the result says what it is, and
+// the snapshot's bytes come after it (Backup is Streaming). A Backup a
+// client decoded has no bytes of its own: Content gives none.
+type Backup struct {
+	// Bytes is the snapshot's length: exactly so many bytes follow.
+	Bytes int64 `json:"bytes"`
+	// SHA256 is the hex digest of those bytes.
+	SHA256 string `json:"sha256"`
+	// LastSeq is the sequence of the last event in the snapshot.
+	LastSeq uint64    `json:"last_seq"`
+	TakenAt time.Time `json:"taken_at"`
+
+	snap *ledger.Snapshot
 }
 
-// Backup is the copy made.
-type Backup struct {
-	Path  string `json:"path"`
-	Bytes int64  `json:"bytes"`
+// Content is the snapshot's bytes.
+func (b Backup) Content() (io.Reader, int64) {
+	if b.snap == nil {
+		return strings.NewReader(""), 0
+	}
+	return b.snap, b.snap.Size
+}
+
+// Close releases the snapshot's file.
+func (b Backup) Close() error {
+	if b.snap == nil {
+		return nil
+	}
+	return b.snap.Close()
 }

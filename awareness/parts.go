@@ -2,6 +2,7 @@ package awareness
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -123,16 +124,7 @@ func (b *Parts) Table() (*Table, error) {
 			}
 			return b.Store.Verify(ctx)
 		}),
-		Bind(OpLedgerBackup, func(_ context.Context, _ act.Principal, in BackupIn) (Backup, error) {
-			if b.Store == nil {
-				return Backup{}, errNoLedger
-			}
-			if !filepath.IsAbs(in.Path) {
-				return Backup{}, refuse(ReasonInvalidParams, "path %q: want an absolute path", in.Path)
-			}
-			n, err := b.Store.Backup(in.Path)
-			return Backup{Path: in.Path, Bytes: n}, err
-		}),
+		Bind(OpLedgerBackup, b.backup),
 	)
 }
 
@@ -215,6 +207,21 @@ func ReadEvents(ctx context.Context, store *ledger.Store, in EventsIn) (Events, 
 			return out, ctx.Err()
 		}
 	}
+}
+
+// backup takes a snapshot of the ledger into an unnamed file beside it
+// (ledger.Store.Snapshot: free space checked first, the read transaction
+// closed once the copy is made), calling ctx's progress function as it
+// copies.
+func (b *Parts) backup(ctx context.Context, _ act.Principal, _ None) (Backup, error) {
+	if b.Store == nil {
+		return Backup{}, errNoLedger
+	}
+	sn, err := b.Store.Snapshot(ctx, filepath.Dir(b.Store.Path()), Progress(ctx))
+	if err != nil {
+		return Backup{}, err
+	}
+	return Backup{Bytes: sn.Size, SHA256: hex.EncodeToString(sn.SHA256[:]), LastSeq: sn.LastSeq, TakenAt: b.Now().UTC(), snap: sn}, nil
 }
 
 func (b *Parts) events(ctx context.Context, _ act.Principal, in EventsIn) (Events, error) {

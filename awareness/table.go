@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"slices"
 	"sort"
@@ -132,6 +133,39 @@ type Op[In, Out any] struct {
 	Least       Least
 }
 
+// Streaming is an operation's output that carries bytes besides its
+// result (a snapshot of the ledger): the output marshals as the result,
+// whose JSON says how many bytes there are in "bytes", and Content gives
+// them. A transport that can send bytes after a result sends Content's
+// after the result's and Closes the output on every path, sent or not;
+// one that cannot leaves out the entries whose Streams is set.
+type Streaming interface {
+	// Content is the bytes and how many there are; it is read once.
+	Content() (io.Reader, int64)
+	// Close releases what holds the bytes (an open file).
+	io.Closer
+}
+
+var streamingType = reflect.TypeFor[Streaming]()
+
+// progressKey keys the progress function in a context.
+type progressKey struct{}
+
+// WithProgress returns ctx carrying f, which a long operation (taking a
+// snapshot) calls as its work goes on with done and total in its unit
+// (bytes). f is called from the operation's goroutine and must not block.
+// Progress is all a context carries to an operation: the principal is an
+// argument, never a context value.
+func WithProgress(ctx context.Context, f func(done, total int64)) context.Context {
+	return context.WithValue(ctx, progressKey{}, f)
+}
+
+// Progress is the progress function ctx carries, or nil.
+func Progress(ctx context.Context) func(done, total int64) {
+	f, _ := ctx.Value(progressKey{}).(func(done, total int64))
+	return f
+}
+
 // Handler runs an operation for principal p. Its error is an *Error when
 // it refuses; any other error is a failure.
 type Handler[In, Out any] func(ctx context.Context, p act.Principal, in In) (Out, error)
@@ -146,7 +180,11 @@ type Entry struct {
 	// InSchema and OutSchema are the JSON Schemas of In and Out, derived
 	// once by NewTable.
 	InSchema, OutSchema *jsonschema.Schema
-	call                func(ctx context.Context, p act.Principal, params json.RawMessage) (any, error)
+	// Streams, set by NewTable, says Out is Streaming: the operation's
+	// output carries bytes besides its result. A transport that cannot
+	// send them must not offer the operation.
+	Streams bool
+	call    func(ctx context.Context, p act.Principal, params json.RawMessage) (any, error)
 }
 
 // Bind gives op its handler.
@@ -158,7 +196,14 @@ func Bind[In, Out any](op Op[In, Out], h Handler[In, Out]) *Entry {
 			if err := DecodeParams(params, &in); err != nil {
 				return nil, refuse(ReasonInvalidParams, "%v", err)
 			}
-			return h(ctx, p, in)
+			out, err := h(ctx, p, in)
+			if err != nil {
+				if st, ok := any(out).(Streaming); ok {
+					st.Close() // an output that comes with an error is nobody's
+				}
+				return nil, err
+			}
+			return out, nil
 		}}
 }
 
@@ -167,7 +212,9 @@ func Bind[In, Out any](op Op[In, Out], h Handler[In, Out]) *Entry {
 // operation's least, or none at all, is refused with not_authorized
 // before params are read. Params are read strictly: an unknown key, a
 // wrong type or trailing data is invalid_params. Every error returned is
-// an *Error carrying the operation's name.
+// an *Error carrying the operation's name. When Streams is set, the
+// output returned with a nil error is Streaming and the caller must
+// Close it; with an error there is nothing to close.
 func (e *Entry) Call(ctx context.Context, p act.Principal, params json.RawMessage) (any, error) {
 	if !e.Least.admits(p) {
 		need := e.Least
@@ -254,6 +301,7 @@ func NewTable(entries ...*Entry) (*Table, error) {
 		if e.InSchema, e.OutSchema, err = schemas(e.In, e.Out); err != nil {
 			return nil, fmt.Errorf("awareness: operation %s: %w", e.Name, err)
 		}
+		e.Streams = e.Out.Implements(streamingType)
 		t.byName[e.Name] = e
 	}
 	return t, nil

@@ -115,8 +115,12 @@ func TestNothingCallsWithoutAPrincipal(t *testing.T) {
 func TestOperationsJSON(t *testing.T) {
 	for _, e := range emptyTable(t).Entries() {
 		t.Run(e.Name, func(t *testing.T) {
-			got, err := json.MarshalIndent(map[string]any{"name": e.Name, "description": e.Description, "kind": e.Kind, "least": e.Least,
-				"input": e.InSchema, "output": e.OutSchema}, "", "  ")
+			op := map[string]any{"name": e.Name, "description": e.Description, "kind": e.Kind, "least": e.Least,
+				"input": e.InSchema, "output": e.OutSchema}
+			if e.Streams {
+				op["streams"] = true
+			}
+			got, err := json.MarshalIndent(op, "", "  ")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -265,7 +269,7 @@ func TestOperationsOnABody(t *testing.T) {
 		{"the agent with its grant", "action.do", `{"capability":"gpio.set","target":"gpio.relay1","params":{"state":"off"}}`, agent, `"status":"succeeded"`, ""},
 		{"grants listed", "grant.list", `{}`, maxAdmin, `^\{"grants":\[\{"id":"ID"`, ""},
 		{"a grant that is not there", "grant.revoke", `{"id":"nope"}`, maxAdmin, "", ReasonNotFound},
-		{"a backup to a relative path", "ledger.backup", `{"path":"x.db"}`, maxAdmin, "", ReasonInvalidParams},
+		{"a backup naming a file", "ledger.backup", `{"path":"/tmp/x.db"}`, maxAdmin, "", ReasonInvalidParams},
 		{"the e-stop", "estop.status", `{}`, agent, `"latched":false`, ""},
 		{"the agent trips it", "estop.trip", `{}`, agent, `"cause":"requested by agent:pi"`, ""},
 		{"the agent cannot reset it", "estop.reset", `{}`, agent, "", ReasonNotAuthorized},

@@ -2,7 +2,8 @@
 // an event store of CBOR records in one bbolt file, with projections
 // updated in the same transaction as the events they follow, inbox dedupe,
 // a durable outbox for the uplink, group commit, retention, verification
-// and backup.
+// and snapshots (consistent copies taken while it is in use, into an
+// unnamed file, for backups).
 //
 // Every change of state is a command: it reads the current projections,
 // decides which events to append, and the store appends them, updates the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"reflect"
 	"time"
 
@@ -221,36 +220,6 @@ func (s *Store) Stats() (Stats, error) {
 		return nil
 	})
 	return st, err
-}
-
-// Backup writes a consistent copy of the ledger to path while it is in
-// use: a temporary file, synced, renamed into place.
-func (s *Store) Backup(path string) (int64, error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return 0, fmt.Errorf("ledger: backup: %w", err)
-	}
-	defer os.Remove(f.Name())
-	var n int64
-	err = s.read(func(tx *bolt.Tx) error {
-		var err error
-		n, err = tx.WriteTo(f)
-		return err
-	})
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("ledger: backup to %s: %w", path, err)
-	}
-	return n, nil
 }
 
 // Aggregates returns every aggregate and its version, for tools.

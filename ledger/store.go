@@ -33,6 +33,10 @@ var (
 	// ErrDamaged wraps what made a file unusable; Open moves such a file
 	// aside (see Damage).
 	ErrDamaged = errors.New("ledger: damaged file")
+	// ErrNoRoom: the filesystem has too little free space for a
+	// snapshot; the error names both figures. It is wrapped in one that
+	// says "ledger: snapshot".
+	ErrNoRoom = errors.New("not enough free space")
 )
 
 // Bucket names.
@@ -285,6 +289,10 @@ type Store struct {
 	running     atomic.Bool
 	faultMu     sync.Mutex
 	fault       error
+
+	// snapshots holds a token while a snapshot is copied: one at a time,
+	// so each one's check of the free space sees the ones before it.
+	snapshots chan struct{}
 }
 
 // Damage is non-nil when Open found the file damaged, moved it aside and
@@ -325,7 +333,8 @@ func Open(opts Options) (*Store, error) {
 		db, st, err := openChecked(opts)
 		if err == nil {
 			s = &Store{db: db, opts: opts, damage: damage, projs: map[string]Projection{}, openedWhole: st.full,
-				reqs: make(chan *request, 4096), stop: make(chan struct{}), changed: make(chan struct{}), pendingIDs: map[UUID]uint64{}}
+				reqs: make(chan *request, 4096), stop: make(chan struct{}), changed: make(chan struct{}), pendingIDs: map[UUID]uint64{},
+				snapshots: make(chan struct{}, 1)}
 			for _, p := range opts.Projections {
 				s.projs[p.Name()] = p
 			}

@@ -414,36 +414,6 @@ func TestDamagedFilesAreMovedAside(t *testing.T) {
 	}
 }
 
-func TestBackupIsConsistent(t *testing.T) {
-	s := openTest(t, tempPath(t))
-	for i := range 100 {
-		s.Append(t.Context(), motion(i))
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // appends go on during the backup
-		defer wg.Done()
-		for i := 0; ctx.Err() == nil; i++ {
-			s.Append(ctx, motion(1000+i))
-		}
-	}()
-	dst := filepath.Join(t.TempDir(), "backup.db")
-	n, err := s.Backup(dst)
-	cancel()
-	wg.Wait()
-	if err != nil || n == 0 {
-		t.Fatal(n, err)
-	}
-	b := openTest(t, dst)
-	if r, err := b.Verify(t.Context()); err != nil || !r.OK() {
-		t.Errorf("backup verify: %v %v", r.Problems, err)
-	}
-	if st, _ := b.Stats(); st.Events < 100 {
-		t.Errorf("backup has %d events", st.Events)
-	}
-}
-
 func TestCloseAndContext(t *testing.T) {
 	s := openTest(t, tempPath(t))
 	ctx, cancel := context.WithCancel(t.Context())

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -49,15 +51,33 @@ func Call[In, Out any](ctx context.Context, c *Client, op awareness.Op[In, Out],
 }
 
 func (c *Client) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		t := c.Timeout
-		if t <= 0 {
-			t = 5 * time.Second
-		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, t)
-		defer cancel()
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	conn, err := c.send(ctx, method, params)
+	if err != nil {
+		return nil, err
 	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	res, err := c.response(ctx, bufio.NewReader(conn), method, nil)
+	return res, err
+}
+
+// bounded is ctx with the client's timeout when it has no deadline.
+func (c *Client) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	t := c.Timeout
+	if t <= 0 {
+		t = 5 * time.Second
+	}
+	return context.WithTimeout(ctx, t)
+}
+
+// send dials the socket and writes one request, id 1.
+func (c *Client) send(ctx context.Context, method string, params any) (net.Conn, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", c.Path)
 	if err != nil {
@@ -66,39 +86,160 @@ func (c *Client) call(ctx context.Context, method string, params any) (json.RawM
 		}
 		return nil, fmt.Errorf("admin socket %s: %w", c.Path, err)
 	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
 	p, err := json.Marshal(params)
+	if err == nil {
+		var req []byte
+		if req, err = json.Marshal(request{JSONRPC: "2.0", ID: json.RawMessage("1"), Method: method, Params: p}); err == nil {
+			conn.SetWriteDeadline(time.Now().Add(StreamStall))
+			if _, err = conn.Write(append(req, '\n')); err != nil {
+				err = fmt.Errorf("admin socket %s: %w", c.Path, err)
+			}
+			conn.SetWriteDeadline(time.Time{})
+		}
+	}
 	if err != nil {
+		conn.Close()
 		return nil, err
 	}
-	req, err := json.Marshal(request{JSONRPC: "2.0", ID: json.RawMessage("1"), Method: method, Params: p})
+	return conn, nil
+}
+
+// response reads lines from br until the response, passing progress
+// notifications to progress (when not nil), and returns its result or
+// its error.
+func (c *Client) response(ctx context.Context, br *bufio.Reader, method string, progress func(done, total int64)) (json.RawMessage, error) {
+	for {
+		line, err := br.ReadBytes('\n')
+		if err != nil && (len(line) == 0 || !errors.Is(err, io.EOF)) {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("admin socket %s: %s: %w", c.Path, method, ctx.Err())
+			}
+			return nil, fmt.Errorf("admin socket %s: reading the answer: %w", c.Path, err)
+		}
+		var resp struct {
+			Method string          `json:"method"`
+			Params ProgressParams  `json:"params"`
+			Result json.RawMessage `json:"result"`
+			Error  *struct {
+				Code    int              `json:"code"`
+				Message string           `json:"message"`
+				Data    *awareness.Error `json:"data"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(line, &resp); err != nil {
+			return nil, fmt.Errorf("admin socket %s: reading the answer: %w", c.Path, err)
+		}
+		if resp.Method == MethodProgress {
+			if progress != nil {
+				progress(resp.Params.Done, resp.Params.Total)
+			}
+			continue
+		}
+		if resp.Method != "" {
+			continue // a notification this client does not know
+		}
+		if e := resp.Error; e != nil {
+			if e.Data != nil && e.Data.Reason != "" {
+				return nil, e.Data
+			}
+			return nil, &RPCError{Code: e.Code, Message: e.Message}
+		}
+		return resp.Result, nil
+	}
+}
+
+// CallStream runs a streaming operation (awareness.Entry.Streams) and
+// hands its bytes to recv. progress, when not nil, gets the daemon's
+// progress notifications while it prepares them. The client's Timeout
+// (when ctx has no deadline) bounds the wait for the result, not the
+// bytes: each read of those waits at most StreamStall, and ctx ends the
+// call at any point. recv gets the result and a reader of exactly the
+// result's "bytes"; it may refuse before reading (no room for them):
+// its error is returned, and the daemon, whose stream stops, drops the
+// connection. A reader that ends short returns io.ErrUnexpectedEOF, and
+// bytes recv left unread are an error. Refusals come back as in Call.
+func CallStream[In, Out any](ctx context.Context, c *Client, op awareness.Op[In, Out], in In, progress func(done, total int64),
+	recv func(out Out, bytes io.Reader) error) (Out, error) {
+	var out Out
+	wait, cancel := c.bounded(ctx)
+	defer cancel()
+	conn, err := c.send(wait, op.Name, in)
 	if err != nil {
-		return nil, err
+		return out, err
 	}
-	if _, err := conn.Write(append(req, '\n')); err != nil {
-		return nil, fmt.Errorf("admin socket %s: %w", c.Path, err)
+	defer conn.Close()
+	sr := &stallReader{conn: conn}
+	stop := context.AfterFunc(wait, sr.cancel)
+	defer stop()
+	br := bufio.NewReaderSize(conn, StreamChunk)
+	raw, err := c.response(wait, br, op.Name, progress)
+	if err != nil {
+		return out, err
 	}
-	var resp struct {
-		Result json.RawMessage `json:"result"`
-		Error  *struct {
-			Code    int              `json:"code"`
-			Message string           `json:"message"`
-			Data    *awareness.Error `json:"data"`
-		} `json:"error"`
+	if !stop() { // the wait ended as the result came
+		return out, fmt.Errorf("admin socket %s: %s: %w", c.Path, op.Name, wait.Err())
 	}
-	if err := json.NewDecoder(bufio.NewReader(conn)).Decode(&resp); err != nil {
+	conn.SetDeadline(time.Time{})
+	stop = context.AfterFunc(ctx, sr.cancel)
+	defer stop()
+	var count struct {
+		Bytes *int64 `json:"bytes"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return out, fmt.Errorf("admin socket %s: %s: reading the answer: %w", c.Path, op.Name, err)
+	}
+	if err := json.Unmarshal(raw, &count); err != nil || count.Bytes == nil || *count.Bytes < 0 {
+		return out, fmt.Errorf("admin socket %s: %s: the answer does not say how many bytes follow", c.Path, op.Name)
+	}
+	sr.r, sr.left = br, *count.Bytes
+	if err := recv(out, sr); err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("admin socket %s: %s: %w", c.Path, method, ctx.Err())
+			return out, fmt.Errorf("admin socket %s: %s: %w", c.Path, op.Name, ctx.Err())
 		}
-		return nil, fmt.Errorf("admin socket %s: reading the answer: %w", c.Path, err)
+		return out, err
 	}
-	if e := resp.Error; e != nil {
-		if e.Data != nil && e.Data.Reason != "" {
-			return nil, e.Data
-		}
-		return nil, &RPCError{Code: e.Code, Message: e.Message}
+	if sr.left > 0 {
+		return out, fmt.Errorf("admin socket %s: %s: %d of the answer's bytes were left unread", c.Path, op.Name, sr.left)
 	}
-	return resp.Result, nil
+	return out, nil
+}
+
+// stallReader reads what is left of a stream, each read within
+// StreamStall; cancel makes every read from then on fail at once.
+type stallReader struct {
+	conn net.Conn
+	r    io.Reader
+	left int64
+
+	mu        sync.Mutex
+	cancelled bool
+}
+
+func (s *stallReader) cancel() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cancelled = true
+	s.conn.SetDeadline(time.Unix(1, 0))
+}
+
+func (s *stallReader) Read(p []byte) (int, error) {
+	if s.left <= 0 {
+		return 0, io.EOF
+	}
+	s.mu.Lock()
+	if s.cancelled {
+		s.mu.Unlock()
+		return 0, context.Canceled
+	}
+	s.conn.SetReadDeadline(time.Now().Add(stallTimeout))
+	s.mu.Unlock()
+	n, err := s.r.Read(p[:min(int64(len(p)), s.left)])
+	s.left -= int64(n)
+	switch {
+	case s.left == 0:
+		return n, nil
+	case errors.Is(err, io.EOF):
+		return n, fmt.Errorf("the connection ended %d bytes short: %w", s.left, io.ErrUnexpectedEOF)
+	}
+	return n, err
 }

@@ -15,6 +15,24 @@
 // -32000 with {op, reason, detail, need} in data. Calls on one connection
 // run concurrently (at most MaxInFlight at once) and their responses are
 // written whole, one at a time, in the order they finish.
+//
+// A streaming operation (awareness.Entry.Streams: ledger.backup) answers
+// with bytes after its response. While it prepares them the server may
+// send progress notifications, each one line,
+//
+//	{"jsonrpc":"2.0","method":"progress","params":{"id":ID,"done":N,"total":N}}
+//
+// where id is the call's, and done and total count bytes (the last one
+// sent has done equal to total); then the response line, whose result
+// has "bytes" (ledger.backup's: {"bytes", "sha256", "last_seq",
+// "taken_at"}); then exactly that many raw bytes, and after them the
+// next line. A refusal is an error response with nothing after it.
+// Nothing else is written on the connection from the response's first
+// byte to the stream's last: other responses wait. Each chunk of
+// StreamChunk bytes must be taken within StreamStall, or the connection
+// is closed, and so it is when the bytes cannot be read to their count;
+// a client that got fewer bytes than "bytes" has nothing it may use. A
+// streaming operation asked as a notification (no id) is not run.
 package admin
 
 import (
@@ -350,9 +368,22 @@ func (cn *conn) serve(ctx context.Context, line []byte) {
 				Data: &awareness.Error{Op: e.Name, Reason: awareness.ReasonNotAuthorized, Detail: cn.refused.Error()}})
 			return
 		}
-		res, err := e.Call(ctx, cn.p, req.Params) // a long call ends when the server closes
+		var res any
+		var err error
+		switch {
+		case e.Streams && req.ID == nil:
+			return // its bytes would have nowhere to go: not run
+		case e.Streams:
+			res, err = cn.callStreaming(ctx, e, req)
+		default:
+			res, err = e.Call(ctx, cn.p, req.Params) // a long call ends when the server closes
+		}
 		if err != nil {
 			cn.reply(req, nil, errorOf(err))
+			return
+		}
+		if st, ok := res.(awareness.Streaming); ok {
+			cn.stream(req, st)
 			return
 		}
 		cn.reply(req, res, nil)
@@ -387,6 +418,19 @@ func (cn *conn) write(r response) {
 		b, _ = json.Marshal(response{JSONRPC: "2.0", ID: r.ID, Error: &rpcError{Code: CodeRefused, Message: "the answer could not be encoded: " + err.Error(),
 			Data: &awareness.Error{Reason: awareness.ReasonFailed, Detail: err.Error()}}})
 	}
+	cn.writeBytes(b)
+}
+
+// writeLine writes v, a notification, as one line.
+func (cn *conn) writeLine(v any) {
+	if b, err := json.Marshal(v); err == nil {
+		cn.writeBytes(b)
+	}
+}
+
+// writeBytes writes b and a newline, whole, when no other line or stream
+// is being written.
+func (cn *conn) writeBytes(b []byte) {
 	cn.wmu.Lock()
 	defer cn.wmu.Unlock()
 	cn.c.SetWriteDeadline(time.Now().Add(IdleTimeout))

@@ -25,7 +25,9 @@ const ledgerUsage = `usage: tobe-body ledger <command> [flags]
 
   stats [--json]                 counts, sizes and the outbox backlog
   verify                         bbolt's check, and every projection rebuilt from the events and compared
-  backup FILE                    a consistent copy, taken while the body runs
+  backup FILE|-                  a consistent copy, taken while the body runs, written by this
+                                 command with your rights (0600), never in the data directory;
+                                 - writes it to stdout
   events [--follow] [--type T] [--since D] [--limit N] [--json]
                                  events for people (or JSON Lines with --json); --type may repeat and
                                  end in a dot (camera.); --since is a duration (1h) or an RFC 3339 time
@@ -73,7 +75,7 @@ func runLedger(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	if sub == "backup" && len(pos) != 1 {
-		return usageError("ledger backup: want one FILE")
+		return usageError("ledger backup: want one FILE, or - for stdout")
 	}
 	l, err := openLedgerAccess(ctx, &c, sub == "compact")
 	if err != nil {
@@ -113,19 +115,7 @@ func runLedger(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return nil
 	case "backup":
-		dst, err := filepath.Abs(pos[0])
-		if err != nil {
-			return err
-		}
-		res, err := viaDaemon(ctx, l, awareness.OpLedgerBackup, awareness.BackupIn{Path: dst}, func() (awareness.Backup, error) {
-			n, err := l.store.Backup(dst)
-			return awareness.Backup{Path: dst, Bytes: n}, err
-		})
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "backup: %s, %d bytes\n", res.Path, res.Bytes)
-		return nil
+		return runBackup(ctx, l, pos[0], stdout, stderr)
 	case "compact":
 		path := l.path
 		start := time.Now()

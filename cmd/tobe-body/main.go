@@ -99,7 +99,7 @@ commands:
   config show          print the configuration the layers make (--section act)
   config schema        print the config schema (JSON Schema 2020-12)
   version              print version, commit, board and build tags
-  ledger <command>     stats, verify, backup FILE, events, compact
+  ledger <command>     stats, verify, backup FILE|-, events, compact
   estop <command>      status, trip (stop now), reset (a local administrator, line healthy)
   do CAP TARGET k=v    act as a local administrator through the runner (gpio.set, gpio.pulse; --list)
   grant <command>      add, list, revoke: what principals may do
