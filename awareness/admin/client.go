@@ -77,9 +77,7 @@ func (c *Client) call(ctx context.Context, method string, params any) (json.RawM
 	if err != nil {
 		return nil, err
 	}
-	if _, err := conn.Write(append(req, '\n')); err != nil {
-		return nil, fmt.Errorf("admin socket %s: %w", c.Path, err)
-	}
+	_, werr := conn.Write(append(req, '\n'))
 	var resp struct {
 		Result json.RawMessage `json:"result"`
 		Error  *struct {
@@ -88,7 +86,13 @@ func (c *Client) call(ctx context.Context, method string, params any) (json.RawM
 			Data    *awareness.Error `json:"data"`
 		} `json:"error"`
 	}
+	// A daemon that turned the connection away has said why before
+	// closing it, so the answer is read even when the request could not
+	// be written.
 	if err := json.NewDecoder(bufio.NewReader(conn)).Decode(&resp); err != nil {
+		if werr != nil {
+			return nil, fmt.Errorf("admin socket %s: %w", c.Path, werr)
+		}
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("admin socket %s: %s: %w", c.Path, method, ctx.Err())
 		}
