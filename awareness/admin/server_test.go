@@ -332,8 +332,9 @@ func socketPair(t *testing.T) (a, b *net.UnixConn) {
 }
 
 // FuzzFraming feeds arbitrary bytes to one connection: every reply is one
-// JSON-RPC 2.0 object a line, there are no more replies than lines, and
-// the server neither panics nor hangs.
+// JSON-RPC 2.0 object a line, there are no more replies than lines (one,
+// to a peer without a principal), and the server neither panics nor
+// hangs.
 func FuzzFraming(f *testing.F) {
 	for _, s := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"echo","params":{"text":"a"}}` + "\n",
@@ -345,40 +346,46 @@ func FuzzFraming(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		release := make(chan struct{})
-		close(release)
-		s := NewServer(nil, testTable(t, release), admin(ledger.Max), slog.New(slog.DiscardHandler))
-		client, server := socketPair(t)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			s.serveConn(server, 0, 0)
-			server.Close()
-		}()
-		var out bytes.Buffer
-		read := make(chan struct{})
-		go func() {
-			io.Copy(&out, client)
-			close(read)
-		}()
-		client.SetDeadline(time.Now().Add(10 * time.Second))
-		client.Write(data)
-		client.CloseWrite()
-		<-done
-		<-read
-		client.Close()
-		s.cancel()
-		lines := bytes.Count(data, []byte("\n")) + 2
-		for i, l := range bytes.Split(bytes.TrimSuffix(out.Bytes(), []byte("\n")), []byte("\n")) {
-			if len(l) == 0 {
-				continue
+		// A peer with a principal, and one without, answered once.
+		for _, resolve := range []Resolver{admin(ledger.Max), rules(t, map[int]string{0: "off"})} {
+			release := make(chan struct{})
+			close(release)
+			s := NewServer(nil, testTable(t, release), resolve, slog.New(slog.DiscardHandler))
+			client, server := socketPair(t)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				s.serveConn(server, 0, 0)
+				server.Close()
+			}()
+			var out bytes.Buffer
+			read := make(chan struct{})
+			go func() {
+				io.Copy(&out, client)
+				close(read)
+			}()
+			client.SetDeadline(time.Now().Add(10 * time.Second))
+			client.Write(data) // the one answered once may be closed before it is all written
+			client.CloseWrite()
+			<-done
+			<-read
+			client.Close()
+			s.cancel()
+			lines := bytes.Count(data, []byte("\n")) + 2
+			if _, err := resolve(0, 0); err != nil {
+				lines = 1
 			}
-			if i >= lines {
-				t.Fatalf("more replies than lines")
-			}
-			var r reply
-			if err := json.Unmarshal(l, &r); err != nil || r.JSONRPC != "2.0" {
-				t.Fatalf("reply %q is not a JSON-RPC 2.0 object", l)
+			for i, l := range bytes.Split(bytes.TrimSuffix(out.Bytes(), []byte("\n")), []byte("\n")) {
+				if len(l) == 0 {
+					continue
+				}
+				if i >= lines {
+					t.Fatalf("more replies than lines: %q", out.Bytes())
+				}
+				var r reply
+				if err := json.Unmarshal(l, &r); err != nil || r.JSONRPC != "2.0" {
+					t.Fatalf("reply %q is not a JSON-RPC 2.0 object", l)
+				}
 			}
 		}
 	})
