@@ -540,8 +540,8 @@ func decode(t *awareness.Table, line []byte) (req request, e *awareness.Entry, b
 	fail := func(id json.RawMessage, code int, msg string) (request, *awareness.Entry, *response) {
 		return req, nil, &response{ID: id, Error: &rpcError{Code: code, Message: msg}}
 	}
-	if t := bytes.TrimSpace(line); len(t) > 0 && t[0] == '[' {
-		if !json.Valid(t) {
+	if trimmed := bytes.TrimSpace(line); len(trimmed) > 0 && trimmed[0] == '[' {
+		if !json.Valid(trimmed) {
 			return fail(null, CodeParse, "parse error: the line is not JSON")
 		}
 		return fail(null, CodeInvalidRequest, "invalid request: batches are not taken; send one request a line")
