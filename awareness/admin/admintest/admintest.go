@@ -32,8 +32,9 @@ const Env = "TOBE_ADMIN_TEST_PEER"
 // The peer opens its connections to the socket one after the other,
 // writes its lines on each in one write and reads the first answer; then
 // it reports, a line per connection, whether the server kept it open
-// ("conn I open|closed ANSWER"), then "ready", and holds every
-// connection until its stdin closes.
+// ("conn I open|closed ANSWER": open when the answer is a result, or when
+// a refused one was not closed within 10 s), then "ready", and holds
+// every connection until its stdin closes.
 func Main() {
 	if os.Getenv(Env) == "" {
 		return
@@ -65,16 +66,22 @@ func peer() int {
 		}
 		answers[i] = strings.TrimSpace(line)
 	}
-	// Closed or open: a closed one reads EOF (or a reset) at once; the
-	// server closes right after its one answer.
+	// Open or closed. A connection whose first answer is a result has a
+	// place. One refused must be closed by the server: it reads EOF (or a
+	// reset) soon; one still open after 10 s was kept, which the server
+	// must not do.
 	state := make([]string, n)
 	var wg sync.WaitGroup
 	for i, c := range conns {
+		if strings.Contains(answers[i], `"result"`) {
+			state[i] = "open"
+			continue
+		}
 		wg.Go(func() {
-			c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
 			_, err := c.Read(make([]byte, 1))
 			state[i] = "closed"
-			if errors.Is(err, os.ErrDeadlineExceeded) {
+			if err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
 				state[i] = "open"
 			}
 			c.SetReadDeadline(time.Time{})
