@@ -28,7 +28,7 @@ var (
 		Description: "Events from the ledger after a sequence, by type and time; wait_ms waits for the first new one (at most 60 s)."}
 	OpEStopStatus = Op[None, act.EStopStatus]{Name: "estop.status", Kind: Observe, Least: Anyone,
 		Description: "The e-stop: latched or not and why, the lines, a wiring fault."}
-	OpEStopTrip = Op[None, act.Trip]{Name: "estop.trip", Kind: Interact, Least: Anyone,
+	OpEStopTrip = Op[None, act.Trip]{Name: "estop.trip", Kind: Interact, Least: Anyone, Stop: true,
 		Description: "Stop now: every output to its safe level, every action cancelled, latched until a local reset."}
 	OpEStopReset = Op[None, act.EStopStatus]{Name: "estop.reset", Kind: Admin, Least: HighAdmin,
 		Description: "Clear the e-stop's latch: a local administrator, with the line healthy. Restarts nothing."}

@@ -90,6 +90,10 @@ const (
 	// ReasonFailed: the operation ran and failed (a write the disk
 	// refused); Detail says how.
 	ReasonFailed act.Reason = "failed"
+	// ReasonBusy: the transport has no room for the caller now (too many
+	// connections of its own, or of everyone's); Detail says which limit.
+	// Nothing ran.
+	ReasonBusy act.Reason = "busy"
 )
 
 // Error is an operation's refusal or failure: every one names its reason.
@@ -131,6 +135,11 @@ type Op[In, Out any] struct {
 	Description string
 	Kind        Kind
 	Least       Least
+	// Stop marks the operation that stops the body (only estop.trip): a
+	// transport answers it on its own path, at once, never queued behind
+	// other calls nor refused for want of room; the principal is checked
+	// as for any other operation.
+	Stop bool
 }
 
 // Streaming is an operation's output that carries bytes besides its
@@ -176,7 +185,10 @@ type Entry struct {
 	Description string
 	Kind        Kind
 	Least       Least
-	In, Out     reflect.Type
+	// Stop is the Op's Stop: answered at once, never queued or refused
+	// for want of room.
+	Stop    bool
+	In, Out reflect.Type
 	// InSchema and OutSchema are the JSON Schemas of In and Out, derived
 	// once by NewTable.
 	InSchema, OutSchema *jsonschema.Schema
@@ -189,7 +201,7 @@ type Entry struct {
 
 // Bind gives op its handler.
 func Bind[In, Out any](op Op[In, Out], h Handler[In, Out]) *Entry {
-	return &Entry{Name: op.Name, Description: op.Description, Kind: op.Kind, Least: op.Least,
+	return &Entry{Name: op.Name, Description: op.Description, Kind: op.Kind, Least: op.Least, Stop: op.Stop,
 		In: reflect.TypeFor[In](), Out: reflect.TypeFor[Out](),
 		call: func(ctx context.Context, p act.Principal, params json.RawMessage) (any, error) {
 			var in In

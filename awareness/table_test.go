@@ -57,6 +57,16 @@ func TestTheTableHoldsEveryOperation(t *testing.T) {
 	}
 }
 
+// Only the e-stop's trip is answered on its own path: a transport never
+// queues it nor refuses it for want of room, so nothing else may claim it.
+func TestOnlyTheTripIsAStop(t *testing.T) {
+	for _, e := range emptyTable(t).Entries() {
+		if got, want := e.Stop, e.Name == OpEStopTrip.Name; got != want {
+			t.Errorf("%s: Stop %v, want %v", e.Name, got, want)
+		}
+	}
+}
+
 var (
 	kinds  = []act.PrincipalKind{act.LocalAdmin, act.AgentSession, act.MQTTCommand, act.LocalRule}
 	trusts = []ledger.Level{ledger.Off, ledger.Low, ledger.Medium, ledger.High, ledger.Max}

@@ -53,7 +53,7 @@ func Call[In, Out any](ctx context.Context, c *Client, op awareness.Op[In, Out],
 func (c *Client) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
-	conn, err := c.send(ctx, method, params)
+	conn, werr, err := c.send(ctx, method, params)
 	if err != nil {
 		return nil, err
 	}
@@ -61,6 +61,9 @@ func (c *Client) call(ctx context.Context, method string, params any) (json.RawM
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	res, err := c.response(ctx, bufio.NewReader(conn), method, nil)
+	if err != nil && werr != nil {
+		return nil, werr
+	}
 	return res, err
 }
 
@@ -76,32 +79,35 @@ func (c *Client) bounded(ctx context.Context) (context.Context, context.CancelFu
 	return context.WithTimeout(ctx, t)
 }
 
-// send dials the socket and writes one request, id 1.
-func (c *Client) send(ctx context.Context, method string, params any) (net.Conn, error) {
+// send dials the socket and writes one request, id 1. A request that
+// could not be written is werr, with the connection still returned: a
+// daemon that turned the connection away as it arrived has said why
+// before closing it, so the caller reads the answer first and reports
+// werr only when there is none.
+func (c *Client) send(ctx context.Context, method string, params any) (conn net.Conn, werr, err error) {
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", c.Path)
+	conn, err = d.DialContext(ctx, "unix", c.Path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, fmt.Errorf("%w with admin socket %s (start it with 'tobe-body run', or pass --data or --socket)", ErrNotRunning, c.Path)
+			return nil, nil, fmt.Errorf("%w with admin socket %s (start it with 'tobe-body run', or pass --data or --socket)", ErrNotRunning, c.Path)
 		}
-		return nil, fmt.Errorf("admin socket %s: %w", c.Path, err)
+		return nil, nil, fmt.Errorf("admin socket %s: %w", c.Path, err)
 	}
 	p, err := json.Marshal(params)
+	var req []byte
 	if err == nil {
-		var req []byte
-		if req, err = json.Marshal(request{JSONRPC: "2.0", ID: json.RawMessage("1"), Method: method, Params: p}); err == nil {
-			conn.SetWriteDeadline(time.Now().Add(StreamStall))
-			if _, err = conn.Write(append(req, '\n')); err != nil {
-				err = fmt.Errorf("admin socket %s: %w", c.Path, err)
-			}
-			conn.SetWriteDeadline(time.Time{})
-		}
+		req, err = json.Marshal(request{JSONRPC: "2.0", ID: json.RawMessage("1"), Method: method, Params: p})
 	}
 	if err != nil {
 		conn.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return conn, nil
+	conn.SetWriteDeadline(time.Now().Add(StreamStall))
+	if _, err := conn.Write(append(req, '\n')); err != nil {
+		werr = fmt.Errorf("admin socket %s: %w", c.Path, err)
+	}
+	conn.SetWriteDeadline(time.Time{})
+	return conn, werr, nil
 }
 
 // response reads lines from br until the response, passing progress
@@ -163,7 +169,7 @@ func CallStream[In, Out any](ctx context.Context, c *Client, op awareness.Op[In,
 	var out Out
 	wait, cancel := c.bounded(ctx)
 	defer cancel()
-	conn, err := c.send(wait, op.Name, in)
+	conn, werr, err := c.send(wait, op.Name, in)
 	if err != nil {
 		return out, err
 	}
@@ -174,6 +180,9 @@ func CallStream[In, Out any](ctx context.Context, c *Client, op awareness.Op[In,
 	br := bufio.NewReaderSize(conn, StreamChunk)
 	raw, err := c.response(wait, br, op.Name, progress)
 	if err != nil {
+		if werr != nil {
+			return out, werr
+		}
 		return out, err
 	}
 	if !stop() { // the wait ended as the result came

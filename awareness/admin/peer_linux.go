@@ -4,6 +4,7 @@ package admin
 
 import (
 	"net"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,4 +28,28 @@ func peerCred(c net.Conn) (uid, gid int) {
 		}
 	})
 	return
+}
+
+// hungUp tells whether the peer of c has closed its end for good
+// (POLLHUP: both directions shut; a peer that only stopped writing still
+// reads its answers and has not hung up).
+func hungUp(c net.Conn) bool {
+	sc, ok := c.(interface {
+		SyscallConn() (syscall.RawConn, error)
+	})
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	hup := false
+	rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd)}}
+		if n, err := unix.Poll(fds, 0); err == nil && n > 0 {
+			hup = fds[0].Revents&unix.POLLHUP != 0
+		}
+	})
+	return hup
 }

@@ -4,8 +4,7 @@
 // directory (mode 0660). Who is calling is the kernel's word: the peer's
 // credentials (SO_PEERCRED) are mapped to a principal by the daemon's
 // rules once per connection, and every call passes that principal to the
-// table, which checks it. A peer the rules do not name gets no principal
-// and every call it makes is refused.
+// table, which checks it.
 //
 // The protocol, exactly: a request without an id is a notification and
 // gets no reply; -32700 answers a line that is not JSON, -32600 one that
@@ -33,11 +32,42 @@
 // is closed, and so it is when the bytes cannot be read to their count;
 // a client that got fewer bytes than "bytes" has nothing it may use. A
 // streaming operation asked as a notification (no id) is not run.
+//
+// Admission. Every connection is accepted at once; none waits in the
+// kernel's backlog. Then:
+//
+//   - A peer without a principal (no rule names it, its trust is off, its
+//     credentials could not be read) is answered once: its first line,
+//     whatever it is, gets -32000 with reason not_authorized saying why
+//     (id null when the line has none, or when nothing came within
+//     FirstLineTimeout), and the connection is closed. It never holds a
+//     place.
+//   - A principal gets a place to call on while fewer than MaxConns are
+//     taken and its uid holds fewer than MaxConnsPerUID
+//     (MaxConnsPerUIDHigh at high or max trust); the last KeptForHigh
+//     places are for high or max trust only. Without one it is answered
+//     once as above, with reason busy saying which limit ("4 connections
+//     of uid 1001 already open ..."), except that a first request for
+//     estop.trip (the table's one Stop operation) is served.
+//   - Answering once is bounded too (MaxBrief, BriefKeptForHigh,
+//     MaxBriefPerUID, MaxOpen, MaxOpenPerUID): past those a connection
+//     gets its one line as soon as it is accepted, nothing is read, and it
+//     is closed.
+//
+// On a place, a line is read as soon as it comes: nothing waits, so an
+// estop.trip runs at once, whatever else the connection is doing (past
+// MaxInFlight calls running, another call is refused busy). A connection
+// with no call served (answered with a result or the operation's own
+// refusal) for IdleTimeout, and none running, is closed: lines that only
+// earn errors do not keep it. A request read after its peer has hung up
+// (closed, not only shut down writing) is not run, and the calls in
+// progress of a peer that hung up or reached EOF are cancelled.
 package admin
 
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -47,19 +77,55 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/awareness"
+	"github.com/tobe-body/tobe-body/ledger"
 )
 
-// Limits of the admin socket.
+// Limits of the admin socket. Every connection is accepted at once (the
+// kernel's backlog is never the queue) and then admitted by these rules.
 const (
-	MaxLine     = 64 << 10         // one request line
-	MaxConns    = 16               // connections served at once; more wait in the kernel's backlog
-	MaxInFlight = 8                // calls running at once on one connection; the next line waits
-	IdleTimeout = 30 * time.Second // a connection that sends nothing and waits on nothing for this long is closed
+	MaxLine = 64 << 10 // one request line
+	// MaxConns connections are served at once, every caller's together;
+	// the last KeptForHigh of them only for principals at high or max
+	// trust.
+	MaxConns    = 16
+	KeptForHigh = 4
+	// A uid holds at most MaxConnsPerUID of them below high trust,
+	// MaxConnsPerUIDHigh at high or max.
+	MaxConnsPerUID     = 4
+	MaxConnsPerUIDHigh = 8
+	// MaxInFlight calls run at once on one connection; one more is
+	// refused busy at once. The line after it is read at once all the
+	// same, and estop.trip has MaxInFlight places of its own.
+	MaxInFlight = 8
+	// A connection that gets no place (its peer has no principal, or the
+	// caps above are reached) is answered once: its first line within
+	// FirstLineTimeout, then it is closed. At most MaxBrief are open at
+	// once, the last BriefKeptForHigh of them for high or max trust, and
+	// MaxBriefPerUID for one uid; beyond those a connection is closed as
+	// soon as it is accepted, with one line saying why and without reading
+	// what it sent.
+	MaxBrief         = 32
+	BriefKeptForHigh = 8
+	MaxBriefPerUID   = 4
+	FirstLineTimeout = 2 * time.Second
+	// No more than MaxOpen connections are open at once however they are
+	// being answered, and no more than MaxOpenPerUID of one uid (its
+	// places, its answered-once ones and those whose principal is still
+	// being looked up); more are closed as soon as they are accepted, with
+	// one line saying why.
+	MaxOpen       = 128
+	MaxOpenPerUID = MaxConnsPerUIDHigh + MaxBriefPerUID + 4
+	// IdleTimeout closes a connection that has had no call served for this
+	// long and is waiting on none: lines that only earn an error (not
+	// JSON, not a request, an unknown method, bad params, a refusal for
+	// want of trust) do not keep it open.
+	IdleTimeout = 30 * time.Second
 )
 
 // JSON-RPC 2.0 error codes.
@@ -68,7 +134,7 @@ const (
 	CodeInvalidRequest = -32600
 	CodeMethodNotFound = -32601
 	CodeInvalidParams  = -32602
-	CodeRefused        = -32000 // the operation refused or failed; data says why
+	CodeRefused        = -32000 // the operation refused or failed, or the connection was turned away; data says why
 )
 
 // Resolver maps a peer's credentials (uid and primary gid, -1 when they
@@ -82,14 +148,33 @@ type Server struct {
 	resolve Resolver
 	log     *slog.Logger
 
-	slots  chan struct{} // one token per connection being served
+	// Seams for tests: the peer's credentials, and the durations of the
+	// limits above.
+	cred      func(net.Conn) (uid, gid int)
+	idle      time.Duration // IdleTimeout
+	firstLine time.Duration // FirstLineTimeout
+
 	ctx    context.Context
 	cancel context.CancelFunc // ends ctx: calls in progress stop
 	wg     sync.WaitGroup
 
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	closed  bool
+	open    int         // connections open, however answered
+	openOf  map[int]int // by uid
+	slots   int         // connections served
+	slotOf  map[int]int
+	brief   int // connections being answered once
+	briefOf map[int]int
+	warned  map[int]warned // refusals logged, by uid
+}
+
+// warned is when a uid's refusals were last logged, and how many were
+// not since.
+type warned struct {
+	at     time.Time
+	hushed int
 }
 
 // Listen listens on the Unix socket at path with mode 0660. A socket left
@@ -131,26 +216,22 @@ func Listen(path string) (net.Listener, error) {
 func NewServer(ln net.Listener, t *awareness.Table, resolve Resolver, log *slog.Logger) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{ln: ln, table: t, resolve: resolve, log: log, conns: map[net.Conn]struct{}{},
-		slots: make(chan struct{}, MaxConns), ctx: ctx, cancel: cancel}
+		cred: peerCred, idle: IdleTimeout, firstLine: FirstLineTimeout,
+		openOf: map[int]int{}, slotOf: map[int]int{}, briefOf: map[int]int{}, warned: map[int]warned{},
+		ctx: ctx, cancel: cancel}
 }
 
-// Serve accepts connections in a goroutine of its own until Close. At most
-// MaxConns are served at once; a failing Accept (out of file descriptors)
-// is retried with backoff.
+// Serve accepts connections in a goroutine of its own until Close, each
+// at once, and admits each by the limits above in a goroutine of its own.
+// A failing Accept (out of file descriptors) is retried with backoff.
 func (s *Server) Serve() {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		var backoff time.Duration
 		for {
-			select {
-			case s.slots <- struct{}{}:
-			case <-s.ctx.Done():
-				return
-			}
 			c, err := s.ln.Accept()
 			if err != nil {
-				<-s.slots
 				if errors.Is(err, net.ErrClosed) {
 					return
 				}
@@ -166,24 +247,41 @@ func (s *Server) Serve() {
 				continue
 			}
 			backoff = 0
+			uid, gid := s.cred(c)
 			s.mu.Lock()
 			if s.closed {
 				s.mu.Unlock()
 				c.Close()
-				<-s.slots
 				return
 			}
-			s.conns[c] = struct{}{}
-			s.wg.Add(1)
+			full := ""
+			switch {
+			case s.openOf[uid] >= MaxOpenPerUID:
+				full = fmt.Sprintf("%d connections of uid %d already open", s.openOf[uid], uid)
+			case s.open >= MaxOpen:
+				full = fmt.Sprintf("%d connections already open", s.open)
+			default:
+				s.open++
+				s.openOf[uid]++
+				s.conns[c] = struct{}{}
+				s.wg.Add(1)
+			}
 			s.mu.Unlock()
+			if full != "" {
+				s.warn(uid, "admin socket: a connection turned away as it came", "why", full)
+				s.turnAway(c, &awareness.Error{Reason: awareness.ReasonBusy, Detail: full})
+				c.Close()
+				continue
+			}
 			go func() {
 				defer s.wg.Done()
-				s.handle(c)
+				s.serveConn(c, uid, gid)
+				c.Close()
 				s.mu.Lock()
 				delete(s.conns, c)
+				s.open--
+				dec(s.openOf, uid)
 				s.mu.Unlock()
-				c.Close()
-				<-s.slots
 			}()
 		}
 	}()
@@ -201,6 +299,176 @@ func (s *Server) Close() {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+}
+
+// How a connection is answered.
+type admission int
+
+const (
+	served   admission = iota // a place: calls until EOF, idle or Close
+	once                      // its first line answered, then closed
+	turnAway                  // one line saying why, nothing read
+)
+
+// serveConn decides who is at the other end of c and answers it as its
+// admission says. It leaves c open.
+func (s *Server) serveConn(c net.Conn, uid, gid int) {
+	p, why := s.resolve(uid, gid)
+	if why == nil && (p.Kind == "" || p.Subject == "" || p.Trust <= ledger.Off) {
+		why = fmt.Errorf("uid %d has no trust", uid)
+	}
+	if why != nil {
+		p = act.Principal{}
+	}
+	a, refusal := s.admit(uid, p, why)
+	defer s.release(uid, a)
+	if refusal != nil {
+		s.warn(uid, "admin socket: a connection without a place: answered once and closed", "gid", gid, "reason", refusal.Reason, "why", refusal.Detail)
+	}
+	switch a {
+	case served:
+		s.handle(c, p)
+	case once:
+		s.answerOnce(c, p, refusal)
+	default:
+		s.turnAway(c, refusal)
+	}
+}
+
+// admit takes a place for a connection of uid with principal p (why says
+// why it has none), or a turn at being answered once, or neither; the
+// refusal says why it has no place.
+func (s *Server) admit(uid int, p act.Principal, why error) (admission, *awareness.Error) {
+	high := why == nil && p.Trust >= ledger.High
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var refusal *awareness.Error
+	if why != nil {
+		refusal = &awareness.Error{Reason: awareness.ReasonNotAuthorized, Detail: why.Error()}
+	} else {
+		perUID, total := MaxConnsPerUID, MaxConns-KeptForHigh
+		if high {
+			perUID, total = MaxConnsPerUIDHigh, MaxConns
+		}
+		switch {
+		case s.slotOf[uid] >= perUID:
+			refusal = &awareness.Error{Reason: awareness.ReasonBusy,
+				Detail: fmt.Sprintf("%d connections of uid %d already open (at most %d at %s trust)", s.slotOf[uid], uid, perUID, p.Trust)}
+		case s.slots >= total && !high:
+			refusal = &awareness.Error{Reason: awareness.ReasonBusy,
+				Detail: fmt.Sprintf("%d connections already open (the last %d of %d are kept for high trust)", s.slots, KeptForHigh, MaxConns)}
+		case s.slots >= total:
+			refusal = &awareness.Error{Reason: awareness.ReasonBusy, Detail: fmt.Sprintf("all %d connections are open", s.slots)}
+		default:
+			s.slots++
+			s.slotOf[uid]++
+			return served, nil
+		}
+	}
+	total := MaxBrief - BriefKeptForHigh
+	if high {
+		total = MaxBrief
+	}
+	if s.briefOf[uid] >= MaxBriefPerUID || s.brief >= total {
+		return turnAway, refusal
+	}
+	s.brief++
+	s.briefOf[uid]++
+	return once, refusal
+}
+
+// release gives back what admit took.
+func (s *Server) release(uid int, a admission) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch a {
+	case served:
+		s.slots--
+		dec(s.slotOf, uid)
+	case once:
+		s.brief--
+		dec(s.briefOf, uid)
+	}
+}
+
+func dec(m map[int]int, k int) {
+	if m[k]--; m[k] <= 0 {
+		delete(m, k)
+	}
+}
+
+// warn logs a refusal of uid's, at most one every 10 s for a uid, saying
+// how many were not logged since: a peer turned away in a loop does not
+// fill the log.
+func (s *Server) warn(uid int, msg string, args ...any) {
+	now := time.Now()
+	s.mu.Lock()
+	w := s.warned[uid]
+	if now.Sub(w.at) < 10*time.Second {
+		w.hushed++
+		s.warned[uid] = w
+		s.mu.Unlock()
+		return
+	}
+	if len(s.warned) >= 256 { // uids that can connect are few; forget them all rather than grow
+		clear(s.warned)
+	}
+	s.warned[uid] = warned{at: now}
+	s.mu.Unlock()
+	s.log.Warn(msg, append(args, "uid", uid, "not_logged_since", w.hushed)...)
+}
+
+// refusalOf is the JSON-RPC error of a connection's refusal, for op.
+func refusalOf(op string, r *awareness.Error) *rpcError {
+	e := *r
+	e.Op = cmp.Or(op, "admin socket")
+	return &rpcError{Code: CodeRefused, Message: e.Error(), Data: &e}
+}
+
+// turnAway writes one line saying why c is not served, without reading
+// anything: a fresh connection's buffer holds it, and the deadline keeps
+// a full one from holding the caller up.
+func (s *Server) turnAway(c net.Conn, r *awareness.Error) {
+	b, _ := json.Marshal(response{JSONRPC: "2.0", ID: null, Error: refusalOf("", r)})
+	c.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
+	c.Write(append(b, '\n'))
+}
+
+// answerOnce reads c's first request (waiting at most firstLine) and
+// answers it, then returns for c to be closed. The one request served is
+// a Stop operation's (estop.trip), with p checked as always; anything
+// else gets the refusal, naming the request's id when it has one (a
+// notification too: the peer must learn why it is closed), or null.
+func (s *Server) answerOnce(c net.Conn, p act.Principal, refusal *awareness.Error) {
+	cn := newConn(s, c, p)
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer func() {
+		cancel()
+		cn.calls.Wait()
+	}()
+	c.SetReadDeadline(time.Now().Add(s.firstLine))
+	lr := &lineReader{r: bufio.NewReaderSize(c, 4096), max: MaxLine}
+	var line []byte
+	var err error
+	for {
+		if line, err = lr.next(); err != nil || len(bytes.TrimSpace(line)) > 0 {
+			break
+		}
+	}
+	if err != nil {
+		cn.write(response{ID: null, Error: refusalOf("", refusal)})
+		return
+	}
+	req, e, bad := decode(s.table, line)
+	if bad == nil && e.Stop && refusal.Reason == awareness.ReasonBusy && !hungUp(c) {
+		cn.start(ctx, req, e, nil)
+		return
+	}
+	op := ""
+	if e != nil {
+		op = e.Name
+	}
+	cn.write(response{ID: orNull(req.ID), Error: refusalOf(op, refusal)})
 }
 
 // request is a JSON-RPC 2.0 request; ID is nil when absent (a
@@ -227,51 +495,188 @@ type rpcError struct {
 
 var null = json.RawMessage("null")
 
-// conn is one connection being served.
+// conn is one connection being answered.
 type conn struct {
-	s       *Server
-	c       net.Conn
-	p       act.Principal
-	refused error // why the peer has no principal
+	s *Server
+	c net.Conn
+	p act.Principal
 
 	wmu      sync.Mutex // one response written at a time
 	calls    sync.WaitGroup
-	inFlight chan struct{}
+	inFlight chan struct{} // a token per call running
+	stops    chan struct{} // a token per Stop call running: they never wait for inFlight
+	// served is when a call was last served (UnixNano), or the connection
+	// made: the idle timeout counts from it.
+	served atomic.Int64
 }
 
-// handle answers requests on one connection, a line each, until EOF, a
-// read error, an idle connection or Close.
-func (s *Server) handle(c net.Conn) {
-	uid, gid := peerCred(c)
-	cn := &conn{s: s, c: c, inFlight: make(chan struct{}, MaxInFlight)}
-	cn.p, cn.refused = s.resolve(uid, gid)
-	if cn.refused != nil {
-		cn.p = act.Principal{}
-		s.log.Warn("admin socket: a caller without a principal", "uid", uid, "gid", gid, "why", cn.refused)
-	}
+func newConn(s *Server, c net.Conn, p act.Principal) *conn {
+	cn := &conn{s: s, c: c, p: p, inFlight: make(chan struct{}, MaxInFlight), stops: make(chan struct{}, MaxInFlight)}
+	cn.served.Store(time.Now().UnixNano())
+	return cn
+}
+
+// handle serves calls on one connection, a line each, until EOF, a read
+// error, an idle connection, its peer's hang-up or Close; then the calls
+// in progress are cancelled and waited for.
+func (s *Server) handle(c net.Conn, p act.Principal) {
+	cn := newConn(s, c, p)
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer func() {
-		cancel()
+		cancel() // calls in progress end: nobody waits for them
 		cn.calls.Wait()
 	}()
 	lr := &lineReader{r: bufio.NewReaderSize(c, 4096), max: MaxLine}
 	for {
-		c.SetReadDeadline(time.Now().Add(IdleTimeout))
+		c.SetReadDeadline(cn.idleAt())
 		line, err := lr.next()
 		switch {
 		case errors.Is(err, errLineTooLong):
 			cn.write(response{ID: null, Error: &rpcError{Code: CodeInvalidRequest, Message: fmt.Sprintf("invalid request: a line over %d bytes", MaxLine)}})
 			continue
-		case errors.Is(err, os.ErrDeadlineExceeded) && len(cn.inFlight) > 0:
-			continue // waiting on a call of its own is not idle
+		case errors.Is(err, os.ErrDeadlineExceeded) && time.Now().Before(cn.idleAt()):
+			continue // a call was served, or is running, since the deadline was set
 		case err != nil:
 			return
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		cn.serve(ctx, line)
+		if !cn.serve(ctx, line) {
+			return
+		}
 	}
+}
+
+// idleAt is when the connection will be idle: IdleTimeout after the last
+// call served, or from now while a call of its own runs (a long poll is
+// not idle).
+func (cn *conn) idleAt() time.Time {
+	if len(cn.inFlight)+len(cn.stops) > 0 {
+		return time.Now().Add(cn.s.idle)
+	}
+	return time.Unix(0, cn.served.Load()).Add(cn.s.idle)
+}
+
+// decode reads one line as a request of t. bad is the error response of
+// a line that is not a request of t's, with a nil ID when it must not be
+// sent (a notification's unknown method or params); e is nil only when
+// bad is set, and then req holds what could be read of the request.
+func decode(t *awareness.Table, line []byte) (req request, e *awareness.Entry, bad *response) {
+	fail := func(id json.RawMessage, code int, msg string) (request, *awareness.Entry, *response) {
+		return req, nil, &response{ID: id, Error: &rpcError{Code: code, Message: msg}}
+	}
+	if trimmed := bytes.TrimSpace(line); len(trimmed) > 0 && trimmed[0] == '[' {
+		if !json.Valid(trimmed) {
+			return fail(null, CodeParse, "parse error: the line is not JSON")
+		}
+		return fail(null, CodeInvalidRequest, "invalid request: batches are not taken; send one request a line")
+	}
+	if err := json.Unmarshal(line, &req); err != nil {
+		req = request{}
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && json.Valid(line) {
+			return fail(idOf(line), CodeInvalidRequest, "invalid request: "+err.Error())
+		}
+		return fail(null, CodeParse, "parse error: "+err.Error())
+	}
+	if req.ID != nil && !validID(req.ID) {
+		req.ID = nil
+		return fail(null, CodeInvalidRequest, "invalid request: id must be a string, a number or null")
+	}
+	if req.JSONRPC != "2.0" || req.Method == "" {
+		return fail(orNull(req.ID), CodeInvalidRequest, `invalid request: want {"jsonrpc":"2.0","method":...}`)
+	}
+	// From here on a notification's error is not answered: its id is nil.
+	if p := bytes.TrimSpace(req.Params); len(p) > 0 && p[0] != '{' && string(p) != "null" {
+		return fail(req.ID, CodeInvalidParams, "invalid params: want an object")
+	}
+	var ok bool
+	if e, ok = t.Lookup(req.Method); !ok {
+		return fail(req.ID, CodeMethodNotFound, fmt.Sprintf("method %q not found", req.Method))
+	}
+	return req, e, nil
+}
+
+// serve parses one line and starts its call in a goroutine of its own.
+// It never waits for a place, so the next line (an estop.trip) is read at
+// once: past MaxInFlight calls running, a call is refused busy; a Stop
+// operation's call has MaxInFlight places of its own and waits only for
+// the connection's other Stop calls. It returns false when the peer has
+// hung up (and then the call is not run) or the connection ends.
+func (cn *conn) serve(ctx context.Context, line []byte) bool {
+	req, e, bad := decode(cn.s.table, line)
+	if bad != nil {
+		if bad.ID != nil { // nil: a notification's error, not answered
+			cn.write(*bad)
+		}
+		return true
+	}
+	token := cn.inFlight
+	if e.Stop {
+		select {
+		case cn.stops <- struct{}{}:
+		case <-ctx.Done():
+			return false
+		}
+		token = cn.stops
+	} else {
+		select {
+		case cn.inFlight <- struct{}{}:
+		default:
+			cn.reply(req, nil, refusalOf(e.Name, &awareness.Error{Reason: awareness.ReasonBusy,
+				Detail: fmt.Sprintf("%d calls already running on this connection", MaxInFlight)}))
+			return true
+		}
+	}
+	if hungUp(cn.c) { // read after the peer closed: nobody waits for it
+		<-token
+		return false
+	}
+	cn.start(ctx, req, e, token)
+	return true
+}
+
+// start runs req's call in a goroutine of its own, and gives back its
+// token (nil: none) when it ends.
+func (cn *conn) start(ctx context.Context, req request, e *awareness.Entry, token chan struct{}) {
+	cn.calls.Add(1)
+	go func() {
+		defer cn.calls.Done()
+		if token != nil {
+			defer func() { <-token }()
+		}
+		var res any
+		var err error
+		switch {
+		case e.Streams && req.ID == nil:
+			return // its bytes would have nowhere to go: not run
+		case e.Streams:
+			res, err = cn.callStreaming(ctx, e, req)
+		default:
+			res, err = e.Call(ctx, cn.p, req.Params) // a long call ends when the connection does
+		}
+		if err == nil || !onlyAnError(err) {
+			cn.served.Store(time.Now().UnixNano())
+		}
+		if err != nil {
+			cn.reply(req, nil, errorOf(err))
+			return
+		}
+		if st, ok := res.(awareness.Streaming); ok {
+			cn.stream(req, st)
+			return
+		}
+		cn.reply(req, res, nil)
+	}()
+}
+
+// onlyAnError tells whether a call's error came before its operation
+// ran: the principal below its least, or params it cannot take. Such a
+// call does not keep a connection from being idle.
+func onlyAnError(err error) bool {
+	r := awareness.ReasonOf(err)
+	return r == awareness.ReasonNotAuthorized || r == awareness.ReasonInvalidParams
 }
 
 var errLineTooLong = errors.New("line too long")
@@ -317,79 +722,6 @@ func (lr *lineReader) next() ([]byte, error) {
 	}
 }
 
-// serve parses one line and runs its call in a goroutine of its own.
-func (cn *conn) serve(ctx context.Context, line []byte) {
-	if t := bytes.TrimSpace(line); len(t) > 0 && t[0] == '[' {
-		if !json.Valid(t) {
-			cn.write(response{ID: null, Error: &rpcError{Code: CodeParse, Message: "parse error: the line is not JSON"}})
-			return
-		}
-		cn.write(response{ID: null, Error: &rpcError{Code: CodeInvalidRequest, Message: "invalid request: batches are not taken; send one request a line"}})
-		return
-	}
-	var req request
-	if err := json.Unmarshal(line, &req); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && json.Valid(line) {
-			cn.write(response{ID: idOf(line), Error: &rpcError{Code: CodeInvalidRequest, Message: "invalid request: " + err.Error()}})
-			return
-		}
-		cn.write(response{ID: null, Error: &rpcError{Code: CodeParse, Message: "parse error: " + err.Error()}})
-		return
-	}
-	if req.ID != nil && !validID(req.ID) {
-		cn.write(response{ID: null, Error: &rpcError{Code: CodeInvalidRequest, Message: "invalid request: id must be a string, a number or null"}})
-		return
-	}
-	if req.JSONRPC != "2.0" || req.Method == "" {
-		cn.write(response{ID: orNull(req.ID), Error: &rpcError{Code: CodeInvalidRequest, Message: `invalid request: want {"jsonrpc":"2.0","method":...}`}})
-		return
-	}
-	if p := bytes.TrimSpace(req.Params); len(p) > 0 && p[0] != '{' && string(p) != "null" {
-		cn.reply(req, nil, &rpcError{Code: CodeInvalidParams, Message: "invalid params: want an object"})
-		return
-	}
-	e, ok := cn.s.table.Lookup(req.Method)
-	if !ok {
-		cn.reply(req, nil, &rpcError{Code: CodeMethodNotFound, Message: fmt.Sprintf("method %q not found", req.Method)})
-		return
-	}
-	select {
-	case cn.inFlight <- struct{}{}:
-	case <-ctx.Done():
-		return
-	}
-	cn.calls.Add(1)
-	go func() {
-		defer cn.calls.Done()
-		defer func() { <-cn.inFlight }()
-		if cn.refused != nil {
-			cn.reply(req, nil, &rpcError{Code: CodeRefused, Message: cn.refused.Error(),
-				Data: &awareness.Error{Op: e.Name, Reason: awareness.ReasonNotAuthorized, Detail: cn.refused.Error()}})
-			return
-		}
-		var res any
-		var err error
-		switch {
-		case e.Streams && req.ID == nil:
-			return // its bytes would have nowhere to go: not run
-		case e.Streams:
-			res, err = cn.callStreaming(ctx, e, req)
-		default:
-			res, err = e.Call(ctx, cn.p, req.Params) // a long call ends when the server closes
-		}
-		if err != nil {
-			cn.reply(req, nil, errorOf(err))
-			return
-		}
-		if st, ok := res.(awareness.Streaming); ok {
-			cn.stream(req, st)
-			return
-		}
-		cn.reply(req, res, nil)
-	}()
-}
-
 // errorOf is the JSON-RPC error of an operation's error.
 func errorOf(err error) *rpcError {
 	var oe *awareness.Error
@@ -433,7 +765,7 @@ func (cn *conn) writeLine(v any) {
 func (cn *conn) writeBytes(b []byte) {
 	cn.wmu.Lock()
 	defer cn.wmu.Unlock()
-	cn.c.SetWriteDeadline(time.Now().Add(IdleTimeout))
+	cn.c.SetWriteDeadline(time.Now().Add(cn.s.idle))
 	cn.c.Write(append(b, '\n'))
 }
 

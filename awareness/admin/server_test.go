@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,10 +22,14 @@ import (
 
 	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/awareness"
+	"github.com/tobe-body/tobe-body/awareness/admin/admintest"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	admintest.Main() // a hostile peer of hostile_test.go, run as another uid, stops here
+	goleak.VerifyTestMain(m)
+}
 
 type echoIn struct {
 	Text string `json:"text"`
@@ -40,11 +45,16 @@ var (
 	opSlow   = awareness.Op[awareness.None, echoOut]{Name: "slow", Kind: awareness.Observe, Least: awareness.Anyone, Description: "waits for release"}
 	opRefuse = awareness.Op[awareness.None, echoOut]{Name: "refuse", Kind: awareness.Interact, Least: awareness.Anyone, Description: "refuses"}
 	opHigh   = awareness.Op[awareness.None, echoOut]{Name: "high", Kind: awareness.Admin, Least: awareness.HighAdmin, Description: "high"}
+	opTrip   = awareness.Op[awareness.None, echoOut]{Name: "trip", Kind: awareness.Interact, Least: awareness.Anyone, Stop: true, Description: "stops"}
+	opMark   = awareness.Op[awareness.None, echoOut]{Name: "mark", Kind: awareness.Interact, Least: awareness.Anyone, Description: "counts its runs in marked"}
 )
+
+// marked counts the runs of mark.
+var marked atomic.Int32
 
 // testTable is a table of small operations: echo, one that waits until
 // release is closed (or its call ends), one that refuses, one for high
-// trust only.
+// trust only, a Stop one (trip) and one that counts its runs (mark).
 func testTable(t testing.TB, release chan struct{}) *awareness.Table {
 	ok := func(_ context.Context, p act.Principal, _ awareness.None) (echoOut, error) {
 		return echoOut{By: p.Subject}, nil
@@ -65,6 +75,13 @@ func testTable(t testing.TB, release chan struct{}) *awareness.Table {
 			return echoOut{}, &act.Refusal{Reason: act.ReasonEStopLatched, Detail: "latched", Err: errors.New("refused")}
 		}),
 		awareness.Bind(opHigh, ok),
+		awareness.Bind(opTrip, func(_ context.Context, p act.Principal, _ awareness.None) (echoOut, error) {
+			return echoOut{Text: "tripped", By: p.Subject}, nil
+		}),
+		awareness.Bind(opMark, func(_ context.Context, p act.Principal, _ awareness.None) (echoOut, error) {
+			marked.Add(1)
+			return echoOut{Text: "marked", By: p.Subject}, nil
+		}),
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -315,8 +332,9 @@ func socketPair(t *testing.T) (a, b *net.UnixConn) {
 }
 
 // FuzzFraming feeds arbitrary bytes to one connection: every reply is one
-// JSON-RPC 2.0 object a line, there are no more replies than lines, and
-// the server neither panics nor hangs.
+// JSON-RPC 2.0 object a line, there are no more replies than lines (one,
+// to a peer without a principal), and the server neither panics nor
+// hangs.
 func FuzzFraming(f *testing.F) {
 	for _, s := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"echo","params":{"text":"a"}}` + "\n",
@@ -328,40 +346,46 @@ func FuzzFraming(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		release := make(chan struct{})
-		close(release)
-		s := NewServer(nil, testTable(t, release), admin(ledger.Max), slog.New(slog.DiscardHandler))
-		client, server := socketPair(t)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			s.handle(server)
-			server.Close()
-		}()
-		var out bytes.Buffer
-		read := make(chan struct{})
-		go func() {
-			io.Copy(&out, client)
-			close(read)
-		}()
-		client.SetDeadline(time.Now().Add(10 * time.Second))
-		client.Write(data)
-		client.CloseWrite()
-		<-done
-		<-read
-		client.Close()
-		s.cancel()
-		lines := bytes.Count(data, []byte("\n")) + 2
-		for i, l := range bytes.Split(bytes.TrimSuffix(out.Bytes(), []byte("\n")), []byte("\n")) {
-			if len(l) == 0 {
-				continue
+		// A peer with a principal, and one without, answered once.
+		for _, resolve := range []Resolver{admin(ledger.Max), rules(t, map[int]string{0: "off"})} {
+			release := make(chan struct{})
+			close(release)
+			s := NewServer(nil, testTable(t, release), resolve, slog.New(slog.DiscardHandler))
+			client, server := socketPair(t)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				s.serveConn(server, 0, 0)
+				server.Close()
+			}()
+			var out bytes.Buffer
+			read := make(chan struct{})
+			go func() {
+				io.Copy(&out, client)
+				close(read)
+			}()
+			client.SetDeadline(time.Now().Add(10 * time.Second))
+			client.Write(data) // the one answered once may be closed before it is all written
+			client.CloseWrite()
+			<-done
+			<-read
+			client.Close()
+			s.cancel()
+			lines := bytes.Count(data, []byte("\n")) + 2
+			if _, err := resolve(0, 0); err != nil {
+				lines = 1
 			}
-			if i >= lines {
-				t.Fatalf("more replies than lines")
-			}
-			var r reply
-			if err := json.Unmarshal(l, &r); err != nil || r.JSONRPC != "2.0" {
-				t.Fatalf("reply %q is not a JSON-RPC 2.0 object", l)
+			for i, l := range bytes.Split(bytes.TrimSuffix(out.Bytes(), []byte("\n")), []byte("\n")) {
+				if len(l) == 0 {
+					continue
+				}
+				if i >= lines {
+					t.Fatalf("more replies than lines: %q", out.Bytes())
+				}
+				var r reply
+				if err := json.Unmarshal(l, &r); err != nil || r.JSONRPC != "2.0" {
+					t.Fatalf("reply %q is not a JSON-RPC 2.0 object", l)
+				}
 			}
 		}
 	})
@@ -376,7 +400,7 @@ func TestCloseWithIdleConnections(t *testing.T) {
 	srv := NewServer(ln, testTable(t, make(chan struct{})), admin(ledger.Max), slog.New(slog.DiscardHandler))
 	srv.Serve()
 	var conns []net.Conn
-	for range MaxConns + 4 { // more than are served: the rest wait in the backlog
+	for range MaxConns + 4 { // more than are served: the rest are answered once or turned away
 		c, err := net.Dial("unix", path)
 		if err != nil {
 			t.Fatal(err)

@@ -396,7 +396,7 @@ func FuzzStreamFraming(f *testing.F) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			s.handle(server)
+			s.serveConn(server, 0, 0)
 			server.Close()
 		}()
 		var out bytes.Buffer

@@ -18,10 +18,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tobe-body/tobe-body/awareness"
+	"github.com/tobe-body/tobe-body/awareness/admin/admintest"
 	"github.com/tobe-body/tobe-body/body/config"
 )
 
 func TestMain(m *testing.M) {
+	admintest.Main() // a hostile peer of TestAdminSocketUnderHostilePeers, run as another uid, stops here
 	// TestSignal runs this test binary as the real command.
 	if os.Getenv("TOBE_BODY_TEST_MAIN") == "1" {
 		main()
