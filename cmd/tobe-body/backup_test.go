@@ -275,7 +275,7 @@ func TestBackupWithoutRoomAtTheDestination(t *testing.T) {
 func TestBackupRefusedWhenTheDataDirIsFull(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	os.Mkdir(data, 0o750)
-	if err := syscall.Mount("tmpfs", data, "tmpfs", 0, "size=4m"); err != nil {
+	if err := syscall.Mount("tmpfs", data, "tmpfs", 0, "size=4m,mode=0750"); err != nil {
 		t.Skipf("cannot mount a small tmpfs here: %v", err)
 	}
 	t.Cleanup(func() { syscall.Unmount(data, syscall.MNT_DETACH) })
