@@ -191,7 +191,7 @@ func ReadEvents(ctx context.Context, store *ledger.Store, in EventsIn) (Events, 
 	}
 	for {
 		changed := store.Changed()
-		evs, next, err := store.Scan(f)
+		evs, next, _, err := store.Scan(f)
 		if err != nil {
 			return Events{}, err
 		}
