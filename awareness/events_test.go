@@ -178,3 +178,34 @@ func TestLargestDoRequestFitsALine(t *testing.T) {
 		t.Errorf("got a line of %d bytes, want well under 64 KiB (16 KiB)", len(line))
 	}
 }
+
+// A filter that matches nothing looks at a bounded part of the ledger per
+// call, and its cursor still reaches the end.
+func TestEventsScanBounded(t *testing.T) {
+	b := newTestBody(t)
+	const n = 1200 // about 10 MB: a few calls' worth of looking
+	fillLarge(t, b.store, n, 8<<10)
+	in := EventsIn{Types: []string{"audio."}}
+	for calls := 1; ; calls++ {
+		if calls > 20 {
+			t.Fatal("20 calls did not reach the end")
+		}
+		out, err := b.parts.events(t.Context(), maxAdmin, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Events) != 0 {
+			t.Fatalf("got %d events, want none", len(out.Events))
+		}
+		if !out.More {
+			if out.LastSeq != n || calls < 2 {
+				t.Errorf("got to %d in %d calls, want %d in more than one", out.LastSeq, calls, n)
+			}
+			return
+		}
+		if looked := (out.LastSeq - in.After) * (8 << 10); looked > MaxScanBytes+(16<<10) {
+			t.Errorf("looked at about %d bytes in one call, want at most %d and one event", looked, MaxScanBytes)
+		}
+		in.After = out.LastSeq
+	}
+}

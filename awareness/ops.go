@@ -23,7 +23,7 @@ var (
 	// so only local administrators read them until the agent boundary
 	// filters them by privacy class.
 	OpEvents = Op[EventsIn, Events]{Name: "events", Kind: Observe, Least: AnyAdmin,
-		Description: "Events from the ledger after a sequence, by type and time; wait_ms waits for the first new one (at most 60 s). A reply holds at most limit events and about 256 KiB of them: more says there are events after last_seq still to read, by calling again with after set to it."}
+		Description: "Events from the ledger after a sequence, by type and time; wait_ms waits for the first new one (at most 60 s). A reply holds at most limit events and about 256 KiB of them, from at most 4 MiB of the ledger: more says there are events after last_seq still to read (perhaps none in this reply), by calling again with after set to it."}
 	OpEStopStatus = Op[None, act.EStopStatus]{Name: "estop.status", Kind: Observe, Least: Anyone,
 		Description: "The e-stop: latched or not and why, the lines, a wiring fault."}
 	OpEStopTrip = Op[None, act.Trip]{Name: "estop.trip", Kind: Interact, Least: Anyone,
@@ -127,21 +127,25 @@ type EventsIn struct {
 // is hundreds of ordinary events, at least a few of the largest (a record
 // is at most 64 KiB), and little beside the daemon's own memory even when
 // every connection holds one. The ledger is read under the same budget,
-// so memory is bounded while it reads, not after. At most MaxReads
-// calls read the ledger at once; the others wait their turn (a long poll
-// waits for new events without one).
+// so memory is bounded while it reads, not after; and one read looks at
+// no more than MaxScanBytes of records, matching or not, so a filter that
+// matches little does not read the whole ledger in one go (its reply may
+// then hold no event and say more). At most MaxReads calls read the
+// ledger at once; the others wait their turn (a long poll waits for new
+// events without one).
 const (
 	MaxEvents     = 10000
 	MaxWait       = time.Minute
 	MaxReplyBytes = 256 << 10
+	MaxScanBytes  = 4 << 20
 	MaxReads      = 2
 	MaxTypes      = 32
 	MaxTypeBytes  = 96
 )
 
 // Events are the events read, and the sequence to continue after. More
-// says the reply stopped at its limit or its byte budget with events
-// after LastSeq still to read: call again with After set to LastSeq.
+// says the reply stopped at its limit or a byte budget with events after
+// LastSeq still to read: call again with After set to LastSeq.
 type Events struct {
 	Events  []ledger.EventView `json:"events"`
 	LastSeq uint64             `json:"last_seq"`

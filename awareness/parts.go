@@ -177,7 +177,8 @@ func (b *Parts) status(context.Context, act.Principal, None) (Status, error) {
 
 // ReadEvents answers an events call from store: with WaitMS it waits for
 // the first new matching event, at most MaxWait, or until ctx ends. A
-// reply is bounded by in.Limit and MaxReplyBytes (see Events.More).
+// reply is bounded by in.Limit, MaxReplyBytes and MaxScanBytes (see
+// Events.More).
 func ReadEvents(ctx context.Context, store *ledger.Store, in EventsIn) (Events, error) {
 	return readEvents(ctx, store, in, nil)
 }
@@ -199,7 +200,7 @@ func readEvents(ctx context.Context, store *ledger.Store, in EventsIn, reads cha
 			return Events{}, refuse(ReasonInvalidParams, "types[%d]: %d bytes, want 1 to %d", i, len(t), MaxTypeBytes)
 		}
 	}
-	f := ledger.Filter{After: in.After, Types: in.Types, Since: in.Since, Limit: in.Limit, MaxBytes: MaxReplyBytes}
+	f := ledger.Filter{After: in.After, Types: in.Types, Since: in.Since, Limit: in.Limit, MaxBytes: MaxReplyBytes, MaxScan: MaxScanBytes}
 	if f.Limit == 0 {
 		f.Limit = MaxEvents
 	}

@@ -29,6 +29,11 @@ type Filter struct {
 	// more, so at least one is taken however large. 0: no bound but
 	// Limit.
 	MaxBytes int
+	// MaxScan bounds what one read looks at: it stops after the event
+	// whose record brings the records it looked at, matching or not, to
+	// MaxScan bytes or more (a filter that matches little then reads a
+	// bounded part of the ledger, and says more). 0: no bound.
+	MaxScan int
 }
 
 func (f Filter) match(e *Event) bool {
@@ -55,8 +60,8 @@ func (s *Store) Events(f Filter) ([]Stored, error) {
 
 // Scan is Events that also says where it stopped: next is the sequence of
 // the last event it looked at, matching or not, to pass as After to go
-// on, and more tells that it stopped at f.Limit or f.MaxBytes with events
-// after next still to look at (false: it read to the end). Memory is
+// on, and more tells that it stopped at f.Limit, f.MaxBytes or f.MaxScan
+// with events after next still to look at (false: it read to the end). Memory is
 // bounded while it reads, not after: it holds the events it takes and
 // nothing else.
 func (s *Store) Scan(f Filter) (evs []Stored, next uint64, more bool, err error) {
@@ -66,9 +71,9 @@ func (s *Store) Scan(f Filter) (evs []Stored, next uint64, more bool, err error)
 	next = f.After
 	err = s.read(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bEvents).Cursor()
-		taken := 0
+		taken, looked := 0, 0
 		k, v := c.Seek(u64(f.After + 1))
-		for ; k != nil && len(evs) < f.Limit && (f.MaxBytes <= 0 || taken < f.MaxBytes); k, v = c.Next() {
+		for ; k != nil && len(evs) < f.Limit && (f.MaxBytes <= 0 || taken < f.MaxBytes) && (f.MaxScan <= 0 || looked < f.MaxScan); k, v = c.Next() {
 			if isRowKey(k) {
 				continue
 			}
@@ -78,6 +83,7 @@ func (s *Store) Scan(f Filter) (evs []Stored, next uint64, more bool, err error)
 				return fmt.Errorf("event %d: %w", st.Seq, err)
 			}
 			next = st.Seq
+			looked += len(v)
 			if f.match(&st.Event) {
 				evs = append(evs, st)
 				taken += len(v)

@@ -99,6 +99,8 @@ func TestScanMore(t *testing.T) {
 		{"limit at the end", Filter{Limit: 3}, 3, 3, false},
 		{"a budget of one event", Filter{MaxBytes: 1}, 1, 1, true},
 		{"nothing matches", Filter{Types: []string{"audio."}}, 0, 3, false},
+		{"nothing matches within what it may look at", Filter{Types: []string{"audio."}, MaxScan: 1}, 0, 1, true},
+		{"what it may look at ends at the end", Filter{MaxScan: 1, After: 2}, 1, 3, false},
 		{"after the end", Filter{After: 3}, 0, 3, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
