@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/tobe-body/tobe-body/ledger"
 )
@@ -424,4 +426,34 @@ func TestRefusalSummariesKeptAndBounded(t *testing.T) {
 	if others := total(ss, OtherSubjects); others.Count == 0 {
 		t.Errorf("got no summary under %s, want the principals beyond %d", OtherSubjects, MaxRefusalSubjects)
 	}
+}
+
+// CheckInvocation never panics, and what it accepts is within every
+// bound: sizes, UTF-8, and no control character a terminal acts on.
+func FuzzCheckInvocation(f *testing.F) {
+	f.Add("gpio.set", "gpio.led", "k-1", "state", "on", "lights on\n")
+	f.Add(strings.Repeat("a", 300), "gpio.led", "", "", "", "")
+	f.Add("gpio.set", "gpio.led\n", "k 1", "", "", strings.Repeat("n", 2000))
+	f.Add("body.notify", "home", "", "message", "\x1b[2J", "\xff")
+	f.Fuzz(func(t *testing.T, capability, target, key, pk, pv, note string) {
+		inv := Invocation{Capability: capability, Target: target, IdempotencyKey: key, Note: note}
+		if pk != "" || pv != "" {
+			inv.Params = map[string]string{pk: pv}
+		}
+		if CheckInvocation(&inv) != nil {
+			return
+		}
+		for _, s := range []string{capability, target, key, pk, pv, note} {
+			if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return unicode.IsControl(r) && r != '\t' && r != '\n' }) {
+				t.Fatalf("accepted %q", s)
+			}
+		}
+		if len(capability) > MaxNameBytes || len(target) > MaxNameBytes || len(key) > MaxNameBytes || len(note) > MaxNoteBytes ||
+			len(pk) > MaxParamKeyBytes || len(pv) > MaxParamValueBytes || pk == "" && inv.Params != nil {
+			t.Fatalf("accepted %+v out of bounds", inv)
+		}
+		if strings.ContainsFunc(capability+target+key+pk, unicode.IsSpace) {
+			t.Fatalf("accepted a name with a space: %+v", inv)
+		}
+	})
 }
