@@ -79,38 +79,57 @@ type tally struct {
 	written time.Time
 }
 
-func (t *tally) add(capability string, reason Reason, n uint64, first, last time.Time) {
+// add counts one refusal of a request for capability at at.
+func (t *tally) add(capability string, reason Reason, at time.Time) {
 	if len(capability) > MaxNameBytes || checkName(capability) != nil {
 		capability = InvalidCapability
 	}
-	t.merge(&tally{count: n, byReason: map[Reason]uint64{reason: n}, byCapability: map[string]uint64{capability: n}, first: first, last: last})
+	t.init()
+	t.byReason[reason]++
+	t.addCapability(capability, 1)
+	t.span(1, at, at)
 }
 
-// merge adds what o counted to t: a refusal, or a summary that could not
-// be written, back to be tried again.
+// merge adds what o counted to t: a summary that could not be written,
+// back to be tried again.
 func (t *tally) merge(o *tally) {
 	if o.count == 0 {
 		return
 	}
-	if t.byReason == nil {
-		t.byReason, t.byCapability = map[Reason]uint64{}, map[string]uint64{}
-	}
+	t.init()
 	for r, n := range o.byReason {
 		t.byReason[r] += n
 	}
 	for c, n := range o.byCapability {
-		if _, ok := t.byCapability[c]; !ok && len(t.byCapability) >= MaxRefusalCapabilities {
-			c = OtherCapabilities
-		}
-		t.byCapability[c] += n
+		t.addCapability(c, n)
 	}
-	if t.count == 0 || o.first.Before(t.first) {
-		t.first = o.first
+	t.span(o.count, o.first, o.last)
+}
+
+func (t *tally) init() {
+	if t.byReason == nil {
+		t.byReason, t.byCapability = map[Reason]uint64{}, map[string]uint64{}
 	}
-	if t.count == 0 || o.last.After(t.last) {
-		t.last = o.last
+}
+
+// addCapability counts n for capability, or for OtherCapabilities when
+// MaxRefusalCapabilities others are counted already.
+func (t *tally) addCapability(c string, n uint64) {
+	if _, ok := t.byCapability[c]; !ok && len(t.byCapability) >= MaxRefusalCapabilities {
+		c = OtherCapabilities
 	}
-	t.count += o.count
+	t.byCapability[c] += n
+}
+
+// span counts n refusals from first to last.
+func (t *tally) span(n uint64, first, last time.Time) {
+	if t.count == 0 || first.Before(t.first) {
+		t.first = first
+	}
+	if t.count == 0 || last.After(t.last) {
+		t.last = last
+	}
+	t.count += n
 }
 
 // countRefusal counts a refusal of p's request for capability, not
@@ -137,7 +156,7 @@ func (r *Runner) countRefusal(p Principal, capability string, reason Reason) {
 		}
 	}
 	wasEmpty := t.count == 0
-	t.add(capability, reason, 1, now, now)
+	t.add(capability, reason, now)
 	t.trust = min(t.trust, p.Trust)
 	r.mu.Unlock()
 	if wasEmpty {
