@@ -294,21 +294,24 @@ const (
 )
 
 // Run keeps the approval queue: it expires what waits too long and
-// records what was cancelled while waiting, until ctx ends; then it
-// writes what is left to write and returns. Expiry is judged by the
+// records what was cancelled while waiting; and it writes the refusal
+// summaries as they fall due (FlushRefusals). When ctx ends it writes
+// what is left to write, every summary with refusals in it included, and
+// returns. Expiry is judged by the
 // Environment's clock; Run wakes by the real one, at the next expiry or
 // when the queue changes.
 func (r *Runner) Run(ctx context.Context) {
 	for {
 		_, err := r.SweepApprovals(ctx)
-		next := sweepIdle
+		rerr := r.FlushRefusals(ctx, false)
+		next := r.refusalsDue(sweepIdle)
 		now := r.env.Now()
 		r.mu.Lock()
 		for _, p := range r.waiting {
 			next = min(next, p.expires.Sub(now))
 		}
 		r.mu.Unlock()
-		if err != nil {
+		if err != nil || rerr != nil {
 			next = min(next, sweepRetry)
 		}
 		t := time.NewTimer(max(next, 10*time.Millisecond))
@@ -316,6 +319,7 @@ func (r *Runner) Run(ctx context.Context) {
 		case <-ctx.Done():
 			t.Stop()
 			r.SweepApprovals(context.WithoutCancel(ctx))
+			r.FlushRefusals(context.WithoutCancel(ctx), true)
 			return
 		case <-r.wake:
 		case <-t.C:

@@ -39,7 +39,8 @@ type BodyParts struct {
 // simulated twin of each for simulation mode; audio.tone and audio.play
 // on the speaker, verified through the microphone where there is one;
 // body.notify when the journal is the ledger. Safety rules, rate limits
-// and capability modes come from the settings; the e-stop cancels
+// (the admission limit per principal among them) and capability modes
+// come from the settings; the e-stop cancels
 // through it. A rate limiter or a capability that cannot be set up is an
 // error.
 func NewBodyRunner(b BodyParts) (*Runner, error) {
@@ -64,8 +65,12 @@ func NewBodyRunner(b BodyParts) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("act.rate_limits: %w", err)
 	}
+	admission, err := NewAdmission(s.Admission, nil)
+	if err != nil {
+		return nil, fmt.Errorf("act.rate_limits.per_principal: %w", err)
+	}
 	env := Environment{EStop: b.EStop, Registry: b.Registry, Leases: s.Leases, Rules: s.Rules, CapabilityModes: s.CapModes,
-		Limiter: limiter, Health: b.Health}
+		Limiter: limiter, Admission: admission, Health: b.Health}
 	if b.Grants != nil {
 		env.Grants = b.Grants.All
 	}

@@ -12,6 +12,13 @@
 // verification. Every step is a
 // ledger event (action.proposed, action.running, action.succeeded, ...); a
 // repeated idempotency key returns the recorded result and acts once.
+// Before any of that, a request is checked against the bounds of a
+// request (CheckInvocation: sizes, UTF-8, no control characters) and
+// takes a token of its principal's admission limit (Environment.Admission,
+// refused requests included): what fails either is refused at once and
+// not recorded one by one, only counted in one action.refusals summary
+// per principal a minute (refusals.go), so no caller can grow the ledger
+// faster than its admission limit lets it.
 // An R3 invocation that lacks nothing but its approval waits
 // (action.waiting_approval) until a local administrator approves it
 // (Approve: action.approved, bound to that one invocation, then run with

@@ -157,6 +157,21 @@ func (l *Limiter) Len() int {
 	return len(l.buckets)
 }
 
+// admissionKey is the capability an admission limiter keeps its buckets
+// under: one bucket per principal, whatever it asks for.
+const admissionKey = ""
+
+// NewAdmission returns the limiter of Environment.Admission: a token
+// bucket per principal subject with limit l, on the clock now (nil:
+// time.Now), its memory bounded as a Limiter's is. A malformed limit is
+// an error.
+func NewAdmission(l RateLimit, now func() time.Time) (*Limiter, error) {
+	if err := l.check(); err != nil {
+		return nil, fmt.Errorf("act: admission limit: %w", err)
+	}
+	return NewLimiter(RateLimits{Default: l}, now)
+}
+
 // Authorize is Decide, then the rate limit: a request Decide allows takes
 // a token from its principal's bucket for its capability, and is refused
 // with rate_limited when there is none. A refused request takes no

@@ -188,13 +188,21 @@ type Environment struct {
 	// Health returns the self-state level.
 	Health func() body.Degradation
 	// Grants returns every grant (Grants.All).
-	Grants   func() []Grant
-	Rules    SafetyRules
-	Limiter  *Limiter
-	Leases   *LeaseTable
-	Now      func() time.Time
-	NewID    func() string
-	LeaseTTL time.Duration
+	Grants func() []Grant
+	Rules  SafetyRules
+	// Limiter is the rate limit per principal and capability, taken by
+	// the requests the policy allows; nil: none.
+	Limiter *Limiter
+	// Admission is the rate limit per principal, taken by every request
+	// before anything of it is recorded, the ones the policy will refuse
+	// included (NewAdmission); nil: none. A request over it is refused
+	// with rate_limited and counted in its principal's refusal summary,
+	// not recorded on its own.
+	Admission *Limiter
+	Leases    *LeaseTable
+	Now       func() time.Time
+	NewID     func() string
+	LeaseTTL  time.Duration
 	// ApprovalTTL is how long an R3 invocation waits for a local
 	// administrator before it is cancelled with approval_expired; 0 means
 	// DefaultApprovalTTL.
@@ -234,6 +242,9 @@ type Runner struct {
 	// the queue, oldest first in decidedOrder.
 	decided      map[string]*pending
 	decidedOrder []string
+	// refusals are the tallies of the refusals not recorded one by one,
+	// by principal subject (refusals.go).
+	refusals map[string]*tally
 }
 
 type run struct {
@@ -272,7 +283,7 @@ func NewRunner(env Environment, j Journal) *Runner {
 		env.ApprovalTTL = DefaultApprovalTTL
 	}
 	return &Runner{env: env, journal: j, actions: map[string]Action{}, sims: map[string]Action{}, running: map[string]*run{}, byKey: map[string]*flight{}, ledgerOK: true,
-		waiting: map[string]*pending{}, wake: make(chan struct{}, 1)}
+		waiting: map[string]*pending{}, wake: make(chan struct{}, 1), refusals: map[string]*tally{}}
 }
 
 // Register adds an action channel's capability; a second one with the
@@ -417,7 +428,21 @@ func (r *Runner) CancelTarget(target string, reason Reason) []string {
 // Submit runs inv and returns what became of it. A repeat of an
 // idempotency key already seen returns that invocation's result (waiting
 // for it if it still runs) and acts no second time.
+//
+// Before anything of it is recorded, inv is checked against the bounds
+// of a request (CheckInvocation) and takes a token of its principal's
+// admission limit (Environment.Admission; a stop, estop.trip, takes
+// none): a request that fails either is refused with invalid_request or
+// rate_limited, without an action id, and only counted in its
+// principal's refusal summary (FlushRefusals). Repeats take a token too.
 func (r *Runner) Submit(ctx context.Context, inv Invocation) Result {
+	if err := CheckInvocation(&inv); err != nil {
+		return r.refuseUnrecorded(inv.Principal, inv.Capability, ReasonInvalidRequest, err.Error())
+	}
+	if l := r.env.Admission; l != nil && inv.Capability != CapabilityEStopTrip && !l.Take(inv.Principal.Subject, admissionKey) {
+		return r.refuseUnrecorded(inv.Principal, inv.Capability, ReasonRateLimited,
+			fmt.Sprintf("%s sent more requests than its admission limit allows; this one was not recorded, only counted in its %s summary", inv.Principal.Subject, EventRefusals))
+	}
 	if inv.IdempotencyKey == "" {
 		inv.IdempotencyKey = r.env.NewID()
 	}
@@ -456,6 +481,13 @@ func (r *Runner) Submit(ctx context.Context, inv Invocation) Result {
 	r.mu.Unlock()
 	close(f.done)
 	return res
+}
+
+// refuseUnrecorded answers a request refused before anything of it was
+// recorded, and counts it in its principal's refusal summary.
+func (r *Runner) refuseUnrecorded(p Principal, capability string, reason Reason, detail string) Result {
+	r.countRefusal(p, capability, reason)
+	return Result{Status: Refused, Reason: reason, Detail: detail, Decision: Decision{Reason: reason, Detail: detail}}
 }
 
 // settle records in the key's flight what became of an invocation that
@@ -517,7 +549,14 @@ func (r *Runner) submit(ctx context.Context, inv *Invocation, key string) Result
 	}
 	dup, err := r.recordProposed(ctx, inv, map[string]any{"decision": decisionView(d), "risk": capab.Risk.String(), "principal": inv.Principal.Subject,
 		"session": inv.Principal.Session, "mode": string(inv.Mode)})
-	if err != nil {
+	switch {
+	case errors.Is(err, ledger.ErrInvalid):
+		// The ledger refused the record for what it holds: the request
+		// is at fault, not the ledger, which takes the next one.
+		res := r.refuseUnrecorded(inv.Principal, inv.Capability, ReasonInvalidRequest, err.Error())
+		res.ActionID = inv.ActionID
+		return res
+	case err != nil:
 		return Result{ActionID: inv.ActionID, Status: Refused, Reason: ReasonLedgerUnavailable, Detail: err.Error(), Decision: Decision{Reason: ReasonLedgerUnavailable}}
 	}
 	if dup != nil {
@@ -708,8 +747,9 @@ func (r *Runner) decide(inv *Invocation, c Capability, channel string, approvals
 	return Authorize(req, st, r.env.Limiter)
 }
 
-// record appends one lifecycle step. A failure marks the ledger unwritable
-// for the policy (nothing above R0 until a write succeeds again).
+// record appends one lifecycle step. A failure to write marks the ledger
+// unwritable for the policy (nothing above R0 until a write succeeds
+// again); a record the ledger refuses for what it holds does not.
 func (r *Runner) record(ctx context.Context, inv *Invocation, s Status, extra map[string]any) error {
 	_, err := r.append(ctx, inv, s, extra, "")
 	return err
@@ -729,13 +769,27 @@ func (r *Runner) append(ctx context.Context, inv *Invocation, s Status, extra ma
 	ev := ledger.Event{Type: "action." + string(s), ChannelID: inv.Capability, Provenance: ledger.Told, Trust: inv.Principal.Trust,
 		Privacy: ledger.Internal, AggregateID: "action:" + inv.ActionID, DedupeKey: dedupe, Payload: p}
 	res, err := r.journal.Append(context.WithoutCancel(ctx), ev)
-	r.mu.Lock()
-	r.ledgerOK = err == nil
-	r.mu.Unlock()
-	if err != nil {
+	r.noteLedger(err)
+	switch {
+	case errors.Is(err, ledger.ErrInvalid):
+		return nil, fmt.Errorf("act: the ledger refused the record of %s %s: %w", inv.ActionID, s, err)
+	case err != nil:
 		return nil, fmt.Errorf("act: the record of %s %s could not be written: %w", inv.ActionID, s, err)
 	}
 	return res, nil
+}
+
+// noteLedger notes for the policy whether the ledger takes records, from
+// what an append returned: an error wrapping ledger.ErrInvalid is about
+// the record (an id too long, a payload too big), which the ledger
+// refused before writing anything, and changes nothing.
+func (r *Runner) noteLedger(err error) {
+	if errors.Is(err, ledger.ErrInvalid) {
+		return
+	}
+	r.mu.Lock()
+	r.ledgerOK = err == nil
+	r.mu.Unlock()
 }
 
 // recordProposed records the proposal. When the ledger already holds a

@@ -17,10 +17,13 @@ import (
 // Settings are the config's act section checked against the board and
 // resolved into what the runner, the takeover and the admin socket use.
 type Settings struct {
-	Rules    SafetyRules
-	Limits   RateLimits
-	Outputs  map[string]OutputSettings // by the profile's output name
-	CapModes map[string]body.State
+	Rules  SafetyRules
+	Limits RateLimits
+	// Admission is the limit per principal every request takes a token
+	// of before anything of it is recorded (Environment.Admission).
+	Admission RateLimit
+	Outputs   map[string]OutputSettings // by the profile's output name
+	CapModes  map[string]body.State
 	// ChanModes are the channel modes set in the registry.
 	ChanModes map[string]body.State
 	Controls  []HumanControl
@@ -74,6 +77,10 @@ func NewSettings(c config.Act, p *body.BoardFacts, reg *body.Registry) (*Setting
 	}
 	if err := s.Limits.Check(); err != nil {
 		bad(".rate_limits", "%v", err)
+	}
+	s.Admission = RateLimit{Burst: c.RateLimits.PerPrincipal.Burst, PerSecond: c.RateLimits.PerPrincipal.PerSecond}
+	if err := s.Admission.check(); err != nil {
+		bad(".rate_limits.per_principal", "%v", err)
 	}
 
 	// Outputs: by the profile's names, risk only upwards.

@@ -125,3 +125,25 @@ func TestRunnerSettings(t *testing.T) {
 		})
 	}
 }
+
+// The admission limit per principal comes from act.rate_limits.per_principal,
+// its defaults from the config's.
+func TestSettingsAdmission(t *testing.T) {
+	for _, tc := range []struct {
+		name, act string
+		want      RateLimit
+	}{
+		{"the defaults", `{}`, RateLimit{Burst: 30, PerSecond: 2}},
+		{"configured", `{"rate_limits": {"per_principal": {"burst": 3, "per_second": 0.5}}}`, RateLimit{Burst: 3, PerSecond: 0.5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := NewSettings(actFrom(t, tc.act), nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Admission != tc.want {
+				t.Errorf("got %+v, want %+v", s.Admission, tc.want)
+			}
+		})
+	}
+}

@@ -25,7 +25,7 @@ var (
 	// so only local administrators read them until the agent boundary
 	// filters them by privacy class.
 	OpEvents = Op[EventsIn, Events]{Name: "events", Kind: Observe, Least: AnyAdmin,
-		Description: "Events from the ledger after a sequence, by type and time; wait_ms waits for the first new one (at most 60 s)."}
+		Description: "Events from the ledger after a sequence, by type and time; wait_ms waits for the first new one (at most 60 s). A reply holds at most limit events and about 256 KiB of them, from at most 4 MiB of the ledger: more says there are events after last_seq still to read (perhaps none in this reply), by calling again with after set to it."}
 	OpEStopStatus = Op[None, act.EStopStatus]{Name: "estop.status", Kind: Observe, Least: Anyone,
 		Description: "The e-stop: latched or not and why, the lines, a wiring fault."}
 	OpEStopTrip = Op[None, act.Trip]{Name: "estop.trip", Kind: Interact, Least: Anyone, Stop: true,
@@ -35,7 +35,7 @@ var (
 	OpCapabilities = Op[None, Capabilities]{Name: "action.capabilities", Kind: Observe, Least: Anyone,
 		Description: "What the body can do, with each capability's risk class and how it is verified."}
 	OpDo = Op[DoIn, act.Result]{Name: "action.do", Kind: Interact, Least: Anyone,
-		Description: "Act through the runner: policy, lease, the action, its verification. Mode live, shadow (record only) or simulation."}
+		Description: "Act through the runner: policy, lease, the action, its verification. Mode live, shadow (record only) or simulation. Bounds: capability, target and idempotency_key at most 128 bytes, at most 16 params of 1024 bytes each and 1536 in all, note at most 1024 bytes, no control characters but tab and newline in text; a request outside them, or over the caller's admission limit, is refused (invalid_request, rate_limited) without an action id and only counted in the caller's action.refusals summary."}
 	OpResult = Op[ResultIn, act.Result]{Name: "action.result", Kind: Observe, Least: Anyone,
 		Description: "What became of an action, by its id or by the caller's idempotency key."}
 	OpGrantAdd = Op[GrantAddIn, GrantView]{Name: "grant.add", Kind: Admin, Least: HighAdmin,
@@ -117,7 +117,8 @@ type Self struct {
 // long for the first new one (a long poll).
 type EventsIn struct {
 	After uint64 `json:"after,omitempty"`
-	// Types are event types, or prefixes ending in a dot ("camera.").
+	// Types are event types, or prefixes ending in a dot ("camera."): at
+	// most MaxTypes of them, each of at most MaxTypeBytes.
 	Types []string  `json:"types,omitempty"`
 	Since time.Time `json:"since,omitzero"`
 	// Limit is at most MaxEvents; 0 means MaxEvents.
@@ -125,16 +126,34 @@ type EventsIn struct {
 	WaitMS int `json:"wait_ms,omitempty"`
 }
 
-// Bounds of an events call.
+// Bounds of an events call. A reply holds at most MaxEvents events and
+// MaxReplyBytes of them as JSON (but always one, however large): 256 KiB
+// is hundreds of ordinary events, at least a few of the largest (a record
+// is at most 64 KiB), and little beside the daemon's own memory even when
+// every connection holds one. The ledger is read under the same budget,
+// so memory is bounded while it reads, not after; and one read looks at
+// no more than MaxScanBytes of records, matching or not, so a filter that
+// matches little does not read the whole ledger in one go (its reply may
+// then hold no event and say more). At most MaxReads calls read the
+// ledger at once; the others wait their turn (a long poll waits for new
+// events without one).
 const (
-	MaxEvents = 10000
-	MaxWait   = time.Minute
+	MaxEvents     = 10000
+	MaxWait       = time.Minute
+	MaxReplyBytes = 256 << 10
+	MaxScanBytes  = 4 << 20
+	MaxReads      = 2
+	MaxTypes      = 32
+	MaxTypeBytes  = 96
 )
 
-// Events are the events read, and the sequence to continue after.
+// Events are the events read, and the sequence to continue after. More
+// says the reply stopped at its limit or a byte budget with events after
+// LastSeq still to read: call again with After set to LastSeq.
 type Events struct {
 	Events  []ledger.EventView `json:"events"`
 	LastSeq uint64             `json:"last_seq"`
+	More    bool               `json:"more"`
 }
 
 // Capabilities lists what the body can do.

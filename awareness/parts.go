@@ -3,6 +3,7 @@ package awareness
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -33,6 +34,9 @@ type Parts struct {
 	Store  *ledger.Store
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+
+	// reads are the turns to read the ledger for events (MaxReads).
+	reads chan struct{}
 }
 
 // Table binds every operation to the parts.
@@ -40,6 +44,7 @@ func (b *Parts) Table() (*Table, error) {
 	if b.Now == nil {
 		b.Now = time.Now
 	}
+	b.reads = make(chan struct{}, MaxReads)
 	return NewTable(
 		Bind(OpStatus, b.status),
 		Bind(OpChannels, func(context.Context, act.Principal, None) (Channels, error) {
@@ -164,15 +169,31 @@ func (b *Parts) status(context.Context, act.Principal, None) (Status, error) {
 }
 
 // ReadEvents answers an events call from store: with WaitMS it waits for
-// the first new matching event, at most MaxWait, or until ctx ends.
+// the first new matching event, at most MaxWait, or until ctx ends. A
+// reply is bounded by in.Limit, MaxReplyBytes and MaxScanBytes (see
+// Events.More).
 func ReadEvents(ctx context.Context, store *ledger.Store, in EventsIn) (Events, error) {
+	return readEvents(ctx, store, in, nil)
+}
+
+// readEvents is ReadEvents taking a turn of reads (nil: none) for each
+// read of the ledger, never while it waits for new events.
+func readEvents(ctx context.Context, store *ledger.Store, in EventsIn, reads chan struct{}) (Events, error) {
 	if in.Limit < 0 || in.Limit > MaxEvents {
 		return Events{}, refuse(ReasonInvalidParams, "limit %d: want 0 to %d", in.Limit, MaxEvents)
 	}
 	if in.WaitMS < 0 || in.WaitMS > int(MaxWait/time.Millisecond) {
 		return Events{}, refuse(ReasonInvalidParams, "wait_ms %d: want 0 to %d", in.WaitMS, MaxWait/time.Millisecond)
 	}
-	f := ledger.Filter{After: in.After, Types: in.Types, Since: in.Since, Limit: in.Limit}
+	if len(in.Types) > MaxTypes {
+		return Events{}, refuse(ReasonInvalidParams, "types: %d of them, more than %d", len(in.Types), MaxTypes)
+	}
+	for i, t := range in.Types {
+		if t == "" || len(t) > MaxTypeBytes {
+			return Events{}, refuse(ReasonInvalidParams, "types[%d]: %d bytes, want 1 to %d", i, len(t), MaxTypeBytes)
+		}
+	}
+	f := ledger.Filter{After: in.After, Types: in.Types, Since: in.Since, Limit: in.Limit, MaxBytes: MaxReplyBytes, MaxScan: MaxScanBytes}
 	if f.Limit == 0 {
 		f.Limit = MaxEvents
 	}
@@ -184,19 +205,15 @@ func ReadEvents(ctx context.Context, store *ledger.Store, in EventsIn) (Events, 
 	}
 	for {
 		changed := store.Changed()
-		evs, next, err := store.Scan(f)
+		out, err := readPage(ctx, store, f, reads)
 		if err != nil {
 			return Events{}, err
-		}
-		out := Events{Events: make([]ledger.EventView, 0, len(evs)), LastSeq: next}
-		for _, e := range evs {
-			out.Events = append(out.Events, e.View())
 		}
 		if len(out.Events) > 0 || timeout == nil {
 			return out, nil
 		}
-		if next != f.After {
-			f.After = next
+		if out.LastSeq != f.After {
+			f.After = out.LastSeq
 			continue // only events that did not match so far; look further
 		}
 		select {
@@ -224,11 +241,46 @@ func (b *Parts) backup(ctx context.Context, _ act.Principal, _ None) (Backup, er
 	return Backup{Bytes: sn.Size, SHA256: hex.EncodeToString(sn.SHA256[:]), LastSeq: sn.LastSeq, TakenAt: b.Now().UTC(), snap: sn}, nil
 }
 
+// readPage reads one reply's events under f, with a turn of reads, and
+// cuts it where its JSON would pass MaxReplyBytes (keeping at least one
+// event).
+func readPage(ctx context.Context, store *ledger.Store, f ledger.Filter, reads chan struct{}) (Events, error) {
+	if reads != nil {
+		select {
+		case reads <- struct{}{}:
+			defer func() { <-reads }()
+		case <-ctx.Done():
+			return Events{}, ctx.Err()
+		}
+	}
+	evs, next, more, err := store.Scan(f)
+	if err != nil {
+		return Events{}, err
+	}
+	out := Events{Events: make([]ledger.EventView, 0, len(evs)), LastSeq: next, More: more}
+	size := 0
+	for i := range evs {
+		v := evs[i].View()
+		// What it adds to the reply: its JSON and a comma. A view that
+		// cannot be encoded counts nothing here; the reply then fails to
+		// encode as a whole, which the transport reports.
+		j, _ := json.Marshal(v)
+		if i > 0 && size+len(j)+1 > MaxReplyBytes {
+			out.LastSeq, out.More = out.Events[len(out.Events)-1].Seq, true
+			break
+		}
+		size += len(j) + 1
+		out.Events = append(out.Events, v)
+		evs[i] = ledger.Stored{} // its view is what the reply holds
+	}
+	return out, nil
+}
+
 func (b *Parts) events(ctx context.Context, _ act.Principal, in EventsIn) (Events, error) {
 	if b.Store == nil {
 		return Events{}, errNoLedger
 	}
-	return ReadEvents(ctx, b.Store, in)
+	return readEvents(ctx, b.Store, in, b.reads)
 }
 
 func (b *Parts) do(ctx context.Context, p act.Principal, in DoIn) (act.Result, error) {

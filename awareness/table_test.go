@@ -272,6 +272,8 @@ func TestOperationsOnABody(t *testing.T) {
 		{"neither id nor key", "action.result", `{}`, agent, "", ReasonInvalidParams},
 		{"the agent without a grant", "action.do", `{"capability":"gpio.set","target":"gpio.relay1","params":{"state":"off"}}`, agent,
 			`"status":"refused","decision":\{"allow":false,"reason":"no_grant"`, ""},
+		{"a note out of bounds", "action.do", `{"capability":"gpio.set","target":"gpio.led","params":{"state":"on"},"note":"` + strings.Repeat("n", 2000) + `"}`, agent,
+			`^\{"action_id":"","status":"refused","decision":\{"allow":false,"reason":"invalid_request","detail":"note: 2000 bytes, more than 1024"\}`, ""},
 		{"a bad mode", "action.do", `{"capability":"gpio.set","target":"gpio.relay1","mode":"dry"}`, maxAdmin, "", ReasonInvalidParams},
 		{"an unknown field", "action.do", `{"capability":"gpio.set","target":"gpio.relay1","force":true}`, maxAdmin, "", ReasonInvalidParams},
 		{"a grant", "grant.add", `{"subject":"agent:pi","capability":"gpio.set","scope":"gpio.relay1","expires":"1h","reason":"test"}`, maxAdmin,

@@ -23,6 +23,16 @@ type Filter struct {
 	Types []string
 	Since time.Time // only events that occurred at or after
 	Limit int       // at most this many; 0: 1000
+	// MaxBytes bounds what one read holds: it stops after the event whose
+	// record (its CBOR, as stored) brings the events taken to MaxBytes or
+	// more, so at least one is taken however large. 0: no bound but
+	// Limit.
+	MaxBytes int
+	// MaxScan bounds what one read looks at: it stops after the event
+	// whose record brings the records it looked at, matching or not, to
+	// MaxScan bytes or more (a filter that matches little then reads a
+	// bounded part of the ledger, and says more). 0: no bound.
+	MaxScan int
 }
 
 func (f Filter) match(e *Event) bool {
@@ -43,20 +53,26 @@ func (f Filter) match(e *Event) bool {
 // Events returns stored events in sequence order. A record that cannot be
 // read is an error naming its sequence.
 func (s *Store) Events(f Filter) ([]Stored, error) {
-	evs, _, err := s.Scan(f)
+	evs, _, _, err := s.Scan(f)
 	return evs, err
 }
 
-// Scan is Events that also says where it stopped: the sequence of the last
-// event it looked at, matching or not, to pass as After to go on.
-func (s *Store) Scan(f Filter) (evs []Stored, next uint64, err error) {
+// Scan is Events that also says where it stopped: next is the sequence of
+// the last event it looked at, matching or not, to pass as After to go
+// on, and more tells that it stopped at f.Limit, f.MaxBytes or f.MaxScan
+// with events after next still to look at (false: it read to the end). Memory is
+// bounded while it reads, not after: it holds the events it takes and
+// nothing else.
+func (s *Store) Scan(f Filter) (evs []Stored, next uint64, more bool, err error) {
 	if f.Limit <= 0 {
 		f.Limit = 1000
 	}
 	next = f.After
 	err = s.read(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bEvents).Cursor()
-		for k, v := c.Seek(u64(f.After + 1)); k != nil && len(evs) < f.Limit; k, v = c.Next() {
+		taken, looked := 0, 0
+		k, v := c.Seek(u64(f.After + 1))
+		for ; k != nil && len(evs) < f.Limit && (f.MaxBytes <= 0 || taken < f.MaxBytes) && (f.MaxScan <= 0 || looked < f.MaxScan); k, v = c.Next() {
 			if isRowKey(k) {
 				continue
 			}
@@ -66,13 +82,19 @@ func (s *Store) Scan(f Filter) (evs []Stored, next uint64, err error) {
 				return fmt.Errorf("event %d: %w", st.Seq, err)
 			}
 			next = st.Seq
+			looked += len(v)
 			if f.match(&st.Event) {
 				evs = append(evs, st)
+				taken += len(v)
 			}
 		}
+		for k != nil && isRowKey(k) {
+			k, _ = c.Next()
+		}
+		more = k != nil
 		return nil
 	})
-	return evs, next, err
+	return evs, next, more, err
 }
 
 // Follow calls fn for every event matching f, then for each new one as it
@@ -80,7 +102,7 @@ func (s *Store) Scan(f Filter) (evs []Stored, next uint64, err error) {
 func (s *Store) Follow(ctx context.Context, f Filter, fn func(Stored) error) error {
 	for {
 		changed := s.Changed()
-		evs, next, err := s.Scan(f)
+		evs, next, _, err := s.Scan(f)
 		if err != nil {
 			return err
 		}

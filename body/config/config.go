@@ -99,8 +99,12 @@ type Forbidden struct {
 	Scope      string `json:"scope"`
 }
 
-// RateLimits are token buckets per principal and capability.
+// RateLimits are token buckets per principal and capability, and the
+// admission limit per principal.
 type RateLimits struct {
+	// PerPrincipal is the admission limit: every request to act takes a
+	// token of its principal's bucket before anything of it is recorded.
+	PerPrincipal RateLimit            `json:"per_principal"`
 	Default      RateLimit            `json:"default"`
 	ByCapability map[string]RateLimit `json:"by_capability"`
 }
@@ -333,7 +337,7 @@ func Default() Config {
 			Buttons: Buttons{LongPressMS: 1000, DoublePressMS: 400}, Inputs: Inputs{ActivityWindowS: 10},
 			Cameras: map[string]Camera{}, Microphones: map[string]Microphone{}},
 		Act: Act{Safety: Safety{Forbidden: []Forbidden{}},
-			RateLimits: RateLimits{Default: RateLimit{Burst: 20, PerSecond: 10}, ByCapability: map[string]RateLimit{}},
+			RateLimits: RateLimits{PerPrincipal: RateLimit{Burst: 30, PerSecond: 2}, Default: RateLimit{Burst: 20, PerSecond: 10}, ByCapability: map[string]RateLimit{}},
 			Outputs:    map[string]Output{}, ChannelModes: map[string]string{}, CapabilityModes: map[string]string{},
 			Principals:    []Principal{{UID: ptr(0), Trust: "max"}, {User: DaemonIdentity, Trust: "max"}, {Group: DaemonIdentity, Trust: "max"}},
 			HumanControls: []HumanControl{}, Speakers: map[string]Speaker{}},

@@ -288,6 +288,7 @@ func TestActSection(t *testing.T) {
 		{"burst zero", `{"rate_limits": {"default": {"burst": 0}}}`, `$.act.rate_limits.default.burst: out of range: 0 is less than the minimum 1`},
 		{"rate zero", `{"rate_limits": {"by_capability": {"gpio.pulse": {"burst": 1, "per_second": 0}}}}`, `$.act.rate_limits.by_capability["gpio.pulse"].per_second: out of range: 0 must be more than 0`},
 		{"rate without burst", `{"rate_limits": {"by_capability": {"gpio.pulse": {"per_second": 1}}}}`, `missing required key "burst"`},
+		{"admission burst zero", `{"rate_limits": {"per_principal": {"burst": 0}}}`, `$.act.rate_limits.per_principal.burst: out of range: 0 is less than the minimum 1`},
 		{"mode", `{"channel_modes": {"gpio.relay1": "off"}}`, `$.act.channel_modes["gpio.relay1"]: not one of the allowed values "disabled", "shadow", "enabled"`},
 		{"capability mode", `{"capability_modes": {"gpio.pulse": "degraded"}}`, `$.act.capability_modes["gpio.pulse"]: not one of the allowed values`},
 		{"trust", `{"principals": [{"uid": 1000, "trust": "root"}]}`, `$.act.principals[0].trust: not one of the allowed values "off", "low", "medium", "high", "max"`},
@@ -328,7 +329,7 @@ func TestActSectionSemantics(t *testing.T) {
 	}
 	l, err := Load(Sources{File: write(t, "config.json", `{"version": 1, "act": {
 		"safety": {"forbid_r3": true, "forbidden": [{"capability": "gpio.*", "scope": "gpio.relay2"}]},
-		"rate_limits": {"default": {"burst": 5}, "by_capability": {"gpio.pulse": {"burst": 2, "per_second": 0.5}}},
+		"rate_limits": {"per_principal": {"per_second": 0.5}, "default": {"burst": 5}, "by_capability": {"gpio.pulse": {"burst": 2, "per_second": 0.5}}},
 		"outputs": {"relay1": {"risk": "R3", "max_on_s": 2.5, "min_interval_s": 1}},
 		"channel_modes": {"gpio.relay2": "shadow"},
 		"principals": [{"user": "pi", "trust": "medium"}],
@@ -342,6 +343,9 @@ func TestActSectionSemantics(t *testing.T) {
 	}
 	if a.RateLimits.Default != (RateLimit{Burst: 5, PerSecond: 10}) || a.RateLimits.ByCapability["gpio.pulse"] != (RateLimit{Burst: 2, PerSecond: 0.5}) {
 		t.Errorf("rate limits %+v: the default's per_second must stay from below", a.RateLimits)
+	}
+	if a.RateLimits.PerPrincipal != (RateLimit{Burst: 30, PerSecond: 0.5}) {
+		t.Errorf("got the admission limit %+v, want burst 30 from below and per_second 0.5", a.RateLimits.PerPrincipal)
 	}
 	if o := a.Outputs["relay1"]; o.Risk != "R3" || o.MaxOn() != 2500*time.Millisecond || o.MinInterval() != time.Second {
 		t.Errorf("output %+v", o)

@@ -326,14 +326,23 @@ func (b *labBody) kill9(t *testing.T) {
 	}
 }
 
-// events reads the ledger's events of the types given through the body.
+// events reads the ledger's events of the types given through the body,
+// following the replies' cursor to the end.
 func (b *labBody) events(t *testing.T, types ...string) []ledger.EventView {
 	t.Helper()
-	reply, err := admin.Call(t.Context(), &admin.Client{Path: b.sock, Timeout: 30 * time.Second}, awareness.OpEvents, awareness.EventsIn{Types: types, Limit: 10000})
-	if err != nil {
-		t.Fatal(err)
+	var out []ledger.EventView
+	in := awareness.EventsIn{Types: types, Limit: 10000}
+	for {
+		reply, err := admin.Call(t.Context(), &admin.Client{Path: b.sock, Timeout: 30 * time.Second}, awareness.OpEvents, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, reply.Events...)
+		if !reply.More {
+			return out
+		}
+		in.After = reply.LastSeq
 	}
-	return reply.Events
 }
 
 // field digs into an event's payload: field(e, "invocation", "idempotency_key").

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/ledger"
@@ -193,5 +194,79 @@ func TestSecretNeverLeavesTheDaemon(t *testing.T) {
 	raw, _ := os.ReadFile(filepath.Join(d.data, body.LedgerFile))
 	if strings.Contains(string(raw), canary) {
 		t.Error("the secret is in the ledger file")
+	}
+}
+
+// `ledger events` prints every event asked for though each reply stops at
+// its byte budget: it follows the replies' cursor (more, last_seq).
+func TestLedgerEventsFollowsTheCursor(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	if err := os.MkdirAll(data, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	id, _, err := body.LoadIdentity(data, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := body.LedgerOptions(config.Default().Ledger, data, id, nil, act.Projections()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := ledger.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// About 2.4 MB of events: many replies' worth.
+	const n = 300
+	pad := strings.Repeat("x", 8<<10)
+	var evs []ledger.Event
+	for i := range n {
+		p, _ := ledger.MarshalPayload(map[string]any{"n": i, "pad": pad})
+		evs = append(evs, ledger.Event{Type: "test.padded", Provenance: ledger.Observed, Payload: p})
+	}
+	if _, err := store.Append(t.Context(), evs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "c.json")
+	os.WriteFile(cfg, []byte(`{"version": 1, "monitor": {"interval_ms": 100}}`), 0o600)
+	for _, running := range []bool{true, false} {
+		var d *testDaemon
+		if running {
+			d = startDaemonIn(t, data, cfg)
+		}
+		for _, args := range [][]string{{}, {"--limit", "250"}} {
+			out, err := runCmd(t, append([]string{"ledger", "events", "--json", "--type", "test.padded", "--data", data}, args...)...)
+			if err != nil {
+				if d != nil {
+					t.Log(d.stderr)
+				}
+				t.Fatalf("events %v: %v", args, err)
+			}
+			want := n
+			if len(args) > 0 {
+				want = 250
+			}
+			seen := map[uint64]bool{}
+			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+				var e ledger.EventView
+				if err := json.Unmarshal([]byte(line), &e); err != nil {
+					t.Fatalf("a line that is not an event: %.80q: %v", line, err)
+				}
+				if seen[e.Seq] {
+					t.Errorf("event %d printed twice", e.Seq)
+				}
+				seen[e.Seq] = true
+			}
+			if len(seen) != want {
+				t.Errorf("daemon running %v, %v: got %d events, want %d", running, args, len(seen), want)
+			}
+		}
+		if d != nil {
+			d.stop(t)
+		}
 	}
 }

@@ -178,8 +178,10 @@ func runLedger(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			}
 			printed++
 		}
+		// A reply stops at its byte budget (more): the rest is asked for
+		// from its last_seq on, until everything asked for is printed.
 		done := req.Limit > 0 && printed >= req.Limit
-		if reply.LastSeq == req.After && !*follow || done {
+		if done || !*follow && (!reply.More || reply.LastSeq == req.After) {
 			return nil
 		}
 		req.After = reply.LastSeq
