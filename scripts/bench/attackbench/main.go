@@ -6,6 +6,7 @@
 //	attackbench submits -bin TOBE_BODY -data DIR [-n 300]
 //	attackbench queries -bin TOBE_BODY -data DIR [-clients 16] [-rounds 5] [-idle 10s]
 //	attackbench client -sock SOCKET -n N -note BYTES
+//	attackbench qclient -sock SOCKET -seed N -rounds N -events N [-spread]
 //
 // fill writes a body's data directory, an identity and a ledger with the
 // daemon's ledger options, holding N events (bench.sample, a class kept
@@ -26,7 +27,12 @@
 // queries starts the daemon on DIR (filled first), lets it settle for
 // -idle, samples its memory, then runs -clients concurrent callers that
 // each make -rounds `events` calls with limit 10000 (the largest query an
-// administrator can make): first from the ledger's start, as the review
+// administrator can make). Run as root, the callers are `attackbench
+// qclient` processes of four high-trust uids, so the admin socket admits
+// all sixteen at once (its caps hold one uid to 8 at high trust);
+// otherwise they run in this process as its one uid, and the socket
+// refuses those over its cap (counted as failed calls). First from the
+// ledger's start, as the review
 // did, then from random points of it, each touching pages of its own. It
 // samples the daemon's memory every 5 ms meanwhile and prints the idle
 // and peak resident memory (VmRSS, split into RssAnon, the heap and
@@ -67,7 +73,7 @@ func main() {
 	}
 }
 
-var errUsage = errors.New("usage: attackbench fill DIR [flags] | submits -bin BIN -data DIR [flags] | queries -bin BIN -data DIR [flags] | client -sock SOCKET [flags]")
+var errUsage = errors.New("usage: attackbench fill DIR [flags] | submits -bin BIN -data DIR [flags] | queries -bin BIN -data DIR [flags] | client -sock SOCKET [flags] | qclient -sock SOCKET [flags]")
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) < 1 {
@@ -82,6 +88,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return queries(ctx, args[1:], out)
 	case "client":
 		return client(ctx, args[1:], out)
+	case "qclient":
+		return qclient(ctx, args[1:], out)
 	}
 	return errUsage
 }
@@ -360,6 +368,58 @@ func client(ctx context.Context, args []string, out io.Writer) error {
 	return json.NewEncoder(out).Encode(t)
 }
 
+// queryUIDs are the callers of the queries when run as root.
+var queryUIDs = []uint32{2101, 2102, 2103, 2104}
+
+// queryTally is what one caller of the queries got.
+type queryTally struct {
+	Calls, Got, More, Errs int
+	FirstErr               string `json:",omitempty"`
+}
+
+// qclient is one caller of the queries, run as another uid: rounds
+// events calls of the largest limit, from the start or from random points
+// (spread), and a queryTally as JSON on out.
+func qclient(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("qclient", flag.ContinueOnError)
+	sock := fs.String("sock", "", "the admin socket")
+	seed := fs.Uint64("seed", 0, "random points from this seed")
+	rounds := fs.Int("rounds", 5, "calls")
+	events := fs.Int("events", 0, "events in the ledger")
+	spread := fs.Bool("spread", false, "from random points")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return json.NewEncoder(out).Encode(queryRounds(ctx, *sock, *seed, *rounds, *events, *spread))
+}
+
+// queryRounds makes rounds events calls of limit MaxEvents.
+func queryRounds(ctx context.Context, sock string, seed uint64, rounds, events int, spread bool) queryTally {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	c := &admin.Client{Path: sock, Timeout: 5 * time.Minute}
+	var t queryTally
+	for range rounds {
+		after := uint64(0)
+		if spread && events > awareness.MaxEvents {
+			after = rng.Uint64N(uint64(events - awareness.MaxEvents))
+		}
+		reply, err := admin.Call(ctx, c, awareness.OpEvents, awareness.EventsIn{After: after, Limit: awareness.MaxEvents})
+		t.Calls++
+		if err != nil {
+			t.Errs++
+			if t.FirstErr == "" {
+				t.FirstErr = err.Error()
+			}
+			continue
+		}
+		t.Got += len(reply.Events)
+		if reply.More {
+			t.More++
+		}
+	}
+	return t
+}
+
 // mem is a sample of a process's memory, in KiB.
 type mem struct{ rss, anon, file, hwm int }
 
@@ -402,7 +462,24 @@ func queries(ctx context.Context, args []string, out io.Writer) error {
 	if *bin == "" || *dir == "" {
 		return errUsage
 	}
-	d, err := startDaemon(ctx, *bin, *dir, "", *dir+".log")
+	// As root the callers are processes of queryUIDs, high-trust local
+	// administrators in the daemon's group, spread so that the admin
+	// socket admits all sixteen at once (it holds one uid to 8
+	// connections at high trust, 16 in all): the most the daemon lets
+	// run, which is what its memory must bear. Otherwise they are this
+	// process, one uid, of which the socket admits fewer.
+	cfg := ""
+	if os.Getuid() == 0 {
+		rules := `{"uid": 0, "trust": "max"}`
+		for _, u := range queryUIDs {
+			rules += fmt.Sprintf(`, {"uid": %d, "trust": "high"}`, u)
+		}
+		cfg = filepath.Join(filepath.Dir(*dir), filepath.Base(*dir)+".config.json")
+		if err := os.WriteFile(cfg, []byte(`{"version": 1, "act": {"principals": [`+rules+`]}}`), 0o644); err != nil {
+			return err
+		}
+	}
+	d, err := startDaemon(ctx, *bin, *dir, cfg, *dir+".log")
 	if err != nil {
 		return err
 	}
@@ -456,32 +533,39 @@ func storm(ctx context.Context, out io.Writer, d *daemon, events, clients, round
 	var mu sync.Mutex
 	var calls, got, more, replyErrs int
 	var firstErr error
+	add := func(t queryTally, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			t.Errs, t.FirstErr = max(t.Errs, 1), err.Error()
+		}
+		calls, got, more, replyErrs = calls+t.Calls, got+t.Got, more+t.More, replyErrs+t.Errs
+		if t.FirstErr != "" && firstErr == nil {
+			firstErr = errors.New(t.FirstErr)
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	for w := range clients {
 		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), 1))
-			c := &admin.Client{Path: d.sock, Timeout: 5 * time.Minute}
-			for range rounds {
-				after := uint64(0)
-				if spread && events > awareness.MaxEvents {
-					after = rng.Uint64N(uint64(events - awareness.MaxEvents))
-				}
-				reply, err := admin.Call(ctx, c, awareness.OpEvents, awareness.EventsIn{After: after, Limit: awareness.MaxEvents})
-				mu.Lock()
-				calls++
-				if err != nil {
-					replyErrs++
-					if firstErr == nil {
-						firstErr = err
-					}
-				} else {
-					got += len(reply.Events)
-					if reply.More {
-						more++
-					}
-				}
-				mu.Unlock()
+			if os.Getuid() != 0 {
+				add(queryRounds(ctx, d.sock, uint64(w), rounds, events, spread), nil)
+				return
 			}
+			uid := queryUIDs[w%len(queryUIDs)]
+			cmd := exec.CommandContext(ctx, self, "qclient", "-sock", d.sock, "-seed", strconv.Itoa(w), "-rounds", strconv.Itoa(rounds),
+				"-events", strconv.Itoa(events), "-spread="+strconv.FormatBool(spread))
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: 0, Groups: []uint32{}}}
+			cmd.Stderr = os.Stderr
+			res, err := cmd.Output()
+			var t queryTally
+			if err == nil {
+				err = json.Unmarshal(res, &t)
+			}
+			add(t, err)
 		})
 	}
 	wg.Wait()
