@@ -115,7 +115,18 @@ type Trip struct {
 	// Attention is how the stop is published: "max", the highest, to the
 	// home server and every agent, before anything else waiting.
 	Attention string `cbor:"attention" json:"attention"`
+	// Folded counts the stops while latched before this one that were
+	// not recorded one by one (see StopAgainEvery).
+	Folded int `cbor:"folded,omitempty" json:"folded,omitempty"`
 }
+
+// StopAgainEvery bounds the records of stops while latched: every stop
+// is obeyed at once, but one that changes nothing (the latch was set) is
+// recorded only when none was in the StopAgainEvery before it; the
+// next one recorded, or the reset, says how many were folded. A caller
+// that asks to stop again and again (any principal may) cannot fill the
+// disk with records of it.
+const StopAgainEvery = time.Minute
 
 // Record is something the e-stop did or refused, for the ledger. Type is
 // the event type (estop.tripped, estop.reset, estop.reset_refused,
@@ -137,6 +148,9 @@ type ResetRefused struct {
 type ResetDone struct {
 	By      string `cbor:"by" json:"by"`
 	PressMS int64  `cbor:"press_ms,omitempty" json:"press_ms,omitempty"`
+	// StopsFolded counts the stops while latched since the last one
+	// recorded, which were obeyed and not recorded one by one.
+	StopsFolded int `cbor:"stops_folded,omitempty" json:"stops_folded,omitempty"`
 }
 
 // Check is the payload of estop.checked, the wiring check at start.
@@ -202,6 +216,10 @@ type EStop struct {
 	// e-stop's own and is never held while anything else is waited on.
 	tripMu  sync.Mutex
 	why     string
+	// againAt is when the last stop while latched was recorded, and
+	// againFolded how many came since without a record; under tripMu.
+	againAt     hal.Mono
+	againFolded int
 	covered map[string]bool // outputs a line's tripwire halts
 	path    string
 	spare   []OutputState // the next trip's read-backs, allocated ahead
@@ -371,9 +389,16 @@ func (e *EStop) trip(cause string, edge hal.Mono, rep *hal.HaltReport) Trip {
 	if l := e.leases; l != nil { // 4. revoke the leases
 		t.Leases = l.RevokeAll(ReasonEStopLatched)
 	}
+	recorded := true
 	if !already {
 		e.why = cause
 		e.trips.Add(1)
+		e.againAt, e.againFolded = 0, 0
+	} else if e.againAt != 0 && t.Safe.Sub(e.againAt) < StopAgainEvery {
+		e.againFolded++
+		recorded = false
+	} else {
+		t.Folded, e.againAt, e.againFolded = e.againFolded, t.Safe, 0
 	}
 	e.tripMu.Unlock()
 	if edge != 0 && t.Safe >= edge {
@@ -383,7 +408,9 @@ func (e *EStop) trip(cause string, edge hal.Mono, rep *hal.HaltReport) Trip {
 	if already {
 		typ = "estop.stop_again"
 	}
-	e.record(Record{Type: typ, At: edge, Payload: t})
+	if recorded {
+		e.record(Record{Type: typ, At: edge, Payload: t})
+	}
 	return t
 }
 
@@ -443,11 +470,13 @@ func (e *EStop) reset(by string, press time.Duration) error {
 		e.why = ""
 		e.latched.Store(false)
 	}
+	folded := e.againFolded
+	e.againAt, e.againFolded = 0, 0
 	e.tripMu.Unlock()
 	if !wasLatched {
 		return nil
 	}
-	e.record(Record{Type: "estop.reset", At: e.cfg.Now(), Payload: ResetDone{By: by, PressMS: press.Milliseconds()}})
+	e.record(Record{Type: "estop.reset", At: e.cfg.Now(), Payload: ResetDone{By: by, PressMS: press.Milliseconds(), StopsFolded: folded}})
 	return nil
 }
 

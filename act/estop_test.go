@@ -515,3 +515,47 @@ func TestDisagreementAtStart(t *testing.T) {
 		r.stop(t)
 	})
 }
+
+// The attack of a caller that asks to stop again and again (anyone may,
+// and nothing limits it): every stop is obeyed, outputs made safe and
+// read back each time, but while latched at most one a StopAgainEvery is
+// recorded, the next record saying how many were folded, and the reset
+// the rest; so the ledger does not grow with the asking.
+func TestStopsWhileLatchedAreFolded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, false)
+		r.e.Check()
+		r.records()
+		for i := range 1001 {
+			trip := r.e.TripNow("requested by agent:pi")
+			if !trip.AllSafe || trip.Already != (i > 0) {
+				t.Fatalf("stop %d: %+v, want every output safe", i, trip)
+			}
+		}
+		if got := types(r.records()); !slices.Equal(got, []string{"estop.tripped", "estop.stop_again"}) {
+			t.Fatalf("after 1001 stops, records %v: want the trip and one stop again", got)
+		}
+		time.Sleep(StopAgainEvery)
+		r.e.TripNow("requested by agent:pi")
+		recs := r.records()
+		if len(recs) != 1 || recs[0].Type != "estop.stop_again" || recs[0].Payload.(Trip).Folded != 999 {
+			t.Fatalf("a minute later, records %+v: want one stop again that folded 999", recs)
+		}
+		for range 5 {
+			r.e.TripNow("requested by agent:pi")
+		}
+		if err := r.e.Reset(Principal{Kind: LocalAdmin, Subject: "admin:uid=0"}); err != nil {
+			t.Fatal(err)
+		}
+		recs = r.records()
+		if len(recs) != 1 || recs[0].Type != "estop.reset" || recs[0].Payload.(ResetDone).StopsFolded != 5 {
+			t.Fatalf("the reset's records %+v: want the reset, saying 5 were folded", recs)
+		}
+		// After a reset the next stop is a trip again, recorded.
+		r.e.TripNow("requested by agent:pi")
+		r.e.TripNow("requested by agent:pi")
+		if got := types(r.records()); !slices.Equal(got, []string{"estop.tripped", "estop.stop_again"}) {
+			t.Fatalf("after the reset, records %v", got)
+		}
+	})
+}
