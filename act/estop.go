@@ -214,15 +214,15 @@ type EStop struct {
 
 	// tripMu serialises trips with each other and with a reset; it is the
 	// e-stop's own and is never held while anything else is waited on.
-	tripMu  sync.Mutex
-	why     string
+	tripMu sync.Mutex
+	why    string
 	// againAt is when the last stop while latched was recorded, and
 	// againFolded how many came since without a record; under tripMu.
 	againAt     hal.Mono
 	againFolded int
-	covered map[string]bool // outputs a line's tripwire halts
-	path    string
-	spare   []OutputState // the next trip's read-backs, allocated ahead
+	covered     map[string]bool // outputs a line's tripwire halts
+	path        string
+	spare       []OutputState // the next trip's read-backs, allocated ahead
 
 	// mu guards the lines' last levels and the wiring fault.
 	mu         sync.Mutex
