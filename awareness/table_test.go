@@ -120,7 +120,8 @@ func TestNothingCallsWithoutAPrincipal(t *testing.T) {
 }
 
 // TestOperationsJSON pins every operation's wire form: its kind, least
-// principal and the JSON Schemas of its input and output
+// principal, whether it streams or stops, and the JSON Schemas of its
+// input and output
 // (testdata/ops/NAME.json; go test -update rewrites them).
 func TestOperationsJSON(t *testing.T) {
 	for _, e := range emptyTable(t).Entries() {
@@ -129,6 +130,9 @@ func TestOperationsJSON(t *testing.T) {
 				"input": e.InSchema, "output": e.OutSchema}
 			if e.Streams {
 				op["streams"] = true
+			}
+			if e.Stop {
+				op["stop"] = true
 			}
 			got, err := json.MarshalIndent(op, "", "  ")
 			if err != nil {
