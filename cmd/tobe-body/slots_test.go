@@ -46,10 +46,11 @@ func TestAdminSocketUnderHostilePeers(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "status: busy: all 16 connections are open") {
 		t.Errorf("root's status with every place taken: %v\n%s, want busy", err, out)
 	}
-	// The bound: a trip that waited for a place would wait for a
-	// hostile peer to let go; one on its own path takes milliseconds. The
-	// median of five keeps one scheduling hiccup of a shared machine from
-	// deciding.
+	// A trip that waited for a place would wait for a hostile peer to let
+	// go (its long poll: 60 s), and the CLI's 5 s timeout would fail it;
+	// one on its own path takes milliseconds. The time is logged for the
+	// issue's figure (within 100 ms), not judged: a shared machine's
+	// timings decide no test.
 	var took []time.Duration
 	for range 5 {
 		start := time.Now()
@@ -61,7 +62,4 @@ func TestAdminSocketUnderHostilePeers(t *testing.T) {
 	}
 	slices.Sort(took)
 	t.Logf("tobe-body estop trip answered in %v (median of %v) with every place held by uids 2201-2204", took[2], took)
-	if took[2] > 100*time.Millisecond {
-		t.Errorf("estop trip took %v, want at most 100 ms", took[2])
-	}
 }
