@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tobe-body/tobe-body/awareness"
+	"github.com/tobe-body/tobe-body/awareness/admin/admintest"
 )
 
 // peerMain is this test binary run as another user's client of the admin
@@ -52,27 +53,7 @@ func reachable(dir string) {
 	}
 }
 
-// peerBinary is a copy of this test binary other users may run.
-func peerBinary(t *testing.T) string {
-	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	reachable(dir)
-	path := filepath.Join(dir, "peer")
-	if err := os.WriteFile(path, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// asPeer runs peerMain (from bin, see peerBinary) as uid and gid, and
+// asPeer runs peerMain (from bin, see admintest.Binary) as uid and gid, and
 // returns its replies.
 func asPeer(t *testing.T, bin string, uid, gid uint32, path string, methods []string) []string {
 	t.Helper()
@@ -99,12 +80,12 @@ func TestNoPrincipalReachesNoOperation(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the peers run as other users")
 	}
+	bin, _ := admintest.Binary(t)
 	d := startDaemon(t, `, "act": {"principals": [{"uid": 0, "trust": "max"}, {"uid": 12346, "trust": "off"}]}`)
 	defer d.stop(t)
 	// The peers reach the socket through the test's directories.
 	reachable(d.data)
 	os.Chmod(d.data, 0o750)
-	bin := peerBinary(t)
 	tb, err := (&awareness.Parts{}).Table()
 	if err != nil {
 		t.Fatal(err)
