@@ -3,6 +3,8 @@
 package body
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -18,6 +20,7 @@ var systemClock = clockSource{
 	utc:    time.Now,
 	sync:   kernelSync,
 	bootID: kernelBootID,
+	watch:  watchSettings,
 }
 
 // kernelSync reads the kernel's clock state without changing it.
@@ -44,4 +47,55 @@ func kernelBootID() (string, error) {
 		return "", fmt.Errorf("boot id %q is not a UUID", id)
 	}
 	return id, nil
+}
+
+// watchSettings sends on set every time the wall clock is set, until ctx
+// is done: a timerfd on CLOCK_REALTIME armed far ahead with
+// TFD_TIMER_CANCEL_ON_SET, whose read fails with ECANCELED when the
+// clock is set (and which is armed again after each). It returns an error
+// only when the kernel cannot watch.
+func watchSettings(ctx context.Context, set chan<- struct{}) error {
+	fd, err := unix.TimerfdCreate(unix.CLOCK_REALTIME, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+	if err != nil {
+		return os.NewSyscallError("timerfd_create", err)
+	}
+	f := os.NewFile(uintptr(fd), "timerfd")
+	defer f.Close()
+	arm := func() error {
+		// Far enough ahead never to expire in practice; should it, the
+		// read returns a count and the clock is simply measured again.
+		sec := time.Now().Add(10 * 365 * 24 * time.Hour).Unix()
+		var spec unix.ItimerSpec
+		spec.Value = unix.NsecToTimespec(sec * 1e9)
+		if int64(spec.Value.Sec) != sec {
+			spec.Value = unix.NsecToTimespec((1<<31 - 1) * 1e9) // a 32-bit time_t
+		}
+		return os.NewSyscallError("timerfd_settime", unix.TimerfdSettime(fd, unix.TFD_TIMER_ABSTIME|unix.TFD_TIMER_CANCEL_ON_SET, &spec, nil))
+	}
+	if err := arm(); err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Now()) })
+	defer stop()
+	var buf [8]byte
+	for {
+		_, err := f.Read(buf[:])
+		if ctx.Err() != nil {
+			return nil
+		}
+		switch {
+		case err == nil, errors.Is(err, unix.ECANCELED):
+			select {
+			case set <- struct{}{}:
+			default: // one already waits: the clock is read once for both
+			}
+			if err := arm(); err != nil {
+				return err
+			}
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			// Only ctx sets a deadline; loop to see it.
+		default:
+			return fmt.Errorf("timerfd read: %w", err)
+		}
+	}
 }

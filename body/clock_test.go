@@ -51,9 +51,9 @@ func TestClockStamp(t *testing.T) {
 		{"synced, quiet reads", []time.Duration{2 * time.Microsecond}, ClockSync{Synced: true, MaxError: 5 * time.Millisecond}, nil, 5*time.Millisecond + time.Microsecond, 0},
 		{"the narrowest of five pairings wins", []time.Duration{900 * time.Microsecond, 40 * time.Microsecond, 2 * time.Millisecond, 400 * time.Microsecond, 100 * time.Microsecond},
 			ClockSync{Synced: true, MaxError: time.Millisecond}, nil, time.Millisecond + 20*time.Microsecond, 0},
-		{"unsynced: the uncertainty says so", []time.Duration{2 * time.Microsecond}, ClockSync{Synced: false, MaxError: 300 * time.Millisecond}, nil, unsyncedError + time.Microsecond, 0},
-		{"unsynced with a larger error keeps it", []time.Duration{2 * time.Microsecond}, ClockSync{Synced: false, MaxError: 40 * time.Second}, nil, 40*time.Second + time.Microsecond, 0},
-		{"adjtimex fails: unsynced", []time.Duration{2 * time.Microsecond}, ClockSync{}, errors.New("EPERM"), unsyncedError + time.Microsecond, 0},
+		{"unsynced: unbounded, whatever the kernel's error says", []time.Duration{2 * time.Microsecond}, ClockSync{Synced: false, MaxError: 300 * time.Millisecond}, nil, Unbounded, 0},
+		{"unsynced at the kernel's cap", []time.Duration{2 * time.Microsecond}, ClockSync{Synced: false, MaxError: 16 * time.Second}, nil, Unbounded, 0},
+		{"adjtimex fails: unsynced", []time.Duration{2 * time.Microsecond}, ClockSync{}, errors.New("EPERM"), Unbounded, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			steps := tc.steps
@@ -74,6 +74,9 @@ func TestClockStamp(t *testing.T) {
 			if s.Uncertainty != tc.wantUnc {
 				t.Errorf("uncertainty %v, want %v", s.Uncertainty, tc.wantUnc)
 			}
+			if s.Unsynced != (tc.wantUnc == Unbounded) {
+				t.Errorf("unsynced %v, want %v", s.Unsynced, tc.wantUnc == Unbounded)
+			}
 			if s.MonotonicNS != int64(at) || s.Domain != c.Domain() {
 				t.Errorf("stamp %+v lost the monotonic time or the domain", s)
 			}
@@ -83,11 +86,13 @@ func TestClockStamp(t *testing.T) {
 
 func TestUncertaintyMSRoundsUp(t *testing.T) {
 	for _, tc := range []struct {
-		d    time.Duration
-		want uint32
-	}{{0, 0}, {time.Microsecond, 1}, {time.Millisecond, 1}, {time.Millisecond + 1, 2}, {unsyncedError, 16000}, {1 << 62, 1 << 31}} {
-		if got := (Stamp{Uncertainty: tc.d}).UncertaintyMS(); got != tc.want {
-			t.Errorf("%v: %d ms, want %d", tc.d, got, tc.want)
+		d        time.Duration
+		want     uint32
+		unsynced bool
+	}{{0, 0, false}, {time.Microsecond, 1, false}, {time.Millisecond, 1, false}, {time.Millisecond + 1, 2, false}, {16 * time.Second, 16000, false},
+		{1 << 62, UnboundedMS - 1, false}, {Unbounded, UnboundedMS, false}, {time.Millisecond, UnboundedMS, true}} {
+		if got := (Stamp{Uncertainty: tc.d, Unsynced: tc.unsynced}).UncertaintyMS(); got != tc.want {
+			t.Errorf("%v (unsynced %v): %d ms, want %d", tc.d, tc.unsynced, got, tc.want)
 		}
 	}
 }
@@ -110,13 +115,13 @@ func TestSystemClock(t *testing.T) {
 		t.Errorf("domain %q is not a boot id", c.Domain())
 	}
 	before := time.Now()
-	s := c.Now()
+	s := c.StampNow()
 	after := time.Now()
 	if s.UTC.Before(before.Add(-time.Millisecond)) || s.UTC.After(after.Add(time.Millisecond)) {
 		t.Errorf("now stamped %v, outside %v..%v", s.UTC, before, after)
 	}
 	sync := c.Sync()
-	if !sync.Synced && s.Uncertainty < unsyncedError {
+	if !sync.Synced && (s.Uncertainty != Unbounded || !s.Unsynced) {
 		t.Errorf("unsynced clock claims %v", s.Uncertainty)
 	}
 	t.Logf("clock: domain %s, synced %v, max error %v, uncertainty %v", c.Domain(), sync.Synced, sync.MaxError, s.Uncertainty)

@@ -22,3 +22,19 @@ type KeyPress struct {
 	Device string `cbor:"device" json:"device"`
 	Key    string `cbor:"key" json:"key"`
 }
+
+// ClockStepped is the payload of body.clock_stepped, which the daemon
+// writes for each setting of the wall clock it noticed (Clock.Run).
+type ClockStepped struct {
+	// SizeNS is how far the wall clock moved against the monotonic clock,
+	// in nanoseconds (forward when positive); Size the same as text.
+	SizeNS int64  `cbor:"size_ns" json:"size_ns"`
+	Size   string `cbor:"size" json:"size"`
+	// Before and After are one instant read as UTC before and after it.
+	Before string `cbor:"before" json:"before"`
+	After  string `cbor:"after" json:"after"`
+	// Synced: the kernel counts the clock synchronised after it.
+	Synced bool `cbor:"synced" json:"synced"`
+	// Noticed: "kernel" (it said the clock was set) or "measure".
+	Noticed string `cbor:"noticed" json:"noticed"`
+}

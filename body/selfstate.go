@@ -188,8 +188,6 @@ func (s *Sampler) Sample() SelfState {
 	}
 	if s.Clock != nil {
 		st.Clock = s.Clock.Sync()
-	} else {
-		st.Clock = ClockSync{MaxError: unsyncedError}
 	}
 	if s.Outbox != nil {
 		if n, err := s.Outbox(); err != nil {
@@ -257,7 +255,7 @@ func (l Limits) judge(st *SelfState) (Degradation, []string) {
 		add(LevelConstrained, "%d events wait in the outbox", st.Outbox)
 	}
 	if l.ClockUnsyncedConstrains && !st.Clock.Synced {
-		add(LevelConstrained, "clock not synchronised (uncertainty up to %v)", st.Clock.MaxError)
+		add(LevelConstrained, "clock not synchronised (the wall clock may be off by any amount)")
 	}
 	sort.SliceStable(rs, func(i, j int) bool { return rs[i].level > rs[j].level })
 	level := LevelNormal

@@ -9,6 +9,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -235,6 +237,11 @@ func (c *CameraChannel) snapshot(f *hal.Frame) string {
 		return ""
 	}
 	name := fmt.Sprintf("%d-%d.jpg", time.Now().UnixNano(), f.Seq)
+	if clk := c.out.Source().Clock; clk != nil {
+		// The boot and the driver's monotonic time say the snapshot's age
+		// whatever the wall clock does (SweepSnapshots).
+		name = fmt.Sprintf("%d-%d-%s-%d.jpg", time.Now().UnixNano(), f.Seq, bootTag(clk.BootID()), int64(f.Time))
+	}
 	tmp := filepath.Join(c.snaps.Dir, "."+name)
 	file, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o640)
 	if err == nil {
@@ -257,9 +264,43 @@ func (c *CameraChannel) snapshot(f *hal.Frame) string {
 	return filepath.Join(filepath.Base(c.snaps.Dir), name)
 }
 
+// SnapshotClock is the clock SweepSnapshots judges a snapshot's age by
+// (the body's Clock).
+type SnapshotClock interface {
+	Mono() hal.Mono
+	BootID() string
+	Synced() bool
+	Now() time.Time
+}
+
+// bootTag is the part of a boot id a snapshot's name carries.
+func bootTag(id string) string {
+	return "b" + strings.ReplaceAll(id, "-", "")
+}
+
+// snapshotAge is how old the snapshot named name (with file info fi) is,
+// and whether that can be told. A snapshot of this boot is aged by the
+// monotonic time in its name; any other (of an earlier boot, or named
+// before names carried it) by its modification time, and only while the
+// wall clock is synchronised: a wall clock that is off, or was off when
+// the file was written, says nothing of its age.
+func snapshotAge(name string, fi os.FileInfo, clk SnapshotClock, synced bool) (time.Duration, bool) {
+	parts := strings.Split(strings.TrimSuffix(name, ".jpg"), "-")
+	if len(parts) == 4 && parts[2] == bootTag(clk.BootID()) {
+		if m, err := strconv.ParseInt(parts[3], 10, 64); err == nil {
+			return clk.Mono().Sub(hal.Mono(m)), true
+		}
+	}
+	if !synced {
+		return 0, false
+	}
+	return clk.Now().Sub(fi.ModTime()), true
+}
+
 // SweepSnapshots removes snapshots older than ttl from dir and returns how
-// many it removed.
-func SweepSnapshots(dir string, ttl time.Duration, now time.Time) (int, error) {
+// many it removed. A snapshot whose age cannot be told (see snapshotAge)
+// is kept, and the sweep goes on past it.
+func SweepSnapshots(dir string, ttl time.Duration, clk SnapshotClock) (int, error) {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
@@ -267,13 +308,17 @@ func SweepSnapshots(dir string, ttl time.Duration, now time.Time) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	synced := clk.Synced()
 	n := 0
 	for _, e := range ents {
-		if e.IsDir() || filepath.Ext(e.Name()) != ".jpg" {
+		if e.IsDir() || filepath.Ext(e.Name()) != ".jpg" || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
 		info, err := e.Info()
-		if err != nil || now.Sub(info.ModTime()) < ttl {
+		if err != nil {
+			continue
+		}
+		if age, ok := snapshotAge(e.Name(), info, clk, synced); !ok || age < ttl {
 			continue
 		}
 		if os.Remove(filepath.Join(dir, e.Name())) == nil {

@@ -24,7 +24,6 @@ type Group struct {
 	log   *slog.Logger
 	reg   *body.Registry
 	clock *body.Clock
-	every time.Duration // how often the clock is measured again
 
 	// Cameras and Mic are the channels that read them, for a monitor
 	// and for the speaker's verification; set by NewGroup, read-only.
@@ -77,9 +76,6 @@ type GroupConfig struct {
 	ThrottleSource, ThrottlePath string
 	// Outbox counts the events waiting for the uplink; nil: none.
 	Outbox func() (uint64, error)
-	// ClockEvery is how often the monotonic-to-UTC offset and the clock's
-	// sync state are measured again; 0 means a minute.
-	ClockEvery time.Duration
 }
 
 // noLedger stands in when the ledger could not be opened.
@@ -109,7 +105,7 @@ var channelDefaults = map[string]struct {
 // channel, registering it.
 func NewGroup(ds *body.Devices, gc GroupConfig) *Group {
 	cfg, dataDir, clock, reg, log := gc.Sense, gc.DataDir, gc.Clock, gc.Registry, gc.Log
-	s := &Group{log: log, reg: reg, clock: clock, every: cmp.Or(gc.ClockEvery, time.Minute), outlets: map[string]*Outlet{}}
+	s := &Group{log: log, reg: reg, clock: clock, outlets: map[string]*Outlet{}}
 	outletWith := func(id, kind, privacy string) *Outlet {
 		d := channelDefaults[kind]
 		if pc, ok := privacyClasses[privacy]; ok {
@@ -297,12 +293,7 @@ func (s *Group) Start(ctx context.Context, l Ledger) {
 			o.Run(wctx, l)
 		}()
 	}
-	s.readers.Add(1)
-	go func() {
-		defer s.readers.Done()
-		s.clock.Run(ctx, s.every)
-	}()
-	if len(s.snaps) > 0 {
+	if len(s.snaps) > 0 && s.clock != nil {
 		s.readers.Add(1)
 		go func() {
 			defer s.readers.Done()
@@ -381,7 +372,7 @@ func (s *Group) sweep(ctx context.Context) {
 	defer t.Stop()
 	for {
 		for _, sn := range s.snaps {
-			if n, err := SweepSnapshots(sn.Dir, sn.TTL, time.Now()); err != nil {
+			if n, err := SweepSnapshots(sn.Dir, sn.TTL, s.clock); err != nil {
 				s.log.Warn("snapshot sweep", "dir", sn.Dir, "err", err)
 			} else if n > 0 {
 				s.log.Info("snapshots expired", "dir", sn.Dir, "removed", n)

@@ -99,7 +99,7 @@ func (o *Outlet) EmitRef(typ string, at hal.Mono, seq uint64, payload any, ref s
 	}
 	if c := o.src.Clock; c != nil {
 		c.Stamp(at).Apply(&ev)
-		ev.ObservedAt = c.Now().UTC.UnixNano()
+		ev.ObservedAt = c.StampNow().UTC.UnixNano()
 	}
 	return o.Put(ev)
 }

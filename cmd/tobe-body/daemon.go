@@ -132,6 +132,14 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		}
 	})
 
+	// The body's clock: monotonic times to UTC, the boot, whether the
+	// wall clock is synchronised; measured again every minute and at once
+	// when the wall clock is set, each setting recorded with its size.
+	clock, err := body.NewClock()
+	if err != nil {
+		return nil, err
+	}
+
 	// The ledger. If it cannot be opened the body still senses and
 	// answers, but latched safe: nothing that acts may run without its
 	// record.
@@ -158,14 +166,21 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 			}
 		})
 	}
+	d.spawn(func(ctx context.Context) {
+		clock.Run(ctx, time.Minute, func(st body.Step) {
+			log.Warn("the wall clock was set", "by", st.Size, "from", st.Before, "to", st.After, "synced", st.Synced)
+			if store == nil {
+				return
+			}
+			if _, err := store.Append(ctx, clock.StepEvent(st)); err != nil {
+				log.Error("ledger append", "type", body.EventClockStepped, "err", err)
+			}
+		})
+	})
 	if cfg.MQTT.Enabled {
 		log.Warn("mqtt.enabled is set but this build has no MQTT uplink yet; nothing is forwarded", "broker", cfg.MQTT.Broker)
 	}
 
-	clock, err := body.NewClock()
-	if err != nil {
-		return nil, err
-	}
 	gc := sense.GroupConfig{Sense: cfg.Sense, DataDir: cfg.DataDir, Clock: clock, Registry: reg, Log: log,
 		Zones: profile.Thermal.Zones, ThrottleSource: profile.Thermal.Throttle.Source, ThrottlePath: profile.Thermal.Throttle.Path}
 	if store != nil {
