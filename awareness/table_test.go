@@ -20,6 +20,7 @@ import (
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/hal/haltest"
+	"github.com/tobe-body/tobe-body/hal/haltest/stepclock"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
@@ -171,7 +172,14 @@ type testBody struct {
 	store *ledger.Store
 	relay *haltest.LineOut
 	main  *haltest.LineIn
+	clock stepClock
 }
+
+// stepClock is the step clock as the body's clock: its Mono in the
+// body clock's form.
+type stepClock struct{ *stepclock.Clock }
+
+func (c stepClock) Mono() time.Duration { return c.Clock.Mono().Duration() }
 
 var (
 	maxAdmin  = act.Principal{Kind: act.LocalAdmin, Subject: "admin:uid=0", Session: "admin", Trust: ledger.Max}
@@ -205,12 +213,13 @@ func newTestBody(t *testing.T) *testBody {
 		t.Fatal(err)
 	}
 	estop.Check()
-	grants, err := act.LoadGrants(store, time.Now)
+	clock := stepClock{stepclock.New()}
+	grants, err := act.LoadGrants(store, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	leases := act.NewLeaseTable(0)
-	r := act.NewRunner(act.Environment{EStop: estop, Registry: reg, Leases: leases, Grants: grants.All,
+	r := act.NewRunner(act.Environment{EStop: estop, Registry: reg, Leases: leases, Grants: grants.All, Clock: clock,
 		Health: func() body.Degradation { return body.LevelNormal }}, store)
 	set, pulse := act.NewGPIOActions([]*act.GPIOOutput{
 		{Name: "relay1", Channel: "gpio.relay1", Line: rl, Risk: act.R2},
@@ -231,7 +240,7 @@ func newTestBody(t *testing.T) *testBody {
 		t.Fatal(err)
 	}
 	_ = led
-	return &testBody{parts: parts, table: tb, store: store, relay: relay, main: main}
+	return &testBody{parts: parts, table: tb, store: store, relay: relay, main: main, clock: clock}
 }
 
 // call runs an operation by name with params and returns its output as
