@@ -242,8 +242,8 @@ func (g Grant) ActiveAt(c Reading) bool { return !g.Revoked && !g.ExpiredAt(c) &
 //
 // In the boot it was given in, with a monotonic deadline, the earlier of
 // the wall expiry and the monotonic deadline ends it: a forward step of
-// the wall ends it early (and says by how much), a backward step never
-// extends it. Otherwise only the wall expiry is left: in its own boot
+// the wall ends it early (and says by how much: what its monotonic
+// deadline still had to run), a backward step never extends it. Otherwise only the wall expiry is left: in its own boot
 // (an absolute expiry given while the clock was not synchronised) it
 // decides; in another boot it decides only while the wall clock is
 // synchronised.
@@ -253,16 +253,18 @@ func (g Grant) endAt(c Reading) (ended bool, by string, early time.Duration) {
 	}
 	wallPast := !c.Wall.Before(g.Expires)
 	if c.sameBoot(g.BootID) && g.MonoDeadline > 0 {
-		if !wallPast && c.Mono < g.MonoDeadline {
-			return false, "", 0
+		switch {
+		case c.Mono >= g.MonoDeadline:
+			// The deadline alone ends it; whether the wall passed first
+			// while nobody looked cannot be told.
+			return true, ExpiredByMonotonic, 0
+		case wallPast:
+			// Early by what the monotonic clock still had to run: a
+			// step is found at once (Sweep runs right after one), a
+			// slow drift within a sweep's interval.
+			return true, ExpiredByWall, g.MonoDeadline - c.Mono
 		}
-		// How long before the monotonic deadline the wall passed its
-		// expiry: the wall's overrun less the monotonic one.
-		early = g.MonoDeadline - c.Mono + c.Wall.Sub(g.Expires)
-		if wallPast && early > 0 {
-			return true, ExpiredByWall, early
-		}
-		return true, ExpiredByMonotonic, 0
+		return false, "", 0
 	}
 	if !c.sameBoot(g.BootID) && !c.Synced {
 		return false, "", 0
