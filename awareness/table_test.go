@@ -399,3 +399,31 @@ func TestGrantingR3NeedsMaxTrust(t *testing.T) {
 		t.Fatalf("R3 under a grant given at max: got %s %v, want it to wait for approval", got, err)
 	}
 }
+
+// TestGrantAddOnAnUnsynchronisedClock: while the body's clock is not
+// synchronised, grant.add refuses a relative expiry with
+// clock_unsynchronized, naming why and the way out, and takes an
+// absolute one from a local administrator; grant.list shows a grant of
+// another boot as suspended until the clock is synchronised.
+func TestGrantAddOnAnUnsynchronisedClock(t *testing.T) {
+	b := newTestBody(t)
+	b.clock.SetSynced(false)
+	_, err := b.call(t, maxAdmin, "grant.add", `{"subject":"agent:pi","capability":"gpio.set","scope":"gpio.relay1","expires":"24h"}`)
+	const want = "grant.add: clock_unsynchronized: the body's clock is not synchronised (no NTP yet): a relative expiry cannot be measured; give an absolute time (RFC 3339) as a local administrator, or wait for time synchronisation"
+	if err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %q", err, want)
+	}
+	at := b.clock.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	got, err := b.call(t, maxAdmin, "grant.add", `{"subject":"agent:pi","capability":"gpio.set","scope":"gpio.relay1","expires":"`+at+`"}`)
+	if err != nil || !strings.Contains(got, `"state":"active"`) {
+		t.Fatalf("an absolute expiry from a local administrator: %s %v", got, err)
+	}
+	b.clock.Reboot()
+	if got, err := b.call(t, maxAdmin, "grant.list", `{"all":true}`); err != nil || !strings.Contains(got, `"state":"suspended"`) {
+		t.Fatalf("after a reboot, unsynchronised: %s %v", got, err)
+	}
+	b.clock.SetSynced(true)
+	if got, err := b.call(t, maxAdmin, "grant.list", `{}`); err != nil || !strings.Contains(got, `"state":"active"`) {
+		t.Fatalf("synchronised: %s %v", got, err)
+	}
+}
