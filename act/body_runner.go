@@ -21,8 +21,11 @@ type BodyParts struct {
 	EStop    *EStop
 	Registry *body.Registry
 	// Health is the self-state's level now.
-	Health   func() body.Degradation
-	Journal  Journal
+	Health  func() body.Degradation
+	Journal Journal
+	// Clock is the body's clock, which the policy judges grants and the
+	// wall clock's synchronisation by; it is required.
+	Clock    Clock
 	Grants   *Grants // nil: none is in force
 	Settings *Settings
 	DataDir  string
@@ -41,10 +44,13 @@ type BodyParts struct {
 // body.notify when the journal is the ledger. Safety rules, rate limits
 // (the admission limit per principal among them) and capability modes
 // come from the settings; the e-stop cancels
-// through it. A rate limiter or a capability that cannot be set up is an
-// error.
+// through it. A rate limiter or a capability that cannot be set up, and a
+// missing Clock, are errors.
 func NewBodyRunner(b BodyParts) (*Runner, error) {
 	s, ds := b.Settings, b.Devices
+	if b.Clock == nil {
+		return nil, errors.New("act: a body's runner needs the body's clock")
+	}
 	var outs []*GPIOOutput
 	for _, o := range ds.Outs {
 		g := &GPIOOutput{Name: o.Name, Channel: o.ID, Line: o.Line, Risk: OutputRisk(o.Kind)}
@@ -70,7 +76,7 @@ func NewBodyRunner(b BodyParts) (*Runner, error) {
 		return nil, fmt.Errorf("act.rate_limits.per_principal: %w", err)
 	}
 	env := Environment{EStop: b.EStop, Registry: b.Registry, Leases: s.Leases, Rules: s.Rules, CapabilityModes: s.CapModes,
-		Limiter: limiter, Admission: admission, Health: b.Health}
+		Limiter: limiter, Admission: admission, Health: b.Health, Clock: b.Clock}
 	if b.Grants != nil {
 		env.Grants = b.Grants.All
 	}

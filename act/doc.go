@@ -23,7 +23,13 @@
 // (action.waiting_approval) until a local administrator approves it
 // (Approve: action.approved, bound to that one invocation, then run with
 // the policy asked again) or denies it (Deny), or it expires; see
-// approval.go. Grants are ledger events too (Grants).
+// approval.go. Grants are ledger events too (grant.added, grant.expired,
+// grant.revoked; Grants), and are judged by the body's Clock: an expiry
+// is kept on the wall clock and on the monotonic clock of the boot it was
+// given in, and the earlier ends it, so a step of the wall clock can end
+// a grant early, never late. While the wall clock is not synchronised
+// the policy refuses what act.safety.unsynced_clock_refuse_from names
+// (R3 by default).
 //
 // What must survive a restart is restored from ledger projections kept in
 // the transaction of their events (Projections; every opener of the

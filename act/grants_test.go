@@ -26,6 +26,17 @@ func (c *testClock) Now() time.Time {
 	return c.t
 }
 
+// The testClock counts itself synchronised and has no boot id, so the
+// grants made on it are judged by their wall expiry alone: the tests of
+// the steps use stepclock.
+func (c *testClock) Synced() bool        { return true }
+func (c *testClock) BootID() string      { return "" }
+func (c *testClock) Mono() time.Duration { return c.Now().Sub(t0) }
+
+// at is a reading of a synchronised clock at t, of no boot: what grants
+// are judged by their wall expiry at.
+func at(t time.Time) Reading { return Reading{Wall: t, Synced: true} }
+
 func (c *testClock) Add(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
@@ -47,7 +58,7 @@ func openTestLedger(t *testing.T, path string) *ledger.Store {
 func newTestGrants(t *testing.T) (*Grants, *ledger.Store) {
 	t.Helper()
 	store := openTestLedger(t, filepath.Join(t.TempDir(), "ledger.db"))
-	g, err := LoadGrants(store, func() time.Time { return t0 })
+	g, err := LoadGrants(store, &testClock{t: t0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +78,7 @@ func TestGrantsAddRevokeAndReload(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ledger.db")
 	store := openTestLedger(t, path)
 	clock := &testClock{t: t0}
-	g, err := LoadGrants(store, clock.Now)
+	g, err := LoadGrants(store, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +87,7 @@ func TestGrantsAddRevokeAndReload(t *testing.T) {
 	}
 	ctx := t.Context()
 	relay, err := g.Add(ctx, Grant{Subject: "agent:pi", Capability: "gpio.set", Scope: "gpio.relay1",
-		Expires: t0.Add(24 * time.Hour).In(time.FixedZone("CET", 3600)), By: "admin:uid=0", ByTrust: ledger.High, Reason: "the heater"})
+		By: "admin:uid=0", ByTrust: ledger.High, Reason: "the heater"}, Expiry{At: t0.Add(24 * time.Hour).In(time.FixedZone("CET", 3600))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,11 +95,11 @@ func TestGrantsAddRevokeAndReload(t *testing.T) {
 		t.Errorf("added %+v", relay)
 	}
 	clock.Add(time.Minute)
-	led, err := g.Add(ctx, Grant{Subject: "agent:pi", Capability: "gpio.*", Scope: "gpio.led", By: "admin:uid=0", ByTrust: ledger.High})
+	led, err := g.Add(ctx, Grant{Subject: "agent:pi", Capability: "gpio.*", Scope: "gpio.led", By: "admin:uid=0", ByTrust: ledger.High}, Expiry{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tone, err := g.Add(ctx, Grant{Subject: "rule:doorbell", Capability: "audio.tone", Scope: "*", By: "admin:uid=1000", ByTrust: ledger.High})
+	tone, err := g.Add(ctx, Grant{Subject: "rule:doorbell", Capability: "audio.tone", Scope: "*", By: "admin:uid=1000", ByTrust: ledger.High}, Expiry{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,10 +111,10 @@ func TestGrantsAddRevokeAndReload(t *testing.T) {
 	if !revoked.Revoked || !revoked.RevokedAt.Equal(t0.Add(2*time.Minute)) || revoked.RevokedBy != "admin:uid=0" || revoked.RevokeReason != "not any more" {
 		t.Errorf("revoked %+v", revoked)
 	}
-	if got := ids(g.Active(t0.Add(time.Hour))); !reflect.DeepEqual(got, []string{relay.ID, tone.ID}) {
+	if got := ids(g.Active(at(t0.Add(time.Hour)))); !reflect.DeepEqual(got, []string{relay.ID, tone.ID}) {
 		t.Errorf("active now %v, want the relay and the tone", got)
 	}
-	if got := ids(g.Active(t0.Add(24 * time.Hour))); !reflect.DeepEqual(got, []string{tone.ID}) {
+	if got := ids(g.Active(at(t0.Add(24 * time.Hour)))); !reflect.DeepEqual(got, []string{tone.ID}) {
 		t.Errorf("active in a day %v, want the tone: the relay expired", got)
 	}
 	all := g.All()
@@ -138,7 +149,7 @@ func TestGrantsAddRevokeAndReload(t *testing.T) {
 	// Reopened, the ledger gives the same grants.
 	store.Close()
 	store = openTestLedger(t, path)
-	again, err := LoadGrants(store, clock.Now)
+	again, err := LoadGrants(store, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,8 +206,9 @@ func TestGrantRefusals(t *testing.T) {
 		{"scope with an empty word", func(g *Grant) { g.Scope = "gpio..relay1" }, "scope"},
 		{"scope with a slash", func(g *Grant) { g.Scope = "../gpio" }, "scope"},
 		{"scope **", func(g *Grant) { g.Scope = "**" }, "scope"},
-		{"expiry in the past", func(g *Grant) { g.Expires = t0.Add(-time.Second) }, "expires"},
-		{"expiry now", func(g *Grant) { g.Expires = t0 }, "expires"},
+		{"expiry set by the caller", func(g *Grant) { g.Expires = t0.Add(time.Hour) }, "expires"},
+		{"monotonic deadline set by the caller", func(g *Grant) { g.MonoDeadline = time.Hour }, "expires"},
+		{"already expired", func(g *Grant) { g.Expired = true }, "expired"},
 		{"no by", func(g *Grant) { g.By = "" }, "by: empty"},
 		{"reason with a newline", func(g *Grant) { g.Reason = "a\nb" }, "reason"},
 		{"reason not UTF-8", func(g *Grant) { g.Reason = "\xff" }, "reason"},
@@ -207,23 +219,28 @@ func TestGrantRefusals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			gr := ok
 			tc.change(&gr)
-			_, err := g.Add(t.Context(), gr)
+			_, err := g.Add(t.Context(), gr, Expiry{})
 			if !errors.Is(err, ErrInvalidGrant) || !strings.Contains(err.Error(), tc.field) {
 				t.Errorf("got %v, want an invalid grant naming %q", err, tc.field)
 			}
 		})
 	}
+	for _, exp := range []Expiry{{At: t0.Add(-time.Second)}, {At: t0}, {In: -time.Hour}, {In: time.Hour, At: t0.Add(time.Hour)}} {
+		if _, err := g.Add(t.Context(), ok, exp); !errors.Is(err, ErrInvalidGrant) || !strings.Contains(err.Error(), "expires") {
+			t.Errorf("expiry %+v: got %v, want an invalid grant naming expires", exp, err)
+		}
+	}
 	if n := len(grantEvents(t, store)); n != 0 || len(g.All()) != 0 {
 		t.Errorf("refused grants left %d events and %d grants", n, len(g.All()))
 	}
-	if _, err := g.Add(t.Context(), ok); err != nil {
+	if _, err := g.Add(t.Context(), ok, Expiry{}); err != nil {
 		t.Errorf("the valid grant: %v", err)
 	}
 }
 
 func TestGrantRevokeRefusals(t *testing.T) {
 	g, store := newTestGrants(t)
-	gr, err := g.Add(t.Context(), Grant{Subject: "agent:pi", Capability: "gpio.set", Scope: "gpio.relay1", By: "admin:uid=0", ByTrust: ledger.Max})
+	gr, err := g.Add(t.Context(), Grant{Subject: "agent:pi", Capability: "gpio.set", Scope: "gpio.relay1", By: "admin:uid=0", ByTrust: ledger.Max}, Expiry{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +309,7 @@ func TestLoadGrantsFailsClosed(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			g, err := LoadGrants(store, nil)
+			g, err := LoadGrants(store, &testClock{t: t0})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v (%v), want an error with %q", g, err, tc.want)
 			}
@@ -305,12 +322,12 @@ func TestLoadGrantsFailsClosed(t *testing.T) {
 
 func TestGrantsOnAClosedLedger(t *testing.T) {
 	g, store := newTestGrants(t)
-	gr, err := g.Add(t.Context(), Grant{Subject: "agent:pi", Capability: "gpio.set", Scope: "gpio.relay1", By: "admin:uid=0", ByTrust: ledger.Max})
+	gr, err := g.Add(t.Context(), Grant{Subject: "agent:pi", Capability: "gpio.set", Scope: "gpio.relay1", By: "admin:uid=0", ByTrust: ledger.Max}, Expiry{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	store.Close()
-	if _, err := g.Add(t.Context(), Grant{Subject: "agent:pi", Capability: "*", Scope: "*", By: "admin:uid=0", ByTrust: ledger.Max}); !errors.Is(err, ledger.ErrClosed) {
+	if _, err := g.Add(t.Context(), Grant{Subject: "agent:pi", Capability: "*", Scope: "*", By: "admin:uid=0", ByTrust: ledger.Max}, Expiry{}); !errors.Is(err, ledger.ErrClosed) {
 		t.Errorf("add: %v, want the ledger's ErrClosed", err)
 	}
 	if _, err := g.Revoke(t.Context(), gr.ID, "admin:uid=0", ""); !errors.Is(err, ledger.ErrClosed) {
@@ -330,7 +347,7 @@ func TestGrantsConcurrently(t *testing.T) {
 	for range 2 {
 		readers.Go(func() {
 			for ctx.Err() == nil {
-				for _, gr := range g.Active(t0) {
+				for _, gr := range g.Active(at(t0)) {
 					if gr.ID == "" {
 						t.Error("a grant without id")
 					}
@@ -341,7 +358,7 @@ func TestGrantsConcurrently(t *testing.T) {
 	var writers sync.WaitGroup
 	for i := range 8 {
 		writers.Go(func() {
-			gr, err := g.Add(ctx, Grant{Subject: fmt.Sprintf("agent:a%d", i), Capability: "gpio.set", Scope: "*", By: "admin:uid=0", ByTrust: ledger.High})
+			gr, err := g.Add(ctx, Grant{Subject: fmt.Sprintf("agent:a%d", i), Capability: "gpio.set", Scope: "*", By: "admin:uid=0", ByTrust: ledger.High}, Expiry{})
 			if err != nil {
 				t.Error(err)
 				return
@@ -356,8 +373,8 @@ func TestGrantsConcurrently(t *testing.T) {
 	writers.Wait()
 	cancel()
 	readers.Wait()
-	if len(g.All()) != 8 || len(g.Active(t0)) != 4 || len(grantEvents(t, store)) != 12 {
-		t.Errorf("%d grants, %d active, %d events; want 8, 4, 12", len(g.All()), len(g.Active(t0)), len(grantEvents(t, store)))
+	if len(g.All()) != 8 || len(g.Active(at(t0))) != 4 || len(grantEvents(t, store)) != 12 {
+		t.Errorf("%d grants, %d active, %d events; want 8, 4, 12", len(g.All()), len(g.Active(at(t0))), len(grantEvents(t, store)))
 	}
 }
 
@@ -473,9 +490,24 @@ var expiryCases = []struct {
 	{"forever", time.Time{}, "neither"},
 }
 
+// expiryAt is the wall expiry e gives a grant added at now, or the
+// reason a grant refuses it.
+func expiryAt(e Expiry, now time.Time) (time.Time, error) {
+	w := e.At
+	if e.In > 0 {
+		w = now.Add(e.In).UTC()
+	}
+	g := Grant{Subject: "agent:pi", Capability: "gpio.set", Scope: "*", By: "admin:uid=0", Expires: w, ByTrust: ledger.Max}
+	return w, g.check(now)
+}
+
 func TestParseExpiry(t *testing.T) {
 	for _, tc := range expiryCases {
-		got, err := ParseExpiry(tc.in, t0)
+		e, err := ParseExpiry(tc.in)
+		var got time.Time
+		if err == nil {
+			got, err = expiryAt(e, t0)
+		}
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("ParseExpiry(%q) = %v, %v; want an error with %q", tc.in, got, err, tc.err)
@@ -488,22 +520,21 @@ func TestParseExpiry(t *testing.T) {
 	}
 }
 
-// FuzzParseExpiry: never panics; what it accepts is never or in the
-// future, in UTC, and a grant with it is accepted.
+// FuzzParseExpiry: never panics; what it accepts is never, a positive
+// duration that a grant accepts, or a time in UTC.
 func FuzzParseExpiry(f *testing.F) {
 	for _, tc := range expiryCases {
 		f.Add(tc.in)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		got, err := ParseExpiry(s, t0)
+		e, err := ParseExpiry(s)
 		if err != nil {
 			return
 		}
-		if !got.IsZero() && (!got.After(t0) || got.Location() != time.UTC) {
-			t.Fatalf("ParseExpiry(%q) = %v", s, got)
+		if e.In < 0 || e.In > 0 && !e.At.IsZero() || !e.At.IsZero() && e.At.Location() != time.UTC {
+			t.Fatalf("ParseExpiry(%q) = %+v", s, e)
 		}
-		g := Grant{Subject: "agent:pi", Capability: "gpio.set", Scope: "*", By: "admin:uid=0", Expires: got, ByTrust: ledger.Max}
-		if err := g.check(t0); err != nil {
+		if got, err := expiryAt(e, t0); e.In > 0 && err != nil {
 			t.Fatalf("ParseExpiry(%q) = %v, which a grant refuses: %v", s, got, err)
 		}
 	})

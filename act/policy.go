@@ -63,6 +63,48 @@ type SafetyRules struct {
 	// Forbidden refuses every request whose capability and target match
 	// one of these.
 	Forbidden []ForbiddenRule `json:"forbidden,omitempty"`
+	// UnsyncedClockRefuseFrom is the lowest risk class refused while the
+	// wall clock is not synchronised ("" reads as the default, R3).
+	UnsyncedClockRefuseFrom ClockRule `json:"unsynced_clock_refuse_from,omitempty"`
+}
+
+// ClockRule is the lowest risk class a safety rule refuses while the
+// wall clock is not synchronised: R1, R2 or R3, or never. "" is the
+// default, R3. A value Check refuses refuses from R1: a safety rule
+// fails closed.
+type ClockRule string
+
+// Clock rules.
+const (
+	ClockRefuseFromR1 ClockRule = "R1"
+	ClockRefuseFromR2 ClockRule = "R2"
+	ClockRefuseFromR3 ClockRule = "R3"
+	ClockRefuseNever  ClockRule = "never"
+	// DefaultClockRule is what "" reads as.
+	DefaultClockRule = ClockRefuseFromR3
+)
+
+// ParseClockRule reads a clock rule: R1, R2, R3 or never.
+func ParseClockRule(s string) (ClockRule, error) {
+	switch r := ClockRule(s); r {
+	case ClockRefuseFromR1, ClockRefuseFromR2, ClockRefuseFromR3, ClockRefuseNever:
+		return r, nil
+	}
+	return "", fmt.Errorf("%q: want R1, R2, R3 or never", s)
+}
+
+// from is the lowest risk class r refuses, and false when it refuses
+// none.
+func (r ClockRule) from() (Risk, bool) {
+	switch r {
+	case "", DefaultClockRule:
+		return R3, true
+	case ClockRefuseNever:
+		return 0, false
+	case ClockRefuseFromR2:
+		return R2, true
+	}
+	return R1, true // R1, or malformed: fail closed
 }
 
 // ForbiddenRule forbids the capabilities matching Capability on the
@@ -84,14 +126,21 @@ func (r SafetyRules) Check() error {
 			return fmt.Errorf("forbidden[%d].scope: %w", i, err)
 		}
 	}
+	if r.UnsyncedClockRefuseFrom != "" {
+		if _, err := ParseClockRule(string(r.UnsyncedClockRefuseFrom)); err != nil {
+			return fmt.Errorf("unsynced_clock_refuse_from: %w", err)
+		}
+	}
 	return nil
 }
 
 // State is everything Decide decides on besides the request. The runner
 // takes it fresh for each request.
 type State struct {
-	// Now is the time grants are judged at.
-	Now time.Time
+	// Clock is the reading of the body's clock grants are judged at; its
+	// Synced says whether the wall clock is synchronised (without it,
+	// what SafetyRules.UnsyncedClockRefuseFrom names is refused).
+	Clock Reading
 	// EStopLatched: the e-stop is latched.
 	EStopLatched bool
 	// EStopVerified: the e-stop line was read and its wiring checked.
@@ -144,7 +193,7 @@ func (r Request) EffectiveTrust() ledger.Level {
 }
 
 // Decide says whether the request may run. It is pure: it reads nothing
-// but its arguments (the time only from st.Now) and changes nothing, so
+// but its arguments (the time only from st.Clock) and changes nothing, so
 // it is safe for concurrent use. Anything it does not allow is refused
 // (default deny) and every refusal names a Reason.
 //
@@ -162,7 +211,10 @@ func (r Request) EffectiveTrust() ledger.Level {
 //  3. invalid_request: a field of the request is missing or malformed
 //     (Detail names it);
 //  4. estop_unverified: the e-stop line cannot be read; nothing above R0;
-//  5. safety_rule: a global safety rule forbids it;
+//  5. safety_rule: a global safety rule forbids it; then
+//     clock_unsynchronized: the wall clock is not synchronised and the
+//     risk is at least SafetyRules.UnsyncedClockRefuseFrom (R3 by
+//     default);
 //  6. ledger_unavailable: the ledger cannot be written; nothing above R0;
 //  7. health_critical (only R0) and health_degraded (nothing above R1);
 //  8. the channel: unknown_capability (no channel offers it),
@@ -172,8 +224,11 @@ func (r Request) EffectiveTrust() ledger.Level {
 //     mode from the config;
 //  9. risk_exceeds_trust: the effective trust, the lowest of the
 //     session's and the causing observation's, is below MinTrust;
-//  10. no_grant, grant_expired or grant_revoked: no valid grant of the
-//     principal's subject covers the capability and the target. A local
+//  10. no_grant, grant_expired, grant_revoked or clock_unsynchronized:
+//     no valid grant of the principal's subject covers the capability and
+//     the target (clock_unsynchronized: the only ones that would are of
+//     another boot and their expiry cannot be judged until the wall
+//     clock is synchronised). A local
 //     administrator needs no grant for R0–R2 (the admin socket can grant
 //     anything anyway); for R3 it does;
 //  11. approval_required: R3 without an approval bound to this
@@ -208,6 +263,13 @@ func Decide(req Request, st State) Decision {
 	}
 	if d, ok := st.Rules.refuses(req); ok {
 		return d
+	}
+	if from, ok := st.Rules.UnsyncedClockRefuseFrom.from(); ok && !st.Clock.Synced && risk >= from {
+		what := from.String() + " actions wait"
+		if from < R3 {
+			what = from.String() + " and above wait"
+		}
+		return refuse(ReasonClockUnsynchronized, "the wall clock is not synchronised: %s for time synchronisation (act.safety.unsynced_clock_refuse_from is %s)", what, from)
 	}
 	if !st.LedgerWritable && risk > R0 {
 		return refuse(ReasonLedgerUnavailable, "its record could not be written: only R0 runs")
@@ -247,7 +309,7 @@ func Decide(req Request, st State) Decision {
 	}
 	allow := Decision{Allow: true, Detail: "a local administrator needs no grant below R3"}
 	if req.Principal.Kind != LocalAdmin || risk > R2 {
-		d := coveringGrant(req, st.Grants, st.Now)
+		d := coveringGrant(req, st.Grants, st.Clock)
 		if !d.Allow {
 			return d
 		}
@@ -348,11 +410,16 @@ func (r SafetyRules) refuses(req Request) (Decision, bool) {
 // what someone took away. Only when every covering grant merely expired
 // is the answer grant_expired.
 //
+// A grant whose expiry cannot be judged now (SuspendedAt: of another
+// boot while the wall clock is not synchronised) comes after an expired
+// one: clock_unsynchronized, since waiting for time synchronisation may
+// bring it back.
+//
 // A grant covers only what its granter's trust could allow: one given
 // below MinTrust of the request's risk (an R3 request under a grant given
 // at high) does not cover it, and is named when nothing else does.
-func coveringGrant(req Request, grants []Grant, now time.Time) Decision {
-	var expired, revoked, weak *Grant
+func coveringGrant(req Request, grants []Grant, now Reading) Decision {
+	var expired, revoked, suspended, weak *Grant
 	need := MinTrust(req.Capability.Risk)
 	for i := range grants {
 		g := &grants[i]
@@ -364,6 +431,8 @@ func coveringGrant(req Request, grants []Grant, now time.Time) Decision {
 			revoked = g
 		case g.ExpiredAt(now):
 			expired = g
+		case g.SuspendedAt(now):
+			suspended = g
 		case g.ByTrust < need:
 			weak = g
 		default:
@@ -374,11 +443,26 @@ func coveringGrant(req Request, grants []Grant, now time.Time) Decision {
 	case revoked != nil:
 		return refuse(ReasonGrantRevoked, "grant %s was revoked at %s", revoked.ID, revoked.RevokedAt.UTC().Format(time.RFC3339))
 	case expired != nil:
-		return refuse(ReasonGrantExpired, "grant %s expired at %s", expired.ID, expired.Expires.UTC().Format(time.RFC3339))
+		return refuse(ReasonGrantExpired, "grant %s %s", expired.ID, expiredWhen(*expired, now))
+	case suspended != nil:
+		return refuse(ReasonClockUnsynchronized, "grant %s expires at %s by a clock of another boot: it is not in force until the wall clock is synchronised", suspended.ID, suspended.Expires.UTC().Format(time.RFC3339))
 	case weak != nil:
 		return refuse(ReasonNoGrant, "grant %s was given at %s trust; %s needs a grant given at %s", weak.ID, weak.ByTrust, req.Capability.Risk, need)
 	}
 	return refuse(ReasonNoGrant, "no grant lets %s use %s on %s", req.Principal.Subject, req.Capability.Name, req.Target)
+}
+
+// expiredWhen says how an expired grant ended, for a refusal.
+func expiredWhen(g Grant, now Reading) string {
+	at := g.Expires.UTC().Format(time.RFC3339)
+	by := g.ExpiredBy
+	if !g.Expired {
+		_, by, _ = g.endAt(now)
+	}
+	if by == ExpiredByMonotonic {
+		return "reached its deadline on the monotonic clock (its wall expiry is " + at + ")"
+	}
+	return "expired at " + at
 }
 
 // approved tells whether the request comes with an approval bound to its

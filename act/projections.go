@@ -27,7 +27,8 @@ import (
 //     last result recorded (the answer to a repeated idempotency key);
 //   - action_keys: per principal and idempotency key, the action it
 //     named (Runner.LookupKey);
-//   - grants: every grant as it stands (LoadGrants).
+//   - grants: every grant as it stands, its recorded expiry included
+//     (LoadGrants).
 //
 // Each is a pure function of its events in order: `ledger verify`
 // rebuilds them and compares, and a ledger written before them builds them
@@ -280,7 +281,7 @@ func (actionKeys) Apply(kv ledger.KV, e *ledger.Event) error {
 func keyOf(subject, key string) []byte { return []byte(subject + "\x00" + key) }
 
 // grantsState keeps every grant as it stands: "g" and its id → the grant
-// (added, and revoked when it is), "#" → how many were added (the order a
+// (added, and expired and revoked when it is), "#" → how many were added (the order a
 // grant was added in is kept with it), and "!" → the first grant event
 // that could not be read or did not follow from the ones before; after it
 // nothing is applied, and LoadGrants fails: grants fail closed, and a
@@ -303,6 +304,9 @@ type grantRecord struct {
 	RevokedAt    int64      `cbor:"revoked_at,omitempty"`
 	RevokedBy    string     `cbor:"revoked_by,omitempty"`
 	RevokeReason string     `cbor:"revoke_reason,omitempty"`
+	// Expired is its grant.expired, when one was recorded, at ExpiredAt.
+	Expired   *grantExpired `cbor:"expired,omitempty"`
+	ExpiredAt int64         `cbor:"expired_at,omitempty"`
 }
 
 // grant is the record as a Grant.
@@ -310,6 +314,9 @@ func (r grantRecord) grant() (Grant, error) {
 	g, err := grantOf(r.Added, time.Unix(0, r.AddedAt).UTC())
 	if err != nil {
 		return Grant{}, err
+	}
+	if r.Expired != nil {
+		g.setExpired(*r.Expired, time.Unix(0, r.ExpiredAt).UTC())
 	}
 	if r.Revoked {
 		g.Revoked, g.RevokedAt, g.RevokedBy, g.RevokeReason = true, time.Unix(0, r.RevokedAt).UTC(), r.RevokedBy, r.RevokeReason
@@ -369,6 +376,28 @@ func applyGrant(kv ledger.KV, e *ledger.Event) error {
 			return fmt.Errorf("revokes grant %q a second time", p.ID)
 		}
 		r.Revoked, r.RevokedAt, r.RevokedBy, r.RevokeReason = true, e.OccurredAt, p.By, p.Reason
+		return putGrant(kv, p.ID, r, 0)
+	case EventGrantExpired:
+		var p grantExpired
+		if err := ledger.UnmarshalPayload(e.Payload, &p); err != nil {
+			return err
+		}
+		v := kv.Get(grantKey(p.ID))
+		if v == nil {
+			return fmt.Errorf("expires grant %q, which was never added", p.ID)
+		}
+		var r grantRecord
+		if err := ledger.UnmarshalPayload(v, &r); err != nil {
+			return err
+		}
+		g, err := r.grant()
+		if err != nil {
+			return err
+		}
+		if err := checkExpired(g, p); err != nil {
+			return err
+		}
+		r.Expired, r.ExpiredAt = &p, e.OccurredAt
 		return putGrant(kv, p.ID, r, 0)
 	}
 	return errors.New("not a grant event this body knows")

@@ -335,12 +335,12 @@ func TestRestoreFromALedgerWrittenWithoutProjections(t *testing.T) {
 	}
 	tk.Close()
 	// Grants kept without their projection: the in-memory half only.
-	g := &Grants{log: old, now: func() time.Time { return t0 }, byID: map[string]int{}}
-	kept, err := g.Add(ctx, Grant{Subject: "agent:pi", Capability: "gpio.*", Scope: "*", By: "admin:uid=0", ByTrust: ledger.High})
+	g := &Grants{log: old, clock: &testClock{t: t0}, byID: map[string]int{}}
+	kept, err := g.Add(ctx, Grant{Subject: "agent:pi", Capability: "gpio.*", Scope: "*", By: "admin:uid=0", ByTrust: ledger.High}, Expiry{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	gone, err := g.Add(ctx, Grant{Subject: "agent:pi", Capability: "audio.tone", Scope: "*", By: "admin:uid=0", ByTrust: ledger.High})
+	gone, err := g.Add(ctx, Grant{Subject: "agent:pi", Capability: "audio.tone", Scope: "*", By: "admin:uid=0", ByTrust: ledger.High}, Expiry{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +365,7 @@ func TestRestoreFromALedgerWrittenWithoutProjections(t *testing.T) {
 	if held, err := HeldAtStop(store); err != nil || !slices.Equal(held, []string{"gpio.button"}) {
 		t.Errorf("held %v, %v", held, err)
 	}
-	grants, err := LoadGrants(store, nil)
+	grants, err := LoadGrants(store, &testClock{t: t0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -578,7 +578,7 @@ func restored(t *testing.T, s *ledger.Store) state {
 	for id, seq := range proposals(t, s) {
 		st.Results[id] = r.recorded(seq)
 	}
-	g, err := LoadGrants(s, nil)
+	g, err := LoadGrants(s, &testClock{t: t0})
 	if err != nil {
 		st.Fault = true
 	} else {

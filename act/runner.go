@@ -200,9 +200,17 @@ type Environment struct {
 	// not recorded on its own.
 	Admission *Limiter
 	Leases    *LeaseTable
-	Now       func() time.Time
-	NewID     func() string
-	LeaseTTL  time.Duration
+	// Clock is the body's clock: grants and the policy judge by it, and
+	// everything else the runner times (leases, approvals, refusal
+	// summaries) by its Now, which carries the monotonic reading. nil
+	// (tests of a bare Environment only): a clock of Now that counts
+	// itself synchronised and has no boot id.
+	Clock Clock
+	// Now is the runner's time for leases, approvals and refusal
+	// summaries; nil: Clock.Now. Tests set it to move time by hand.
+	Now      func() time.Time
+	NewID    func() string
+	LeaseTTL time.Duration
 	// ApprovalTTL is how long an R3 invocation waits for a local
 	// administrator before it is cancelled with approval_expired; 0 means
 	// DefaultApprovalTTL.
@@ -270,8 +278,14 @@ const keepFlights = 10 * time.Minute
 
 // NewRunner makes a runner that records to j.
 func NewRunner(env Environment, j Journal) *Runner {
+	if env.Clock == nil {
+		env.Clock = nowClock{now: time.Now}
+		if env.Now != nil {
+			env.Clock = nowClock{now: env.Now}
+		}
+	}
 	if env.Now == nil {
-		env.Now = time.Now
+		env.Now = env.Clock.Now
 	}
 	if env.NewID == nil {
 		env.NewID = func() string { return ledger.NewID().String() }
@@ -719,7 +733,7 @@ func decisionView(d Decision) map[string]string {
 // again at the moment a local administrator approved, which is not
 // counted a second time.
 func (r *Runner) decide(inv *Invocation, c Capability, channel string, approvals []Approval) Decision {
-	st := State{Now: r.env.Now(), Rules: r.env.Rules, Health: body.LevelCritical, EStopLatched: true}
+	st := State{Clock: ReadClock(r.env.Clock), Rules: r.env.Rules, Health: body.LevelCritical, EStopLatched: true}
 	if e := r.env.EStop; e != nil {
 		st.EStopLatched, st.EStopVerified = e.Latched(), e.Verified()
 	}

@@ -67,6 +67,7 @@ func NewSettings(c config.Act, p *body.BoardFacts, reg *body.Registry) (*Setting
 		s.Rules.Forbidden = append(s.Rules.Forbidden, ForbiddenRule{Capability: f.Capability, Scope: f.Scope})
 	}
 	s.Rules.ForbidR3 = c.Safety.ForbidR3
+	s.Rules.UnsyncedClockRefuseFrom = ClockRule(c.Safety.UnsyncedClockRefuseFrom)
 	if err := s.Rules.Check(); err != nil {
 		bad(".safety", "%v", err)
 	}

@@ -144,6 +144,11 @@ const (
 	ReasonApproveNotLocal   Reason = "approve_not_local" // only a local administrator approves or denies
 	ReasonResetNotLocal     Reason = "reset_not_local"   // only a local, deliberate act resets the e-stop
 	ReasonInvalidRequest    Reason = "invalid_request"   // a field of the request is missing or malformed; Detail names it
+	// ReasonClockUnsynchronized: the wall clock is not synchronised, and
+	// what was asked needs it to be (a risk class the safety rules keep
+	// for a synchronised clock, a grant whose expiry cannot be judged, a
+	// relative expiry to measure).
+	ReasonClockUnsynchronized Reason = "clock_unsynchronized"
 )
 
 // Refusal is an error that names its reason: what the e-stop's reset and
@@ -190,8 +195,26 @@ type Grant struct {
 	Capability string
 	// Scope is a target or a pattern of targets ("gpio.relay1", "gpio.*",
 	// "*").
-	Scope     string
-	Expires   time.Time // zero: never
+	Scope string
+	// Expires is the expiry as a wall time; zero: never.
+	Expires time.Time
+	// BootID is the boot the grant was given in (with an expiry), and
+	// MonoDeadline its expiry on that boot's monotonic clock
+	// (Clock.Mono); zero when it was given while the wall clock was not
+	// synchronised. In that boot the earlier of Expires and MonoDeadline
+	// ends it; in another only Expires is left (see Grants).
+	BootID       string
+	MonoDeadline time.Duration
+	// Expired is set once the grant was recorded expired (grant.expired)
+	// at EndedAt, the wall time then, by the clock ExpiredBy (wall or
+	// monotonic); EndedEarly is how long before its monotonic deadline
+	// the wall ended it (a forward step). An expired grant stays expired
+	// whatever the clock does.
+	Expired    bool
+	EndedAt    time.Time
+	ExpiredBy  string
+	EndedEarly time.Duration
+
 	Revoked   bool
 	RevokedAt time.Time
 	By        string // who granted it

@@ -182,7 +182,10 @@ type ResultIn struct {
 }
 
 // GrantAddIn asks for a grant. Expires is read on the body's clock: ""
-// or never, a duration (24h, 30d) or an RFC 3339 time.
+// or never, a duration (24h, 30d) or an RFC 3339 time. While the body's
+// wall clock is not synchronised a duration is refused
+// (clock_unsynchronized), and a time is taken only from a local
+// administrator.
 type GrantAddIn struct {
 	Subject    string `json:"subject"`
 	Capability string `json:"capability"`
@@ -202,8 +205,12 @@ type GrantRevokeIn struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// GrantView is a grant as callers see it. State is active, expired or
-// revoked, as of the answer.
+// GrantView is a grant as callers see it. State is active, expired,
+// revoked or suspended (its expiry is by a clock of another boot and
+// cannot be judged until the wall clock is synchronised), as of the
+// answer. ExpiredAt, ExpiredBy and EndedEarlyS are set once it was
+// recorded expired: when, by which clock (wall or monotonic), and how
+// many seconds before its monotonic deadline the wall ended it.
 type GrantView struct {
 	ID         string    `json:"id"`
 	Subject    string    `json:"subject"`
@@ -220,6 +227,9 @@ type GrantView struct {
 	RevokedAt    time.Time    `json:"revoked_at,omitzero"`
 	RevokedBy    string       `json:"revoked_by,omitempty"`
 	RevokeReason string       `json:"revoke_reason,omitempty"`
+	ExpiredAt    time.Time    `json:"expired_at,omitzero"`
+	ExpiredBy    string       `json:"expired_by,omitempty"`
+	EndedEarlyS  int64        `json:"ended_early_s,omitempty"`
 }
 
 // Grants lists grants.

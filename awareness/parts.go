@@ -32,7 +32,8 @@ type Parts struct {
 	Runner *act.Runner
 	Grants *act.Grants
 	Store  *ledger.Store
-	// Now is the clock; nil means time.Now.
+	// Now is the clock of what is not a grant (a backup's time); nil
+	// means time.Now. Grants are judged by their own clock.
 	Now func() time.Time
 
 	// reads are the turns to read the ledger for events (MaxReads).
@@ -297,15 +298,18 @@ func (b *Parts) do(ctx context.Context, p act.Principal, in DoIn) (act.Result, e
 	return b.Runner.Submit(ctx, inv), nil
 }
 
-// viewGrant is a grant as callers see it, its times in UTC.
-func viewGrant(g act.Grant, now time.Time) GrantView {
+// viewGrant is a grant as callers see it at c, its times in UTC.
+func viewGrant(g act.Grant, c act.Reading) GrantView {
 	v := GrantView{ID: g.ID, Subject: g.Subject, Capability: g.Capability, Scope: g.Scope, Expires: utc(g.Expires), State: "active",
-		Added: utc(g.Added), By: g.By, ByTrust: g.ByTrust, Reason: g.Reason, RevokedAt: utc(g.RevokedAt), RevokedBy: g.RevokedBy, RevokeReason: g.RevokeReason}
+		Added: utc(g.Added), By: g.By, ByTrust: g.ByTrust, Reason: g.Reason, RevokedAt: utc(g.RevokedAt), RevokedBy: g.RevokedBy, RevokeReason: g.RevokeReason,
+		ExpiredAt: utc(g.EndedAt), ExpiredBy: g.ExpiredBy, EndedEarlyS: int64(g.EndedEarly / time.Second)}
 	switch {
 	case g.Revoked:
 		v.State = "revoked"
-	case g.ExpiredAt(now):
+	case g.ExpiredAt(c):
 		v.State = "expired"
+	case g.SuspendedAt(c):
+		v.State = "suspended"
 	}
 	return v
 }
@@ -321,30 +325,29 @@ func (b *Parts) grantAdd(ctx context.Context, p act.Principal, in GrantAddIn) (G
 				Detail: fmt.Sprintf("a grant of %s on %s covers %s, which is R3: granting R3 needs %s; the caller is %s at %s trust", in.Capability, in.Scope, what, MaxAdmin, p.Subject, p.Trust)}
 		}
 	}
-	now := b.Now()
-	exp, err := act.ParseExpiry(in.Expires, now)
+	exp, err := act.ParseExpiry(in.Expires)
 	if err != nil {
 		return GrantView{}, refuse(ReasonInvalidParams, "expires: %v", err)
 	}
-	g, err := b.Grants.Add(ctx, act.Grant{Subject: in.Subject, Capability: in.Capability, Scope: in.Scope, Expires: exp, By: p.Subject, ByTrust: p.Trust, Reason: in.Reason})
+	g, err := b.Grants.Add(ctx, act.Grant{Subject: in.Subject, Capability: in.Capability, Scope: in.Scope, By: p.Subject, ByTrust: p.Trust, Reason: in.Reason}, exp)
 	if err != nil {
 		return GrantView{}, err
 	}
-	return viewGrant(g, now), nil
+	return viewGrant(g, b.Grants.Reading()), nil
 }
 
 func (b *Parts) grantList(_ context.Context, _ act.Principal, in GrantListIn) (Grants, error) {
 	if b.Grants == nil {
 		return Grants{}, errNoGrants
 	}
-	now := b.Now()
-	list := b.Grants.Active(now)
+	c := b.Grants.Reading()
+	list := b.Grants.Active(c)
 	if in.All {
 		list = b.Grants.All()
 	}
 	out := Grants{Grants: []GrantView{}}
 	for _, g := range list {
-		out.Grants = append(out.Grants, viewGrant(g, now))
+		out.Grants = append(out.Grants, viewGrant(g, c))
 	}
 	return out, nil
 }
@@ -357,7 +360,7 @@ func (b *Parts) grantRevoke(ctx context.Context, p act.Principal, in GrantRevoke
 	if err != nil {
 		return GrantView{}, err
 	}
-	return viewGrant(g, b.Now()), nil
+	return viewGrant(g, b.Grants.Reading()), nil
 }
 
 // utc is t in UTC, the zero time kept zero: on the wire, times are RFC

@@ -20,6 +20,7 @@ import (
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/hal/haltest"
+	"github.com/tobe-body/tobe-body/hal/haltest/stepclock"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
@@ -171,7 +172,14 @@ type testBody struct {
 	store *ledger.Store
 	relay *haltest.LineOut
 	main  *haltest.LineIn
+	clock stepClock
 }
+
+// stepClock is the step clock as the body's clock: its Mono in the
+// body clock's form.
+type stepClock struct{ *stepclock.Clock }
+
+func (c stepClock) Mono() time.Duration { return c.Clock.Mono().Duration() }
 
 var (
 	maxAdmin  = act.Principal{Kind: act.LocalAdmin, Subject: "admin:uid=0", Session: "admin", Trust: ledger.Max}
@@ -205,12 +213,13 @@ func newTestBody(t *testing.T) *testBody {
 		t.Fatal(err)
 	}
 	estop.Check()
-	grants, err := act.LoadGrants(store, time.Now)
+	clock := stepClock{stepclock.New()}
+	grants, err := act.LoadGrants(store, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	leases := act.NewLeaseTable(0)
-	r := act.NewRunner(act.Environment{EStop: estop, Registry: reg, Leases: leases, Grants: grants.All,
+	r := act.NewRunner(act.Environment{EStop: estop, Registry: reg, Leases: leases, Grants: grants.All, Clock: clock,
 		Health: func() body.Degradation { return body.LevelNormal }}, store)
 	set, pulse := act.NewGPIOActions([]*act.GPIOOutput{
 		{Name: "relay1", Channel: "gpio.relay1", Line: rl, Risk: act.R2},
@@ -231,7 +240,7 @@ func newTestBody(t *testing.T) *testBody {
 		t.Fatal(err)
 	}
 	_ = led
-	return &testBody{parts: parts, table: tb, store: store, relay: relay, main: main}
+	return &testBody{parts: parts, table: tb, store: store, relay: relay, main: main, clock: clock}
 }
 
 // call runs an operation by name with params and returns its output as
@@ -388,5 +397,33 @@ func TestGrantingR3NeedsMaxTrust(t *testing.T) {
 	got, err := b.call(t, agentMax, "action.do", `{"capability":"gpio.set","target":"gpio.vault","params":{"state":"on"},"mode":"shadow"}`)
 	if err != nil || !strings.Contains(got, `"reason":"approval_required"`) {
 		t.Fatalf("R3 under a grant given at max: got %s %v, want it to wait for approval", got, err)
+	}
+}
+
+// TestGrantAddOnAnUnsynchronisedClock: while the body's clock is not
+// synchronised, grant.add refuses a relative expiry with
+// clock_unsynchronized, naming why and the way out, and takes an
+// absolute one from a local administrator; grant.list shows a grant of
+// another boot as suspended until the clock is synchronised.
+func TestGrantAddOnAnUnsynchronisedClock(t *testing.T) {
+	b := newTestBody(t)
+	b.clock.SetSynced(false)
+	_, err := b.call(t, maxAdmin, "grant.add", `{"subject":"agent:pi","capability":"gpio.set","scope":"gpio.relay1","expires":"24h"}`)
+	const want = "grant.add: clock_unsynchronized: the body's clock is not synchronised (no NTP yet): a relative expiry cannot be measured; give an absolute time (RFC 3339) as a local administrator, or wait for time synchronisation"
+	if err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %q", err, want)
+	}
+	at := b.clock.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	got, err := b.call(t, maxAdmin, "grant.add", `{"subject":"agent:pi","capability":"gpio.set","scope":"gpio.relay1","expires":"`+at+`"}`)
+	if err != nil || !strings.Contains(got, `"state":"active"`) {
+		t.Fatalf("an absolute expiry from a local administrator: %s %v", got, err)
+	}
+	b.clock.Reboot()
+	if got, err := b.call(t, maxAdmin, "grant.list", `{"all":true}`); err != nil || !strings.Contains(got, `"state":"suspended"`) {
+		t.Fatalf("after a reboot, unsynchronised: %s %v", got, err)
+	}
+	b.clock.SetSynced(true)
+	if got, err := b.call(t, maxAdmin, "grant.list", `{}`); err != nil || !strings.Contains(got, `"state":"active"`) {
+		t.Fatalf("synchronised: %s %v", got, err)
 	}
 }

@@ -90,6 +90,9 @@ type Speaker struct {
 type Safety struct {
 	ForbidR3  bool        `json:"forbid_r3"`
 	Forbidden []Forbidden `json:"forbidden"`
+	// UnsyncedClockRefuseFrom is the lowest risk class refused while the
+	// wall clock is not synchronised: R1, R2, R3 or never.
+	UnsyncedClockRefuseFrom string `json:"unsynced_clock_refuse_from"`
 }
 
 // Forbidden forbids capabilities matching Capability on targets matching
@@ -336,7 +339,7 @@ func Default() Config {
 		Sense: Sense{Queue: 256, Self: SelfState{IntervalS: 5, HotC: 80, CriticalC: 85, DiskLowMB: 256, DiskCriticalMB: 32},
 			Buttons: Buttons{LongPressMS: 1000, DoublePressMS: 400}, Inputs: Inputs{ActivityWindowS: 10},
 			Cameras: map[string]Camera{}, Microphones: map[string]Microphone{}},
-		Act: Act{Safety: Safety{Forbidden: []Forbidden{}},
+		Act: Act{Safety: Safety{Forbidden: []Forbidden{}, UnsyncedClockRefuseFrom: "R3"},
 			RateLimits: RateLimits{PerPrincipal: RateLimit{Burst: 30, PerSecond: 2}, Default: RateLimit{Burst: 20, PerSecond: 10}, ByCapability: map[string]RateLimit{}},
 			Outputs:    map[string]Output{}, ChannelModes: map[string]string{}, CapabilityModes: map[string]string{},
 			Principals:    []Principal{{UID: ptr(0), Trust: "max"}, {User: DaemonIdentity, Trust: "max"}, {Group: DaemonIdentity, Trust: "max"}},

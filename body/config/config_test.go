@@ -318,6 +318,8 @@ func TestActSectionSemantics(t *testing.T) {
 		{"input without key", `{"human_controls": [{"control": "input.keypad", "resources": ["gpio.relay1"], "release": "release"}]}`, `$.act.human_controls[0].key: an input device's control needs the key`},
 		{"gpio with key", `{"human_controls": [{"control": "gpio.button", "key": "KEY_A", "resources": ["gpio.relay1"], "release": "release"}]}`, `$.act.human_controls[0].key: only for an input device's control`},
 		{"camera as control", `{"human_controls": [{"control": "camera.front", "resources": ["gpio.relay1"], "release": "release"}]}`, `$.act.human_controls[0].control: want a GPIO button (gpio.NAME) or an input device (input.NAME)`},
+		{"clock rule R0", `{"safety": {"unsynced_clock_refuse_from": "R0"}}`, `$.act.safety.unsynced_clock_refuse_from`},
+		{"clock rule lower case", `{"safety": {"unsynced_clock_refuse_from": "r3"}}`, `$.act.safety.unsynced_clock_refuse_from`},
 		{"resource twice", `{"human_controls": [{"control": "gpio.button", "resources": ["gpio.relay1"], "release": "release"}, {"control": "input.keypad", "key": "KEY_1", "resources": ["gpio.relay1"], "release": "press_again"}]}`, `$.act.human_controls[1].resources[0]: gpio.relay1 already belongs to human_controls[0]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -328,7 +330,7 @@ func TestActSectionSemantics(t *testing.T) {
 		})
 	}
 	l, err := Load(Sources{File: write(t, "config.json", `{"version": 1, "act": {
-		"safety": {"forbid_r3": true, "forbidden": [{"capability": "gpio.*", "scope": "gpio.relay2"}]},
+		"safety": {"forbid_r3": true, "forbidden": [{"capability": "gpio.*", "scope": "gpio.relay2"}], "unsynced_clock_refuse_from": "R2"},
 		"rate_limits": {"per_principal": {"per_second": 0.5}, "default": {"burst": 5}, "by_capability": {"gpio.pulse": {"burst": 2, "per_second": 0.5}}},
 		"outputs": {"relay1": {"risk": "R3", "max_on_s": 2.5, "min_interval_s": 1}},
 		"channel_modes": {"gpio.relay2": "shadow"},
@@ -338,7 +340,7 @@ func TestActSectionSemantics(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := l.Act
-	if !a.Safety.ForbidR3 || len(a.Safety.Forbidden) != 1 || a.Safety.Forbidden[0].Scope != "gpio.relay2" {
+	if !a.Safety.ForbidR3 || len(a.Safety.Forbidden) != 1 || a.Safety.Forbidden[0].Scope != "gpio.relay2" || a.Safety.UnsyncedClockRefuseFrom != "R2" {
 		t.Errorf("safety %+v", a.Safety)
 	}
 	if a.RateLimits.Default != (RateLimit{Burst: 5, PerSecond: 10}) || a.RateLimits.ByCapability["gpio.pulse"] != (RateLimit{Burst: 2, PerSecond: 0.5}) {

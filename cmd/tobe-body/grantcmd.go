@@ -18,12 +18,18 @@ const grantUsage = `usage: tobe-body grant <command> [flags]
                             let the principal S (agent:pi, mqtt:home, rule:night-light)
                             use the capabilities C on the targets T; C and T are a name
                             (gpio.relay1), a prefix ending in .* (gpio.*), or *; E is a
-                            duration (24h, 30d), an RFC 3339 time, or never (the default)
-  list [--all] [--json]     the grants in force; --all adds expired and revoked ones
+                            duration (24h, 30d), an RFC 3339 time, or never (the default);
+                            until the body's clock is synchronised (NTP) a duration is
+                            refused and a time is taken from a local administrator only
+  list [--all] [--json]     the grants in force; --all adds expired, revoked and
+                            suspended ones (of another boot, until the clock is synchronised)
   revoke ID [--reason TEXT] take a grant back
 
 These talk to the running body through its admin socket; grants are kept
-in its ledger as grant.added and grant.revoked events.
+in its ledger as grant.added, grant.expired and grant.revoked events. An
+expiry is kept on the wall clock and on the monotonic clock of the boot
+it was given in: a step of the wall clock can end a grant early (noted
+in grant.expired), never late.
 `
 
 // grantTimeout bounds one grant call: a change waits for its record to
@@ -47,7 +53,7 @@ func runGrant(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.StringVar(&add.Subject, "subject", "", "the principal's subject `S` (agent:pi)")
 		fs.StringVar(&add.Capability, "capability", "", "capability `C`: a name, a prefix ending in .*, or *")
 		fs.StringVar(&add.Scope, "scope", "", "targets `T`: a name, a prefix ending in .*, or *")
-		fs.StringVar(&add.Expires, "expires", "", "expiry `E`: a duration (24h, 30d), an RFC 3339 time, or never")
+		fs.StringVar(&add.Expires, "expires", "", "expiry `E`: a duration (24h, 30d), an RFC 3339 time, or never; a duration needs the body's clock synchronised")
 		fs.StringVar(&add.Reason, "reason", "", "why, for the record")
 	case "list":
 		all = fs.Bool("all", false, "expired and revoked grants too")
