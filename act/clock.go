@@ -24,7 +24,7 @@ type Clock interface {
 	// Mono is CLOCK_MONOTONIC: the time since boot, never stepped. It
 	// runs on across a restart of the daemon within one boot, so a
 	// deadline kept as a reading of it survives the restart.
-	Mono() time.Duration
+	Mono() hal.Mono
 }
 
 // Reading is one reading of a Clock: what a grant and the policy are
@@ -41,7 +41,7 @@ type Reading struct {
 
 // ReadClock reads c once.
 func ReadClock(c Clock) Reading {
-	return Reading{Wall: c.Now(), Mono: c.Mono(), BootID: c.BootID(), Synced: c.Synced()}
+	return Reading{Wall: c.Now(), Mono: c.Mono().Duration(), BootID: c.BootID(), Synced: c.Synced()}
 }
 
 // sameBoot tells whether monotonic readings of boot id can be compared
@@ -53,7 +53,7 @@ func (r Reading) sameBoot(id string) bool { return id != "" && id == r.BootID }
 // by (bare Environment tests). A body gives its own.
 type nowClock struct{ now func() time.Time }
 
-func (c nowClock) Now() time.Time    { return c.now() }
-func (nowClock) Synced() bool        { return true }
-func (nowClock) BootID() string      { return "" }
-func (nowClock) Mono() time.Duration { return hal.MonoNow().Duration() }
+func (c nowClock) Now() time.Time { return c.now() }
+func (nowClock) Synced() bool     { return true }
+func (nowClock) BootID() string   { return "" }
+func (nowClock) Mono() hal.Mono   { return hal.MonoNow() }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/hal/haltest/stepclock"
 	"github.com/tobe-body/tobe-body/ledger"
 )
@@ -33,8 +34,8 @@ func (c *bodyClock) el() time.Duration {
 }
 
 // Now keeps stepclock's monotonic reading: Add moves both readings.
-func (c *bodyClock) Now() time.Time      { return c.Clock.Now().Add(c.el()) }
-func (c *bodyClock) Mono() time.Duration { return c.Clock.Mono().Duration() + c.el() }
+func (c *bodyClock) Now() time.Time { return c.Clock.Now().Add(c.el()) }
+func (c *bodyClock) Mono() hal.Mono { return c.Clock.Mono().Add(c.el()) }
 
 func (c *bodyClock) Advance(d time.Duration) {
 	c.mu.Lock()
@@ -102,7 +103,7 @@ func TestGrantExpiryAcrossClockSteps(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if gr.BootID != clock.BootID() || !near(gr.MonoDeadline-clock.Mono(), day) || !near(gr.Expires.Sub(clock.Now()), day) {
+				if gr.BootID != clock.BootID() || !near(gr.MonoDeadline-clock.Mono().Duration(), day) || !near(gr.Expires.Sub(clock.Now()), day) {
 					t.Fatalf("added %+v: want a wall expiry and a monotonic deadline a day on, of boot %s", gr, clock.BootID())
 				}
 				clock.Step(step)
@@ -248,7 +249,7 @@ func TestGrantAddOnAnUnsynchronisedClock(t *testing.T) {
 	clock.SetSynced(true)
 	at = clock.Now().Add(time.Hour).UTC()
 	gr, err = g.Add(ctx, relayGrant, Expiry{At: at})
-	if err != nil || !near(gr.MonoDeadline-clock.Mono(), time.Hour) {
+	if err != nil || !near(gr.MonoDeadline-clock.Mono().Duration(), time.Hour) {
 		t.Fatalf("absolute, synchronised: %+v %v", gr, err)
 	}
 	clock.Step(-time.Hour)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
@@ -29,9 +30,9 @@ func (c *testClock) Now() time.Time {
 // The testClock counts itself synchronised and has no boot id, so the
 // grants made on it are judged by their wall expiry alone: the tests of
 // the steps use stepclock.
-func (c *testClock) Synced() bool        { return true }
-func (c *testClock) BootID() string      { return "" }
-func (c *testClock) Mono() time.Duration { return c.Now().Sub(t0) }
+func (c *testClock) Synced() bool   { return true }
+func (c *testClock) BootID() string { return "" }
+func (c *testClock) Mono() hal.Mono { return hal.Mono(c.Now().Sub(t0)) }
 
 // at is a reading of a synchronised clock at t, of no boot: what grants
 // are judged by their wall expiry at.

@@ -179,7 +179,7 @@ type testBody struct {
 // body clock's form.
 type stepClock struct{ *stepclock.Clock }
 
-func (c stepClock) Mono() time.Duration { return c.Clock.Mono().Duration() }
+func (c stepClock) Mono() hal.Mono { return c.Clock.Mono() }
 
 var (
 	maxAdmin  = act.Principal{Kind: act.LocalAdmin, Subject: "admin:uid=0", Session: "admin", Trust: ledger.Max}

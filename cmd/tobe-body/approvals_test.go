@@ -98,7 +98,9 @@ func waitingList(t *testing.T, data string) []act.WaitingInvocation {
 // ledger holds every step.
 func TestApprovalCommandsThroughTheDaemon(t *testing.T) {
 	v := withVault(t)
-	d := startDaemon(t, "")
+	// R3 waits for a synchronised clock (act.safety.unsynced_clock_refuse_from),
+	// which this machine's may not be: approvals are what is tested here.
+	d := startDaemon(t, `, "act": {"safety": {"unsynced_clock_refuse_from": "never"}}`)
 	cfg := filepath.Join(filepath.Dir(d.data), "config.json")
 	me := fmt.Sprintf("admin:uid=%d", os.Getuid())
 	// R3 needs a grant, a local administrator's too.

@@ -166,8 +166,15 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 			}
 		})
 	}
+	// Each step is also handed on to the grants, whose expiries it may
+	// have reached (a step while one waits is folded into it).
+	stepped := make(chan time.Duration, 1)
 	d.spawn(func(ctx context.Context) {
 		clock.Run(ctx, time.Minute, func(st body.Step) {
+			select {
+			case stepped <- st.Size:
+			default:
+			}
 			log.Warn("the wall clock was set", "by", st.Size, "from", st.Before, "to", st.After, "synced", st.Synced)
 			if store == nil {
 				return
@@ -265,7 +272,7 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 	}
 	var grants *act.Grants
 	if store != nil {
-		if grants, err = act.LoadGrants(store, time.Now); err != nil {
+		if grants, err = act.LoadGrants(store, clock); err != nil {
 			log.Error("grants cannot be read: none is in force and the grant calls are refused", "err", err)
 			grants = nil
 		}
@@ -277,7 +284,7 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 			}
 			return body.LevelCritical
 		},
-		Journal: journal, Grants: grants, Settings: acts, DataDir: cfg.DataDir, Mic: speakerMic(ds, senses), Extra: testActions})
+		Journal: journal, Clock: clock, Grants: grants, Settings: acts, DataDir: cfg.DataDir, Mic: speakerMic(ds, senses), Extra: testActions})
 	if err != nil {
 		return nil, err
 	}
@@ -285,6 +292,20 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		return nil, err
 	}
 	d.spawn(runner.Run) // what waits for approval too long expires
+	if grants != nil {
+		// Expiries are found every minute and right after a step of the
+		// wall clock, and each is recorded once (grant.expired).
+		d.spawn(func(ctx context.Context) {
+			grants.Run(ctx, time.Minute, stepped, func(gs []act.Grant, err error) {
+				for _, g := range gs {
+					log.Warn("grant expired", "id", g.ID, "subject", g.Subject, "by", g.ExpiredBy, "early", g.EndedEarly)
+				}
+				if err != nil {
+					log.Error("a grant's expiry could not be recorded", "err", err)
+				}
+			})
+		})
+	}
 
 	// The people's controls: a press takes their resources over, and a
 	// hold survives a restart.

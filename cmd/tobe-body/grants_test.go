@@ -17,8 +17,11 @@ import (
 
 func TestGrantCommandsThroughTheDaemon(t *testing.T) {
 	d := startDaemon(t, "")
+	// An absolute expiry, which a local administrator may give whether or
+	// not this machine's clock is synchronised (a relative one waits for
+	// it: the act and awareness tests show that on a step clock).
 	out, err := runCmd(t, "grant", "add", "--subject", "agent:pi", "--capability", "gpio.set", "--scope", "gpio.relay1",
-		"--expires", "24h", "--reason", "the heater", "--data", d.data)
+		"--expires", time.Now().Add(24*time.Hour).UTC().Format(time.RFC3339), "--reason", "the heater", "--data", d.data)
 	if err != nil || !strings.Contains(out, "granted ") || !strings.Contains(out, "agent:pi may use gpio.set on gpio.relay1 until ") {
 		t.Fatalf("add: %v %s", err, out)
 	}

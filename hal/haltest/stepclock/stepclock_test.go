@@ -57,4 +57,3 @@ func TestWatchAndReboot(t *testing.T) {
 		t.Error("SetSynced(false) did not take")
 	}
 }
-
