@@ -175,7 +175,11 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 			case stepped <- st.Size:
 			default:
 			}
-			log.Warn("the wall clock was set", "by", st.Size, "from", st.Before, "to", st.After, "synced", st.Synced)
+			lvl := slog.LevelInfo
+			if st.Size.Abs() >= time.Second {
+				lvl = slog.LevelWarn
+			}
+			log.Log(ctx, lvl, "the wall clock was set", "by", st.Size, "from", st.Before, "to", st.After, "synced", st.Synced)
 			if store == nil {
 				return
 			}

@@ -13,6 +13,7 @@
 #
 #   scripts/lab/run.sh ./hal/probe
 #   LAB_SMP=1 scripts/lab/run.sh ./act
+#   LAB_RUN=ClockSteps scripts/lab/run.sh ./cmd/tobe-body
 set -eu
 cd "$(dirname "$0")/../.."
 [ $# -gt 0 ] || set -- ./hal/probe
@@ -101,12 +102,15 @@ echo 1 > $c/live
 echo "lab: devices ready"
 for t in /lab/*.test; do
 	echo "lab: run $t"
-	$t -test.v -test.count=1 -test.run '^TestLab' 2>&1
+	$t -test.v -test.count=1 -test.run "$(cat /lab/run)" 2>&1
 	echo "lab: exit $? $t"
 done
 poweroff -f
 INIT
 chmod +x "$ir/init"
+# Which lab tests run: all of them, or those LAB_RUN names (a -test.run
+# pattern, for working on one; always within TestLab*).
+echo "^TestLab${LAB_RUN:+.*(}${LAB_RUN:-}${LAB_RUN:+)}" > "$ir/lab/run"
 (cd "$ir" && find . | cpio -o -H newc 2>/dev/null | gzip -1) > "$work/initrd.gz"
 
 # One VM run: a fresh data disk, the tests, the console in console.log.
