@@ -167,6 +167,10 @@ type Event struct {
 	DedupeKey          string          `cbor:"22,keyasint,omitempty" json:"dedupe_key,omitempty"`
 	AggregateID        string          `cbor:"23,keyasint,omitempty" json:"aggregate_id,omitempty"`
 	AggregateVersion   uint64          `cbor:"24,keyasint,omitempty" json:"aggregate_version,omitempty"`
+	// ClockUnsynced: the wall clock was not synchronised when the event
+	// was stamped: occurred_at may be off by any amount;
+	// clock_uncertainty_ms is then 4294967295, meaning unbounded.
+	ClockUnsynced bool `cbor:"25,keyasint,omitempty" json:"clock_unsynced,omitempty"`
 }
 
 // Occurred returns OccurredAt as a time.
