@@ -616,7 +616,16 @@ func (s *Store) init(st fileState) error {
 			if err != nil {
 				return err
 			}
-			s.counts.inboxKeys = uint64(tx.Bucket(bInbox).Stats().KeyN)
+			if migrated {
+				// Stats reads the pages as committed; the migration
+				// deleted keys in this transaction.
+				c := tx.Bucket(bInbox).Cursor()
+				for k, _ := c.First(); k != nil; k, _ = c.Next() {
+					s.counts.inboxKeys++
+				}
+			} else {
+				s.counts.inboxKeys = uint64(tx.Bucket(bInbox).Stats().KeyN)
+			}
 			s.counts.aggregates = uint64(tx.Bucket(bAggregates).Stats().KeyN)
 		}
 		if !changed {
