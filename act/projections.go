@@ -253,9 +253,11 @@ func (actionResults) Apply(kv ledger.KV, e *ledger.Event) error {
 }
 
 // actionKeys keeps, per principal's subject and idempotency key, the
-// action its latest proposal named: subject, NUL, key → action id. A
-// repeat within the ledger's dedupe window is deduplicated before it is
-// recorded; one after it is a new action, and the key names that one.
+// action its latest proposal named: subject, NUL, key → action id. The
+// ledger keeps a proposal's dedupe key as long as the proposal (for ever:
+// action records are audit records), so a repeat is deduplicated before
+// it is recorded; a file written before dedupe keys lived that long may
+// hold a later proposal with the same key, and the key names that one.
 type actionKeys struct{}
 
 func (actionKeys) Name() string    { return projKeys }

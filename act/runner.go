@@ -273,7 +273,7 @@ type flight struct {
 
 // keepFlights is how long a finished invocation's result is kept in memory
 // for repeats; later repeats are found through the ledger's dedupe keys
-// (kept 24 h for audit events).
+// (kept as long as the audit records that set them: for ever).
 const keepFlights = 10 * time.Minute
 
 // NewRunner makes a runner that records to j.

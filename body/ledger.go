@@ -16,7 +16,7 @@ import (
 const LedgerFile = "ledger.db"
 
 // auditTypes are the event types whose counts the ledger keeps.
-var auditTypes = []string{"action.", "grant.", "estop.", "approval.", "lease.", "ledger."}
+var auditTypes = []string{"action.", "grant.", "estop.", "approval.", "lease.", "ledger.", EventClockStepped}
 
 // LedgerOptions are the options every opener of the body's ledger uses
 // (the daemon, and the CLI when the daemon is not running), with the
@@ -36,6 +36,7 @@ func LedgerOptions(cfg config.Ledger, dataDir string, id Identity, log *slog.Log
 		CompactFree:    int64(cfg.CompactFreeMB) << 20,
 		Log:            log,
 	}
+
 	if id.AgentID != "" {
 		var err error
 		if opts.AgentID, err = ledger.ParseUUID(id.AgentID); err != nil {

@@ -15,10 +15,12 @@ type Class struct {
 	// be dropped (lowest Priority, oldest first). Audit classes are not.
 	Droppable bool
 	Priority  uint8
-	// TTL: events older than this are deleted by retention; 0 keeps them.
+	// TTL: events older than this by the ledger's running clock (see
+	// Store.Running), not by the wall clock, are deleted by retention,
+	// with their outbox rows and dedupe keys; 0 keeps them, and their
+	// dedupe keys, for ever. The running clock stands still while the
+	// body is off: in calendar time an event lives at least its TTL.
 	TTL time.Duration
-	// DedupeWindow: how long a dedupe_key is remembered.
-	DedupeWindow time.Duration
 }
 
 // Classes maps event types to classes by the longest matching prefix
@@ -43,16 +45,16 @@ func (c Classes) Of(eventType string) Class {
 var (
 	// ClassAudit: actions, grants, e-stop, approvals, leases and the
 	// ledger's own records. Kept for ever, sent, never dropped.
-	ClassAudit = Class{Name: "audit", Outbox: true, Priority: 255, DedupeWindow: 24 * time.Hour}
+	ClassAudit = Class{Name: "audit", Outbox: true, Priority: 255}
 	// ClassTelemetry: what the body senses. Kept 7 days, sent, dropped
 	// first when the outbox is full.
-	ClassTelemetry = Class{Name: "telemetry", Outbox: true, Droppable: true, Priority: 1, TTL: 7 * 24 * time.Hour, DedupeWindow: time.Hour}
+	ClassTelemetry = Class{Name: "telemetry", Outbox: true, Droppable: true, Priority: 1, TTL: 7 * 24 * time.Hour}
 	// ClassState: the body's own state (self-state, channels). Kept 7
 	// days, sent, dropped after telemetry.
-	ClassState = Class{Name: "state", Outbox: true, Droppable: true, Priority: 2, TTL: 7 * 24 * time.Hour, DedupeWindow: time.Hour}
+	ClassState = Class{Name: "state", Outbox: true, Droppable: true, Priority: 2, TTL: 7 * 24 * time.Hour}
 	// ClassLocal: the control plane's own records (work items, waits).
 	// Kept, not sent.
-	ClassLocal = Class{Name: "local", DedupeWindow: 24 * time.Hour}
+	ClassLocal = Class{Name: "local"}
 )
 
 // DefaultClasses is the body's mapping of event types to classes.
@@ -64,6 +66,9 @@ func DefaultClasses() Classes {
 			"lease.": ClassAudit, "ledger.": ClassAudit,
 			"camera.": ClassTelemetry, "audio.": ClassTelemetry, "input.": ClassTelemetry, "gpio.": ClassTelemetry,
 			"body.": ClassState, "channel.": ClassState,
+			// A setting of the wall clock explains the times around it
+			// and the grants it ended: kept with the audit records.
+			"body.clock_stepped": ClassAudit,
 		},
 	}
 }

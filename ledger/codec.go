@@ -35,7 +35,7 @@ const (
 	maxDepth     = 16
 	maxArrayLen  = 4096
 	maxMapPairs  = 512
-	envelopeKeys = 24
+	envelopeKeys = 25
 )
 
 func appendHead(b []byte, major byte, n uint64) []byte {
@@ -128,6 +128,7 @@ func appendEvent(b []byte, e *Event) []byte {
 	count(e.DedupeKey != "")
 	count(e.AggregateID != "")
 	count(e.AggregateVersion != 0)
+	count(e.ClockUnsynced)
 
 	b = appendHead(b, majMap, uint64(n))
 	b = putUUID(b, 1, &e.ID)
@@ -156,6 +157,9 @@ func appendEvent(b []byte, e *Event) []byte {
 	b = putText(b, 22, e.DedupeKey)
 	b = putText(b, 23, e.AggregateID)
 	b = putUint(b, 24, e.AggregateVersion)
+	if e.ClockUnsynced {
+		b = append(putKey(b, 25), majSimple<<5|21) // true
+	}
 	return b
 }
 
@@ -325,6 +329,8 @@ func decodeEvent(d []byte, e *Event) error {
 			used, err = readText(v, t)
 		} else if i := e.intField(key); i != nil {
 			used, err = readInt(v, i)
+		} else if key == 25 {
+			used, err = readBool(v, &e.ClockUnsynced)
 		} else if key == 20 {
 			if used, err = skipItem(v, 1); err == nil {
 				e.Payload = append([]byte(nil), v[:used]...)
@@ -470,6 +476,21 @@ func readText(d []byte, out *string) (int, error) {
 	}
 	*out = string(s)
 	return n + int(l), nil
+}
+
+// readBool reads a CBOR false or true.
+func readBool(d []byte, out *bool) (int, error) {
+	switch {
+	case len(d) == 0:
+		return 0, errors.New("unexpected end of data")
+	case d[0] == majSimple<<5|20:
+		*out = false
+	case d[0] == majSimple<<5|21:
+		*out = true
+	default:
+		return 0, errors.New("want false or true")
+	}
+	return 1, nil
 }
 
 func readUint(d []byte, limit uint64) (uint64, int, error) {

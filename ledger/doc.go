@@ -20,6 +20,31 @@
 // Store.CheckAll finds it in the background; either way the next Open
 // reads every page and moves the file aside.
 //
+// Nothing that decides idempotency or deletes data trusts the wall clock,
+// which a board without a real-time clock has stepped by NTP hours or
+// years after boot. The ledger keeps a running clock of its own (see
+// Store.Running): the time the file has been open, summed over every open,
+// measured on the monotonic reading of Options.Now. It is persisted as
+// checkpoints, rows of (sequence S, running time R) saying that every
+// event below S was ingested at running time R or before, written inside
+// commits that happen anyway, at most one a minute of running time, and
+// by Close. After a crash the running time since the last checkpoint is
+// lost: events then count as younger than they are, never older. The
+// running clock stands still while the body is off, so the events of a
+// body that is often off live longer than their TTL in calendar time,
+// never shorter. Retention deletes an event once a checkpoint shows it
+// older than its class's TTL on the running clock; its outbox row and
+// its dedupe key go with it.
+//
+// A dedupe key lives as long as the event that set it: for ever for the
+// classes without a TTL (audit records, the control plane's), until
+// retention deletes the event for the others. An event with the key of a
+// stored one is a duplicate of it, whatever the clocks did meanwhile.
+//
+// Events that carry no time of their own are stamped from Options.Stamp:
+// the monotonic reading, its clock domain (the boot id), the uncertainty,
+// and whether the wall clock was synchronised.
+//
 // This package imports nothing of the body, so everything else can depend
 // on it.
 package ledger

@@ -168,18 +168,9 @@ type Event struct {
 	AggregateID        string          `cbor:"23,keyasint,omitempty" json:"aggregate_id,omitempty"`
 	AggregateVersion   uint64          `cbor:"24,keyasint,omitempty" json:"aggregate_version,omitempty"`
 	// ClockUnsynced: the wall clock was not synchronised when the event
-	// was stamped, so occurred_at may be off by any amount (and
-	// clock_uncertainty_ms is then 4294967295: unbounded).
+	// was stamped: occurred_at may be off by any amount;
+	// clock_uncertainty_ms is then 4294967295, meaning unbounded.
 	ClockUnsynced bool `cbor:"25,keyasint,omitempty" json:"clock_unsynced,omitempty"`
-}
-
-// TimeStamp is how the body's clock stamps an event that carries no time
-// of its own.
-type TimeStamp struct {
-	MonotonicNS   int64
-	Domain        string // the boot id of the monotonic clock
-	UncertaintyMS uint32
-	Unsynced      bool // the wall clock was not synchronised
 }
 
 // Occurred returns OccurredAt as a time.

@@ -126,7 +126,7 @@ func TestValidType(t *testing.T) {
 func TestCodecMatchesLibrary(t *testing.T) {
 	events := []Event{sampleEvent(), {ID: NewID(), Type: "a", SchemaVersion: 1},
 		{Type: "b.c", SchemaVersion: 65535, OccurredAt: -1, ObservedAt: math.MinInt64, IngestedAt: math.MaxInt64, MonotonicNS: -24,
-			SourceSequence: math.MaxUint64, ClockUncertaintyMS: math.MaxUint32, AggregateVersion: 1 << 40, AggregateID: strings.Repeat("x", 300)}}
+			SourceSequence: math.MaxUint64, ClockUncertaintyMS: math.MaxUint32, AggregateVersion: 1 << 40, AggregateID: strings.Repeat("x", 300), ClockUnsynced: true}}
 	for i, e := range events {
 		var mine bytes.Buffer
 		if err := Encode(&mine, &e); err != nil {

@@ -297,6 +297,7 @@ type EventView struct {
 	DedupeKey          string `json:"dedupe_key,omitempty"`
 	AggregateID        string `json:"aggregate_id,omitempty"`
 	AggregateVersion   uint64 `json:"aggregate_version,omitempty"`
+	ClockUnsynced      bool   `json:"clock_unsynced,omitempty"`
 }
 
 func rfc3339(ns int64) string {
@@ -322,7 +323,8 @@ func (st Stored) View() EventView {
 		SourceSequence: e.SourceSequence, MonotonicNS: e.MonotonicNS, ClockDomain: e.ClockDomain, ClockUncertaintyMS: e.ClockUncertaintyMS,
 		CorrelationID: e.CorrelationID.String(), CausationID: e.CausationID.String(),
 		Provenance: enumWord(e.Provenance, e.Provenance.String), Trust: enumWord(e.Trust, e.Trust.String), Privacy: enumWord(e.Privacy, e.Privacy.String),
-		PayloadRef: e.PayloadRef, DedupeKey: e.DedupeKey, AggregateID: e.AggregateID, AggregateVersion: e.AggregateVersion}
+		PayloadRef: e.PayloadRef, DedupeKey: e.DedupeKey, AggregateID: e.AggregateID, AggregateVersion: e.AggregateVersion,
+		ClockUnsynced: e.ClockUnsynced}
 	if len(e.Payload) > 0 {
 		var p any
 		if err := presentMode.Unmarshal(e.Payload, &p); err != nil {

@@ -12,30 +12,52 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 )
 
-// retainBatch bounds one retention transaction, so appends are never held
-// up for long.
+// retainBatch bounds one retention transaction (the events it reads), so
+// appends are never held up for long.
 const retainBatch = 512
 
 // RetainResult says what a retention pass deleted.
 type RetainResult struct {
 	Events        int `json:"events"`         // expired events deleted
 	OutboxExpired int `json:"outbox_expired"` // of them, still waiting for the uplink
-	InboxKeys     int `json:"inbox_keys"`     // dedupe keys past their window
+	InboxKeys     int `json:"inbox_keys"`     // of their dedupe keys, deleted with them
 }
 
-// Retain deletes events past their class's TTL, oldest first, and dedupe
-// keys past their window, in small transactions. Events of classes without
-// a TTL, and events of aggregates, are kept. Sequences only grow with
-// ingest time, so the pass stops at the first event whose class has a TTL
-// that has not run out; what it looked at is remembered, and the next pass
-// starts there. When it deleted anything it records ledger.retained.
+// retainPass is what the steps of one pass carry from one to the next.
+type retainPass struct {
+	ttls []time.Duration
+	pos  uint64 // the steps have looked at every event before this
+	held bool   // an event kept for now: retain_from stays at it
+	step int
+}
+
+// Retain deletes the events older than their class's TTL, with their
+// outbox rows and their dedupe keys (a key is deleted only while the inbox
+// names that event), in small transactions, and records ledger.retained
+// when it deleted anything. Events of classes without a TTL, and events of
+// aggregates, are kept, and so are their dedupe keys.
+//
+// Age is told by the running clock alone (see Running), never by the wall
+// clock or an event's own times: for a TTL T the cutoff is the largest
+// sequence S of a checkpoint whose running time is at least T before now,
+// and every event of that TTL below S is older than T. A step of the wall
+// clock, of any size either way, deletes nothing early, and an event
+// stamped in the future delays nothing. A pass looks at the events from
+// where the last one left (meta retain_from) up to the cutoff of the
+// shortest TTL; an event of a class with a longer TTL that is not yet due
+// does not stop the pass, but the next pass starts again at it.
+//
+// It also deletes the checkpoints no cutoff needs any more. It returns
+// ctx's error if ctx ends first (what was deleted by then stays deleted),
+// or ErrClosed. Safe for concurrent use with appends.
 func (s *Store) Retain(ctx context.Context) (RetainResult, error) {
 	var res RetainResult
+	pass := retainPass{ttls: s.opts.Classes.ttls()}
 	for {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		more, err := s.retainStep(&res)
+		more, err := s.retainStep(&res, &pass)
 		if err != nil {
 			return res, err
 		}
@@ -55,83 +77,114 @@ func (s *Store) Retain(ctx context.Context) (RetainResult, error) {
 	return res, nil
 }
 
+// doomed is an event retention deletes.
+type doomed struct {
+	key   []byte // its sequence
+	dedup []byte // its dedupe key, or nil
+}
+
 // retainStep runs one small transaction; more says there may be more.
-func (s *Store) retainStep(res *RetainResult) (more bool, err error) {
+func (s *Store) retainStep(res *RetainResult, pass *retainPass) (more bool, err error) {
 	err = s.update(func(w *writer) error {
-		now := w.now.UnixNano()
-		n := 0
-		// Dedupe keys past their window.
-		c := w.inboxExp.Cursor()
-		var gone [][]byte
-		for k, _ := c.First(); k != nil && n < retainBatch && int64(getU64(k)) <= now; k, _ = c.Next() {
-			gone = append(gone, w.keep(k))
-			n++
+		// A checkpoint first, when one is due: it may be the one that
+		// shows the events of the last commit old enough.
+		if err := w.checkpoint(); err != nil {
+			return err
 		}
-		for _, k := range gone {
-			if err := w.inboxExp.Delete(k); err != nil {
+		changed := w.ckpt
+		if pass.step == 0 {
+			n, err := pruneCheckpoints(w.tx, w.run, pass.ttls)
+			if err != nil {
 				return err
 			}
-			// The key may have been used again since: only delete the
-			// inbox entry this expiry belongs to.
-			if v := w.inbox.Get(k[8:]); v != nil && getU64(v) == getU64(k) {
-				if err := w.inbox.Delete(k[8:]); err != nil {
-					return err
-				}
-				w.n.inboxKeys--
-				w.nDirty = true
-			}
-			res.InboxKeys++
+			changed = changed || n > 0
 		}
-		// Events past their TTL.
+		pass.step++
+		cut := cutoffs(w.tx, w.run, pass.ttls)
+		var limit uint64
+		for _, c := range cut {
+			limit = max(limit, c)
+		}
 		from := getU64(w.meta.Get(kRetainFrom))
+		start := max(from, pass.pos)
+		if start >= limit {
+			if !changed {
+				return errUnchanged
+			}
+			return nil
+		}
 		// Only events whose id is in the ids bucket: write the waiting
 		// ones first, so retention deletes index and event together.
 		if err := w.flushIDs(true); err != nil {
 			return err
 		}
+		changed = changed || w.idsFlushed
 		indexed := getU64(w.meta.Get(kIDsThrough))
 		ec := w.events.Cursor()
 		var e Event
-		var doomed [][]byte
+		var gone []doomed
 		next := from
 		stopped := false
-		for k, v := ec.Seek(u64(from)); k != nil && n < retainBatch; k, v = ec.Next() {
+		n := 0
+		for k, v := ec.Seek(u64(start)); k != nil && n < retainBatch; k, v = ec.Next() {
 			if isRowKey(k) {
 				continue // deleted with its event
 			}
-			if getU64(k) > indexed {
+			seq := getU64(k)
+			if seq >= limit || seq > indexed {
 				stopped = true
 				break
 			}
 			n++
 			if err := Decode(v, &e); err != nil {
-				return fmt.Errorf("ledger: retention: event %d: %w", getU64(k), err)
+				return fmt.Errorf("ledger: retention: event %d: %w", seq, err)
 			}
 			class := s.opts.Classes.Of(e.Type)
-			if class.TTL > 0 && e.AggregateID == "" {
-				if e.IngestedAt+int64(class.TTL) > now {
-					stopped = true
-					break
+			switch {
+			case class.TTL <= 0 || e.AggregateID != "":
+				// Kept for ever.
+			case seq < cut[class.TTL]:
+				d := doomed{key: w.keep(k)}
+				if e.DedupeKey != "" {
+					d.dedup = w.keep([]byte(e.DedupeKey))
 				}
-				doomed = append(doomed, w.keep(k))
+				gone = append(gone, d)
 				if err := w.ids.Delete(e.ID[:]); err != nil {
 					return err
 				}
+			default:
+				// Not yet due: a later pass looks at it again.
+				pass.held = true
 			}
-			next = getU64(k) + 1
+			if !pass.held {
+				next = seq + 1
+			}
+			pass.pos = seq + 1
 		}
-		for _, k := range doomed {
-			if row := w.events.Get(rowKey(getU64(k))); row != nil {
+		for _, d := range gone {
+			seq := getU64(d.key)
+			if row := w.events.Get(rowKey(seq)); row != nil {
 				r := decodeOutboxRow(row)
-				if err := w.events.Delete(rowKey(getU64(k))); err != nil {
+				if err := w.events.Delete(rowKey(seq)); err != nil {
 					return err
 				}
 				w.n.outboxRows--
 				w.n.outboxBytes -= uint64(r.Size)
-				w.outboxDirty, w.nDirty = true, true
+				w.outboxDirty = true
 				res.OutboxExpired++
 			}
-			if err := w.events.Delete(k); err != nil {
+			// The key may name another event (one stored before schema
+			// 2 used an expired key again): only delete it with its own.
+			if d.dedup != nil {
+				if v := w.inbox.Get(d.dedup); len(v) == 16 && getU64(v[8:]) == seq {
+					if err := w.inbox.Delete(d.dedup); err != nil {
+						return err
+					}
+					w.n.inboxKeys--
+					res.InboxKeys++
+				}
+			}
+			if err := w.events.Delete(d.key); err != nil {
 				return err
 			}
 			w.n.events--
@@ -142,10 +195,17 @@ func (s *Store) retainStep(res *RetainResult) (more bool, err error) {
 			if err := w.meta.Put(kRetainFrom, w.keep(u64(next))); err != nil {
 				return err
 			}
+			changed = true
 		}
 		more = n >= retainBatch && !stopped
+		if !changed && len(gone) == 0 {
+			return errUnchanged
+		}
 		return nil
 	})
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		err = ErrClosed
+	}
 	return more, err
 }
 

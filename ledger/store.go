@@ -44,10 +44,11 @@ var (
 	bMeta       = []byte("meta")
 	bEvents     = []byte("events")      // seq -> record; seq 'o' -> its outbox row
 	bIDs        = []byte("ids")         // event id -> seq
-	bInbox      = []byte("inbox")       // dedupe key -> expiry, seq
-	bInboxExp   = []byte("inbox_exp")   // expiry, dedupe key -> nil
+	bInbox      = []byte("inbox")       // dedupe key -> 0 (an expiry before schema 2), seq
+	bInboxExp   = []byte("inbox_exp")   // schema 1 only: expiry, dedupe key -> nil
 	bAggregates = []byte("aggregates")  // aggregate id -> version
 	bProj       = []byte("projections") // one nested bucket each
+	bClock      = []byte("clock")       // the running clock's checkpoints: seq -> running ns
 
 	kSchema     = []byte("schema")
 	kAgentID    = []byte("agent_id")
@@ -58,6 +59,7 @@ var (
 	kRetainFrom = []byte("retain_from")      // retention has looked at every event before this sequence
 	kIDsThrough = []byte("ids_through")      // every event up to this sequence has its id in the ids bucket
 	kClosed     = []byte("closed")           // the close record: see closeRecord
+	kRunning    = []byte("running")          // the running clock at the last Close, ns
 )
 
 // counts are what the outbox's budget and Stats need to know of the whole
@@ -151,9 +153,20 @@ type Options struct {
 	RetainEvery time.Duration
 	// LockTimeout bounds the wait for another process's lock on the file.
 	LockTimeout time.Duration
-	// Now is the clock; nil means time.Now.
+	// Now is the clock; nil means time.Now. Its wall reading stamps
+	// ingested_at (and occurred_at when an event has none); only its
+	// monotonic reading advances the running clock (see Running), so
+	// Now's times must carry one, as time.Now's do. A time without one
+	// advances the running clock by its wall reading, never backwards.
 	Now func() time.Time
-	Log *slog.Logger
+	// Stamp, when not nil, gives the monotonic stamp, clock domain and
+	// uncertainty of events that carry none (audit records, the ledger's
+	// own): an event with no ClockDomain and MonotonicNS 0 gets
+	// MonotonicNS, ClockDomain, ClockUncertaintyMS and ClockUnsynced from
+	// it (ClockUncertaintyMS 4294967295 when Unsynced). It is called at
+	// most once a commit, in the committer, and must not block.
+	Stamp func() TimeStamp
+	Log   *slog.Logger
 }
 
 func (o *Options) defaults() {
@@ -289,6 +302,9 @@ type Store struct {
 	running     atomic.Bool
 	faultMu     sync.Mutex
 	fault       error
+
+	// clock is the running clock (see Running).
+	clock runClock
 
 	// snapshots holds a token while a snapshot is copied: one at a time,
 	// so each one's check of the free space sees the ones before it.
@@ -540,10 +556,15 @@ var errUnchanged = errors.New("ledger: nothing to commit")
 // ledger leaves a cleanly closed file as it was.
 func (s *Store) init(st fileState) error {
 	err := s.write(func(tx *bolt.Tx) error {
-		changed, err := migrate(tx, s.opts.Now())
+		changed, migrated, err := migrate(tx, s.opts.Now())
 		if err != nil {
 			return err
 		}
+		from, err := resumeFrom(tx)
+		if err != nil {
+			return err
+		}
+		s.clock.start(from, s.opts.Now())
 		meta := tx.Bucket(bMeta)
 		for _, id := range []struct {
 			key  []byte
@@ -577,7 +598,8 @@ func (s *Store) init(st fileState) error {
 		changed = changed || reindexed || created
 		// A write transaction is one past the file's: the record names
 		// the file's only if nothing moved it since inspect read it.
-		if rec, ok := parseCloseRecord(meta.Get(kClosed)); st.clean && ok && rec.txid == uint64(tx.ID())-1 {
+		// A migration may have changed what the record counted.
+		if rec, ok := parseCloseRecord(meta.Get(kClosed)); st.clean && ok && !migrated && rec.txid == uint64(tx.ID())-1 {
 			s.openedClean, s.openTxid, s.openFree = true, rec.txid, st.freeIDs
 			s.counts = rec.n
 		} else {
@@ -594,7 +616,16 @@ func (s *Store) init(st fileState) error {
 			if err != nil {
 				return err
 			}
-			s.counts.inboxKeys = uint64(tx.Bucket(bInbox).Stats().KeyN)
+			if migrated {
+				// Stats reads the pages as committed; the migration
+				// deleted keys in this transaction.
+				c := tx.Bucket(bInbox).Cursor()
+				for k, _ := c.First(); k != nil; k, _ = c.Next() {
+					s.counts.inboxKeys++
+				}
+			} else {
+				s.counts.inboxKeys = uint64(tx.Bucket(bInbox).Stats().KeyN)
+			}
 			s.counts.aggregates = uint64(tx.Bucket(bAggregates).Stats().KeyN)
 		}
 		if !changed {
@@ -931,11 +962,18 @@ func (s *Store) shutdown(clean bool) error {
 	return errors.Join(err, s.db.Close())
 }
 
-// markClosed writes the waiting ids, the close record, and bbolt's free
+// markClosed writes the waiting ids, a checkpoint of the running clock
+// and the running time it closes at, the close record, and bbolt's free
 // list, in one transaction.
 func (s *Store) markClosed() error {
 	return s.update(func(w *writer) error {
 		if err := w.flushIDs(true); err != nil {
+			return err
+		}
+		if err := putCheckpoint(w.tx, s.clock.last()); err != nil {
+			return err
+		}
+		if err := w.meta.Put(kRunning, w.keep(u64(uint64(w.run)))); err != nil {
 			return err
 		}
 		rec := closeRecord{txid: uint64(w.tx.ID()), n: w.n}
@@ -1055,6 +1093,9 @@ func (s *Store) commit(batch []*request) {
 		return
 	}
 	err := s.update(func(w *writer) error {
+		if err := w.checkpoint(); err != nil {
+			return err
+		}
 		for _, r := range live {
 			r.results, r.err = nil, nil
 			if err := w.apply(r); err != nil {

@@ -115,16 +115,27 @@ func TestDedupe(t *testing.T) {
 	if r3[0].Duplicate || !r3[1].Duplicate || r3[1].Seq != r3[0].Seq {
 		t.Errorf("in one request: %+v", r3)
 	}
-	// After the window the key is free again.
-	now = now.Add(ClassTelemetry.DedupeWindow + time.Second)
+	// A day later the key still holds: it lives as long as its event.
+	now = now.Add(25 * time.Hour)
+	later := motion(1)
+	later.DedupeKey = "front:1"
+	if r, _ := s.Append(t.Context(), later); !r[0].Duplicate || r[0].Seq != r1[0].Seq {
+		t.Errorf("a day later: %+v, want a duplicate of seq %d", r[0], r1[0].Seq)
+	}
+	// Once retention deleted the event (its TTL run out on the running
+	// clock), the key is free again.
+	now = now.Add(ClassTelemetry.TTL)
+	if res, err := s.Retain(t.Context()); err != nil || res.Events != 2 || res.InboxKeys != 2 {
+		t.Fatalf("retain: %+v %v, want both events and their keys", res, err)
+	}
 	late := motion(1)
 	late.DedupeKey = "front:1"
 	r4, _ := s.Append(t.Context(), late)
 	if r4[0].Duplicate {
-		t.Errorf("after the window: %+v", r4)
+		t.Errorf("after retention: %+v", r4)
 	}
-	if evs, _ := s.Events(Filter{}); len(evs) != 3 {
-		t.Errorf("%d events stored, want 3", len(evs))
+	if evs, _ := s.Events(Filter{}); len(evs) != 2 {
+		t.Errorf("%d events stored, want 2 (ledger.retained and the new one)", len(evs))
 	}
 	verifyOK(t, s) // the key used again is counted once
 }

@@ -25,8 +25,10 @@ const maxProblems = 100
 // Verify checks every page as CheckAll does (damage is a problem, and ends
 // the report), runs bbolt's consistency check, reads every event, rebuilds the
 // aggregates and every projection from the events in memory and compares
-// them with what is stored, and checks the indexes and the outbox against
-// the events. It reads one consistent snapshot; appends go on meanwhile.
+// them with what is stored, checks the indexes and the outbox against the
+// events (every dedupe key names the stored event that carries it), and
+// checks the running clock's checkpoints. It reads one
+// consistent snapshot; appends go on meanwhile.
 func (s *Store) Verify(ctx context.Context) (VerifyReport, error) {
 	var r VerifyReport
 	problem := func(format string, args ...any) {
@@ -67,7 +69,8 @@ func (s *Store) Verify(ctx context.Context) (VerifyReport, error) {
 			r.Projections = append(r.Projections, p.Name())
 		}
 		aggs := map[string]uint64{}
-		ids := tx.Bucket(bIDs)
+		ids, inbox := tx.Bucket(bIDs), tx.Bucket(bInbox)
+		keyed := 0 // inbox keys that name the event that carries them
 		through := getU64(tx.Bucket(bMeta).Get(kIDsThrough))
 		indexed := 0
 		var outboxRows, outboxBytes uint64
@@ -108,6 +111,11 @@ func (s *Store) Verify(ctx context.Context) (VerifyReport, error) {
 					problem("event %d (%s): the id index says %d", seq, e.ID, got)
 				}
 			}
+			if e.DedupeKey != "" {
+				if v := inbox.Get([]byte(e.DedupeKey)); len(v) == 16 && getU64(v[8:]) == seq {
+					keyed++
+				}
+			}
 			if e.AggregateID != "" {
 				if want := aggs[e.AggregateID] + 1; e.AggregateVersion != want {
 					problem("event %d: aggregate %s version %d follows %d", seq, e.AggregateID, e.AggregateVersion, want-1)
@@ -125,6 +133,10 @@ func (s *Store) Verify(ctx context.Context) (VerifyReport, error) {
 		if n := ids.Stats().KeyN; n != indexed {
 			problem("the id index has %d entries for %d events up to sequence %d", n, indexed, through)
 		}
+		if inbox.Stats().KeyN != keyed {
+			verifyInbox(tx, problem)
+		}
+		verifyClock(tx, problem)
 		// The counts in memory belong to this snapshot only if no write
 		// was in flight or happened while it was read.
 		have := counts{outboxRows: outboxRows, outboxBytes: outboxBytes, events: uint64(r.Events),
@@ -155,6 +167,57 @@ func (s *Store) Verify(ctx context.Context) (VerifyReport, error) {
 		return nil
 	})
 	return r, err
+}
+
+// verifyInbox names the dedupe keys that do not name a stored event that
+// carries them: a key lives as long as its event.
+func verifyInbox(tx *bolt.Tx, problem func(string, ...any)) {
+	events := tx.Bucket(bEvents)
+	var e Event
+	tx.Bucket(bInbox).ForEach(func(k, v []byte) error {
+		if len(v) != 16 {
+			problem("inbox key %q: a value of %d bytes", k, len(v))
+			return nil
+		}
+		seq := getU64(v[8:])
+		rec := events.Get(v[8:])
+		switch {
+		case rec == nil:
+			problem("inbox key %q names event %d, which is not stored", k, seq)
+		case Decode(rec, &e) != nil:
+			// The event's own problem is reported with it.
+		case e.DedupeKey != string(k):
+			problem("inbox key %q names event %d, whose dedupe key is %q", k, seq, e.DedupeKey)
+		}
+		return nil
+	})
+}
+
+// verifyClock checks the running clock's checkpoints: at least one, in
+// order of sequence with running times that never go back, none past the
+// next sequence.
+func verifyClock(tx *bolt.Tx, problem func(string, ...any)) {
+	next := tx.Bucket(bEvents).Sequence() + 1
+	var n int
+	var lastRun uint64
+	tx.Bucket(bClock).ForEach(func(k, v []byte) error {
+		n++
+		if len(k) != 8 || len(v) != 8 {
+			problem("clock: a checkpoint of %d and %d bytes", len(k), len(v))
+			return nil
+		}
+		if getU64(k) > next {
+			problem("clock: a checkpoint at sequence %d, past the next, %d", getU64(k), next)
+		}
+		if getU64(v) < lastRun {
+			problem("clock: the checkpoint at sequence %d goes back to %d from %d", getU64(k), getU64(v), lastRun)
+		}
+		lastRun = max(lastRun, getU64(v))
+		return nil
+	})
+	if n == 0 {
+		problem("clock: no checkpoint")
+	}
 }
 
 func compareKV(name string, b *bolt.Bucket, mem MemKV, problem func(string, ...any)) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -17,10 +18,16 @@ type writer struct {
 	s     *Store
 	tx    *bolt.Tx
 	now   time.Time
+	run   int64 // the running clock at now: every event this writes is born at it
 	arena []byte
 	buf   bytes.Buffer
+	// stamp is Options.Stamp's answer, asked for once (stamped).
+	stamp   TimeStamp
+	stamped bool
+	// wrote: an event was written; ckpt: a checkpoint was.
+	wrote, ckpt bool
 
-	events, ids, inbox, inboxExp, aggs, meta, projs *bolt.Bucket
+	events, ids, inbox, aggs, meta, projs *bolt.Bucket
 	// The counts as this transaction leaves them; update publishes them
 	// before the commit. outboxDirty: the outbox changed.
 	n           counts
@@ -34,8 +41,9 @@ type writer struct {
 }
 
 func (s *Store) newWriter(tx *bolt.Tx) *writer {
-	w := &writer{s: s, tx: tx, now: s.opts.Now(),
-		events: tx.Bucket(bEvents), ids: tx.Bucket(bIDs), inbox: tx.Bucket(bInbox), inboxExp: tx.Bucket(bInboxExp),
+	now := s.opts.Now()
+	w := &writer{s: s, tx: tx, now: now, run: s.clock.read(now),
+		events: tx.Bucket(bEvents), ids: tx.Bucket(bIDs), inbox: tx.Bucket(bInbox),
 		aggs: tx.Bucket(bAggregates), meta: tx.Bucket(bMeta), projs: tx.Bucket(bProj)}
 	// Keys grow with time (sequences, UUIDv7s): pages that split are not
 	// written to again, so fill them (bbolt's default of half full would
@@ -86,9 +94,21 @@ func (w *writer) flushIDs(all bool) error {
 	return w.meta.Put(kIDsThrough, w.keep(u64(last)))
 }
 
+// checkpoint writes a checkpoint of the running clock when one is due,
+// before this transaction's events get their sequences.
+func (w *writer) checkpoint() error {
+	r, ok := w.s.clock.due(w.run)
+	if !ok {
+		return nil
+	}
+	w.ckpt = true
+	return putCheckpoint(w.tx, r)
+}
+
 // done publishes what the committed transaction did to the ids waiting to
-// be written.
+// be written, and to the running clock.
 func (w *writer) done() {
+	w.s.clock.committed(w.run, w.wrote, w.ckpt)
 	w.s.idsMu.Lock()
 	for id, seq := range w.newIDs {
 		w.s.pendingIDs[id] = seq
@@ -178,6 +198,15 @@ func (w *writer) prepare(evs []Event) (results []Result, todo []int, dupOf map[i
 		if e.OccurredAt == 0 {
 			e.OccurredAt = e.IngestedAt
 		}
+		if e.ClockDomain == "" && e.MonotonicNS == 0 && w.s.opts.Stamp != nil {
+			if !w.stamped {
+				w.stamp, w.stamped = w.s.opts.Stamp(), true
+			}
+			e.MonotonicNS, e.ClockDomain, e.ClockUncertaintyMS, e.ClockUnsynced = w.stamp.MonotonicNS, w.stamp.Domain, w.stamp.UncertaintyMS, w.stamp.Unsynced
+			if e.ClockUnsynced {
+				e.ClockUncertaintyMS = math.MaxUint32
+			}
+		}
 		if err := e.check(); err != nil {
 			return nil, nil, nil, fmt.Errorf("%w: event %d (%s): %v", ErrInvalid, i, e.Type, err)
 		}
@@ -197,7 +226,9 @@ func (w *writer) prepare(evs []Event) (results []Result, todo []int, dupOf map[i
 				dupOf[i] = j
 				continue
 			}
-			if v := w.inbox.Get([]byte(e.DedupeKey)); v != nil && int64(getU64(v)) > w.now.UnixNano() {
+			// Kept as long as the event that set it; before schema 2 the
+			// value began with an expiry, which no longer counts.
+			if v := w.inbox.Get([]byte(e.DedupeKey)); v != nil {
 				results[i] = Result{ID: e.ID, Seq: getU64(v[8:]), Duplicate: true}
 				continue
 			}
@@ -241,21 +272,19 @@ func (w *writer) write(e *Event) (uint64, error) {
 		return 0, err
 	}
 	w.n.events++
-	w.nDirty = true
+	w.nDirty, w.wrote = true, true
 	if w.newIDs == nil {
 		w.newIDs = map[UUID]uint64{}
 	}
 	w.newIDs[e.ID] = seq
 	class := w.s.opts.Classes.Of(e.Type)
 	if e.DedupeKey != "" {
-		exp := u64(uint64(w.now.Add(class.DedupeWindow).UnixNano()))
-		if w.inbox.Get([]byte(e.DedupeKey)) == nil { // else an expired key used again
+		// prepare found no entry: a key is free only once retention
+		// deleted it with its event.
+		if w.inbox.Get([]byte(e.DedupeKey)) == nil {
 			w.n.inboxKeys++
 		}
-		if err := w.inbox.Put(w.keep([]byte(e.DedupeKey)), w.key(exp, sk)); err != nil {
-			return 0, err
-		}
-		if err := w.inboxExp.Put(w.key(exp, []byte(e.DedupeKey)), nil); err != nil {
+		if err := w.inbox.Put(w.keep([]byte(e.DedupeKey)), w.key(u64(0), sk)); err != nil {
 			return 0, err
 		}
 	}

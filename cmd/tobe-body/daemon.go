@@ -148,6 +148,7 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 	lopts, err := body.LedgerOptions(cfg.Ledger, cfg.DataDir, id, log, act.Projections()...)
 	if err == nil {
 		lopts.RetainEvery = time.Duration(cfg.Ledger.RetentionIntervalMin) * time.Minute
+		lopts.Stamp = clock.LedgerStamp // audit records carry the boot, the monotonic time and the uncertainty
 		store, err = ledger.Open(lopts)
 	}
 	switch {

@@ -11,8 +11,9 @@
 // revoked later), e-stop trips each with its reset, people's holds each
 // with its release, spread over the year, and the rest sense events in the
 // last six days (older telemetry would have been deleted by retention). It
-// is written through a clock that moves with the history, so dedupe keys
-// and ingest times are of their moment, and retention is run at the end,
+// is written through a clock that moves with the history, so ingest times
+// and the ledger's running clock are of their moment, and retention is run
+// at the end,
 // as it would have run; nothing is delivered (this build has no uplink),
 // so the outbox holds what the ledger keeps of it.
 //
@@ -200,8 +201,9 @@ func fill(ctx context.Context, args []string, out io.Writer) error {
 			fmt.Fprintf(out, "  %d events written in %v\n", n, time.Since(started).Round(time.Second))
 		}
 	}
-	// Retention ran on the body now and then: the dedupe keys past their
-	// window are gone.
+	// Retention ran on the body now and then: it finds nothing of the
+	// last six days old enough, and dedupe keys live as long as their
+	// events (the actions' for ever).
 	clock.Store(time.Now().UnixNano())
 	res, err := store.Retain(ctx)
 	if err != nil {

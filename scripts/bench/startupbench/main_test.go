@@ -48,7 +48,7 @@ func TestFill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "filled "+dir+": 3001 events") {
+	if !strings.Contains(out.String(), "filled "+dir+": 3000 events") {
 		t.Errorf("printed %q", out.String())
 	}
 	id, created, err := body.LoadIdentity(dir, time.Now())
@@ -72,7 +72,7 @@ func TestFill(t *testing.T) {
 		t.Errorf("verify: %+v %v", r, err)
 	}
 	st, _ := s.Stats()
-	if st.Events != 3001 || st.Aggregates != 400+20 {
+	if st.Events != 3000 || st.Aggregates != 400+20 {
 		t.Errorf("stats %+v", st)
 	}
 	if latched, err := act.LatchedAtStop(s); latched || err != nil {
@@ -81,7 +81,11 @@ func TestFill(t *testing.T) {
 	if held, err := act.HeldAtStop(s); len(held) != 0 || err != nil {
 		t.Errorf("held %v %v: every hold was released", held, err)
 	}
-	g, err := act.LoadGrants(s, nil)
+	clock, err := body.NewClock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := act.LoadGrants(s, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
