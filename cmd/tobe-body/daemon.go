@@ -187,6 +187,13 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 			if _, err := store.Append(ctx, clock.StepEvent(st)); err != nil {
 				log.Error("ledger append", "type", body.EventClockStepped, "err", err)
 			}
+			// A step is when retention by the wall clock lost data; it
+			// ages events by the ledger's running clock, which no step
+			// moves: a pass now shows it, in the log.
+			if st.Size.Abs() >= time.Second {
+				res, err := store.Retain(ctx)
+				log.Info("ledger retention after the clock step", "events", res.Events, "outbox_expired", res.OutboxExpired, "inbox_keys", res.InboxKeys, "err", err)
+			}
 		})
 	})
 	if cfg.MQTT.Enabled {
