@@ -180,3 +180,37 @@ func TestUnsyncedClockStampsSaySo(t *testing.T) {
 	}
 	_ = hal.Mono(0)
 }
+
+// A restart after a step (the daemon started again in the same boot) and
+// a reboot: the new clock reads the stepped wall clock, and the domain
+// says which boot its monotonic times are of.
+func TestClockAcrossARestartAndAReboot(t *testing.T) {
+	for _, step := range steps {
+		t.Run(fmt.Sprint(step), func(t *testing.T) {
+			sc := stepclock.New()
+			c1, err := newClock(stepSource(sc, true))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc.Step(step)
+			c2, err := newClock(stepSource(sc, true))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := c2.StampNow().UTC.Sub(sc.Now().Round(0)).Abs(); d > 5*time.Millisecond {
+				t.Errorf("restarted after a step of %v: stamps %v off the wall clock", step, d)
+			}
+			if c2.Domain() != c1.Domain() {
+				t.Errorf("a restart in one boot changed the domain from %s to %s", c1.Domain(), c2.Domain())
+			}
+			sc.Reboot()
+			c3, err := newClock(stepSource(sc, true))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c3.Domain() == c1.Domain() {
+				t.Errorf("after a reboot the domain is still %s", c3.Domain())
+			}
+		})
+	}
+}
