@@ -400,7 +400,6 @@ func (e *EStop) trip(cause string, edge hal.Mono, rep *hal.HaltReport) Trip {
 	} else {
 		t.Folded, e.againAt, e.againFolded = e.againFolded, t.Safe, 0
 	}
-	e.tripMu.Unlock()
 	if edge != 0 && t.Safe >= edge {
 		t.LatencyNS = int64(t.Safe.Sub(edge))
 	}
@@ -409,8 +408,12 @@ func (e *EStop) trip(cause string, edge hal.Mono, rep *hal.HaltReport) Trip {
 		typ = "estop.stop_again"
 	}
 	if recorded {
+		// Queued under tripMu (record only appends under recMu), so the
+		// records are in the order the latch saw the stops: two channels
+		// opening at once give the trip, then the stop again.
 		e.record(Record{Type: typ, At: edge, Payload: t})
 	}
+	e.tripMu.Unlock()
 	return t
 }
 
