@@ -11,6 +11,7 @@ import (
 
 	"github.com/tobe-body/tobe-body/awareness"
 	"github.com/tobe-body/tobe-body/awareness/admin"
+	"github.com/tobe-body/tobe-body/body"
 )
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -35,6 +36,15 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	printStatus(stdout, st)
 	return nil
+}
+
+// clockLine says whether the wall clock can be trusted, and what waits
+// for it when it cannot.
+func clockLine(c body.ClockSync) string {
+	if c.Synced {
+		return fmt.Sprintf("synchronised (the kernel's maximum error %v)", c.MaxError)
+	}
+	return "NOT synchronised: the wall clock may be off by any amount; requests at act.safety.unsynced_clock_refuse_from (R3 by default) and above, and grants with relative expiries, wait for it"
 }
 
 func printStatus(w io.Writer, st awareness.Status) {
@@ -67,6 +77,7 @@ func printStatus(w io.Writer, st awareness.Status) {
 			fmt.Fprintf(w, ": %s", strings.Join(self.Why, "; "))
 		}
 		fmt.Fprintln(w)
+		fmt.Fprintf(w, "clock     %s\n", clockLine(self.Clock))
 	}
 	if len(st.Events) > 0 {
 		var q, wr, shed uint64
