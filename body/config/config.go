@@ -57,7 +57,31 @@ type Config struct {
 	Ledger  Ledger  `json:"ledger"`
 	Sense   Sense   `json:"sense"`
 	Act     Act     `json:"act"`
+	Agent   Agent   `json:"agent"`
 	MQTT    MQTT    `json:"mqtt"`
+}
+
+// Agent configures the agent socket: the MCP server an agent reaches
+// over `ssh body tobe-body stdio`.
+type Agent struct {
+	Enabled     bool   `json:"enabled"`
+	SocketGroup string `json:"socket_group"`
+	HeartbeatMS int    `json:"heartbeat_ms"`
+	// Principals map peers of the socket, as the kernel names them, to
+	// agent principals.
+	Principals []AgentPrincipal `json:"principals"`
+}
+
+// AgentPrincipal is one rule of who may connect as an agent: exactly one
+// of UID, User, GID and Group, and the principal such a peer gets.
+type AgentPrincipal struct {
+	Name    string `json:"name"`
+	Subject string `json:"subject"`
+	UID     *int   `json:"uid,omitempty"`
+	User    string `json:"user,omitempty"`
+	GID     *int   `json:"gid,omitempty"`
+	Group   string `json:"group,omitempty"`
+	Trust   string `json:"trust"`
 }
 
 // Act configures the action runner's safety: what the policy forbids
@@ -344,7 +368,8 @@ func Default() Config {
 			Outputs:    map[string]Output{}, ChannelModes: map[string]string{}, CapabilityModes: map[string]string{},
 			Principals:    []Principal{{UID: ptr(0), Trust: "max"}, {User: DaemonIdentity, Trust: "max"}, {Group: DaemonIdentity, Trust: "max"}},
 			HumanControls: []HumanControl{}, Speakers: map[string]Speaker{}},
-		MQTT: MQTT{Broker: "tcp://127.0.0.1:1883", KeepaliveS: 30},
+		Agent: Agent{Enabled: true, HeartbeatMS: 2000, Principals: []AgentPrincipal{}},
+		MQTT:  MQTT{Broker: "tcp://127.0.0.1:1883", KeepaliveS: 30},
 	}
 }
 
@@ -427,6 +452,9 @@ func Load(src Sources) (*Loaded, error) {
 	if a, ok := merged["act"].(map[string]any); ok && a["principals"] != nil {
 		l.Config.Act.Principals = nil
 	}
+	if a, ok := merged["agent"].(map[string]any); ok && a["principals"] != nil {
+		l.Config.Agent.Principals = nil
+	}
 	if err := strictjson.Into(&strictjson.Doc{File: "merged config", Value: merged}, &l.Config); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -458,10 +486,35 @@ func (c *Config) check() error {
 		}
 	}
 	errs = append(errs, c.Act.check()...)
+	errs = append(errs, c.Agent.check()...)
 	if len(errs) > 0 {
 		return errs
 	}
 	return nil
+}
+
+// check is what the schema cannot say about the agent section: a rule
+// names exactly one identity, and names are unique.
+func (a *Agent) check() strictjson.Errors {
+	var errs strictjson.Errors
+	seen := map[string]int{}
+	for i, p := range a.Principals {
+		at := fmt.Sprintf("$.agent.principals[%d]", i)
+		n := 0
+		for _, set := range []bool{p.UID != nil, p.User != "", p.GID != nil, p.Group != ""} {
+			if set {
+				n++
+			}
+		}
+		if n != 1 {
+			errs = append(errs, &strictjson.Error{File: "merged config", Path: at, Reason: fmt.Sprintf("names %d identities; want exactly one of uid, user, gid or group", n)})
+		}
+		if j, dup := seen[p.Name]; dup {
+			errs = append(errs, &strictjson.Error{File: "merged config", Path: at + ".name", Reason: fmt.Sprintf("%q is the name of $.agent.principals[%d] too", p.Name, j)})
+		}
+		seen[p.Name] = i
+	}
+	return errs
 }
 
 // check is what the schema cannot say about the act section: a
