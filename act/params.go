@@ -94,4 +94,3 @@ func (r *Runner) Describe(name string) (params []Param, targets []string, ok boo
 	}
 	return d.Params(), d.Targets(), true
 }
-

@@ -83,11 +83,21 @@ func (s *Sessions) Live() []string {
 	return out
 }
 
-// End ends a session whose connection closed: its actions stop now.
+// End ends a session whose connection closed: its actions stop now. A
+// session Run ended already (it fell silent, and its connection was
+// closed for it) is not told of again unless it left something to stop.
 func (s *Sessions) End(session string) []string {
 	s.mu.Lock()
+	_, live := s.last[session]
 	delete(s.last, session)
 	s.mu.Unlock()
+	if !live {
+		ids := s.r.EndSession(session)
+		if len(ids) > 0 && s.onEnd != nil {
+			s.onEnd(SessionEnd{Session: session, Why: "closed", Cancelled: ids})
+		}
+		return ids
+	}
 	return s.end(session, "closed")
 }
 

@@ -69,6 +69,8 @@ func DefaultClasses() Classes {
 			// A setting of the wall clock explains the times around it
 			// and the grants it ended: kept with the audit records.
 			"body.clock_stepped": ClassAudit,
+			// Who was refused at the agent socket.
+			"agent.refused": ClassAudit,
 		},
 	}
 }

@@ -9,10 +9,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// peerCred is the uid and gid of the process at the other end of a Unix
+// PeerCred is the uid and gid of the process at the other end of a Unix
 // socket, as the kernel says (SO_PEERCRED); -1, -1 when they cannot be
 // read.
-func peerCred(c net.Conn) (uid, gid int) {
+func PeerCred(c net.Conn) (uid, gid int) {
 	uid, gid = -1, -1
 	uc, ok := c.(*net.UnixConn)
 	if !ok {

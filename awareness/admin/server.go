@@ -183,30 +183,33 @@ type warned struct {
 // so is one that cannot be told apart from a live one (connecting fails
 // otherwise: its backlog is full, permission is denied), and anything
 // there that is not a socket.
-func Listen(path string) (net.Listener, error) {
+func Listen(path string) (net.Listener, error) { return ListenAs("admin socket", path) }
+
+// ListenAs is Listen for a socket that errors call what ("agent socket").
+func ListenAs(what, path string) (net.Listener, error) {
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode().Type() != os.ModeSocket {
-			return nil, fmt.Errorf("admin socket %s: something that is not a socket is there (%s); not removing it", path, fi.Mode().Type())
+			return nil, fmt.Errorf("%s %s: something that is not a socket is there (%s); not removing it", what, path, fi.Mode().Type())
 		}
 		c, err := net.DialTimeout("unix", path, time.Second)
 		switch {
 		case err == nil:
 			c.Close()
-			return nil, fmt.Errorf("admin socket %s: another tobe-body is answering on it", path)
+			return nil, fmt.Errorf("%s %s: another tobe-body is answering on it", what, path)
 		case !errors.Is(err, syscall.ECONNREFUSED):
-			return nil, fmt.Errorf("admin socket %s: cannot tell whether a tobe-body is answering on it, so not removing it: %w", path, err)
+			return nil, fmt.Errorf("%s %s: cannot tell whether a tobe-body is answering on it, so not removing it: %w", what, path, err)
 		}
 		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("admin socket: remove stale %s: %w", path, err)
+			return nil, fmt.Errorf("%s: remove stale %s: %w", what, path, err)
 		}
 	}
 	ln, err := net.Listen("unix", path)
 	if err != nil {
-		return nil, fmt.Errorf("admin socket: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	if err := os.Chmod(path, 0o660); err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("admin socket: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return ln, nil
 }
@@ -216,7 +219,7 @@ func Listen(path string) (net.Listener, error) {
 func NewServer(ln net.Listener, t *awareness.Table, resolve Resolver, log *slog.Logger) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{ln: ln, table: t, resolve: resolve, log: log, conns: map[net.Conn]struct{}{},
-		cred: peerCred, idle: IdleTimeout, firstLine: FirstLineTimeout,
+		cred: PeerCred, idle: IdleTimeout, firstLine: FirstLineTimeout,
 		openOf: map[int]int{}, slotOf: map[int]int{}, briefOf: map[int]int{}, warned: map[int]warned{},
 		ctx: ctx, cancel: cancel}
 }

@@ -1,0 +1,346 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
+
+	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/awareness"
+	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/body/config"
+	"github.com/tobe-body/tobe-body/hal"
+	"github.com/tobe-body/tobe-body/hal/haltest"
+	"github.com/tobe-body/tobe-body/ledger"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// rig is a body of fakes with a real ledger, its table, and the agent
+// socket serving it.
+type rig struct {
+	sock     string
+	estop    *act.EStop
+	runner   *act.Runner
+	relay    *haltest.LineOut
+	mu       sync.Mutex
+	recorded []ledger.Event
+	ended    chan act.SessionEnd
+}
+
+func newRig(t *testing.T, rules []config.AgentPrincipal, heartbeat time.Duration) *rig {
+	t.Helper()
+	store, err := ledger.Open(ledger.Options{Path: filepath.Join(t.TempDir(), "ledger.db"), Projections: act.Projections()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	chip := haltest.NewChip("test")
+	chip.AddIn("estop", hal.Low)
+	relay := chip.AddOut("relay1")
+	chip.AddOut("led")
+	in, _ := chip.In("estop", hal.InConfig{})
+	rl, _ := chip.Out("relay1", hal.OutConfig{Safe: hal.Low})
+	ll, _ := chip.Out("led", hal.OutConfig{Safe: hal.Low})
+	reg := body.NewRegistry(time.Now)
+	for _, id := range []string{"gpio.relay1", "gpio.led"} {
+		if err := reg.Register(body.Channel{ID: id, Kind: "gpio-out", Device: id, Driver: "Loaded", State: body.Enabled, Health: "ok"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg.Seal()
+	estop, err := act.NewEStop(act.EStopConfig{Main: in, MainStop: hal.High, Outputs: []hal.LineOut{rl, ll}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	estop.Check()
+	leases := act.NewLeaseTable(0)
+	r := act.NewRunner(act.Environment{EStop: estop, Registry: reg, Leases: leases,
+		Health: func() body.Degradation { return body.LevelNormal }}, store)
+	set, pulse := act.NewGPIOActions([]*act.GPIOOutput{
+		{Name: "relay1", Channel: "gpio.relay1", Line: rl, Risk: act.R2},
+		{Name: "led", Channel: "gpio.led", Line: ll, Risk: act.R1},
+	}, nil)
+	for _, a := range []act.Action{set, pulse} {
+		if err := r.Register(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	estop.SetRunner(r, leases)
+	parts := &awareness.Parts{Info: awareness.Status{Body: "test", Board: "test"}, Started: time.Now(), Registry: reg, EStop: estop, Runner: r, Store: store,
+		Self: func() (body.SelfState, bool) { return body.SelfState{}, false }}
+	table, err := parts.Table()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := NewRules(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &rig{sock: filepath.Join(t.TempDir(), SocketName), estop: estop, runner: r, relay: relay, ended: make(chan act.SessionEnd, 8)}
+	srv := &Server{Table: table, Caps: r, Rules: rs, Log: slog.New(slog.DiscardHandler), Version: "test",
+		Record: func(e ledger.Event) { g.mu.Lock(); g.recorded = append(g.recorded, e); g.mu.Unlock() }}
+	srv.Sessions = act.NewSessions(r, heartbeat, func(e act.SessionEnd) { srv.Ended(e); g.ended <- e })
+	ln, err := Listen(g.sock, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); srv.Sessions.Run(ctx) }()
+	go func() { defer wg.Done(); srv.Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return g
+}
+
+func me() (int, string) {
+	uid := os.Getuid()
+	return uid, fmt.Sprint(uid)
+}
+
+// dial connects to the socket, sending a preface when name is set, and
+// returns an MCP client session over it (the official SDK's client).
+func (g *rig) dial(t *testing.T, name string) *mcp.ClientSession {
+	t.Helper()
+	c, err := net.Dial("unix", g.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name != "" {
+		fmt.Fprintf(c, `{"tobe":"principal","name":%q}`+"\n", name)
+	}
+	cl := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	cs, err := cl.Connect(context.Background(), &mcp.IOTransport{Reader: c, Writer: c}, nil)
+	if err != nil {
+		c.Close()
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// call calls a tool and returns the content it answered.
+func call(t *testing.T, cs *mcp.ClientSession, tool string, args any) (Content, *mcp.CallToolResult) {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Meta: mcp.Meta{CallIDKey: "call-" + tool}, Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	if len(res.Content) != 1 {
+		t.Fatalf("%s: %d contents", tool, len(res.Content))
+	}
+	text, ok := res.Content[0].(*mcp.TextContent)
+	if !ok {
+		t.Fatalf("%s: content %T", tool, res.Content[0])
+	}
+	var c Content
+	if err := json.Unmarshal([]byte(text.Text), &c); err != nil {
+		t.Fatalf("%s: content %q: %v", tool, text.Text, err)
+	}
+	if c.Status == "error" != res.IsError {
+		t.Errorf("%s: status %s but isError %v", tool, c.Status, res.IsError)
+	}
+	if got := res.Meta[CallIDKey]; got != "call-"+tool {
+		t.Errorf("%s: call id back as %v", tool, got)
+	}
+	return c, res
+}
+
+func TestAnAgentOverTheSocket(t *testing.T) {
+	uid, _ := me()
+	g := newRig(t, []config.AgentPrincipal{
+		{Name: "pi", Subject: "agent:pi", UID: &uid, Trust: "low"},
+		{Name: "pi-high", Subject: "agent:pi", UID: &uid, Trust: "high"},
+	}, time.Minute)
+	cs := g.dial(t, "pi")
+
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	byName := map[string]*mcp.Tool{}
+	for _, tl := range tools.Tools {
+		names = append(names, tl.Name)
+		byName[tl.Name] = tl
+	}
+	want := []string{"action_result", "body_status", "capabilities", "estop_status", "estop_trip", "gpio_pulse", "gpio_set", "list_channels", "self_state"}
+	if !slices.Equal(names, want) {
+		t.Errorf("tools %q, want %q", names, want)
+	}
+	for _, n := range names {
+		if strings.Contains(n, "reset") || strings.Contains(n, "grant") || strings.Contains(n, "approv") || strings.Contains(n, "backup") {
+			t.Errorf("an agent has tool %s", n)
+		}
+	}
+	if a := byName["body_status"].Annotations; a == nil || !a.ReadOnlyHint {
+		t.Errorf("body_status annotations %+v: want readOnlyHint", a)
+	}
+	if a := byName["gpio_set"].Annotations; a == nil || a.ReadOnlyHint {
+		t.Errorf("gpio_set annotations %+v: an interact tool", a)
+	}
+	schema, _ := json.Marshal(byName["gpio_set"].InputSchema)
+	for _, s := range []string{`"target":{"description":"what to act on, as this body names it","enum":["gpio.led","gpio.relay1"],"type":"string"}`, `"state":{`, `"enum":["on","off"]`, `"required":["target","state"]`} {
+		if !strings.Contains(string(schema), s) {
+			t.Errorf("gpio_set's schema %s lacks %s", schema, s)
+		}
+	}
+
+	// Observe.
+	c, _ := call(t, cs, "body_status", map[string]any{})
+	if data, _ := json.Marshal(c.Data); c.Status != "success" || !strings.Contains(string(data), `"body":"test"`) {
+		t.Errorf("body_status: %+v", c)
+	}
+	// Interact, refused for the session's low trust, with its reason;
+	// nothing driven.
+	c, _ = call(t, cs, "gpio_set", map[string]any{"target": "gpio.relay1", "state": "on"})
+	if data, _ := json.Marshal(c.Data); c.Status != "success" || !strings.Contains(string(data), `"status":"refused"`) {
+		t.Errorf("gpio_set at low trust: %+v", c)
+	}
+	var res act.Result
+	data, _ := json.Marshal(c.Data)
+	json.Unmarshal(data, &res)
+	if res.Reason == "" || g.relay.Level() != hal.Low {
+		t.Errorf("gpio_set at low trust: reason %q, relay %v", res.Reason, g.relay.Level())
+	}
+	t.Logf("gpio_set at low trust: refused (%s): %s", res.Reason, res.Detail)
+	// Bad arguments name what is wrong.
+	c, _ = call(t, cs, "gpio_set", map[string]any{"target": "gpio.relay1", "state": "on", "volume": 11})
+	if c.Status != "error" || c.Error.Reason != awareness.ReasonInvalidParams || !strings.Contains(c.Error.Detail, `gpio.set takes no "volume"`) {
+		t.Errorf("an unknown argument: %+v %+v", c, c.Error)
+	}
+	c, _ = call(t, cs, "gpio_pulse", map[string]any{"target": "gpio.led", "duration_ms": 2.5})
+	if c.Status != "error" || !strings.Contains(c.Error.Detail, "want a whole number") {
+		t.Errorf("a fractional duration: %+v %+v", c, c.Error)
+	}
+	// Anyone may trip the e-stop.
+	c, _ = call(t, cs, "estop_trip", map[string]any{})
+	if c.Status != "success" || !g.estop.Latched() {
+		t.Errorf("estop_trip: %+v, latched %v", c, g.estop.Latched())
+	}
+}
+
+// --principal narrows: a peer matching two rules must choose, and can
+// choose only among its own.
+func TestThePrefaceNarrows(t *testing.T) {
+	uid, _ := me()
+	other := uid + 1
+	g := newRig(t, []config.AgentPrincipal{
+		{Name: "pi", Subject: "agent:pi", UID: &uid, Trust: "low"},
+		{Name: "pi-high", Subject: "agent:pi", UID: &uid, Trust: "high"},
+		{Name: "someone", Subject: "agent:someone", UID: &other, Trust: "max"},
+	}, time.Minute)
+	for _, tc := range []struct{ name, want string }{
+		{"", `matches agent principals "pi", "pi-high": choose one with --principal NAME`},
+		{"someone", `may not be agent principal "someone" (it may be: "pi", "pi-high")`},
+		{"nobody", `may not be agent principal "nobody"`},
+	} {
+		got := refusedLine(t, g.sock, tc.name)
+		if got.Error.Code != CodeRefused || got.ID != nil || got.Error.Data.Reason != awareness.ReasonNotAuthorized || !strings.Contains(got.Error.Message, tc.want) {
+			t.Errorf("preface %q: answered %+v, want %q", tc.name, got, tc.want)
+		}
+	}
+	g.mu.Lock()
+	n := len(g.recorded)
+	g.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d refusals recorded, want 1 (one a minute per uid, the rest folded)", n)
+	}
+}
+
+// A peer no rule names is refused at accept: one error line, closed, and
+// recorded.
+func TestAPeerNoRuleNamesIsRefused(t *testing.T) {
+	uid, _ := me()
+	other := uid + 1
+	g := newRig(t, []config.AgentPrincipal{{Name: "someone", Subject: "agent:someone", UID: &other, Trust: "max"}}, time.Minute)
+	got := refusedLine(t, g.sock, "")
+	if !strings.Contains(got.Error.Data.Detail, fmt.Sprintf("uid %d is not an agent (no rule of agent.principals names it", uid)) {
+		t.Errorf("answered %+v", got)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.recorded) != 1 || g.recorded[0].Type != EventRefused {
+		t.Fatalf("recorded %+v", g.recorded)
+	}
+	var r Refusal
+	if err := ledger.UnmarshalPayload(g.recorded[0].Payload, &r); err != nil || r.UID != uid {
+		t.Errorf("refusal %+v %v", r, err)
+	}
+}
+
+// refusedLine connects (with a preface when name is set), sends an
+// initialize, and returns the one line the server answers before it
+// closes the connection.
+func refusedLine(t *testing.T, sock, name string) refusalLine {
+	t.Helper()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if name != "" {
+		fmt.Fprintf(c, `{"tobe":"principal","name":%q}`+"\n", name)
+	}
+	fmt.Fprintln(c, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	line, err := br.ReadString('\n')
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	if _, err := br.ReadByte(); err != io.EOF && !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("the connection stayed open after the refusal: %v", err)
+	}
+	var r refusalLine
+	if err := json.Unmarshal([]byte(line), &r); err != nil || !strings.Contains(line, `"id":null`) {
+		t.Fatalf("answered %q: %v", line, err)
+	}
+	return r
+}
+
+// E7 at the socket: a session that falls silent is ended, its
+// connection closed and its running action stopped; a closed one at once.
+func TestASilentSessionEnds(t *testing.T) {
+	uid, _ := me()
+	g := newRig(t, []config.AgentPrincipal{{Name: "pi", Subject: "agent:pi", UID: &uid, Trust: "high"}}, 300*time.Millisecond)
+	cs := g.dial(t, "")
+	select {
+	case e := <-g.ended:
+		if e.Why != "silent" {
+			t.Errorf("ended %+v, want silent", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a silent session was not ended")
+	}
+	if err := cs.Wait(); err == nil {
+		t.Log("the client saw its connection close")
+	}
+	cs2 := g.dial(t, "")
+	cs2.Close()
+	select {
+	case e := <-g.ended:
+		if e.Why != "closed" {
+			t.Errorf("ended %+v, want closed", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a closed session was not ended")
+	}
+}

@@ -1,0 +1,18 @@
+// Package agent is the body's boundary with its agent: an MCP server
+// (the official Go SDK) on the agent socket, DIR/agent.sock, which
+// `tobe-body stdio` bridges to for an SSH forced command.
+//
+// Each connection's principal comes from the kernel's peer credentials
+// through the config's agent.principals (Rules); a peer no rule names is
+// refused at accept and recorded, and a connection may begin with one
+// preface line that narrows it to one named principal the peer may use,
+// never widening it. Each connection is a session of the runner's
+// Sessions: every message is a heartbeat, a silent session is ended at
+// its deadline and a closed one at once, and the actions it started stop.
+//
+// The tools are operations of the awareness table, called with the
+// connection's principal through the same policy as every other caller:
+// the observe operations an agent may use, estop_trip, and one tool per
+// action capability (gpio_set, audio_tone, ...) whose schema names the
+// targets of this body. No tool resets the e-stop, grants or approves.
+package agent

@@ -1,0 +1,247 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/awareness"
+)
+
+// CallIDKey is the key of the agent's tool call id in a call's and its
+// result's _meta.
+const CallIDKey = "tobe/call_id"
+
+// tableTools are the table's operations an agent has as tools, by tool
+// name. Events and drain come with the observations; the admin
+// operations (reset, grants, approvals, backups) are never an agent's.
+var tableTools = []struct{ tool, op string }{
+	{"body_status", awareness.OpStatus.Name},
+	{"list_channels", awareness.OpChannels.Name},
+	{"self_state", awareness.OpSelf.Name},
+	{"estop_status", awareness.OpEStopStatus.Name},
+	{"capabilities", awareness.OpCapabilities.Name},
+	{"action_result", awareness.OpResult.Name},
+	{"estop_trip", awareness.OpEStopTrip.Name},
+}
+
+// Capabilities is what the tools need of the runner: the capabilities it
+// has and, for each, its params and targets.
+type Capabilities interface {
+	Capabilities() []act.Capability
+	Describe(name string) ([]act.Param, []string, bool)
+}
+
+// Content is the text of every tool result: the AdapterCallResult
+// content of ToBe's Awareness extension, status success with the
+// operation's data, or status error with its refusal.
+type Content struct {
+	Status string           `json:"status"` // "success" or "error"
+	Data   any              `json:"data,omitempty"`
+	Error  *awareness.Error `json:"error,omitempty"`
+}
+
+// ToolName is the tool of an action capability: its name with "_" for
+// "." (gpio.set: gpio_set).
+func ToolName(capability string) string { return strings.ReplaceAll(capability, ".", "_") }
+
+// addTools gives srv the tools for principal p.
+func addTools(srv *mcp.Server, t *awareness.Table, caps Capabilities, p act.Principal) error {
+	for _, tt := range tableTools {
+		e, ok := t.Lookup(tt.op)
+		if !ok {
+			return fmt.Errorf("agent: the table has no %s for tool %s", tt.op, tt.tool)
+		}
+		readOnly := e.Kind == awareness.Observe
+		ann := &mcp.ToolAnnotations{ReadOnlyHint: readOnly, IdempotentHint: readOnly || e.Stop}
+		if !readOnly {
+			ann.DestructiveHint = new(bool) // a stop makes everything safe: it destroys nothing
+		}
+		srv.AddTool(&mcp.Tool{Name: tt.tool, Description: e.Description, InputSchema: e.InSchema, Annotations: ann},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				out, err := e.Call(ctx, p, req.Params.Arguments)
+				return result(req, out, err), nil
+			})
+	}
+	do, ok := t.Lookup(awareness.OpDo.Name)
+	if !ok {
+		return fmt.Errorf("agent: the table has no %s", awareness.OpDo.Name)
+	}
+	cs := caps.Capabilities()
+	sort.Slice(cs, func(i, j int) bool { return cs[i].Name < cs[j].Name })
+	for _, c := range cs {
+		params, targets, ok := caps.Describe(c.Name)
+		if !ok {
+			continue // a capability that does not say what it takes is offered through no tool
+		}
+		schema := actionSchema(params, targets)
+		destructive := !c.Reversible
+		srv.AddTool(&mcp.Tool{Name: ToolName(c.Name), InputSchema: schema,
+			Description: fmt.Sprintf("%s (risk %s; verified by %s). %s", c.Name, c.Risk, c.Verify, do.Description),
+			Annotations: &mcp.ToolAnnotations{DestructiveHint: &destructive}},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				in, err := doIn(c.Name, params, req.Params.Arguments)
+				if err != nil {
+					return result(req, nil, &awareness.Error{Op: ToolName(c.Name), Reason: awareness.ReasonInvalidParams, Detail: err.Error()}), nil
+				}
+				raw, _ := json.Marshal(in)
+				out, err := do.Call(ctx, p, raw)
+				return result(req, out, err), nil
+			})
+	}
+	return nil
+}
+
+// The arguments of an action tool besides its params.
+var actionArgs = map[string]*jsonschema.Schema{
+	"idempotency_key": {Type: "string", MaxLength: ptr(128), Description: "a retry with the same key returns the first result and acts no second time"},
+	"mode":            {Type: "string", Enum: []any{"live", "shadow", "simulation"}, Description: "live (the default) acts; shadow records only; simulation runs the simulated driver"},
+	"timeout_ms":      {Type: "integer", Minimum: ptr(1.0), Maximum: ptr(600000.0), Description: "bounds the action (the runner's 30 s when not given)"},
+	"note":            {Type: "string", MaxLength: ptr(1024), Description: "why, for the record"},
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// actionSchema is the input schema of an action tool: target among the
+// body's, the capability's params typed, and the request's own fields.
+func actionSchema(params []act.Param, targets []string) *jsonschema.Schema {
+	s := &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{}, Required: []string{"target"}, AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}}}
+	enum := make([]any, len(targets))
+	for i, t := range targets {
+		enum[i] = t
+	}
+	s.Properties["target"] = &jsonschema.Schema{Type: "string", Enum: enum, Description: "what to act on, as this body names it"}
+	for _, p := range params {
+		ps := &jsonschema.Schema{Type: p.Type, Description: p.Description, Minimum: p.Min, Maximum: p.Max}
+		for _, v := range p.Enum {
+			ps.Enum = append(ps.Enum, v)
+		}
+		s.Properties[p.Name] = ps
+		if p.Required {
+			s.Required = append(s.Required, p.Name)
+		}
+	}
+	for k, v := range actionArgs {
+		s.Properties[k] = v
+	}
+	return s
+}
+
+// doIn reads an action tool's arguments strictly into a request of
+// capability: a key the tool does not take, a value of the wrong type, or
+// trailing data is an error naming it. Params go to the runner as the
+// strings it reads (integers without a fraction).
+func doIn(capability string, params []act.Param, raw json.RawMessage) (awareness.DoIn, error) {
+	in := awareness.DoIn{Capability: capability, Params: map[string]string{}}
+	var args map[string]json.RawMessage
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		raw = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&args); err != nil {
+		return in, fmt.Errorf("arguments: %w", err)
+	}
+	if _, err := dec.Token(); err == nil {
+		return in, fmt.Errorf("arguments: more than one value")
+	}
+	byName := map[string]act.Param{}
+	for _, p := range params {
+		byName[p.Name] = p
+	}
+	keys := make([]string, 0, len(args))
+	for k := range args {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := args[k]
+		var err error
+		switch k {
+		case "target":
+			err = json.Unmarshal(v, &in.Target)
+		case "idempotency_key":
+			err = json.Unmarshal(v, &in.IdempotencyKey)
+		case "mode":
+			err = json.Unmarshal(v, &in.Mode)
+		case "timeout_ms":
+			err = json.Unmarshal(v, &in.TimeoutMS)
+		case "note":
+			err = json.Unmarshal(v, &in.Note)
+		default:
+			p, ok := byName[k]
+			if !ok {
+				return in, fmt.Errorf("arguments.%s: %s takes no %q", k, capability, k)
+			}
+			in.Params[k], err = paramString(p, v)
+		}
+		if err != nil {
+			return in, fmt.Errorf("arguments.%s: %v", k, err)
+		}
+	}
+	return in, nil
+}
+
+// paramString is a param's value as the runner reads it.
+func paramString(p act.Param, v json.RawMessage) (string, error) {
+	switch p.Type {
+	case "integer", "number":
+		var n json.Number
+		d := json.NewDecoder(bytes.NewReader(v))
+		d.UseNumber()
+		if err := d.Decode(&n); err != nil {
+			return "", fmt.Errorf("want a number")
+		}
+		if p.Type == "integer" {
+			i, err := strconv.ParseInt(n.String(), 10, 64)
+			if err != nil {
+				return "", fmt.Errorf("%s: want a whole number", n)
+			}
+			return strconv.FormatInt(i, 10), nil
+		}
+		if _, err := n.Float64(); err != nil {
+			return "", fmt.Errorf("%s: want a number", n)
+		}
+		return n.String(), nil
+	default:
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return "", fmt.Errorf("want a string")
+		}
+		return s, nil
+	}
+}
+
+// result is a tool's result: the Content as text, an error's with
+// IsError, and the call's id back in _meta.
+func result(req *mcp.CallToolRequest, out any, err error) *mcp.CallToolResult {
+	c := Content{Status: "success", Data: out}
+	if err != nil {
+		c = Content{Status: "error", Error: errorOf(err)}
+	}
+	text, merr := json.Marshal(c)
+	if merr != nil {
+		text, _ = json.Marshal(Content{Status: "error", Error: &awareness.Error{Reason: awareness.ReasonFailed, Detail: "the result could not be encoded: " + merr.Error()}})
+		err = merr
+	}
+	r := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}, IsError: err != nil}
+	if id, ok := req.Params.Meta[CallIDKey]; ok {
+		r.Meta = mcp.Meta{CallIDKey: id}
+	}
+	return r
+}
+
+func errorOf(err error) *awareness.Error {
+	if e, ok := err.(*awareness.Error); ok {
+		return e
+	}
+	return &awareness.Error{Reason: awareness.ReasonOf(err), Detail: err.Error()}
+}
