@@ -104,6 +104,7 @@ type Transport struct {
 	closed   chan struct{} // closed by Close
 	closeErr error
 	reading  sync.WaitGroup // the reading goroutine
+	lines    *lineReader    // the reading goroutine's, set by Connect
 }
 
 // NewTransport returns a Transport over rwc, which the Transport owns:
@@ -139,6 +140,7 @@ func (t *Transport) Connect(ctx context.Context) (mcp.Connection, error) {
 		return nil, errConnected
 	}
 	t.connected = true
+	t.lines = newLineReader(t.rwc, t.maxLine)
 	t.reading.Add(1)
 	go t.readLoop()
 	return (*conn)(t), nil
@@ -257,7 +259,7 @@ func (t *Transport) writeLine(data []byte) error {
 func (t *Transport) readLoop() {
 	defer t.reading.Done()
 	defer close(t.readDone)
-	lr := newLineReader(t.rwc, t.maxLine)
+	lr := t.lines
 	for {
 		line, tooLong, err := lr.next()
 		if tooLong {
