@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"slices"
 	"strings"
@@ -280,10 +282,10 @@ func TestNotifyAfterClose(t *testing.T) {
 	if err := tr.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-read; err == nil || err.Error() != "EOF" {
+	if err := <-read; !errors.Is(err, io.EOF) {
 		t.Errorf("a pending Read after Close: got %v, want io.EOF", err)
 	}
-	if err := tr.Notify(context.Background(), ObservationMethod, nil); err != ErrClosed {
+	if err := tr.Notify(context.Background(), ObservationMethod, nil); !errors.Is(err, ErrClosed) {
 		t.Errorf("Notify after Close: got %v, want ErrClosed", err)
 	}
 	if err := c.Close(); err != nil {
