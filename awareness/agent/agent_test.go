@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.uber.org/goleak"
 
 	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/awareness"
@@ -30,7 +29,6 @@ import (
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // rig is a body of fakes with a real ledger, its table, and the agent
 // socket serving it.

@@ -15,4 +15,10 @@
 // the observe operations an agent may use, estop_trip, and one tool per
 // action capability (gpio_set, audio_tone, ...) whose schema names the
 // targets of this body. No tool resets the e-stop, grants or approves.
+//
+// The framing is the package's own Transport: newline-delimited JSON-RPC
+// 2.0 over one byte stream for the SDK, which answers bad input itself
+// with the JSON-RPC error it deserves and goes on at the next line, and
+// pushes the body's own notifications (notifications/tobe/observation);
+// ObservingTransport lets a client see those notifications.
 package agent

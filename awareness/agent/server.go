@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tobe-body/tobe-body/act"
@@ -200,7 +199,9 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		}
 	}()
 	s.Log.Info("agent connected", "session", session, "subject", p.Subject, "trust", p.Trust, "uid", uid)
-	t := &beating{inner: &mcp.IOTransport{Reader: io.NopCloser(rwc), Writer: rwc}, beat: func() { s.Sessions.Beat(session) }}
+	t := NewTransport(rwc, TransportOptions{OnMessage: func() { s.Sessions.Beat(session) },
+		OnBadLine: func(code int, why string) { s.Log.Debug("agent: a bad line", "session", session, "code", code, "why", why) }})
+	defer t.Close()
 	ss, err := srv.Connect(ctx, t, nil)
 	if err != nil {
 		s.Log.Warn("agent session", "session", session, "err", err)
@@ -281,32 +282,4 @@ func (s *Server) refuse(c net.Conn, uid, gid int, name, why string) {
 		return
 	}
 	s.Record(ledger.Event{Type: EventRefused, ChannelID: "agent", Provenance: ledger.Observed, Payload: p})
-}
-
-// beating is a transport whose every message read is a heartbeat of the
-// session.
-type beating struct {
-	inner mcp.Transport
-	beat  func()
-}
-
-func (b *beating) Connect(ctx context.Context) (mcp.Connection, error) {
-	c, err := b.inner.Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &beatingConn{Connection: c, beat: b.beat}, nil
-}
-
-type beatingConn struct {
-	mcp.Connection
-	beat func()
-}
-
-func (c *beatingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	m, err := c.Connection.Read(ctx)
-	if err == nil {
-		c.beat()
-	}
-	return m, err
 }
