@@ -29,7 +29,6 @@ import (
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
-
 // rig is a body of fakes with a real ledger, its table, and the agent
 // socket serving it.
 type rig struct {

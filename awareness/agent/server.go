@@ -200,7 +200,9 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	}()
 	s.Log.Info("agent connected", "session", session, "subject", p.Subject, "trust", p.Trust, "uid", uid)
 	t := NewTransport(rwc, TransportOptions{OnMessage: func() { s.Sessions.Beat(session) },
-		OnBadLine: func(code int, why string) { s.Log.Debug("agent: a bad line", "session", session, "code", code, "why", why) }})
+		OnBadLine: func(code int, why string) {
+			s.Log.Debug("agent: a bad line", "session", session, "code", code, "why", why)
+		}})
 	defer t.Close()
 	ss, err := srv.Connect(ctx, t, nil)
 	if err != nil {
