@@ -21,6 +21,9 @@ type SessionEnder interface {
 	EndSession(session string) []string
 }
 
+// EventSessionEnded records an agent session's end (payload SessionEnd).
+const EventSessionEnded = "action.session_ended"
+
 // SessionEnd is what a session's end stopped, for the record.
 type SessionEnd struct {
 	Session   string   `cbor:"session" json:"session"`

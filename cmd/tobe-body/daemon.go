@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"os/user"
 	"strconv"
 	"sync"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/awareness"
 	"github.com/tobe-body/tobe-body/awareness/admin"
+	"github.com/tobe-body/tobe-body/awareness/agent"
 	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
@@ -412,12 +414,65 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		os.Remove(sock)
 	})
 
+	// The agent socket: the MCP server `tobe-body stdio` bridges to.
+	if cfg.Agent.Enabled {
+		if err := d.startAgent(cfg, table, runner, store, log); err != nil {
+			return nil, err
+		}
+	}
+
 	log.Info("body started", "body", cfg.Body.Name, "board", profile.Name, "drivers", drivers.Name,
 		"channels", len(reg.Snapshot()), "data", cfg.DataDir, "socket", sock, "config", cfg.Layers)
 	if err := sdNotify("READY=1\nSTATUS=running on " + profile.Name); err != nil {
 		log.Warn("systemd notify", "err", err)
 	}
 	return mon, nil
+}
+
+// startAgent listens on the agent socket and serves it until the daemon
+// stops, with each connection a session of the runner's (E7): a silent
+// one is ended and its connection closed, and every end is recorded.
+func (d *daemon) startAgent(cfg *config.Loaded, table *awareness.Table, runner *act.Runner, store *ledger.Store, log *slog.Logger) error {
+	rules, err := agent.NewRules(cfg.Agent.Principals)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	gid := -1
+	if g := cfg.Agent.SocketGroup; g != "" {
+		grp, err := user.LookupGroup(g)
+		if err != nil {
+			return fmt.Errorf("config: agent.socket_group: no group %q on this body", g)
+		}
+		gid, _ = strconv.Atoi(grp.Gid)
+	}
+	path := filepath.Join(cfg.DataDir, agent.SocketName)
+	ln, err := agent.Listen(path, gid)
+	if err != nil {
+		return err
+	}
+	record := func(ev ledger.Event) {
+		if store == nil {
+			return
+		}
+		if _, err := store.Append(context.Background(), ev); err != nil {
+			log.Error("ledger append", "type", ev.Type, "err", err)
+		}
+	}
+	srv := &agent.Server{Table: table, Caps: runner, Rules: rules, Record: record, Log: log, Version: version}
+	srv.Sessions = act.NewSessions(runner, time.Duration(cfg.Agent.HeartbeatMS)*time.Millisecond, func(e act.SessionEnd) {
+		srv.Ended(e)
+		p, err := ledger.MarshalPayload(e)
+		if err == nil {
+			record(ledger.Event{Type: act.EventSessionEnded, ChannelID: "agent", Provenance: ledger.Observed, Payload: p})
+		}
+	})
+	d.spawn(func(ctx context.Context) { srv.Sessions.Run(ctx) })
+	d.spawn(func(ctx context.Context) { srv.Serve(ctx, ln) })
+	d.onStop(func() { os.Remove(path) })
+	if len(cfg.Agent.Principals) == 0 {
+		log.Info("agent socket: no agent.principals, so every peer is refused", "socket", path)
+	}
+	return nil
 }
 
 // speakerMic is what verifies the speaker: the microphone channel's taps

@@ -106,6 +106,8 @@ commands:
   approvals [--json]   the R3 actions waiting for a local administrator's approval
   approve ACTION_ID    approve one of them: it runs now, with the policy checked again
   deny ACTION_ID       deny it (--why TEXT): it is cancelled
+  stdio                the agent's bridge (an SSH forced command): MCP on stdin and stdout
+                       to DIR/agent.sock (--principal NAME narrows it)
 
 common flags:
   --data DIR           data directory (default /var/lib/tobe-body)
@@ -146,6 +148,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runApprovals(ctx, rest, stdout, stderr)
 	case "approve", "deny":
 		return runDecide(ctx, cmd, rest, stdout, stderr)
+	case "stdio":
+		return runStdio(ctx, rest, stdin, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"time"
+
+	"github.com/tobe-body/tobe-body/awareness/agent"
+	"github.com/tobe-body/tobe-body/body/config"
+)
+
+// stdioDrain is how long the bridge waits, once its stdin has ended, for
+// the daemon to answer what it was sent and close.
+const stdioDrain = 5 * time.Second
+
+// runStdio is `tobe-body stdio`: the bridge an SSH forced command runs.
+// It connects to the agent socket and copies bytes both ways, stdin to
+// the socket and the socket to stdout, so stdout carries only the
+// protocol; it says nothing on stderr unless it ends with an error. It
+// exits 0 when stdin ends (after the daemon has answered and closed), and
+// 1 with a message when the daemon goes away first. --principal NAME
+// sends the preface that narrows the connection to that agent principal.
+func runStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	var c common
+	fs := newFlagSet("stdio", stderr, &c, false)
+	sock := fs.String("socket", "", "the daemon's agent socket `PATH` (default DIR/agent.sock)")
+	principal := fs.String("principal", "", "narrow the connection to the agent principal `NAME` (what an SSH forced command sets); it can only choose one the caller may be")
+	if _, err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	path := *sock
+	if path == "" {
+		dir := c.data
+		if dir == "" {
+			src := config.DeviceSources()
+			src.File, src.Lenient = c.config, true
+			cfg, err := config.Load(src)
+			if err != nil {
+				return err
+			}
+			dir = cfg.DataDir
+		}
+		path = filepath.Join(dir, agent.SocketName)
+	}
+	if stdin == nil {
+		stdin = eofReader{}
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return fmt.Errorf("the body's agent socket %s: %w (is tobe-body running, and is this user in the socket's group?)", path, err)
+	}
+	uc := conn.(*net.UnixConn)
+	defer uc.Close()
+	if *principal != "" {
+		line, _ := json.Marshal(agent.Preface{Tobe: "principal", Name: *principal})
+		if _, err := uc.Write(append(line, '\n')); err != nil {
+			return fmt.Errorf("the body's agent socket %s: %w", path, err)
+		}
+	}
+	in := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(uc, stdin)
+		uc.CloseWrite()
+		in <- err
+	}()
+	out := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(stdout, uc)
+		out <- err
+	}()
+	select {
+	case err := <-in:
+		if err != nil && !errors.Is(err, net.ErrClosed) {
+			return fmt.Errorf("reading stdin: %w", err)
+		}
+		// The daemon answers what it has and closes when it reads the end.
+		select {
+		case <-out:
+		case <-time.After(stdioDrain):
+		case <-ctx.Done():
+		}
+		return nil
+	case err := <-out:
+		if err != nil {
+			return fmt.Errorf("the body's agent socket %s: %w", path, err)
+		}
+		return errors.New("the body closed the connection: its daemon stopped or restarted, or it refused this caller (its answer is the last line on stdout)")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// eofReader is a stdin that has ended.
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
