@@ -357,7 +357,8 @@ export class BodyAdapter implements EnvAdapter {
           this.scheduleReconnect();
         }
       }
-      return this.result("start", "start", errorContent(this.running ? e.reason : "stopped", detail));
+      const reason = !this.running ? "stopped" : e.reason === "link_lost" ? "unavailable" : e.reason;
+      return this.result("start", "start", errorContent(reason, detail));
     }
   }
 

@@ -113,11 +113,8 @@ export class Link {
       exitedResolve = resolve;
     });
     this.child.on("error", (err: NodeJS.ErrnoException) => {
-      // A spawn failure (ENOENT, EACCES) emits 'error' and no 'exit'.
-      if (this.child.pid === undefined) {
-        this.exitedFlag = true;
-        exitedResolve();
-      }
+      // A spawn failure (ENOENT, EACCES) emits 'error', no 'exit', then
+      // 'close' once its pipes are closed.
       this.close(`could not run ${command[0]}: ${err.message}`);
     });
     // 'close' comes after 'exit', once the command's stdio is closed too:
