@@ -2,7 +2,8 @@
 #
 #   make run     build and run the body on the sim board, data under ./var
 #   make test    the whole test suite with the race detector, the audio
-#                driver included (scripts/deps.sh installs PortAudio)
+#                driver included (scripts/deps.sh installs PortAudio), and
+#                the ToBe adapter's tests on Node (npm ci from its lockfile)
 #   make cross   builds for linux/arm64, linux/arm (GOARM=7), amd64, each
 #                with the audio driver (cgo, Debian's cross compilers);
 #                tests run under qemu-user (installed by scripts/deps.sh)
@@ -33,7 +34,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 CROSS := linux/arm64 linux/arm/7 linux/amd64
 
-.PHONY: all build run test deps cross lint docs footprint lab lab-deps clean
+.PHONY: all build run test test-adapter deps cross lint docs footprint lab lab-deps clean
 
 all: build
 
@@ -46,8 +47,15 @@ build:
 run: build
 	$(BIN) run --board sim --data ./var
 
-test: deps
+test: deps test-adapter
 	$(CGO) $(HOSTGO) test -race -tags '$(TAGS)' ./...
+
+# The ToBe adapter (awareness/tobe/body-adapter): TypeScript on Node, tested
+# against a fake body on stdio. npm ci installs its dev dependencies (tsx,
+# @types/node) from its lockfile into its own node_modules.
+ADAPTER := awareness/tobe/body-adapter
+test-adapter: deps
+	cd $(ADAPTER) && npm ci --no-audit --no-fund --loglevel=error && npm test
 
 cross:
 	@scripts/deps.sh cross

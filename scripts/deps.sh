@@ -39,6 +39,14 @@ SUDO=""
 # look for) is installed.
 installed() { dpkg-query -W -f '${Status}' "$1" 2>/dev/null | grep -q ' installed$'; }
 
+# The ToBe adapter's tests (make test-adapter) need Node >= 20 with its npm,
+# which Debian's own packages may not give (bookworm's Node is 18): they are
+# looked for, not installed.
+if [ -z "$what" ] && ! { node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)' 2>/dev/null && command -v npm >/dev/null 2>&1; }; then
+	echo "deps: the adapter's tests need Node >= 20 with npm (nodejs.org or NodeSource); not found" >&2
+	[ -n "$dry" ] || exit 1
+fi
+
 missing=""
 arches=""
 if [ "$what" = cross ]; then
