@@ -51,11 +51,13 @@ test: deps test-adapter
 	$(CGO) $(HOSTGO) test -race -tags '$(TAGS)' ./...
 
 # The ToBe adapter (awareness/tobe/body-adapter): TypeScript on Node, tested
-# against a fake body on stdio. npm ci installs its dev dependencies (tsx,
-# @types/node) from its lockfile into its own node_modules.
+# against a fake body on stdio and against the binary just built, on the
+# sim board through tobe-body stdio (BODY_BIN). npm ci installs its dev
+# dependencies (tsx, @types/node) from its lockfile into its own
+# node_modules.
 ADAPTER := awareness/tobe/body-adapter
-test-adapter: deps
-	cd $(ADAPTER) && npm ci --no-audit --no-fund --loglevel=error && npm test
+test-adapter: deps build
+	cd $(ADAPTER) && npm ci --no-audit --no-fund --loglevel=error && BODY_BIN=$(CURDIR)/$(BIN) npm test
 
 cross:
 	@scripts/deps.sh cross

@@ -208,7 +208,7 @@ func TestAnAgentOverTheSocket(t *testing.T) {
 	// Interact, refused for the session's low trust, with its reason;
 	// nothing driven.
 	c, _ = call(t, cs, "gpio_set", map[string]any{"target": "gpio.relay1", "state": "on"})
-	if data, _ := json.Marshal(c.Data); c.Status != "success" || !strings.Contains(string(data), `"status":"refused"`) {
+	if data, _ := json.Marshal(c.Data); c.Status != "error" || c.Error.Reason != act.ReasonRiskExceedsTrust || !strings.Contains(string(data), `"status":"refused"`) {
 		t.Errorf("gpio_set at low trust: %+v", c)
 	}
 	var res act.Result

@@ -94,6 +94,11 @@ func addTools(srv *mcp.Server, t *awareness.Table, caps Capabilities, p act.Prin
 				}
 				raw, _ := json.Marshal(in)
 				out, err := do.Call(ctx, p, raw)
+				if res, ok := out.(act.Result); ok && err == nil && res.Status == act.Refused {
+					// Refused by the policy: an error for the agent, with
+					// its reason, and the record beside it.
+					return refusedResult(req, ToolName(c.Name), res), nil
+				}
 				return result(req, out, err), nil
 			})
 	}
@@ -235,6 +240,18 @@ func result(req *mcp.CallToolRequest, out any, err error) *mcp.CallToolResult {
 	r := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}, IsError: err != nil}
 	if id, ok := req.Params.Meta[CallIDKey]; ok {
 		r.Meta = mcp.Meta{CallIDKey: id}
+	}
+	return r
+}
+
+// refusedResult is the result of an action the runner refused: status
+// error with the refusal's reason and detail, and the runner's result as
+// data (its action id, when it was recorded).
+func refusedResult(req *mcp.CallToolRequest, tool string, res act.Result) *mcp.CallToolResult {
+	r := result(req, nil, &awareness.Error{Op: tool, Reason: res.Reason, Detail: res.Detail})
+	text, err := json.Marshal(Content{Status: "error", Data: res, Error: &awareness.Error{Op: tool, Reason: res.Reason, Detail: res.Detail}})
+	if err == nil {
+		r.Content = []mcp.Content{&mcp.TextContent{Text: string(text)}}
 	}
 	return r
 }

@@ -93,8 +93,8 @@ func TestStdioBridge(t *testing.T) {
 	data, _ := json.Marshal(c.Data)
 	var res act.Result
 	json.Unmarshal(data, &res)
-	if res.Status != act.Refused || res.Reason != act.ReasonRiskExceedsTrust {
-		t.Errorf("gpio_set at low trust: %s", data)
+	if c.Status != "error" || c.Error.Reason != act.ReasonRiskExceedsTrust || res.Status != act.Refused || res.Reason != act.ReasonRiskExceedsTrust {
+		t.Errorf("gpio_set at low trust: %+v %s", c, data)
 	}
 	if c := b.content(t, "estop_trip", nil); c.Status != "success" {
 		t.Errorf("estop_trip: %+v", c)

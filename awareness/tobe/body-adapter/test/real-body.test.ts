@@ -1,0 +1,119 @@
+// The adapter against the real body: `tobe-body run --board sim` with this
+// user as an agent, reached through `tobe-body stdio` as an SSH forced
+// command would run it. BODY_BIN names the binary (make test-adapter
+// builds it and sets it); without it these tests are skipped by name.
+import assert from "node:assert/strict";
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, test } from "node:test";
+import { createAdapter } from "../ADAPTER.ts";
+import type { EnvAdapter } from "../types.ts";
+
+const BIN = process.env.BODY_BIN ?? "";
+const skip = BIN === "" ? "BODY_BIN is not set (make test-adapter sets it to the binary it builds)" : false;
+
+const tmp = mkdtempSync(join(tmpdir(), "body-adapter-real-"));
+const data = join(tmp, "data");
+const config = join(tmp, "config.json");
+let daemon: ChildProcess | undefined;
+const adapters: EnvAdapter[] = [];
+after(async () => {
+  await Promise.all(adapters.map((a) => a.stop()));
+  await stopDaemon();
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+async function waitFor<T>(what: string, f: () => T | undefined | false | Promise<T | undefined | false>, ms = 20000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await f();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+async function startDaemon(): Promise<void> {
+  daemon = spawn(BIN, ["run", "--board", "sim", "--data", data, "--config", config], { stdio: ["ignore", "ignore", "pipe"] });
+  let log = "";
+  daemon.stderr!.on("data", (b) => (log += b));
+  const d = daemon;
+  d.on("exit", (code) => {
+    if (code !== 0 && code !== null) console.error(`the daemon exited ${code}:\n${log}`);
+  });
+  // Ready once its agent socket answers.
+  await waitFor("the daemon's agent socket", () => existsSync(join(data, "agent.sock")) && log.includes("body started"));
+}
+
+async function stopDaemon(): Promise<void> {
+  const d = daemon;
+  daemon = undefined;
+  if (!d || d.exitCode !== null) return;
+  const gone = new Promise((r) => d.once("exit", r));
+  d.kill("SIGTERM");
+  await gone;
+}
+
+function content(r: { content: string }): any {
+  return JSON.parse(r.content);
+}
+
+test("the adapter drives the real body on the sim board through tobe-body stdio, and survives its restart", { skip, timeout: 120000 }, async () => {
+  writeFileSync(config, JSON.stringify({
+    version: 1,
+    monitor: { quiet: true },
+    agent: { principals: [{ name: "pi", subject: "agent:pi", uid: process.getuid!(), trust: "low" }] },
+  }));
+  await startDaemon();
+  const a = createAdapter({
+    dir: join(tmp, "adapter"),
+    config: {
+      command: [BIN, "stdio", "--data", data, "--principal", "pi"],
+      request_timeout_ms: 10000,
+      ping_ms: 500,
+      reconnect: { initial_ms: 100, max_ms: 1000 },
+    },
+  });
+  adapters.push(a);
+  const started = await a.start();
+  assert.equal(content(started).status, "success", started.content);
+  assert.equal(a.health().status, "online");
+
+  const modes = Object.fromEntries(a.getActions().map((x) => [x.action, x.mode]));
+  for (const name of ["body_status", "list_channels", "self_state", "estop_status", "capabilities", "action_result"]) {
+    assert.equal(modes[name], "observe", name);
+  }
+  for (const name of ["estop_trip", "gpio_set", "gpio_pulse", "audio_tone", "body_notify"]) {
+    assert.equal(modes[name], "interact", name);
+  }
+  for (const name of Object.keys(modes)) {
+    assert.ok(!/reset|grant|approv|backup/.test(name), `an agent has ${name}`);
+  }
+
+  const status = content(await a.observe({ call_id: "s1", action: "body_status" }));
+  assert.equal(status.status, "success");
+  assert.equal(status.data.board, "sim");
+  const firstPid = status.data.pid;
+
+  // R2 at the session's low trust: refused, with its reason.
+  const relay = await a.interact({ call_id: "r1", action: "gpio_set", params: { target: "gpio.relay1", state: "on" } });
+  assert.equal(relay.call_id, "r1");
+  const rc = content(relay);
+  assert.equal(rc.status, "error", relay.content);
+  assert.equal(rc.error.reason, "risk_exceeds_trust");
+
+  // The daemon restarts: the link drops, the adapter reconnects.
+  await stopDaemon();
+  await waitFor("health degraded", () => a.health().status === "degraded");
+  await startDaemon();
+  await waitFor("health online again", () => a.health().status === "online");
+  const again = content(await a.observe({ call_id: "s2", action: "body_status" }));
+  assert.equal(again.status, "success");
+  assert.notEqual(again.data.pid, firstPid, "a new daemon answers");
+
+  const stopped = await a.stop();
+  assert.equal(content(stopped).status, "success");
+  assert.equal(a.health().status, "stopped");
+});
