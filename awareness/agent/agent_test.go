@@ -33,6 +33,7 @@ import (
 // socket serving it.
 type rig struct {
 	sock     string
+	hub      *Hub
 	estop    *act.EStop
 	runner   *act.Runner
 	relay    *haltest.LineOut
@@ -90,8 +91,9 @@ func newRig(t *testing.T, rules []config.AgentPrincipal, heartbeat time.Duration
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &rig{sock: filepath.Join(t.TempDir(), SocketName), estop: estop, runner: r, relay: relay, ended: make(chan act.SessionEnd, 8)}
-	srv := &Server{Table: table, Caps: r, Rules: rs, Log: slog.New(slog.DiscardHandler), Version: "test",
+	g := &rig{sock: filepath.Join(t.TempDir(), SocketName), estop: estop, runner: r, relay: relay, ended: make(chan act.SessionEnd, 8),
+		hub: &Hub{Batch: 100 * time.Millisecond, Queue: 4}}
+	srv := &Server{Table: table, Caps: r, Rules: rs, Hub: g.hub, Log: slog.New(slog.DiscardHandler), Version: "test",
 		Record: func(e ledger.Event) { g.mu.Lock(); g.recorded = append(g.recorded, e); g.mu.Unlock() }}
 	srv.Sessions = act.NewSessions(r, heartbeat, func(e act.SessionEnd) { srv.Ended(e); g.ended <- e })
 	ln, err := Listen(g.sock, -1)
@@ -178,7 +180,7 @@ func TestAnAgentOverTheSocket(t *testing.T) {
 		names = append(names, tl.Name)
 		byName[tl.Name] = tl
 	}
-	want := []string{"action_result", "body_status", "capabilities", "estop_status", "estop_trip", "gpio_pulse", "gpio_set", "list_channels", "self_state"}
+	want := []string{"action_result", "body_status", "capabilities", "drain", "estop_status", "estop_trip", "gpio_pulse", "gpio_set", "list_channels", "self_state"}
 	if !slices.Equal(names, want) {
 		t.Errorf("tools %q, want %q", names, want)
 	}
@@ -339,5 +341,90 @@ func TestASilentSessionEnds(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a closed session was not ended")
+	}
+}
+
+// Observations: max and high pushed at once, low and medium together at
+// the batch's end, every one in the drain queue too, which drops the
+// oldest past its size and says how many.
+func TestObservationsArePushedAndDrained(t *testing.T) {
+	uid, _ := me()
+	g := newRig(t, []config.AgentPrincipal{{Name: "pi", Subject: "agent:pi", UID: &uid, Trust: "high"}}, time.Minute)
+	c, err := net.Dial("unix", g.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan awareness.Observation, 16)
+	cl := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	cs, err := cl.Connect(context.Background(), &ObservingTransport{Transport: &mcp.IOTransport{Reader: c, Writer: c},
+		On: func(method string, params json.RawMessage) {
+			var o awareness.Observation
+			if method == ObservationMethod && json.Unmarshal(params, &o) == nil {
+				got <- o
+			}
+		}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	waitSubscribed(t, g.hub, 1)
+	obs := func(id string, att ledger.Level) awareness.Observation {
+		return awareness.Observation{ID: id, Source: "test", Actor: "signal", Content: id, Trust: ledger.Medium, Attention: att, Type: "test.event"}
+	}
+	g.hub.Publish(obs("calm", ledger.Medium))
+	g.hub.Publish(obs("urgent", ledger.Max))
+	next := func() awareness.Observation {
+		select {
+		case o := <-got:
+			return o
+		case <-time.After(10 * time.Second):
+			t.Fatal("no observation pushed")
+			return awareness.Observation{}
+		}
+	}
+	if o := next(); o.ID != "urgent" {
+		t.Errorf("pushed first %q, want the max one at once", o.ID)
+	}
+	if o := next(); o.ID != "calm" {
+		t.Errorf("pushed next %q, want the medium one with its batch", o.ID)
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		g.hub.Publish(obs(id, ledger.Low))
+	}
+	d, _ := call(t, cs, "drain", map[string]any{"limit": 3})
+	data, _ := json.Marshal(d.Data)
+	var dr Drained
+	json.Unmarshal(data, &dr)
+	var ids []string
+	for _, o := range dr.Observations {
+		ids = append(ids, o.ID)
+	}
+	// The queue holds 4: calm and urgent, then a, b, c drop the oldest.
+	if !slices.Equal(ids, []string{"urgent", "a", "b"}) || dr.Dropped != 1 || !dr.More {
+		t.Errorf("drain: %q dropped %d more %v; want urgent a b, 1 dropped, more", ids, dr.Dropped, dr.More)
+	}
+	d, _ = call(t, cs, "drain", nil)
+	data, _ = json.Marshal(d.Data)
+	dr = Drained{}
+	json.Unmarshal(data, &dr)
+	if len(dr.Observations) != 1 || dr.Observations[0].ID != "c" || dr.Dropped != 0 {
+		t.Errorf("second drain: %+v", dr)
+	}
+}
+
+func waitSubscribed(t *testing.T, h *Hub, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		h.mu.Lock()
+		k := len(h.subs)
+		h.mu.Unlock()
+		if k >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions subscribed, want %d", k, n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -64,6 +64,9 @@ type Server struct {
 	// Sessions watches each connection's heartbeat; its onEnd must call
 	// Ended so that a silent session's connection is closed.
 	Sessions *act.Sessions
+	// Hub, when not nil, pushes observations to every session and keeps
+	// them for its drain tool.
+	Hub *Hub
 	// Record, when not nil, writes an event (a refused peer).
 	Record  func(ledger.Event)
 	Log     *slog.Logger
@@ -178,6 +181,12 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		s.Log.Error("agent tools", "err", err)
 		return
 	}
+	var sub *subscriber
+	if s.Hub != nil {
+		sub = s.Hub.join(session)
+		defer s.Hub.leave(session)
+		addDrain(srv, sub)
+	}
 	rwc := struct {
 		io.Reader
 		io.Writer
@@ -211,6 +220,19 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	}
 	stop := context.AfterFunc(ctx, func() { ss.Close() })
 	defer stop()
+	if sub != nil {
+		pctx, cancel := context.WithCancel(ctx)
+		var pushing sync.WaitGroup
+		pushing.Add(1)
+		go func() {
+			defer pushing.Done()
+			sub.pushes(pctx, t, s.Hub.batch())
+		}()
+		defer func() {
+			cancel()
+			pushing.Wait()
+		}()
+	}
 	ss.Wait()
 	s.Log.Info("agent disconnected", "session", session, "subject", p.Subject)
 }

@@ -53,6 +53,32 @@ type Content struct {
 // "." (gpio.set: gpio_set).
 func ToolName(capability string) string { return strings.ReplaceAll(capability, ".", "_") }
 
+// drainSchema is the drain tool's input schema.
+var drainSchema = func() *jsonschema.Schema {
+	s, err := jsonschema.For[DrainIn](nil)
+	if err != nil {
+		panic(err)
+	}
+	s.Properties["limit"].Minimum = ptr(0.0)
+	return s
+}()
+
+// addDrain gives srv the drain tool of subscriber sub.
+func addDrain(srv *mcp.Server, sub *subscriber) {
+	srv.AddTool(&mcp.Tool{Name: "drain", InputSchema: drainSchema, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+		Description: "The observations of the body queued for this session since the last drain (oldest first), how many the queue dropped, and how many were not pushed: for a client that does not read notifications/tobe/observation, and after a reconnect."},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var in DrainIn
+			if err := awareness.DecodeParams(req.Params.Arguments, &in); err != nil || in.Limit < 0 {
+				if err == nil {
+					err = fmt.Errorf("limit %d: want 0 or more", in.Limit)
+				}
+				return result(req, nil, &awareness.Error{Op: "drain", Reason: awareness.ReasonInvalidParams, Detail: err.Error()}), nil
+			}
+			return result(req, sub.drain(in.Limit), nil), nil
+		})
+}
+
 // addTools gives srv the tools for principal p.
 func addTools(srv *mcp.Server, t *awareness.Table, caps Capabilities, p act.Principal) error {
 	for _, tt := range tableTools {

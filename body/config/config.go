@@ -67,9 +67,31 @@ type Agent struct {
 	Enabled     bool   `json:"enabled"`
 	SocketGroup string `json:"socket_group"`
 	HeartbeatMS int    `json:"heartbeat_ms"`
+	// Observations say what the agent is told of the body's events.
+	Observations Observations `json:"observations"`
 	// Principals map peers of the socket, as the kernel names them, to
 	// agent principals.
 	Principals []AgentPrincipal `json:"principals"`
+}
+
+// Observations configure what the agent is told: rules before the
+// built-in ones, how long low and medium ones wait to be pushed together,
+// and each session's drain queue.
+type Observations struct {
+	BatchMS int               `json:"batch_ms"`
+	Queue   int               `json:"queue"`
+	Rules   []ObservationRule `json:"rules"`
+}
+
+// ObservationRule turns events into observations (see the schema).
+type ObservationRule struct {
+	Type      string            `json:"type"`
+	Channel   string            `json:"channel,omitempty"`
+	When      map[string]string `json:"when,omitempty"`
+	Actor     string            `json:"actor"`
+	Attention string            `json:"attention"`
+	Trust     string            `json:"trust"`
+	Text      string            `json:"text,omitempty"`
 }
 
 // AgentPrincipal is one rule of who may connect as an agent: exactly one
@@ -368,7 +390,8 @@ func Default() Config {
 			Outputs:    map[string]Output{}, ChannelModes: map[string]string{}, CapabilityModes: map[string]string{},
 			Principals:    []Principal{{UID: ptr(0), Trust: "max"}, {User: DaemonIdentity, Trust: "max"}, {Group: DaemonIdentity, Trust: "max"}},
 			HumanControls: []HumanControl{}, Speakers: map[string]Speaker{}},
-		Agent: Agent{Enabled: true, HeartbeatMS: 2000, Principals: []AgentPrincipal{}},
+		Agent: Agent{Enabled: true, HeartbeatMS: 2000, Principals: []AgentPrincipal{},
+			Observations: Observations{BatchMS: 5000, Queue: 1000, Rules: []ObservationRule{}}},
 		MQTT:  MQTT{Broker: "tcp://127.0.0.1:1883", KeepaliveS: 30},
 	}
 }

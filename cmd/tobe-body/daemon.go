@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -416,7 +417,7 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 
 	// The agent socket: the MCP server `tobe-body stdio` bridges to.
 	if cfg.Agent.Enabled {
-		if err := d.startAgent(cfg, table, runner, store, log); err != nil {
+		if err := d.startAgent(cfg, table, runner, store, startSeq, log); err != nil {
 			return nil, err
 		}
 	}
@@ -432,11 +433,17 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 // startAgent listens on the agent socket and serves it until the daemon
 // stops, with each connection a session of the runner's (E7): a silent
 // one is ended and its connection closed, and every end is recorded.
-func (d *daemon) startAgent(cfg *config.Loaded, table *awareness.Table, runner *act.Runner, store *ledger.Store, log *slog.Logger) error {
+func (d *daemon) startAgent(cfg *config.Loaded, table *awareness.Table, runner *act.Runner, store *ledger.Store, startSeq uint64, log *slog.Logger) error {
 	rules, err := agent.NewRules(cfg.Agent.Principals)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
+	oc := cfg.Agent.Observations
+	observer, err := awareness.NewObserver(append(slices.Clone(oc.Rules), awareness.DefaultObservationRules...))
+	if err != nil {
+		return fmt.Errorf("config: agent.observations.rules: %w", err)
+	}
+	hub := &agent.Hub{Batch: time.Duration(oc.BatchMS) * time.Millisecond, Queue: oc.Queue}
 	gid := -1
 	if g := cfg.Agent.SocketGroup; g != "" {
 		grp, err := user.LookupGroup(g)
@@ -458,7 +465,7 @@ func (d *daemon) startAgent(cfg *config.Loaded, table *awareness.Table, runner *
 			log.Error("ledger append", "type", ev.Type, "err", err)
 		}
 	}
-	srv := &agent.Server{Table: table, Caps: runner, Rules: rules, Record: record, Log: log, Version: version}
+	srv := &agent.Server{Table: table, Caps: runner, Rules: rules, Hub: hub, Record: record, Log: log, Version: version}
 	srv.Sessions = act.NewSessions(runner, time.Duration(cfg.Agent.HeartbeatMS)*time.Millisecond, func(e act.SessionEnd) {
 		srv.Ended(e)
 		p, err := ledger.MarshalPayload(e)
@@ -468,6 +475,17 @@ func (d *daemon) startAgent(cfg *config.Loaded, table *awareness.Table, runner *
 	})
 	d.spawn(func(ctx context.Context) { srv.Sessions.Run(ctx) })
 	d.spawn(func(ctx context.Context) { srv.Serve(ctx, ln) })
+	if store != nil {
+		// What this run records, from its start, observed for the agents.
+		d.spawn(func(ctx context.Context) {
+			store.Follow(ctx, ledger.Filter{After: startSeq}, func(e ledger.Stored) error {
+				if o, ok := observer.Observe(e); ok {
+					hub.Publish(o)
+				}
+				return nil
+			})
+		})
+	}
 	d.onStop(func() { os.Remove(path) })
 	if len(cfg.Agent.Principals) == 0 {
 		log.Info("agent socket: no agent.principals, so every peer is refused", "socket", path)

@@ -14,7 +14,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/awareness"
 	"github.com/tobe-body/tobe-body/awareness/agent"
+	"github.com/tobe-body/tobe-body/ledger"
 )
 
 // agentConfig makes this test's user an agent: "pi" at low trust and
@@ -28,6 +30,7 @@ func agentConfig() string {
 // and stdout, and an MCP client (the official SDK's) over them.
 type bridge struct {
 	cs     *mcp.ClientSession
+	obs    chan awareness.Observation
 	stdin  *io.PipeWriter
 	done   chan error
 	stderr *bytes.Buffer
@@ -37,7 +40,7 @@ func startBridge(t *testing.T, args ...string) *bridge {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	b := &bridge{stdin: inW, done: make(chan error, 1), stderr: &bytes.Buffer{}}
+	b := &bridge{stdin: inW, done: make(chan error, 1), stderr: &bytes.Buffer{}, obs: make(chan awareness.Observation, 64)}
 	go func() {
 		err := run(context.Background(), append([]string{"stdio"}, args...), inR, outW, b.stderr)
 		outW.Close()
@@ -45,7 +48,16 @@ func startBridge(t *testing.T, args ...string) *bridge {
 		b.done <- err
 	}()
 	cl := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
-	cs, err := cl.Connect(context.Background(), &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	cs, err := cl.Connect(context.Background(), &agent.ObservingTransport{Transport: &mcp.IOTransport{Reader: outR, Writer: inW},
+		On: func(method string, params json.RawMessage) {
+			var o awareness.Observation
+			if method == agent.ObservationMethod && json.Unmarshal(params, &o) == nil {
+				select {
+				case b.obs <- o:
+				default:
+				}
+			}
+		}}, nil)
 	if err != nil {
 		t.Fatalf("connect through the bridge: %v (stderr %s)", err, b.stderr)
 	}
@@ -102,6 +114,21 @@ func TestStdioBridge(t *testing.T) {
 	out, _ := runCmd(t, "estop", "status", "--data", d.data)
 	if !strings.Contains(out, "LATCHED") && !strings.Contains(out, "latched") {
 		t.Errorf("estop status after the agent's trip:\n%s", out)
+	}
+	// The trip, pushed at once as an observation at max attention.
+	deadline := time.After(10 * time.Second)
+	for seen := false; !seen; {
+		select {
+		case o := <-b.obs:
+			if o.Type == "estop.tripped" {
+				seen = true
+				if o.Attention != ledger.Max || o.Actor != "system" || !strings.HasPrefix(o.Content, "E-stop tripped") || o.ID == "" {
+					t.Errorf("the trip's observation: %+v", o)
+				}
+			}
+		case <-deadline:
+			t.Fatal("no observation of the trip was pushed")
+		}
 	}
 	b.stdin.Close() // the SSH session ends
 	select {

@@ -1,0 +1,205 @@
+package awareness
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/body/config"
+	"github.com/tobe-body/tobe-body/ledger"
+)
+
+// Observation is what the agent is told of an event, in the envelope of
+// ToBe's Awareness extension: {id, source, actor, content, trust,
+// attention, timestamp, permissions}, with the event's type, sequence and
+// payload beside it (adapter_id and adapter_name are the adapter's to
+// fill). Content is a short text for people and models alike; it is data
+// about the world, never an instruction, and nothing in an observation
+// changes policy.
+type Observation struct {
+	ID          string       `json:"id"` // the event's id
+	Source      string       `json:"source"`
+	Actor       string       `json:"actor"` // user, assistant, service, signal, adapter or system
+	Content     string       `json:"content"`
+	Trust       ledger.Level `json:"trust"`
+	Attention   ledger.Level `json:"attention"`
+	Timestamp   time.Time    `json:"timestamp"`
+	Permissions Permissions  `json:"permissions"`
+	Type        string       `json:"event_type"`
+	Seq         uint64       `json:"seq"`
+	Data        any          `json:"data,omitempty"`
+}
+
+// Permissions are what an observation of its trust lets the agent do in
+// answer, as ToBe's Awareness extension has them follow trust: low,
+// reply only; medium, no workspace writes; high and max, workspace
+// writes.
+type Permissions struct {
+	Reply          bool `json:"reply"`
+	WorkspaceWrite bool `json:"workspace_write"`
+	Act            bool `json:"act"` // more than a reply (medium and above)
+}
+
+// PermissionsOf are the permissions of trust t.
+func PermissionsOf(t ledger.Level) Permissions {
+	return Permissions{Reply: t >= ledger.Low, Act: t >= ledger.Medium, WorkspaceWrite: t >= ledger.High}
+}
+
+// ObservationRule turns events into observations: events of Type (a
+// type, or a prefix ending in a dot), on Channel (a channel id, a prefix
+// ending in ".*", or any when empty), whose payload has each field of
+// When equal to its value (compared as text), are observed with Actor,
+// Attention and Trust (the event's own trust when lower), and Text with
+// {field} replaced by the payload's field ({channel} and {type} by the
+// event's). Attention off observes nothing. It is the config's
+// agent.observations.rules item.
+type ObservationRule = config.ObservationRule
+
+// DefaultObservationRules are what a body tells its agent unless the
+// config says otherwise: the e-stop at max; a person taking over, the
+// body reaching critical and long presses at high; motion, voice,
+// buttons and conditions of the board at medium; the rest off.
+var DefaultObservationRules = []ObservationRule{
+	{Type: "estop.tripped", Actor: "system", Attention: "max", Trust: "high", Text: "E-stop tripped ({cause}): every output is at its safe level, and the body refuses to act until a person resets it at the device."},
+	{Type: "estop.reset", Actor: "user", Attention: "high", Trust: "high", Text: "The e-stop was reset by {by}: the body may act again; nothing restarted by itself."},
+	{Type: "estop.wiring_fault", Actor: "system", Attention: "high", Trust: "high", Text: "The e-stop's wiring is faulty: {fault}. It stays latched until both contacts agree."},
+	{Type: "lease.human_takeover", Actor: "user", Attention: "high", Trust: "high", Text: "A person took over {resource} with {control}: the agent's actions on it stop, and new ones are refused."},
+	{Type: "lease.human_released", Actor: "user", Attention: "medium", Trust: "high", Text: "The person's hold on {resource} ended ({why})."},
+	{Type: "body.degradation", When: map[string]string{"level": "critical"}, Actor: "system", Attention: "high", Trust: "high", Text: "The body is critical ({why}): it does only what reads."},
+	{Type: "body.degradation", When: map[string]string{"level": "degraded"}, Actor: "system", Attention: "medium", Trust: "high", Text: "The body is degraded ({why})."},
+	{Type: "body.hot", When: map[string]string{"active": "true"}, Actor: "system", Attention: "medium", Trust: "high", Text: "The board runs hot: {what} at {value} °C (limit {limit})."},
+	{Type: "body.throttled", When: map[string]string{"active": "true"}, Actor: "system", Attention: "medium", Trust: "high", Text: "The board is throttled: {what}."},
+	{Type: "body.disk_low", When: map[string]string{"active": "true"}, Actor: "system", Attention: "medium", Trust: "high", Text: "The data partition is low: {value} MB free."},
+	{Type: "gpio.long_press", Actor: "signal", Attention: "high", Trust: "medium", Text: "{line} was held down ({held_ms} ms)."},
+	{Type: "gpio.double_press", Actor: "signal", Attention: "medium", Trust: "medium", Text: "{line} was pressed twice."},
+	{Type: "input.pressed", Actor: "signal", Attention: "medium", Trust: "medium", Text: "{key} pressed on {device}."},
+	{Type: "camera.motion_started", Actor: "signal", Attention: "medium", Trust: "medium", Text: "Motion in {zone} seen by {channel}."},
+	{Type: "audio.voice_started", Actor: "signal", Attention: "medium", Trust: "medium", Text: "A voice on {channel}."},
+	{Type: "audio.level", Actor: "signal", Attention: "off", Trust: "medium"},
+	{Type: "input.activity", Actor: "signal", Attention: "off", Trust: "medium"},
+	{Type: "gpio.changed", Actor: "signal", Attention: "off", Trust: "medium"},
+}
+
+// Observer applies rules to events, the first that matches deciding.
+// It is safe for concurrent use.
+type Observer struct {
+	rules []compiledRule
+}
+
+type compiledRule struct {
+	ObservationRule
+	attention, trust ledger.Level
+}
+
+var actors = map[string]bool{"user": true, "assistant": true, "service": true, "signal": true, "adapter": true, "system": true}
+
+// NewObserver checks rules and returns their observer; an error names the
+// rule and the field.
+func NewObserver(rules []ObservationRule) (*Observer, error) {
+	o := &Observer{}
+	for i, r := range rules {
+		at := fmt.Sprintf("observation rule %d (%s)", i, r.Type)
+		var c compiledRule
+		c.ObservationRule = r
+		var err error
+		if c.attention, err = ledger.ParseLevel(r.Attention); err != nil {
+			return nil, fmt.Errorf("%s: attention: %w", at, err)
+		}
+		if c.trust, err = ledger.ParseLevel(r.Trust); err != nil {
+			return nil, fmt.Errorf("%s: trust: %w", at, err)
+		}
+		if !actors[r.Actor] {
+			return nil, fmt.Errorf("%s: actor %q: want user, assistant, service, signal, adapter or system", at, r.Actor)
+		}
+		if r.Type == "" {
+			return nil, fmt.Errorf("%s: no type", at)
+		}
+		if r.Channel != "" {
+			if err := act.CheckPattern(r.Channel); err != nil {
+				return nil, fmt.Errorf("%s: channel: %w", at, err)
+			}
+		}
+		o.rules = append(o.rules, c)
+	}
+	return o, nil
+}
+
+// Observe is the observation of e, or false when no rule observes it.
+func (o *Observer) Observe(e ledger.Stored) (Observation, bool) {
+	v := e.View()
+	payload, _ := v.Payload.(map[string]any)
+	for _, r := range o.rules {
+		if !typeMatches(r.Type, v.Type) || !channelMatches(r.Channel, v.ChannelID) || !whenMatches(r.When, payload) {
+			continue
+		}
+		if r.attention <= ledger.Off {
+			return Observation{}, false
+		}
+		trust := r.trust
+		if et := e.Event.Trust; et != 0 && et < trust {
+			trust = et
+		}
+		source := v.ChannelID
+		if source == "" {
+			source, _, _ = strings.Cut(v.Type, ".")
+		}
+		return Observation{ID: v.ID, Source: source, Actor: r.Actor, Content: fill(r.Text, v, payload), Trust: trust, Attention: r.attention,
+			Timestamp: e.Event.Occurred(), Permissions: PermissionsOf(trust), Type: v.Type, Seq: e.Seq, Data: v.Payload}, true
+	}
+	return Observation{}, false
+}
+
+func typeMatches(rule, typ string) bool {
+	if strings.HasSuffix(rule, ".") {
+		return strings.HasPrefix(typ, rule)
+	}
+	return rule == typ
+}
+
+func channelMatches(rule, ch string) bool { return rule == "" || act.MatchPattern(rule, ch) }
+
+func whenMatches(when map[string]string, payload map[string]any) bool {
+	for k, want := range when {
+		got, ok := payload[k]
+		if !ok || fmt.Sprint(got) != want {
+			return false
+		}
+	}
+	return true
+}
+
+var placeholder = regexp.MustCompile(`\{[a-z_]+\}`)
+
+// maxFieldText bounds what one field puts into a text: environment text
+// is data, and a short one.
+const maxFieldText = 200
+
+// fill replaces {field} in text with the payload's field, {channel} and
+// {type} with the event's; a field the payload lacks reads "?".
+func fill(text string, v ledger.EventView, payload map[string]any) string {
+	if text == "" {
+		text = "{type} on {channel}"
+	}
+	return placeholder.ReplaceAllStringFunc(text, func(m string) string {
+		k := m[1 : len(m)-1]
+		var s string
+		switch k {
+		case "channel":
+			s = v.ChannelID
+		case "type":
+			s = v.Type
+		default:
+			f, ok := payload[k]
+			if !ok {
+				return "?"
+			}
+			s = fmt.Sprint(f)
+		}
+		if len(s) > maxFieldText {
+			s = s[:maxFieldText] + "…"
+		}
+		return s
+	})
+}

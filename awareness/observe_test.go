@@ -1,0 +1,81 @@
+package awareness
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tobe-body/tobe-body/ledger"
+)
+
+func stored(t *testing.T, typ, channel string, trust ledger.Level, payload any) ledger.Stored {
+	t.Helper()
+	p, err := ledger.MarshalPayload(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ledger.Stored{Seq: 7, Event: ledger.Event{ID: ledger.NewID(), Type: typ, ChannelID: channel, Trust: trust, Payload: p,
+		OccurredAt: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC).UnixNano()}}
+}
+
+// The built-in rules, and a config rule before them.
+func TestObservationRules(t *testing.T) {
+	o, err := NewObserver(append([]ObservationRule{{Type: "gpio.changed", Channel: "gpio.door*", Actor: "signal", Attention: "high", Trust: "high", Text: "The door {edge}"}},
+		DefaultObservationRules...))
+	if err == nil {
+		t.Fatal("a channel pattern without its dot was taken")
+	}
+	o, err = NewObserver(append([]ObservationRule{{Type: "gpio.changed", Channel: "gpio.door", Actor: "signal", Attention: "high", Trust: "high", Text: "The door: {edge}"}},
+		DefaultObservationRules...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		ev        ledger.Stored
+		observed  bool
+		attention ledger.Level
+		trust     ledger.Level
+		content   string
+	}{
+		{"the e-stop", stored(t, "estop.tripped", "estop.main", 0, map[string]any{"cause": "line_open"}), true, ledger.Max, ledger.High, "E-stop tripped (line_open)"},
+		{"critical", stored(t, "body.degradation", "body.self", ledger.High, map[string]any{"level": "critical", "why": []string{"disk"}}), true, ledger.High, ledger.High, "The body is critical ([disk])"},
+		{"normal again says nothing", stored(t, "body.degradation", "body.self", ledger.High, map[string]any{"level": "normal"}), false, 0, 0, ""},
+		{"motion, at the camera's trust", stored(t, "camera.motion_started", "camera.front", ledger.Low, map[string]any{"zone": "door"}), true, ledger.Medium, ledger.Low, "Motion in door seen by camera.front."},
+		{"a long press", stored(t, "gpio.long_press", "gpio.button", 0, map[string]any{"line": "BUTTON", "held_ms": 1200}), true, ledger.High, ledger.Medium, "BUTTON was held down (1200 ms)."},
+		{"the door's line, by the config", stored(t, "gpio.changed", "gpio.door", ledger.High, map[string]any{"edge": "rising"}), true, ledger.High, ledger.High, "The door: rising"},
+		{"another line is off", stored(t, "gpio.changed", "gpio.button", ledger.High, map[string]any{"edge": "rising"}), false, 0, 0, ""},
+		{"levels are off", stored(t, "audio.level", "audio.mic", 0, map[string]any{}), false, 0, 0, ""},
+		{"no rule, nothing", stored(t, "action.proposed", "gpio.set", 0, map[string]any{}), false, 0, 0, ""},
+		{"a field it lacks", stored(t, "input.pressed", "input.keypad", 0, map[string]any{"key": "KEY_1"}), true, ledger.Medium, ledger.Medium, "KEY_1 pressed on ?."},
+		{"long text is cut", stored(t, "input.pressed", "input.keypad", 0, map[string]any{"key": strings.Repeat("x", 500), "device": "d"}), true, ledger.Medium, ledger.Medium, strings.Repeat("x", 200) + "…"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := o.Observe(tc.ev)
+			if ok != tc.observed {
+				t.Fatalf("observed %v, want %v (%+v)", ok, tc.observed, got)
+			}
+			if !ok {
+				return
+			}
+			if got.Attention != tc.attention || got.Trust != tc.trust || !strings.HasPrefix(got.Content, tc.content) {
+				t.Errorf("got %s/%s %q; want %s/%s %q", got.Attention, got.Trust, got.Content, tc.attention, tc.trust, tc.content)
+			}
+			if got.ID != tc.ev.Event.ID.String() || got.Seq != 7 || got.Source != tc.ev.Event.ChannelID || got.Timestamp.IsZero() || got.Permissions != PermissionsOf(got.Trust) {
+				t.Errorf("envelope %+v", got)
+			}
+		})
+	}
+}
+
+func TestObserverRefusesBadRules(t *testing.T) {
+	for _, r := range []ObservationRule{
+		{Type: "x.y", Actor: "robot", Attention: "high", Trust: "high"},
+		{Type: "x.y", Actor: "signal", Attention: "loud", Trust: "high"},
+		{Type: "", Actor: "signal", Attention: "high", Trust: "high"},
+	} {
+		if _, err := NewObserver([]ObservationRule{r}); err == nil {
+			t.Errorf("rule %+v taken", r)
+		}
+	}
+}
