@@ -392,7 +392,7 @@ func Default() Config {
 			HumanControls: []HumanControl{}, Speakers: map[string]Speaker{}},
 		Agent: Agent{Enabled: true, HeartbeatMS: 2000, Principals: []AgentPrincipal{},
 			Observations: Observations{BatchMS: 5000, Queue: 1000, Rules: []ObservationRule{}}},
-		MQTT:  MQTT{Broker: "tcp://127.0.0.1:1883", KeepaliveS: 30},
+		MQTT: MQTT{Broker: "tcp://127.0.0.1:1883", KeepaliveS: 30},
 	}
 }
 
