@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
 import { createAdapter } from "../ADAPTER.ts";
-import type { EnvAdapter } from "../types.ts";
+import type { EnvAdapter, Observation } from "../types.ts";
 
 const BIN = process.env.BODY_BIN ?? "";
 const skip = BIN === "" ? "BODY_BIN is not set (make test-adapter sets it to the binary it builds)" : false;
@@ -103,6 +103,19 @@ test("the adapter drives the real body on the sim board through tobe-body stdio,
   const rc = content(relay);
   assert.equal(rc.status, "error", relay.content);
   assert.equal(rc.error.reason, "risk_exceeds_trust");
+
+  // Tripping the e-stop is anyone's: the body pushes the trip at once, and
+  // the adapter hands it on as its own observation.
+  const seen: Observation[] = [];
+  const unsubscribe = a.subscribe((o) => seen.push(o));
+  const trip = content(await a.interact({ call_id: "t1", action: "estop_trip", params: {} }));
+  assert.equal(trip.status, "success");
+  const tripped = await waitFor("the trip's observation", () => seen.find((o) => o.content.startsWith("E-stop tripped")));
+  assert.equal(tripped.attention, "max");
+  assert.equal(tripped.adapter_id, a.id);
+  assert.equal(tripped.adapter_name, a.name);
+  assert.equal(tripped.source, "estop.main");
+  unsubscribe();
 
   // The daemon restarts: the link drops, the adapter reconnects.
   await stopDaemon();
