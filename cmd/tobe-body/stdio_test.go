@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -173,5 +174,106 @@ func TestStdioBridgeEnds(t *testing.T) {
 	b.cs.Close()
 	if _, err := runCmd(t, "stdio", "--data", t.TempDir()); err == nil || !strings.Contains(err.Error(), "is tobe-body running") {
 		t.Errorf("no daemon: %v", err)
+	}
+}
+
+// RELIABILITY B2 through tobe-body stdio to the daemon: each bad input is
+// answered with its JSON-RPC error, the next line is served, and stdout
+// carries nothing but protocol.
+func TestStdioBadInput(t *testing.T) {
+	d := startDaemon(t, agentConfig())
+	defer d.stop(t)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	var stderr bytes.Buffer
+	go func() {
+		err := run(context.Background(), []string{"stdio", "--data", d.data, "--principal", "pi"}, inR, outW, &stderr)
+		outW.Close()
+		done <- err
+	}()
+	lines := bufio.NewReader(outR)
+	send := func(s string) {
+		t.Helper()
+		if _, err := io.WriteString(inW, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// answer reads lines until the one for id (a number, or null), and
+	// returns its error code (0: a result).
+	answer := func(id string) int {
+		t.Helper()
+		for {
+			line, err := lines.ReadString('\n')
+			if err != nil {
+				t.Fatalf("waiting for the answer to %s: %v", id, err)
+			}
+			var m struct {
+				JSONRPC string          `json:"jsonrpc"`
+				ID      json.RawMessage `json:"id"`
+				Method  string          `json:"method"`
+				Error   *struct {
+					Code int `json:"code"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal([]byte(line), &m); err != nil || m.JSONRPC != "2.0" {
+				t.Fatalf("stdout carried something that is not JSON-RPC: %q", line)
+			}
+			if m.Method != "" {
+				continue // a notification (an observation)
+			}
+			if string(m.ID) == id {
+				if m.Error != nil {
+					return m.Error.Code
+				}
+				return 0
+			}
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}` + "\n")
+	if c := answer("1"); c != 0 {
+		t.Fatalf("initialize: %d", c)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n")
+	batch := "[" + strings.Repeat(`{"jsonrpc":"2.0","id":9,"method":"ping"},`, 9999) + `{"jsonrpc":"2.0","id":9,"method":"ping"}]` + "\n"
+	for i, tc := range []struct {
+		name, line, id string
+		code           int
+	}{
+		{"bad JSON", `{"jsonrpc":"2.0",` + "\n", "null", -32700},
+		{"a 10 MiB line", `{"jsonrpc":"2.0","id":3,"method":"ping","params":{"x":"` + strings.Repeat("a", 10<<20) + `"}}` + "\n", "null", -32600},
+		{"NUL", "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"ping\x00\"}\n", "null", -32700},
+		{"bad UTF-8", "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"p\xffing\"}\n", "null", -32700},
+		{"a batch of 10,000", batch, "null", -32600},
+		{"an unknown method", `{"jsonrpc":"2.0","id":6,"method":"no/such"}` + "\n", "6", -32601},
+		{"wrong types", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":7}}` + "\n", "7", -32602},
+	} {
+		send(tc.line)
+		if c := answer(tc.id); c != tc.code {
+			t.Errorf("%s: answered %d, want %d", tc.name, c, tc.code)
+		}
+		ping := fmt.Sprint(100 + i)
+		send(`{"jsonrpc":"2.0","id":` + ping + `,"method":"ping"}` + "\n")
+		if c := answer(ping); c != 0 {
+			t.Errorf("after %s, the next line's ping: %d", tc.name, c)
+		}
+	}
+	// EOF in the middle of a line: answered as a line, then the bridge
+	// ends 0 once the daemon closes.
+	send(`{"jsonrpc":"2.0","id":200,"meth`)
+	inW.Close()
+	if c := answer("null"); c != -32700 {
+		t.Errorf("EOF mid-line: %d, want -32700", c)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the bridge: %v (stderr %s)", err, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the bridge did not end")
+	}
+	if stderr.Len() != 0 {
+		t.Errorf("stderr: %s", stderr.String())
 	}
 }
