@@ -70,8 +70,9 @@ func runStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		in <- err
 	}()
 	out := make(chan error, 1)
+	sw := &stdoutWriter{w: stdout}
 	go func() {
-		_, err := io.Copy(stdout, uc)
+		_, err := io.Copy(sw, uc)
 		out <- err
 	}()
 	select {
@@ -87,6 +88,9 @@ func runStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		}
 		return nil
 	case err := <-out:
+		if sw.err != nil {
+			return nil // the client went away (its end of stdout closed): done
+		}
 		if err != nil {
 			return fmt.Errorf("the body's agent socket %s: %w", path, err)
 		}
@@ -100,3 +104,18 @@ func runStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 type eofReader struct{}
 
 func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+// stdoutWriter remembers that writing stdout failed: the client is gone,
+// which ends the bridge as well as stdin's end does.
+type stdoutWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (s *stdoutWriter) Write(b []byte) (int, error) {
+	n, err := s.w.Write(b)
+	if err != nil {
+		s.err = err
+	}
+	return n, err
+}
