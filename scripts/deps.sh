@@ -1,8 +1,9 @@
 #!/bin/sh
 # Installs what building and testing need on a fresh Debian or Ubuntu
 # machine that has Go: a C compiler for the race detector (go test -race
-# needs cgo), and PortAudio's development files with pkg-config, so the
-# audio driver (hal/audio, tag portaudio) is built and tested. With
+# needs cgo), PortAudio's development files with pkg-config, so the
+# audio driver (hal/audio, tag portaudio) is built and tested, and
+# OpenSSH's server and client for the agent's tests through a real sshd. With
 # "cross", also what the cross builds need: qemu-user-static to run the
 # arm binaries and their tests, Debian's cross compilers for arm64 and
 # armhf, and those architectures' PortAudio and ALSA development files
@@ -83,6 +84,10 @@ command -v git >/dev/null 2>&1 || missing="$missing git"
 command -v file >/dev/null 2>&1 || missing="$missing file"
 command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
 pkg-config --exists portaudio-2.0 2>/dev/null || missing="$missing portaudio19-dev"
+# The agent's tests through a real sshd on loopback (a forced command), and
+# its client.
+[ -x /usr/sbin/sshd ] || missing="$missing openssh-server"
+command -v ssh >/dev/null 2>&1 || missing="$missing openssh-client"
 
 if [ -n "$dry" ]; then
 	if [ -z "$missing" ]; then

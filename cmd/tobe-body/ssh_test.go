@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/awareness"
+	"github.com/tobe-body/tobe-body/awareness/admin"
+	"github.com/tobe-body/tobe-body/awareness/agent"
+)
+
+// sshd is Debian's OpenSSH server on loopback, started by a test with a
+// throwaway host key and one authorized key whose forced command is the
+// bridge (this test binary as the command).
+type sshd struct {
+	port int
+	key  string // the client's private key
+	dir  string
+}
+
+func startSSHD(t *testing.T, data, principal string) *sshd {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("the sshd tests run sshd as root (it logs in as this user with a forced command)")
+	}
+	if _, err := os.Stat("/usr/sbin/sshd"); err != nil {
+		t.Fatalf("no /usr/sbin/sshd (scripts/deps.sh installs openssh-server): %v", err)
+	}
+	dir := t.TempDir()
+	for _, k := range []string{"host", "client"} {
+		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", k, "-f", filepath.Join(dir, k)).CombinedOutput(); err != nil {
+			t.Fatalf("ssh-keygen: %v\n%s", err, out)
+		}
+	}
+	pub, err := os.ReadFile(filepath.Join(dir, "client.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forced := fmt.Sprintf("TOBE_BODY_TEST_MAIN=1 exec %s stdio --data %s --principal %s", os.Args[0], data, principal)
+	if err := os.WriteFile(filepath.Join(dir, "authorized_keys"), []byte(fmt.Sprintf("restrict,command=%q %s", forced, pub)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cfg := fmt.Sprintf(`Port %d
+ListenAddress 127.0.0.1
+HostKey %s
+AuthorizedKeysFile %s
+PidFile none
+StrictModes no
+UsePAM no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+LogLevel ERROR
+`, port, filepath.Join(dir, "host"), filepath.Join(dir, "authorized_keys"))
+	if err := os.WriteFile(filepath.Join(dir, "sshd_config"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll("/run/sshd", 0o755) // its privilege separation directory
+	cmd := exec.Command("/usr/sbin/sshd", "-D", "-e", "-f", filepath.Join(dir, "sshd_config"))
+	logf, _ := os.Create(filepath.Join(dir, "sshd.log"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		logf.Close()
+		if t.Failed() {
+			out, _ := os.ReadFile(filepath.Join(dir, "sshd.log"))
+			t.Logf("sshd wrote:\n%s", out)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sshd did not listen on %d: %v", port, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return &sshd{port: port, key: filepath.Join(dir, "client"), dir: dir}
+}
+
+// ssh is the client command for s, asking to run remote (which the
+// forced command replaces).
+func (s *sshd) ssh(remote ...string) *exec.Cmd {
+	args := []string{"-T", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+		"-i", s.key, "-p", fmt.Sprint(s.port), "root@127.0.0.1"}
+	return exec.Command("ssh", append(args, remote...)...)
+}
+
+// connect runs ssh to s with the official SDK's client over it.
+func (s *sshd) connect(t *testing.T, obs chan<- awareness.Observation) (*mcp.ClientSession, *exec.Cmd) {
+	t.Helper()
+	cmd := s.ssh()
+	cmd.Stderr = os.Stderr
+	w, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close(); cmd.Process.Kill(); cmd.Wait() })
+	on := func(method string, params json.RawMessage) {
+		var o awareness.Observation
+		if obs != nil && method == agent.ObservationMethod && json.Unmarshal(params, &o) == nil {
+			select {
+			case obs <- o:
+			default:
+			}
+		}
+	}
+	cl := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	cs, err := cl.Connect(context.Background(), &agent.ObservingTransport{Transport: &mcp.IOTransport{Reader: r, Writer: w}, On: on}, nil)
+	if err != nil {
+		t.Fatalf("MCP over ssh: %v", err)
+	}
+	return cs, cmd
+}
+
+// Through a real sshd with the forced command: tools, a call, a pushed
+// observation; a client that asks for a shell or another command gets
+// only the bridge.
+func TestAgentOverSSH(t *testing.T) {
+	d := startDaemon(t, agentConfig())
+	defer d.stop(t)
+	s := startSSHD(t, d.data, "pi")
+	obs := make(chan awareness.Observation, 16)
+	cs, _ := s.connect(t, obs)
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil || len(tools.Tools) < 8 {
+		t.Fatalf("tools over ssh: %v %v", tools, err)
+	}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "estop_trip"})
+	if err != nil || res.IsError {
+		t.Fatalf("estop_trip over ssh: %+v %v", res, err)
+	}
+	select {
+	case o := <-obs:
+		if o.Type != "estop.tripped" || o.Attention.String() != "max" {
+			t.Errorf("pushed %+v", o)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no observation over ssh")
+	}
+	cs.Close()
+
+	// Another command, or a shell: the forced command runs instead; with
+	// nothing on its stdin the bridge ends at once and prints nothing.
+	for _, remote := range [][]string{{"echo", "pwned;", "id"}, {}} {
+		cmd := s.ssh(remote...)
+		cmd.Stdin = strings.NewReader("")
+		out, err := cmd.CombinedOutput()
+		if err != nil || strings.Contains(string(out), "pwned") || strings.Contains(string(out), "uid=") || len(out) != 0 {
+			t.Errorf("ssh %q: %v, printed %q: want only the bridge, ending quietly", remote, err, out)
+		}
+	}
+}
+
+// E7 end to end: the SSH connection is cut while a long gpio_pulse of its
+// session runs; the pulse stops within the heartbeat window, and another
+// session's pulse goes on.
+func TestSSHCutStopsItsSessionsPulse(t *testing.T) {
+	d := startDaemon(t, agentConfig())
+	defer d.stop(t)
+	if out, err := runCmd(t, "grant", "add", "--subject", "agent:pi", "--capability", "gpio.*", "--scope", "*", "--data", d.data); err != nil {
+		t.Fatalf("grant: %v\n%s", err, out)
+	}
+	s := startSSHD(t, d.data, "pi-high")
+	cs, sshCmd := s.connect(t, nil)
+	other := startBridge(t, "--data", d.data, "--principal", "pi-high") // a second session, beside the socket
+	defer func() { other.stdin.Close(); other.cs.Close() }()
+	adm := &admin.Client{Path: filepath.Join(d.data, adminSocket), Timeout: 10 * time.Second}
+	if out, err := runCmd(t, "estop", "reset", "--data", d.data); err != nil {
+		t.Logf("estop reset: %v %s", err, out)
+	}
+
+	pulse := func(cs *mcp.ClientSession, target, key string) {
+		go cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "gpio_pulse",
+			Arguments: map[string]any{"target": target, "duration_ms": 15000, "idempotency_key": key}})
+	}
+	running := func(key string) string {
+		var id string
+		waitForCond(t, "the pulse "+key+" running", 10*time.Second, func() bool {
+			r, err := admin.Call(context.Background(), adm, awareness.OpEvents, awareness.EventsIn{Types: []string{"action.running"}, Limit: 100})
+			if err != nil {
+				return false
+			}
+			for _, e := range r.Events {
+				if strings.Contains(fmt.Sprint(e.Payload), key) {
+					id = strings.TrimPrefix(e.AggregateID, "action:")
+					return true
+				}
+			}
+			return false
+		})
+		return id
+	}
+	pulse(cs, "gpio.relay2", "cut-me")
+	mine := running("cut-me")
+	pulse(other.cs, "gpio.led", "keep-me")
+	theirs := running("keep-me")
+
+	cut := time.Now()
+	sshCmd.Process.Kill() // the SSH connection drops
+	var stopped time.Duration
+	waitForCond(t, "the cut session's pulse to stop", 10*time.Second, func() bool {
+		r, err := admin.Call(context.Background(), adm, awareness.OpResult, awareness.ResultIn{ActionID: mine})
+		if err == nil && r.Status.Final() {
+			stopped = time.Since(cut)
+			if r.Status != act.Cancelled || r.Reason != act.ReasonSessionEnded {
+				t.Errorf("the cut session's pulse: %s %s %s", r.Status, r.Reason, r.Detail)
+			}
+			return true
+		}
+		return false
+	})
+	t.Logf("E7 over ssh: the cut session's pulse stopped %v after the cut (heartbeat window %v)", stopped.Round(time.Millisecond), act.DefaultHeartbeat)
+	if stopped > act.DefaultHeartbeat+3*time.Second { // E7: within the window (a bound, with room for a loaded machine)
+		t.Errorf("the pulse stopped %v after the cut, beyond the heartbeat window", stopped)
+	}
+	if r, err := admin.Call(context.Background(), adm, awareness.OpResult, awareness.ResultIn{ActionID: theirs}); err != nil || r.Status.Final() {
+		t.Errorf("the other session's pulse: %+v %v, want it still running", r, err)
+	}
+}
+
+func waitForCond(t *testing.T, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
