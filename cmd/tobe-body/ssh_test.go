@@ -261,4 +261,3 @@ func waitForCond(t *testing.T, what string, within time.Duration, cond func() bo
 		time.Sleep(10 * time.Millisecond)
 	}
 }
-
