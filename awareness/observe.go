@@ -29,6 +29,8 @@ type Observation struct {
 	Permissions Permissions  `json:"permissions"`
 	Type        string       `json:"event_type"`
 	Seq         uint64       `json:"seq"`
+	// Privacy is the event's class: who may be shown it (MaySee).
+	Privacy ledger.Privacy `json:"-"`
 	Data        any          `json:"data,omitempty"`
 }
 
@@ -146,7 +148,7 @@ func (o *Observer) Observe(e ledger.Stored) (Observation, bool) {
 			source, _, _ = strings.Cut(v.Type, ".")
 		}
 		return Observation{ID: v.ID, Source: source, Actor: r.Actor, Content: fill(r.Text, v, payload), Trust: trust, Attention: r.attention,
-			Timestamp: e.Event.Occurred(), Permissions: PermissionsOf(trust), Type: v.Type, Seq: e.Seq, Data: v.Payload}, true
+			Timestamp: e.Event.Occurred(), Permissions: PermissionsOf(trust), Type: v.Type, Seq: e.Seq, Data: v.Payload, Privacy: e.Event.Privacy}, true
 	}
 	return Observation{}, false
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
@@ -76,6 +77,26 @@ func TestObserverRefusesBadRules(t *testing.T) {
 	} {
 		if _, err := NewObserver([]ObservationRule{r}); err == nil {
 			t.Errorf("rule %+v taken", r)
+		}
+	}
+}
+
+// Who may be shown what: a local administrator anything; an agent
+// nothing restricted, and sensitive only at medium trust or above.
+func TestMaySee(t *testing.T) {
+	admin := act.Principal{Kind: act.LocalAdmin, Subject: "admin:uid=0", Trust: ledger.Low}
+	low := act.Principal{Kind: act.AgentSession, Subject: "agent:pi", Trust: ledger.Low}
+	medium := act.Principal{Kind: act.AgentSession, Subject: "agent:pi", Trust: ledger.Medium}
+	for _, tc := range []struct {
+		p    act.Principal
+		c    ledger.Privacy
+		want bool
+	}{
+		{admin, ledger.Restricted, true}, {low, ledger.Public, true}, {low, ledger.Internal, true}, {low, 0, true},
+		{low, ledger.Sensitive, false}, {medium, ledger.Sensitive, true}, {medium, ledger.Restricted, false},
+	} {
+		if got := MaySee(tc.p, tc.c); got != tc.want {
+			t.Errorf("%s at %s, %s: %v, want %v", tc.p.Kind, tc.p.Trust, tc.c, got, tc.want)
 		}
 	}
 }

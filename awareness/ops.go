@@ -24,8 +24,8 @@ var (
 	// OpEvents reads the ledger; events may be sensitive (camera, sound),
 	// so only local administrators read them until the agent boundary
 	// filters them by privacy class.
-	OpEvents = Op[EventsIn, Events]{Name: "events", Kind: Observe, Least: AnyAdmin,
-		Description: "Events from the ledger after a sequence, by type and time; wait_ms waits for the first new one (at most 60 s). A reply holds at most limit events and about 256 KiB of them, from at most 4 MiB of the ledger: more says there are events after last_seq still to read (perhaps none in this reply), by calling again with after set to it."}
+	OpEvents = Op[EventsIn, Events]{Name: "events", Kind: Observe, Least: AdminOrAgent,
+		Description: "Events from the ledger after a sequence, by type and time; wait_ms waits for the first new one (at most 60 s). A reply holds at most limit events and about 256 KiB of them, from at most 4 MiB of the ledger: more says there are events after last_seq still to read (perhaps none in this reply), by calling again with after set to it. An agent sees no restricted event, and sensitive ones (camera, microphone) only at medium trust or above."}
 	OpEStopStatus = Op[None, act.EStopStatus]{Name: "estop.status", Kind: Observe, Least: Anyone,
 		Description: "The e-stop: latched or not and why, the lines, a wiring fault."}
 	OpEStopTrip = Op[None, act.Trip]{Name: "estop.trip", Kind: Interact, Least: Anyone, Stop: true,
@@ -154,6 +154,9 @@ type Events struct {
 	Events  []ledger.EventView `json:"events"`
 	LastSeq uint64             `json:"last_seq"`
 	More    bool               `json:"more"`
+	// Withheld counts the events read that the caller may not see (an
+	// agent: restricted ones, and sensitive ones below medium trust).
+	Withheld int `json:"withheld,omitempty"`
 }
 
 // Capabilities lists what the body can do.

@@ -277,11 +277,49 @@ func readPage(ctx context.Context, store *ledger.Store, f ledger.Filter, reads c
 	return out, nil
 }
 
-func (b *Parts) events(ctx context.Context, _ act.Principal, in EventsIn) (Events, error) {
+func (b *Parts) events(ctx context.Context, p act.Principal, in EventsIn) (Events, error) {
 	if b.Store == nil {
 		return Events{}, errNoLedger
 	}
-	return readEvents(ctx, b.Store, in, b.reads)
+	evs, err := readEvents(ctx, b.Store, in, b.reads)
+	if err != nil || p.Kind == act.LocalAdmin {
+		return evs, err
+	}
+	kept := evs.Events[:0]
+	for _, e := range evs.Events {
+		if MaySee(p, privacyOf(e.Privacy)) {
+			kept = append(kept, e)
+		} else {
+			evs.Withheld++
+		}
+	}
+	evs.Events = kept
+	return evs, nil
+}
+
+// MaySee tells whether principal p may be shown an event of privacy
+// class c: a local administrator anything; anyone else nothing
+// restricted, and sensitive events (camera, microphone) only at medium
+// trust or above. An event without a class counts as internal.
+func MaySee(p act.Principal, c ledger.Privacy) bool {
+	switch {
+	case p.Kind == act.LocalAdmin:
+		return true
+	case c == ledger.Restricted:
+		return false
+	case c == ledger.Sensitive:
+		return p.Trust >= ledger.Medium
+	}
+	return true
+}
+
+func privacyOf(name string) ledger.Privacy {
+	for _, c := range []ledger.Privacy{ledger.Public, ledger.Internal, ledger.Sensitive, ledger.Restricted} {
+		if c.String() == name {
+			return c
+		}
+	}
+	return ledger.Internal
 }
 
 func (b *Parts) do(ctx context.Context, p act.Principal, in DoIn) (act.Result, error) {

@@ -62,6 +62,9 @@ var (
 	// Anyone is every kind of principal at low trust: reading, stopping,
 	// and asking the runner, whose policy weighs the caller's trust.
 	Anyone = Least{Kinds: []act.PrincipalKind{act.LocalAdmin, act.AgentSession, act.MQTTCommand, act.LocalRule}, Trust: ledger.Low}
+	// AdminOrAgent is a local administrator or an agent at low trust:
+	// reading the ledger, which the handler filters for agents by privacy.
+	AdminOrAgent = Least{Kinds: []act.PrincipalKind{act.LocalAdmin, act.AgentSession}, Trust: ledger.Low}
 	// AnyAdmin is a local administrator at any trust above off.
 	AnyAdmin = Least{Kinds: []act.PrincipalKind{act.LocalAdmin}, Trust: ledger.Low}
 	// HighAdmin is a local administrator at high trust: what changes what

@@ -34,6 +34,7 @@ import (
 type rig struct {
 	sock     string
 	hub      *Hub
+	store    *ledger.Store
 	estop    *act.EStop
 	runner   *act.Runner
 	relay    *haltest.LineOut
@@ -92,7 +93,7 @@ func newRig(t *testing.T, rules []config.AgentPrincipal, heartbeat time.Duration
 		t.Fatal(err)
 	}
 	g := &rig{sock: filepath.Join(t.TempDir(), SocketName), estop: estop, runner: r, relay: relay, ended: make(chan act.SessionEnd, 8),
-		hub: &Hub{Batch: 100 * time.Millisecond, Queue: 4}}
+		hub: &Hub{Batch: 100 * time.Millisecond, Queue: 4}, store: store}
 	srv := &Server{Table: table, Caps: r, Rules: rs, Hub: g.hub, Log: slog.New(slog.DiscardHandler), Version: "test",
 		Record: func(e ledger.Event) { g.mu.Lock(); g.recorded = append(g.recorded, e); g.mu.Unlock() }}
 	srv.Sessions = act.NewSessions(r, heartbeat, func(e act.SessionEnd) { srv.Ended(e); g.ended <- e })
@@ -180,7 +181,7 @@ func TestAnAgentOverTheSocket(t *testing.T) {
 		names = append(names, tl.Name)
 		byName[tl.Name] = tl
 	}
-	want := []string{"action_result", "body_status", "capabilities", "drain", "estop_status", "estop_trip", "gpio_pulse", "gpio_set", "list_channels", "self_state"}
+	want := []string{"action_result", "body_status", "capabilities", "drain", "estop_status", "estop_trip", "events", "gpio_pulse", "gpio_set", "list_channels", "self_state"}
 	if !slices.Equal(names, want) {
 		t.Errorf("tools %q, want %q", names, want)
 	}
@@ -228,6 +229,19 @@ func TestAnAgentOverTheSocket(t *testing.T) {
 	c, _ = call(t, cs, "gpio_pulse", map[string]any{"target": "gpio.led", "duration_ms": 2.5})
 	if c.Status != "error" || !strings.Contains(c.Error.Detail, "want a whole number") {
 		t.Errorf("a fractional duration: %+v %+v", c, c.Error)
+	}
+	// The ledger, without what a low-trust agent may not see.
+	for _, pr := range []ledger.Privacy{ledger.Internal, ledger.Sensitive, ledger.Restricted} {
+		if _, err := g.store.Append(context.Background(), ledger.Event{Type: "test.seen", Provenance: ledger.Observed, Privacy: pr}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, _ = call(t, cs, "events", map[string]any{"types": []string{"test."}})
+	data, _ = json.Marshal(c.Data)
+	var evs awareness.Events
+	json.Unmarshal(data, &evs)
+	if c.Status != "success" || len(evs.Events) != 1 || evs.Events[0].Privacy != "internal" || evs.Withheld != 2 {
+		t.Errorf("events at low trust: %s", data)
 	}
 	// Anyone may trip the e-stop.
 	c, _ = call(t, cs, "estop_trip", map[string]any{})

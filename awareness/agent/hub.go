@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/awareness"
 	"github.com/tobe-body/tobe-body/ledger"
 )
@@ -38,6 +39,7 @@ type Hub struct {
 
 // subscriber is one session's share of the hub.
 type subscriber struct {
+	who  act.Principal // what it may see
 	push chan awareness.Observation
 
 	mu      sync.Mutex
@@ -56,6 +58,9 @@ func (h *Hub) Publish(o awareness.Observation) {
 	}
 	h.mu.Unlock()
 	for _, s := range subs {
+		if !awareness.MaySee(s.who, o.Privacy) {
+			continue
+		}
 		s.mu.Lock()
 		if len(s.queue) >= s.max {
 			n := len(s.queue) - s.max + 1
@@ -75,8 +80,8 @@ func (h *Hub) Publish(o awareness.Observation) {
 }
 
 // join makes session a subscriber.
-func (h *Hub) join(session string) *subscriber {
-	s := &subscriber{push: make(chan awareness.Observation, pushBuffer), max: h.Queue}
+func (h *Hub) join(session string, who act.Principal) *subscriber {
+	s := &subscriber{who: who, push: make(chan awareness.Observation, pushBuffer), max: h.Queue}
 	if s.max <= 0 {
 		s.max = DefaultQueue
 	}

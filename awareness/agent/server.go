@@ -183,7 +183,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	}
 	var sub *subscriber
 	if s.Hub != nil {
-		sub = s.Hub.join(session)
+		sub = s.Hub.join(session, p)
 		defer s.Hub.leave(session)
 		addDrain(srv, sub)
 	}

@@ -21,13 +21,14 @@ import (
 const CallIDKey = "tobe/call_id"
 
 // tableTools are the table's operations an agent has as tools, by tool
-// name. Events and drain come with the observations; the admin
-// operations (reset, grants, approvals, backups) are never an agent's.
+// name (drain is the session's own); the admin operations (reset,
+// grants, approvals, backups) are never an agent's.
 var tableTools = []struct{ tool, op string }{
 	{"body_status", awareness.OpStatus.Name},
 	{"list_channels", awareness.OpChannels.Name},
 	{"self_state", awareness.OpSelf.Name},
 	{"estop_status", awareness.OpEStopStatus.Name},
+	{"events", awareness.OpEvents.Name},
 	{"capabilities", awareness.OpCapabilities.Name},
 	{"action_result", awareness.OpResult.Name},
 	{"estop_trip", awareness.OpEStopTrip.Name},
