@@ -55,6 +55,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	calls := fs.Int("calls", 1000, "observe calls to time")
 	pushes := fs.Int("pushes", 200, "observations to time")
 	via := fs.String("via", "socket", "socket (agent.sock) or stdio (through tobe-body stdio)")
+	tool := fs.String("tool", "body_status", "the observe tool whose calls are timed")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -153,16 +154,16 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	rt := make([]time.Duration, 0, *calls)
 	for range *calls {
 		start := time.Now()
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "body_status"})
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: *tool})
 		if err != nil {
 			return err
 		}
 		if res.IsError {
-			return fmt.Errorf("body_status: %v", res.Content)
+			return fmt.Errorf("%s: %v", *tool, res.Content)
 		}
 		rt = append(rt, time.Since(start))
 	}
-	fmt.Fprintf(out, "observe call over %s: %s (%d calls)\n", *via, summary(rt), *calls)
+	fmt.Fprintf(out, "observe call (%s) over %s: %s (%d calls)\n", *tool, *via, summary(rt), *calls)
 
 	// Pushes: each notify's commit to its notification read.
 	var lat []time.Duration
