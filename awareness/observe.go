@@ -31,7 +31,7 @@ type Observation struct {
 	Seq         uint64       `json:"seq"`
 	// Privacy is the event's class: who may be shown it (MaySee).
 	Privacy ledger.Privacy `json:"-"`
-	Data        any          `json:"data,omitempty"`
+	Data    any            `json:"data,omitempty"`
 }
 
 // Permissions are what an observation of its trust lets the agent do in

@@ -212,4 +212,3 @@ func summary(ds []time.Duration) string {
 	return strings.Join([]string{"p50 " + q(0.50).Round(time.Microsecond).String(), "p99 " + q(0.99).Round(time.Microsecond).String(),
 		"max " + s[len(s)-1].Round(time.Microsecond).String()}, ", ")
 }
-
