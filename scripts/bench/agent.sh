@@ -3,8 +3,9 @@
 # on the sim board, in one run: the round trip of an observe call
 # (body_status) over AGENT_CALLS (1000) calls, and the push latency from
 # an event's commit to its observation read by the client over
-# AGENT_PUSHES (200) observations; each over the agent socket and through
-# `tobe-body stdio`, side by side. Goals (ours): socket p99 <= 2 ms, push
+# AGENT_PUSHES (200) observations; each over the agent socket, through
+# `tobe-body stdio`, and (as root) through a real sshd on loopback whose
+# forced command is the bridge, side by side. Goals (ours): socket p99 <= 2 ms, push
 # p99 <= 20 ms on this machine. Figures of a shared machine: read them as
 # such.
 #
@@ -12,6 +13,9 @@
 set -eu
 cd "$(dirname "$0")/../.."
 make -s build
-for via in socket stdio; do
+vias="socket stdio"
+# Through a real sshd on loopback too, where it can run (as root).
+[ "$(id -u)" -eq 0 ] && [ -x /usr/sbin/sshd ] && vias="$vias ssh"
+for via in $vias; do
 	go run ./scripts/bench/agentbench -bin "$(pwd)/bin/tobe-body" -via "$via" -calls "${AGENT_CALLS:-1000}" -pushes "${AGENT_PUSHES:-200}"
 done

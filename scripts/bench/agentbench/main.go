@@ -54,8 +54,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	bin := fs.String("bin", "", "the tobe-body binary")
 	calls := fs.Int("calls", 1000, "observe calls to time")
 	pushes := fs.Int("pushes", 200, "observations to time")
-	via := fs.String("via", "socket", "socket (agent.sock) or stdio (through tobe-body stdio)")
+	via := fs.String("via", "socket", "socket (agent.sock), stdio (through tobe-body stdio) or ssh (a real sshd on loopback whose forced command is tobe-body stdio; as root)")
 	tool := fs.String("tool", "body_status", "the observe tool whose calls are timed")
+	boardName := fs.String("board", "sim", "the board the daemon runs on")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -77,7 +78,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
 		return err
 	}
-	daemon := exec.Command(*bin, "run", "--board", "sim", "--data", data, "--config", cfg)
+	daemon := exec.Command(*bin, "run", "--board", *boardName, "--data", data, "--config", cfg)
 	daemon.Stdout, daemon.Stderr = io.Discard, io.Discard
 	if err := daemon.Start(); err != nil {
 		return err
@@ -140,8 +141,30 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		defer func() { w.Close(); cmd.Wait() }()
 		t = &mcp.IOTransport{Reader: r, Writer: w}
+	case "ssh":
+		port, key, stop, err := startSSHD(dir, fmt.Sprintf("exec %s stdio --data %s", *bin, data))
+		if err != nil {
+			return err
+		}
+		defer stop()
+		cmd := exec.Command("ssh", "-T", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+			"-o", "LogLevel=ERROR", "-i", key, "-p", fmt.Sprint(port), "root@127.0.0.1")
+		cmd.Stderr = os.Stderr
+		w, err := cmd.StdinPipe()
+		if err != nil {
+			return err
+		}
+		r, err := cmd.StdoutPipe()
+		if err != nil {
+			return err
+		}
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		defer func() { w.Close(); cmd.Wait() }()
+		t = &mcp.IOTransport{Reader: r, Writer: w}
 	default:
-		return fmt.Errorf("-via %q: socket or stdio", *via)
+		return fmt.Errorf("-via %q: socket, stdio or ssh", *via)
 	}
 	cl := mcp.NewClient(&mcp.Implementation{Name: "agentbench", Version: "1"}, nil)
 	cs, err := cl.Connect(ctx, &agent.ObservingTransport{Transport: t, On: on}, nil)
@@ -199,6 +222,56 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "push, commit to notification read, over %s: %s (%d observations)\n", *via, summary(lat), len(lat))
 	return nil
+}
+
+// startSSHD starts Debian's sshd on a free loopback port with a
+// throwaway host key and one client key whose forced command is forced,
+// in dir; it returns the port, the client's key and its stop.
+func startSSHD(dir, forced string) (int, string, func(), error) {
+	if os.Getuid() != 0 {
+		return 0, "", nil, errors.New("-via ssh runs sshd as root (it logs in as this user with a forced command)")
+	}
+	for _, k := range []string{"host", "client"} {
+		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", k, "-f", filepath.Join(dir, k)).CombinedOutput(); err != nil {
+			return 0, "", nil, fmt.Errorf("ssh-keygen: %v: %s", err, out)
+		}
+	}
+	pub, err := os.ReadFile(filepath.Join(dir, "client.pub"))
+	if err != nil {
+		return 0, "", nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "authorized_keys"), fmt.Appendf(nil, "restrict,command=%q %s", forced, pub), 0o600); err != nil {
+		return 0, "", nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, "", nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cfg := fmt.Sprintf("Port %d\nListenAddress 127.0.0.1\nHostKey %s\nAuthorizedKeysFile %s\nPidFile none\nStrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nLogLevel ERROR\n",
+		port, filepath.Join(dir, "host"), filepath.Join(dir, "authorized_keys"))
+	if err := os.WriteFile(filepath.Join(dir, "sshd_config"), []byte(cfg), 0o600); err != nil {
+		return 0, "", nil, err
+	}
+	os.MkdirAll("/run/sshd", 0o755)
+	cmd := exec.Command("/usr/sbin/sshd", "-D", "-e", "-f", filepath.Join(dir, "sshd_config"))
+	if err := cmd.Start(); err != nil {
+		return 0, "", nil, err
+	}
+	stop := func() { cmd.Process.Kill(); cmd.Wait() }
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.Close()
+			return port, filepath.Join(dir, "client"), stop, nil
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return 0, "", nil, fmt.Errorf("sshd did not listen: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // summary is p50, p99 and max of ds.
