@@ -232,14 +232,12 @@ func TestNotifyInterleaved(t *testing.T) {
 			p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"add","arguments":{"a":%d,"b":1}}}`, 100+i, i))
 		}
 	})
-	var got []string
 	results, notifications := 0, 0
 	for results < calls || notifications < notes {
 		line, ok := <-p.lines
 		if !ok {
 			t.Fatalf("the stream ended after %d results and %d notifications", results, notifications)
 		}
-		got = append(got, line)
 		var m struct {
 			JSONRPC string          `json:"jsonrpc"`
 			Method  string          `json:"method"`
