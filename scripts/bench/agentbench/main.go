@@ -30,6 +30,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -57,8 +58,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	via := fs.String("via", "socket", "socket (agent.sock), stdio (through tobe-body stdio) or ssh (a real sshd on loopback whose forced command is tobe-body stdio; as root)")
 	tool := fs.String("tool", "body_status", "the observe tool whose calls are timed")
 	boardName := fs.String("board", "sim", "the board the daemon runs on")
+	clientGC := fs.Int("client-gogc", 0, "the client's GOGC (0: as GOGC says), to tell the client's collections from the daemon's")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *clientGC != 0 {
+		debug.SetGCPercent(*clientGC)
 	}
 	if *bin == "" {
 		return errors.New("-bin: the tobe-body binary to measure")
