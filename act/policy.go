@@ -212,13 +212,15 @@ func (r Request) EffectiveTrust() ledger.Level {
 //     (Detail names it);
 //  4. estop_unverified: the e-stop line cannot be read; nothing above R0;
 //  5. safety_rule: a global safety rule forbids it; then
+//     unknown_capability: no channel offers it (what does not exist is
+//     refused as such before the body's state is weighed: waiting for the
+//     clock, the ledger or health would not help); then
 //     clock_unsynchronized: the wall clock is not synchronised and the
 //     risk is at least SafetyRules.UnsyncedClockRefuseFrom (R3 by
 //     default);
 //  6. ledger_unavailable: the ledger cannot be written; nothing above R0;
 //  7. health_critical (only R0) and health_degraded (nothing above R1);
-//  8. the channel: unknown_capability (no channel offers it),
-//     channel_disabled (disabled, revoked, offline, error, discovered, or
+//  8. the channel: channel_disabled (disabled, revoked, offline, error, discovered, or
 //     a state Decide does not know), channel_shadow (a shadow channel
 //     runs only shadow requests); then the same for the capability's own
 //     mode from the config;
@@ -264,6 +266,11 @@ func Decide(req Request, st State) Decision {
 	if d, ok := st.Rules.refuses(req); ok {
 		return d
 	}
+	// What no channel offers is refused as such before any state of the
+	// body's (clock, ledger, health) is weighed: waiting would not help.
+	if st.Channel == "" {
+		return refuse(ReasonUnknownCapability, "no channel offers %s on %s", req.Capability.Name, req.Target)
+	}
 	if from, ok := st.Rules.UnsyncedClockRefuseFrom.from(); ok && !st.Clock.Synced && risk >= from {
 		what := from.String() + " actions wait"
 		if from < R3 {
@@ -286,8 +293,6 @@ func Decide(req Request, st State) Decision {
 		if req.Mode != Shadow {
 			return refuse(ReasonChannelShadow, "the channel only records; ask in shadow mode")
 		}
-	case "":
-		return refuse(ReasonUnknownCapability, "no channel offers %s on %s", req.Capability.Name, req.Target)
 	default:
 		return refuse(ReasonChannelDisabled, "the channel is %s", st.Channel)
 	}

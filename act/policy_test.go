@@ -372,11 +372,11 @@ func TestDecideOrder(t *testing.T) {
 		{ReasonInvalidRequest, func() { req.Mode = Live }},
 		{ReasonEStopUnverified, func() { st.EStopVerified = true }},
 		{ReasonSafetyRule, func() { st.Rules = SafetyRules{} }},
+		{ReasonUnknownCapability, func() { st.Channel = body.Shadow }},
 		{ReasonClockUnsynchronized, func() { st.Clock.Synced = true }},
 		{ReasonLedgerUnavailable, func() { st.LedgerWritable = true }},
 		{ReasonHealthCritical, func() { st.Health = body.LevelDegraded }},
 		{ReasonHealthDegraded, func() { st.Health = body.LevelNormal }},
-		{ReasonUnknownCapability, func() { st.Channel = body.Shadow }},
 		{ReasonChannelShadow, func() { st.Channel = body.Enabled }},
 		{ReasonRiskExceedsTrust, func() { req.CausedBy.Trust = ledger.Max }},
 		{ReasonNoGrant, func() {

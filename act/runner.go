@@ -550,9 +550,7 @@ func (r *Runner) submit(ctx context.Context, inv *Invocation, key string) Result
 	switch {
 	case a == nil:
 		d = Decision{Reason: ReasonUnknownCapability, Detail: fmt.Sprintf("no channel offers %q", inv.Capability)}
-	case chErr != nil && (d.Allow || d.AwaitsApproval || d.Reason == ReasonUnknownCapability || d.Reason == ReasonClockUnsynchronized):
-		// A request for what does not exist says so, not that it would
-		// have to wait for the clock.
+	case chErr != nil && (d.Allow || d.AwaitsApproval || d.Reason == ReasonUnknownCapability):
 		d = Decision{Reason: ReasonInvalidRequest, Detail: chErr.Error()}
 	case noSim != nil && (d.Allow || d.AwaitsApproval):
 		d = Decision{Reason: ReasonInvalidRequest, Detail: noSim.Error()}
