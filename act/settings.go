@@ -3,10 +3,7 @@ package act
 import (
 	"fmt"
 	"maps"
-	"os"
-	"os/user"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/tobe-body/tobe-body/body"
@@ -233,15 +230,14 @@ type LocalPrincipals struct {
 }
 
 type localRule struct {
-	uid, gid int // -1: not this kind
-	trust    ledger.Level
-	what     string // for people: "uid 0", "group tobe-body"
+	peer  Peer
+	trust ledger.Level
 }
 
 // NewLocalPrincipals reads the config's act.principals rules.
 func NewLocalPrincipals(ps []config.Principal) (*LocalPrincipals, config.Errors) {
 	var errs config.Errors
-	lp := &LocalPrincipals{groupsOf: supplementaryGroups}
+	lp := &LocalPrincipals{groupsOf: SupplementaryGroups}
 	for i, p := range ps {
 		bad := func(key, format string, args ...any) {
 			errs = append(errs, &config.Error{File: "config", Path: fmt.Sprintf("$.act.principals[%d].%s", i, key), Reason: fmt.Sprintf(format, args...)})
@@ -251,55 +247,14 @@ func NewLocalPrincipals(ps []config.Principal) (*LocalPrincipals, config.Errors)
 			bad("trust", "%v", err)
 			continue
 		}
-		r := localRule{uid: -1, gid: -1, trust: trust}
-		switch {
-		case p.UID != nil:
-			r.uid, r.what = *p.UID, "uid "+strconv.Itoa(*p.UID)
-		case p.GID != nil:
-			r.gid, r.what = *p.GID, "gid "+strconv.Itoa(*p.GID)
-		case p.User == config.DaemonIdentity:
-			r.uid, r.what = os.Getuid(), "the daemon's user"
-		case p.Group == config.DaemonIdentity:
-			r.gid, r.what = os.Getgid(), "the daemon's group"
-		case p.User != "":
-			u, err := user.Lookup(p.User)
-			if err != nil {
-				bad("user", "no user %q on this body", p.User)
-				continue
-			}
-			r.uid, _ = strconv.Atoi(u.Uid)
-			r.what = "user " + p.User
-		case p.Group != "":
-			g, err := user.LookupGroup(p.Group)
-			if err != nil {
-				bad("group", "no group %q on this body", p.Group)
-				continue
-			}
-			r.gid, _ = strconv.Atoi(g.Gid)
-			r.what = "group " + p.Group
+		peer, key, err := ParsePeer(p.UID, p.User, p.GID, p.Group)
+		if err != nil {
+			bad(key, "%v", err)
+			continue
 		}
-		lp.rules = append(lp.rules, r)
+		lp.rules = append(lp.rules, localRule{peer: peer, trust: trust})
 	}
 	return lp, errs
-}
-
-// supplementaryGroups are uid's groups from the group database.
-func supplementaryGroups(uid int) []int {
-	u, err := user.LookupId(strconv.Itoa(uid))
-	if err != nil {
-		return nil
-	}
-	ids, err := u.GroupIds()
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, id := range ids {
-		if n, err := strconv.Atoi(id); err == nil {
-			out = append(out, n)
-		}
-	}
-	return out
 }
 
 // Resolve is the principal of a peer with uid and gid (its primary group,
@@ -309,25 +264,13 @@ func (lp *LocalPrincipals) Resolve(uid, gid int) (Principal, error) {
 	if uid < 0 {
 		return Principal{}, fmt.Errorf("the caller's credentials could not be read: not a local administrator")
 	}
-	var groups []int
-	looked := false
+	groups := GroupsOf(uid, lp.groupsOf)
 	for _, r := range lp.rules {
-		match := r.uid >= 0 && r.uid == uid
-		if !match && r.gid >= 0 {
-			if r.gid == gid {
-				match = true
-			} else {
-				if !looked {
-					groups, looked = lp.groupsOf(uid), true
-				}
-				match = slices.Contains(groups, r.gid)
-			}
-		}
-		if !match {
+		if !r.peer.Matches(uid, gid, groups) {
 			continue
 		}
 		if r.trust <= ledger.Off {
-			return Principal{}, fmt.Errorf("uid %d is not a local administrator (%s: trust off)", uid, r.what)
+			return Principal{}, fmt.Errorf("uid %d is not a local administrator (%s: trust off)", uid, r.peer.What)
 		}
 		return Principal{Kind: LocalAdmin, Subject: fmt.Sprintf("admin:uid=%d", uid), Session: "admin", Trust: r.trust}, nil
 	}

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"fmt"
-	"os/user"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,72 +15,37 @@ import (
 // config's agent.principals, read once.
 type Rules struct {
 	rules []rule
-	// groupsOf returns the groups of uid beyond its primary one; a test
-	// replaces it.
+	// groupsOf returns the groups of uid beyond its primary one (nil:
+	// the group database); a test replaces it.
 	groupsOf func(uid int) []int
 }
 
 type rule struct {
 	name, subject string
-	uid, gid      int // -1: not this kind
+	peer          act.Peer
 	trust         ledger.Level
-	what          string // for people: "user tobe"
 }
 
 // NewRules reads agent.principals. A user or group the body does not
 // have is an error naming the rule.
 func NewRules(ps []config.AgentPrincipal) (*Rules, error) {
-	rs := &Rules{groupsOf: groupsOf}
+	rs := &Rules{}
 	for i, p := range ps {
 		at := fmt.Sprintf("agent.principals[%d]", i)
 		trust, err := ledger.ParseLevel(p.Trust)
 		if err != nil {
 			return nil, fmt.Errorf("%s.trust: %w", at, err)
 		}
-		r := rule{name: p.Name, subject: p.Subject, uid: -1, gid: -1, trust: trust}
-		switch {
-		case p.UID != nil:
-			r.uid, r.what = *p.UID, "uid "+strconv.Itoa(*p.UID)
-		case p.GID != nil:
-			r.gid, r.what = *p.GID, "gid "+strconv.Itoa(*p.GID)
-		case p.User != "":
-			u, err := user.Lookup(p.User)
-			if err != nil {
-				return nil, fmt.Errorf("%s.user: no user %q on this body", at, p.User)
+		peer, key, err := act.ParsePeer(p.UID, p.User, p.GID, p.Group)
+		if err != nil {
+			if key != "" {
+				at += "." + key
 			}
-			r.uid, _ = strconv.Atoi(u.Uid)
-			r.what = "user " + p.User
-		case p.Group != "":
-			g, err := user.LookupGroup(p.Group)
-			if err != nil {
-				return nil, fmt.Errorf("%s.group: no group %q on this body", at, p.Group)
-			}
-			r.gid, _ = strconv.Atoi(g.Gid)
-			r.what = "group " + p.Group
-		default:
-			return nil, fmt.Errorf("%s names no uid, user, gid or group", at)
+			return nil, fmt.Errorf("%s: %w", at, err)
 		}
-		rs.rules = append(rs.rules, r)
+		rs.rules = append(rs.rules, rule{name: p.Name, subject: p.Subject, peer: peer, trust: trust})
 	}
 	return rs, nil
-}
-
-func groupsOf(uid int) []int {
-	u, err := user.LookupId(strconv.Itoa(uid))
-	if err != nil {
-		return nil
-	}
-	ids, err := u.GroupIds()
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, id := range ids {
-		if n, err := strconv.Atoi(id); err == nil {
-			out = append(out, n)
-		}
-	}
-	return out
 }
 
 // Match lists the names of the rules a peer with uid and gid (its
@@ -96,25 +60,10 @@ func (rs *Rules) Match(uid, gid int) []string {
 }
 
 func (rs *Rules) match(uid, gid int) []rule {
-	if uid < 0 {
-		return nil
-	}
-	var groups []int
-	looked := false
+	groups := act.GroupsOf(uid, rs.groupsOf)
 	var out []rule
 	for _, r := range rs.rules {
-		ok := r.uid >= 0 && r.uid == uid
-		if !ok && r.gid >= 0 {
-			if r.gid == gid {
-				ok = true
-			} else {
-				if !looked {
-					groups, looked = rs.groupsOf(uid), true
-				}
-				ok = slices.Contains(groups, r.gid)
-			}
-		}
-		if ok && r.trust > ledger.Off {
+		if r.trust > ledger.Off && r.peer.Matches(uid, gid, groups) {
 			out = append(out, r)
 		}
 	}
