@@ -133,19 +133,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	case "stdio":
 		cmd := exec.Command(*bin, "stdio", "--data", data)
 		cmd.Stderr = os.Stderr
-		w, err := cmd.StdinPipe()
-		if err != nil {
-			return err
-		}
-		r, err := cmd.StdoutPipe()
-		if err != nil {
-			return err
-		}
-		if err := cmd.Start(); err != nil {
-			return err
-		}
-		defer func() { w.Close(); cmd.Wait() }()
-		t = &mcp.IOTransport{Reader: r, Writer: w}
+		t = &mcp.CommandTransport{Command: cmd}
 	case "ssh":
 		port, key, stop, err := startSSHD(dir, fmt.Sprintf("exec %s stdio --data %s", *bin, data))
 		if err != nil {
@@ -155,19 +143,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		cmd := exec.Command("ssh", "-T", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
 			"-o", "LogLevel=ERROR", "-i", key, "-p", fmt.Sprint(port), "root@127.0.0.1")
 		cmd.Stderr = os.Stderr
-		w, err := cmd.StdinPipe()
-		if err != nil {
-			return err
-		}
-		r, err := cmd.StdoutPipe()
-		if err != nil {
-			return err
-		}
-		if err := cmd.Start(); err != nil {
-			return err
-		}
-		defer func() { w.Close(); cmd.Wait() }()
-		t = &mcp.IOTransport{Reader: r, Writer: w}
+		t = &mcp.CommandTransport{Command: cmd}
 	default:
 		return fmt.Errorf("-via %q: socket, stdio or ssh", *via)
 	}
