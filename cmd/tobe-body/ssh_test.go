@@ -124,18 +124,6 @@ func (s *sshd) connect(t *testing.T, obs chan<- awareness.Observation) (*mcp.Cli
 	t.Helper()
 	cmd := s.ssh()
 	cmd.Stderr = os.Stderr
-	w, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Close(); cmd.Process.Kill(); cmd.Wait() })
 	on := func(method string, params json.RawMessage) {
 		var o awareness.Observation
 		if obs != nil && method == agent.ObservationMethod && json.Unmarshal(params, &o) == nil {
@@ -146,10 +134,11 @@ func (s *sshd) connect(t *testing.T, obs chan<- awareness.Observation) (*mcp.Cli
 		}
 	}
 	cl := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
-	cs, err := cl.Connect(context.Background(), &agent.ObservingTransport{Transport: &mcp.IOTransport{Reader: r, Writer: w}, On: on}, nil)
+	cs, err := cl.Connect(context.Background(), &agent.ObservingTransport{Transport: &mcp.CommandTransport{Command: cmd}, On: on}, nil)
 	if err != nil {
 		t.Fatalf("MCP over ssh: %v", err)
 	}
+	t.Cleanup(func() { cs.Close() })
 	return cs, cmd
 }
 
