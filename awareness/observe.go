@@ -129,11 +129,21 @@ func NewObserver(rules []ObservationRule) (*Observer, error) {
 }
 
 // Observe is the observation of e, or false when no rule observes it.
+// It runs for every event the body records: the payload is decoded only
+// once a rule's type and channel match.
 func (o *Observer) Observe(e ledger.Stored) (Observation, bool) {
-	v := e.View()
-	payload, _ := v.Payload.(map[string]any)
+	var v ledger.EventView
+	var payload map[string]any
+	decoded := false
 	for _, r := range o.rules {
-		if !typeMatches(r.Type, v.Type) || !channelMatches(r.Channel, v.ChannelID) || !whenMatches(r.When, payload) {
+		if !typeMatches(r.Type, e.Event.Type) || !channelMatches(r.Channel, e.Event.ChannelID) {
+			continue
+		}
+		if !decoded {
+			v, decoded = e.View(), true
+			payload, _ = v.Payload.(map[string]any)
+		}
+		if !whenMatches(r.When, payload) {
 			continue
 		}
 		if r.attention <= ledger.Off {
