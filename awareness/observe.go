@@ -139,6 +139,9 @@ func (o *Observer) Observe(e ledger.Stored) (Observation, bool) {
 		if !typeMatches(r.Type, e.Event.Type) || !channelMatches(r.Channel, e.Event.ChannelID) {
 			continue
 		}
+		if len(r.When) == 0 && r.attention <= ledger.Off {
+			return Observation{}, false // off, whatever the payload says
+		}
 		if !decoded {
 			v, decoded = e.View(), true
 			payload, _ = v.Payload.(map[string]any)
