@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,24 +19,16 @@ import (
 	"github.com/tobe-body/tobe-body/awareness"
 	"github.com/tobe-body/tobe-body/awareness/admin"
 	"github.com/tobe-body/tobe-body/awareness/agent"
+	"github.com/tobe-body/tobe-body/awareness/agent/sshdtest"
 )
 
-// sshd is Debian's OpenSSH server on loopback, started by a test with a
-// throwaway host key and one authorized key whose forced command is the
-// bridge (this test binary as the command).
-type sshd struct {
-	port int
-	key  string // the client's private key
-	dir  string
-}
-
-func startSSHD(t *testing.T, data, principal string) *sshd {
+// startSSHD runs sshd on loopback whose forced command, for the test's
+// client key, is this test binary as `tobe-body stdio --data data
+// --principal principal`.
+func startSSHD(t *testing.T, data, principal string) *sshdtest.SSHD {
 	t.Helper()
 	if os.Getuid() != 0 {
 		t.Skip("the sshd tests run sshd as root (it logs in as this user with a forced command)")
-	}
-	if _, err := os.Stat("/usr/sbin/sshd"); err != nil {
-		t.Fatalf("no /usr/sbin/sshd (scripts/deps.sh installs openssh-server): %v", err)
 	}
 	// Under a user-mode emulator (the cross build runs the ARM tests with
 	// qemu-user, not through binfmt_misc) sshd cannot execute this test
@@ -45,84 +36,24 @@ func startSSHD(t *testing.T, data, principal string) *sshd {
 	if err := exec.Command(os.Args[0], "-test.run=^$").Run(); errors.Is(err, syscall.ENOEXEC) {
 		t.Skipf("this kernel cannot execute the test binary (%v): it runs under an emulator, and sshd needs a real process", err)
 	}
-	dir := t.TempDir()
-	for _, k := range []string{"host", "client"} {
-		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", k, "-f", filepath.Join(dir, k)).CombinedOutput(); err != nil {
-			t.Fatalf("ssh-keygen: %v\n%s", err, out)
-		}
-	}
-	pub, err := os.ReadFile(filepath.Join(dir, "client.pub"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	forced := fmt.Sprintf("TOBE_BODY_TEST_MAIN=1 exec %s stdio --data %s --principal %s", os.Args[0], data, principal)
-	if err := os.WriteFile(filepath.Join(dir, "authorized_keys"), []byte(fmt.Sprintf("restrict,command=%q %s", forced, pub)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	s, err := sshdtest.Start(t.TempDir(), forced)
 	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cfg := fmt.Sprintf(`Port %d
-ListenAddress 127.0.0.1
-HostKey %s
-AuthorizedKeysFile %s
-PidFile none
-StrictModes no
-UsePAM no
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PermitRootLogin prohibit-password
-LogLevel ERROR
-`, port, filepath.Join(dir, "host"), filepath.Join(dir, "authorized_keys"))
-	if err := os.WriteFile(filepath.Join(dir, "sshd_config"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	os.MkdirAll("/run/sshd", 0o755) // its privilege separation directory
-	cmd := exec.Command("/usr/sbin/sshd", "-D", "-e", "-f", filepath.Join(dir, "sshd_config"))
-	logf, _ := os.Create(filepath.Join(dir, "sshd.log"))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		logf.Close()
 		if t.Failed() {
-			out, _ := os.ReadFile(filepath.Join(dir, "sshd.log"))
-			t.Logf("sshd wrote:\n%s", out)
+			t.Logf("sshd wrote:\n%s", s.Log())
 		}
+		s.Close()
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sshd did not listen on %d: %v", port, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return &sshd{port: port, key: filepath.Join(dir, "client"), dir: dir}
-}
-
-// ssh is the client command for s, asking to run remote (which the
-// forced command replaces).
-func (s *sshd) ssh(remote ...string) *exec.Cmd {
-	args := []string{"-T", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-		"-i", s.key, "-p", fmt.Sprint(s.port), "root@127.0.0.1"}
-	return exec.Command("ssh", append(args, remote...)...)
+	return s
 }
 
 // connect runs ssh to s with the official SDK's client over it.
-func (s *sshd) connect(t *testing.T, obs chan<- awareness.Observation) (*mcp.ClientSession, *exec.Cmd) {
+func connect(t *testing.T, s *sshdtest.SSHD, obs chan<- awareness.Observation) (*mcp.ClientSession, *exec.Cmd) {
 	t.Helper()
-	cmd := s.ssh()
+	cmd := s.Command()
 	cmd.Stderr = os.Stderr
 	on := func(method string, params json.RawMessage) {
 		var o awareness.Observation
@@ -150,7 +81,7 @@ func TestAgentOverSSH(t *testing.T) {
 	defer d.stop(t)
 	s := startSSHD(t, d.data, "pi")
 	obs := make(chan awareness.Observation, 16)
-	cs, _ := s.connect(t, obs)
+	cs, _ := connect(t, s, obs)
 	tools, err := cs.ListTools(context.Background(), nil)
 	if err != nil || len(tools.Tools) < 8 {
 		t.Fatalf("tools over ssh: %v %v", tools, err)
@@ -172,7 +103,7 @@ func TestAgentOverSSH(t *testing.T) {
 	// Another command, or a shell: the forced command runs instead; with
 	// nothing on its stdin the bridge ends at once and prints nothing.
 	for _, remote := range [][]string{{"echo", "pwned;", "id"}, {}} {
-		cmd := s.ssh(remote...)
+		cmd := s.Command(remote...)
 		cmd.Stdin = strings.NewReader("")
 		out, err := cmd.CombinedOutput()
 		if err != nil || strings.Contains(string(out), "pwned") || strings.Contains(string(out), "uid=") || len(out) != 0 {
@@ -191,7 +122,7 @@ func TestSSHCutStopsItsSessionsPulse(t *testing.T) {
 		t.Fatalf("grant: %v\n%s", err, out)
 	}
 	s := startSSHD(t, d.data, "pi-high")
-	cs, sshCmd := s.connect(t, nil)
+	cs, sshCmd := connect(t, s, nil)
 	other := startBridge(t, "--data", d.data, "--principal", "pi-high") // a second session, beside the socket
 	defer func() { other.stdin.Close(); other.cs.Close() }()
 	adm := &admin.Client{Path: filepath.Join(d.data, adminSocket), Timeout: 10 * time.Second}

@@ -41,6 +41,7 @@ import (
 	"github.com/tobe-body/tobe-body/awareness"
 	"github.com/tobe-body/tobe-body/awareness/admin"
 	"github.com/tobe-body/tobe-body/awareness/agent"
+	"github.com/tobe-body/tobe-body/awareness/agent/sshdtest"
 )
 
 func main() {
@@ -135,13 +136,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		cmd.Stderr = os.Stderr
 		t = &mcp.CommandTransport{Command: cmd}
 	case "ssh":
-		port, key, stop, err := startSSHD(dir, fmt.Sprintf("exec %s stdio --data %s", *bin, data))
+		sshd, err := sshdtest.Start(dir, fmt.Sprintf("exec %s stdio --data %s", *bin, data))
 		if err != nil {
-			return err
+			return fmt.Errorf("-via ssh: %w", err)
 		}
-		defer stop()
-		cmd := exec.Command("ssh", "-T", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-			"-o", "LogLevel=ERROR", "-i", key, "-p", fmt.Sprint(port), "root@127.0.0.1")
+		defer sshd.Close()
+		cmd := sshd.Command()
 		cmd.Stderr = os.Stderr
 		t = &mcp.CommandTransport{Command: cmd}
 	default:
@@ -203,56 +203,6 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "push, commit to notification read, over %s: %s (%d observations)\n", *via, summary(lat), len(lat))
 	return nil
-}
-
-// startSSHD starts Debian's sshd on a free loopback port with a
-// throwaway host key and one client key whose forced command is forced,
-// in dir; it returns the port, the client's key and its stop.
-func startSSHD(dir, forced string) (int, string, func(), error) {
-	if os.Getuid() != 0 {
-		return 0, "", nil, errors.New("-via ssh runs sshd as root (it logs in as this user with a forced command)")
-	}
-	for _, k := range []string{"host", "client"} {
-		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", k, "-f", filepath.Join(dir, k)).CombinedOutput(); err != nil {
-			return 0, "", nil, fmt.Errorf("ssh-keygen: %v: %s", err, out)
-		}
-	}
-	pub, err := os.ReadFile(filepath.Join(dir, "client.pub"))
-	if err != nil {
-		return 0, "", nil, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "authorized_keys"), fmt.Appendf(nil, "restrict,command=%q %s", forced, pub), 0o600); err != nil {
-		return 0, "", nil, err
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, "", nil, err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cfg := fmt.Sprintf("Port %d\nListenAddress 127.0.0.1\nHostKey %s\nAuthorizedKeysFile %s\nPidFile none\nStrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nLogLevel ERROR\n",
-		port, filepath.Join(dir, "host"), filepath.Join(dir, "authorized_keys"))
-	if err := os.WriteFile(filepath.Join(dir, "sshd_config"), []byte(cfg), 0o600); err != nil {
-		return 0, "", nil, err
-	}
-	os.MkdirAll("/run/sshd", 0o755)
-	cmd := exec.Command("/usr/sbin/sshd", "-D", "-e", "-f", filepath.Join(dir, "sshd_config"))
-	if err := cmd.Start(); err != nil {
-		return 0, "", nil, err
-	}
-	stop := func() { cmd.Process.Kill(); cmd.Wait() }
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			c.Close()
-			return port, filepath.Join(dir, "client"), stop, nil
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return 0, "", nil, fmt.Errorf("sshd did not listen: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // summary is p50, p99 and max of ds.
