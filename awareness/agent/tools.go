@@ -255,30 +255,30 @@ func paramString(p act.Param, v json.RawMessage) (string, error) {
 // result is a tool's result: the Content as text, an error's with
 // IsError, and the call's id back in _meta.
 func result(req *mcp.CallToolRequest, out any, err error) *mcp.CallToolResult {
-	c := Content{Status: "success", Data: out}
 	if err != nil {
-		c = Content{Status: "error", Error: errorOf(err)}
+		return toolReply(req, Content{Status: "error", Error: errorOf(err)})
 	}
-	text, merr := json.Marshal(c)
-	if merr != nil {
-		text, _ = json.Marshal(Content{Status: "error", Error: &awareness.Error{Reason: awareness.ReasonFailed, Detail: "the result could not be encoded: " + merr.Error()}})
-		err = merr
-	}
-	r := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}, IsError: err != nil}
-	if id, ok := req.Params.Meta[CallIDKey]; ok {
-		r.Meta = mcp.Meta{CallIDKey: id}
-	}
-	return r
+	return toolReply(req, Content{Status: "success", Data: out})
 }
 
 // refusedResult is the result of an action the runner refused: status
 // error with the refusal's reason and detail, and the runner's result as
 // data (its action id, when it was recorded).
 func refusedResult(req *mcp.CallToolRequest, tool string, res act.Result) *mcp.CallToolResult {
-	r := result(req, nil, &awareness.Error{Op: tool, Reason: res.Reason, Detail: res.Detail})
-	text, err := json.Marshal(Content{Status: "error", Data: res, Error: &awareness.Error{Op: tool, Reason: res.Reason, Detail: res.Detail}})
-	if err == nil {
-		r.Content = []mcp.Content{&mcp.TextContent{Text: string(text)}}
+	return toolReply(req, Content{Status: "error", Data: res, Error: &awareness.Error{Op: tool, Reason: res.Reason, Detail: res.Detail}})
+}
+
+// toolReply is c as a tool's result: its JSON as the text, IsError with
+// status error, and the call's id back in _meta.
+func toolReply(req *mcp.CallToolRequest, c Content) *mcp.CallToolResult {
+	text, err := json.Marshal(c)
+	if err != nil {
+		c = Content{Status: "error", Error: &awareness.Error{Reason: awareness.ReasonFailed, Detail: "the result could not be encoded: " + err.Error()}}
+		text, _ = json.Marshal(c)
+	}
+	r := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}, IsError: c.Status == "error"}
+	if id, ok := req.Params.Meta[CallIDKey]; ok {
+		r.Meta = mcp.Meta{CallIDKey: id}
 	}
 	return r
 }
