@@ -252,8 +252,8 @@ func paramString(p act.Param, v json.RawMessage) (string, error) {
 	}
 }
 
-// result is a tool's result: the Content as text, an error's with
-// IsError, and the call's id back in _meta.
+// result is a tool's result: out, or err's refusal, as toolReply
+// writes it.
 func result(req *mcp.CallToolRequest, out any, err error) *mcp.CallToolResult {
 	if err != nil {
 		return toolReply(req, Content{Status: "error", Error: errorOf(err)})
