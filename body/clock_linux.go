@@ -52,8 +52,12 @@ func kernelBootID() (string, error) {
 // watchSettings sends on set every time the wall clock is set, until ctx
 // is done: a timerfd on CLOCK_REALTIME armed far ahead with
 // TFD_TIMER_CANCEL_ON_SET, whose read fails with ECANCELED when the
-// clock is set (and which is armed again after each). It returns an error
-// only when the kernel cannot watch.
+// clock has been set since the last read. The kernel keeps the timer
+// armed through a cancellation, so it is armed once, and again only
+// should it ever expire; arming fails with ECANCELED too when the clock
+// was set just before, which is a setting like any other (the timer is
+// armed all the same). It returns an error only when the kernel cannot
+// watch.
 func watchSettings(ctx context.Context, set chan<- struct{}) error {
 	fd, err := unix.TimerfdCreate(unix.CLOCK_REALTIME, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
 	if err != nil {
@@ -61,6 +65,12 @@ func watchSettings(ctx context.Context, set chan<- struct{}) error {
 	}
 	f := os.NewFile(uintptr(fd), "timerfd")
 	defer f.Close()
+	signal := func() {
+		select {
+		case set <- struct{}{}:
+		default: // one already waits: the clock is read once for both
+		}
+	}
 	arm := func() error {
 		// Far enough ahead never to expire in practice; should it, the
 		// read returns a count and the clock is simply measured again.
@@ -70,7 +80,12 @@ func watchSettings(ctx context.Context, set chan<- struct{}) error {
 		if int64(spec.Value.Sec) != sec {
 			spec.Value = unix.NsecToTimespec((1<<31 - 1) * 1e9) // a 32-bit time_t
 		}
-		return os.NewSyscallError("timerfd_settime", unix.TimerfdSettime(fd, unix.TFD_TIMER_ABSTIME|unix.TFD_TIMER_CANCEL_ON_SET, &spec, nil))
+		err := unix.TimerfdSettime(fd, unix.TFD_TIMER_ABSTIME|unix.TFD_TIMER_CANCEL_ON_SET, &spec, nil)
+		if errors.Is(err, unix.ECANCELED) {
+			signal()
+			return nil
+		}
+		return os.NewSyscallError("timerfd_settime", err)
 	}
 	if err := arm(); err != nil {
 		return err
@@ -84,14 +99,15 @@ func watchSettings(ctx context.Context, set chan<- struct{}) error {
 			return nil
 		}
 		switch {
-		case err == nil, errors.Is(err, unix.ECANCELED):
-			select {
-			case set <- struct{}{}:
-			default: // one already waits: the clock is read once for both
-			}
+		case errors.Is(err, unix.ECANCELED):
+			signal()
+		case err == nil:
+			// The timer expired (ten years on, or the clock was set past
+			// it): arm it again, and measure, as the clock may have been set.
 			if err := arm(); err != nil {
 				return err
 			}
+			signal()
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			// Only ctx sets a deadline; loop to see it.
 		default:
