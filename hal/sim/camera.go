@@ -34,6 +34,7 @@ type camera struct {
 	free  [][]byte
 	next  uint64 // sequence of the next frame to capture
 	fresh uint64 // buffers not yet allocated
+	bg    []byte // the background's luma, w×h: the same every frame
 }
 
 func (b *Board) openCamera(cfg hal.CameraConfig) (hal.Camera, error) {
@@ -143,7 +144,10 @@ func (c *camera) NextFrame(ctx context.Context) (*hal.Frame, error) {
 		return nil, err
 	}
 	c.next++
-	c.b.render(c.format, buf, at, seq)
+	if c.bg == nil {
+		c.bg = c.b.background(c.format)
+	}
+	c.b.render(c.format, c.bg, buf, at, seq)
 	return hal.NewFrame(c.format, buf, seq, c.b.mono(at), func() { c.freed <- buf }), nil
 }
 
@@ -154,9 +158,25 @@ const (
 	lumaHigh   = 130
 )
 
-// render draws the scene at t into buf: a fixed textured background, a
-// little sensor noise that changes every frame, and the crossing object.
-func (b *Board) render(f hal.FrameFormat, buf []byte, t time.Duration, seq uint64) {
+// background is the scene without the object or noise: a gradient with
+// a coarse texture, the same every frame, one luma byte a pixel.
+func (b *Board) background(f hal.FrameFormat) []byte {
+	w, h := f.Width, f.Height
+	bg := make([]byte, w*h)
+	for y := range h {
+		for x := range w {
+			v := lumaLow + (lumaHigh-lumaLow)*(x+y)/(w+h)
+			v += int(b.sc.rand(streamTexture, uint64(y/8), uint64(x/8))*20) - 10
+			bg[y*w+x] = byte(min(max(v, 0), 255))
+		}
+	}
+	return bg
+}
+
+// render draws the scene at t into buf: the background bg, a little
+// sensor noise that changes every frame, and the crossing object. The
+// noise takes 4 bits a pixel of one draw per 16 pixels.
+func (b *Board) render(f hal.FrameFormat, bg, buf []byte, t time.Duration, seq uint64) {
 	obj, present := b.sc.objectAt(t)
 	step := 1
 	if f.Pixel == hal.PixelYUYV {
@@ -171,18 +191,19 @@ func (b *Board) render(f hal.FrameFormat, buf []byte, t time.Duration, seq uint6
 	}
 	for y := range h {
 		row := buf[y*f.Stride : y*f.Stride+w*step]
+		back := bg[y*w : y*w+w]
+		var bits uint64
 		for x := range w {
-			var v int
+			if x%16 == 0 {
+				bits = mix(b.sc.seed ^ seq<<32 ^ uint64(y*w+x))
+			}
+			n := int(bits&7) - 3 // ±3 of sensor noise
+			bits >>= 4
+			v := int(back[x])
 			if x >= x0 && x < x1 && y >= y0 && y < y1 {
 				v = lumaObject
-			} else {
-				// A gradient with a coarse texture, the same every frame.
-				v = lumaLow + (lumaHigh-lumaLow)*(x+y)/(w+h)
-				v += int(b.sc.rand(streamTexture, uint64(y/8), uint64(x/8))*20) - 10
 			}
-			n := mix(b.sc.seed^seq<<32^uint64(y*w+x)) & 7 // ±3 of sensor noise
-			v += int(n) - 3
-			row[x*step] = byte(min(max(v, 0), 255))
+			row[x*step] = byte(min(max(v+n, 0), 255))
 			if step == 2 {
 				row[x*step+1] = 128 // U and V: no colour
 			}
