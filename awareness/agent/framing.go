@@ -217,24 +217,56 @@ func (t *Transport) writeMessage(ctx context.Context, msg jsonrpc.Message) error
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if line, ok := resultLine(msg); ok {
+		return t.writeLine(line)
+	}
 	data, err := jsonrpc.EncodeMessage(msg)
 	if err != nil {
 		return fmt.Errorf("agent: encoding a message: %w", err)
 	}
-	return t.writeLine(data)
+	return t.writeLine(append(data, '\n'))
 }
 
-// writeLine writes data and a newline in one Write under the write lock.
-// data must be one JSON value without a newline, which encoding/json's
-// output always is.
-func (t *Transport) writeLine(data []byte) error {
-	if bytes.IndexByte(data, '\n') >= 0 {
+// resultLine is the line of a successful response, written around its
+// result as it is: the SDK marshalled the result itself, and encoding it
+// again as part of the envelope (which jsonrpc.EncodeMessage does)
+// would only compact and check a tool's whole output once more. Any
+// other message, and a response whose result or id is not as the SDK
+// makes them, is left to jsonrpc.EncodeMessage (ok false).
+func resultLine(msg jsonrpc.Message) (line []byte, ok bool) {
+	r, isResp := msg.(*jsonrpc.Response)
+	if !isResp || r.Error != nil || len(r.Result) == 0 || !r.ID.IsValid() {
+		return nil, false
+	}
+	line = make([]byte, 0, len(r.Result)+64)
+	line = append(line, `{"jsonrpc":"2.0","id":`...)
+	switch id := r.ID.Raw().(type) {
+	case int64:
+		line = strconv.AppendInt(line, id, 10)
+	case string:
+		// As the SDK encodes it: HTML characters are not escaped.
+		var q bytes.Buffer
+		enc := json.NewEncoder(&q)
+		enc.SetEscapeHTML(false)
+		if enc.Encode(id) != nil {
+			return nil, false
+		}
+		line = append(line, bytes.TrimSuffix(q.Bytes(), []byte{'\n'})...)
+	default:
+		return nil, false
+	}
+	line = append(line, `,"result":`...)
+	line = append(line, r.Result...)
+	return append(line, '}', '\n'), true
+}
+
+// writeLine writes line, which ends in its only newline, in one Write
+// under the write lock. encoding/json's output never has a newline in
+// it; the check is for the line that would break the framing anyway.
+func (t *Transport) writeLine(line []byte) error {
+	if i := bytes.IndexByte(line, '\n'); i != len(line)-1 {
 		return errors.New("agent: a message encoded with a newline in it")
 	}
-	line := make([]byte, len(data)+1)
-	copy(line, data)
-	line[len(data)] = '\n'
-
 	t.writeMu.Lock()
 	defer t.writeMu.Unlock()
 	select {
@@ -329,7 +361,7 @@ func (t *Transport) refuse(b *badLine) error {
 	if b.noAnswer {
 		return nil
 	}
-	err := t.writeLine(errorLine(b.code, b.why, b.id))
+	err := t.writeLine(append(errorLine(b.code, b.why, b.id), '\n'))
 	if errors.Is(err, ErrClosed) {
 		return io.EOF
 	}
@@ -450,16 +482,28 @@ func (t *Transport) parse(line []byte) (jsonrpc.Message, *badLine) {
 	if err := json.Unmarshal(env["method"], &method); err != nil {
 		return nil, invalid("the method is not a string")
 	}
-	if p, ok := env["params"]; ok {
+	p, ok := env["params"]
+	if ok {
 		if c := p[0]; c != '{' && c != '[' && string(p) != "null" {
 			return nil, invalid("params must be an object or an array")
 		}
 	}
-	msg, err := jsonrpc.DecodeMessage(bytes.Clone(line))
-	if err != nil {
-		return nil, invalid(err.Error())
+	// The request as jsonrpc.DecodeMessage would make it, from what was
+	// read above (its decoder allocates 32 KiB a message).
+	req := &jsonrpc.Request{Method: method, Params: p}
+	if id != nil {
+		var v any
+		if err := json.Unmarshal(id, &v); err != nil {
+			return nil, invalid("the id: " + err.Error())
+		}
+		// readID allowed integers of magnitude up to 2^53-1 only, exact
+		// in the float64 they decode to, as the SDK reads them.
+		var err error
+		if req.ID, err = jsonrpc.MakeID(v); err != nil {
+			return nil, invalid(err.Error())
+		}
 	}
-	return msg, nil
+	return req, nil
 }
 
 // versionOK reports whether env has "jsonrpc":"2.0".

@@ -308,3 +308,101 @@ func allocatedBy(f func()) uint64 {
 	runtime.ReadMemStats(&after)
 	return after.TotalAlloc - before.TotalAlloc
 }
+
+// The Transport reads requests itself rather than through
+// jsonrpc.DecodeMessage; whatever it accepts as a request, the SDK's
+// decoder reads as the same request.
+func FuzzParseAsSDK(f *testing.F) {
+	for _, tc := range framingCases {
+		f.Add([]byte(tc.input))
+	}
+	for _, s := range []string{
+		ping,
+		`{"jsonrpc":"2.0","id":"a\u00e9\"b","method":"tools/call","params":{"name":"x","_meta":{"tobe/call_id":"c1"}}}`,
+		`{"jsonrpc":"2.0","id":-9007199254740991,"method":"m","params":[1,2]}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","method":"m","params":null}`,
+		`{"jsonrpc":"2.0","id":1,"method":"a","method":"b"}`,
+		` {"method":"m","jsonrpc":"2.0","id":7, "params" : { } } `,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		tr := &Transport{}
+		msg, bad := tr.parse(line)
+		req, ok := msg.(*jsonrpc.Request)
+		if bad != nil || !ok {
+			return
+		}
+		sdk, err := jsonrpc.DecodeMessage(bytes.Clone(line))
+		if err != nil {
+			t.Fatalf("%q: read as %+v, but the SDK's decoder refuses it: %v", line, req, err)
+		}
+		want, ok := sdk.(*jsonrpc.Request)
+		if !ok {
+			t.Fatalf("%q: read as a request, the SDK's decoder reads %T", line, sdk)
+		}
+		if req.ID != want.ID || req.Method != want.Method || !bytes.Equal(req.Params, want.Params) {
+			t.Fatalf("%q: read as {%v %q %s}, the SDK's decoder reads {%v %q %s}", line, req.ID.Raw(), req.Method, req.Params, want.ID.Raw(), want.Method, want.Params)
+		}
+	})
+}
+
+// A successful response is written around its result as it is; the line
+// is the one jsonrpc.EncodeMessage makes of it, byte for byte, for the
+// compact results the SDK marshals.
+func TestResultLineIsTheSDKsEncoding(t *testing.T) {
+	for _, tc := range []struct {
+		id     any
+		result string
+	}{
+		{int64(1), `{}`},
+		{int64(-9007199254740991), `{"content":[{"type":"text","text":"{\"status\":\"success\"}"}]}`},
+		{"abc", `{"tools":[]}`},
+		{"é\"<>&\u2028", `{"x":"<>&"}`},
+		{int64(0), `[1,2,3]`},
+	} {
+		var id jsonrpc.ID
+		switch v := tc.id.(type) {
+		case int64:
+			id = mustIntID(t, v)
+		case string:
+			var err error
+			if id, err = jsonrpc.MakeID(v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		resp := &jsonrpc.Response{ID: id, Result: json.RawMessage(tc.result)}
+		line, ok := resultLine(resp)
+		if !ok {
+			t.Fatalf("%v: no line", tc.id)
+		}
+		want, err := jsonrpc.EncodeMessage(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(line) != string(want)+"\n" {
+			t.Errorf("%v: wrote %s, the SDK encodes %s", tc.id, line, want)
+		}
+	}
+	// What it leaves to the SDK.
+	for _, msg := range []jsonrpc.Message{
+		&jsonrpc.Request{Method: "m"},
+		&jsonrpc.Response{ID: mustIntID(t, 1), Error: &jsonrpc.Error{Code: 1, Message: "no"}},
+		&jsonrpc.Response{ID: mustIntID(t, 1)},
+		&jsonrpc.Response{Result: json.RawMessage(`{}`)},
+	} {
+		if line, ok := resultLine(msg); ok {
+			t.Errorf("%#v: wrote %s, want it left to jsonrpc.EncodeMessage", msg, line)
+		}
+	}
+}
+
+func mustIntID(t *testing.T, n int64) jsonrpc.ID {
+	t.Helper()
+	id, err := jsonrpc.MakeID(float64(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
