@@ -16,6 +16,9 @@ make -s build
 vias="socket stdio"
 # Through a real sshd on loopback too, where it can run (as root).
 [ "$(id -u)" -eq 0 ] && [ -x /usr/sbin/sshd ] && vias="$vias ssh"
+# The peer (the SDK alone, in one process) is timed in the first run.
+peer=-peer
 for via in $vias; do
-	go run ./scripts/bench/agentbench -bin "$(pwd)/bin/tobe-body" -via "$via" -calls "${AGENT_CALLS:-1000}" -pushes "${AGENT_PUSHES:-200}"
+	go run ./scripts/bench/agentbench -bin "$(pwd)/bin/tobe-body" -via "$via" $peer -calls "${AGENT_CALLS:-1000}" -pushes "${AGENT_PUSHES:-200}"
+	peer=
 done

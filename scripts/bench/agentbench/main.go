@@ -9,7 +9,15 @@
 // official MCP SDK's client (to agent.sock, or through `TOBE_BODY stdio`
 // with -via stdio), and measures:
 //
-//   - the round trip of an observe call (body_status), -calls times;
+//   - the round trip of an observe call (body_status), -calls times,
+//     with the SDK's client and then, on a second session, with a client
+//     of newline-delimited JSON-RPC that does nothing but write the
+//     request and read the answer: the body's own share, without the Go
+//     client's (an agent's client is ToBe's, in Node);
+//   - with -peer, the same number of round trips of the SDK alone, its
+//     server and client in this process over a Unix socket, calling a
+//     tool that does nothing: the floor the SDK sets on this machine,
+//     which the body's figures are given against as ratios;
 //   - the push latency of -pushes observations: a local administrator
 //     has the body notify (body.notify through the admin socket), and the
 //     time from the event's commit (its ingested_at) to the client
@@ -20,6 +28,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,6 +69,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	tool := fs.String("tool", "body_status", "the observe tool whose calls are timed")
 	boardName := fs.String("board", "sim", "the board the daemon runs on")
 	clientGC := fs.Int("client-gogc", 0, "the client's GOGC (0: as GOGC says), to tell the client's collections from the daemon's")
+	peer := fs.Bool("peer", false, "also time the SDK alone in this process (its server and client over a Unix socket, a tool that does nothing), the peer of the figures")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -122,31 +132,32 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		mu.Unlock()
 		arrived <- struct{}{}
 	}
-	var t mcp.Transport
-	switch *via {
-	case "socket":
-		c, err := net.Dial("unix", sock)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		t = &mcp.IOTransport{Reader: c, Writer: c}
-	case "stdio":
-		cmd := exec.Command(*bin, "stdio", "--data", data)
-		cmd.Stderr = os.Stderr
-		t = &mcp.CommandTransport{Command: cmd}
-	case "ssh":
-		sshd, err := sshdtest.Start(dir, fmt.Sprintf("exec %s stdio --data %s", *bin, data))
-		if err != nil {
+	// dial opens one session's stream: the socket, or the bridge's
+	// standard input and output.
+	var sshd *sshdtest.SSHD
+	if *via == "ssh" {
+		if sshd, err = sshdtest.Start(dir, fmt.Sprintf("exec %s stdio --data %s", *bin, data)); err != nil {
 			return fmt.Errorf("-via ssh: %w", err)
 		}
 		defer sshd.Close()
-		cmd := sshd.Command()
-		cmd.Stderr = os.Stderr
-		t = &mcp.CommandTransport{Command: cmd}
-	default:
-		return fmt.Errorf("-via %q: socket, stdio or ssh", *via)
 	}
+	dial := func() (io.ReadWriteCloser, error) {
+		switch *via {
+		case "socket":
+			return net.Dial("unix", sock)
+		case "stdio":
+			return startCommand(exec.Command(*bin, "stdio", "--data", data))
+		case "ssh":
+			return startCommand(sshd.Command())
+		}
+		return nil, fmt.Errorf("-via %q: socket, stdio or ssh", *via)
+	}
+	stream, err := dial()
+	if err != nil {
+		return err
+	}
+	defer stream.Close() // before the daemon stops: a bridge left open would say the body went away
+	t := &mcp.IOTransport{Reader: stream, Writer: stream}
 	cl := mcp.NewClient(&mcp.Implementation{Name: "agentbench", Version: "1"}, nil)
 	cs, err := cl.Connect(ctx, &agent.ObservingTransport{Transport: t, On: on}, nil)
 	if err != nil {
@@ -167,7 +178,33 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		rt = append(rt, time.Since(start))
 	}
-	fmt.Fprintf(out, "observe call (%s) over %s: %s (%d calls)\n", *tool, *via, summary(rt), *calls)
+	fmt.Fprintf(out, "observe call (%s) over %s, the SDK's client: %s (%d calls)\n", *tool, *via, summary(rt), *calls)
+
+	// The same calls from a line client, on a session of its own.
+	ls, err := dial()
+	if err != nil {
+		return err
+	}
+	lrt, err := lineCalls(ls, *tool, *calls)
+	ls.Close()
+	if err != nil {
+		return fmt.Errorf("the line client: %w", err)
+	}
+	fmt.Fprintf(out, "observe call (%s) over %s, a line client: %s (%d calls)\n", *tool, *via, summary(lrt), *calls)
+	if *peer {
+		floor, err := sdkFloor(ctx, dir, *calls)
+		if err != nil {
+			return fmt.Errorf("the SDK alone: %w", err)
+		}
+		fmt.Fprintf(out, "peer: the SDK alone, in one process over a Unix socket, a tool that does nothing: %s (%d calls)\n", summary(floor), *calls)
+		for _, m := range []struct {
+			name string
+			ds   []time.Duration
+		}{{"the SDK's client", rt}, {"a line client", lrt}} {
+			fmt.Fprintf(out, "  over %s with %s, to the peer: p50 %.2fx, p99 %.2fx\n", *via, m.name,
+				ratio(m.ds, floor, 0.50), ratio(m.ds, floor, 0.99))
+		}
+	}
 
 	// Pushes: each notify's commit to its notification read.
 	var lat []time.Duration
@@ -203,6 +240,153 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "push, commit to notification read, over %s: %s (%d observations)\n", *via, summary(lat), len(lat))
 	return nil
+}
+
+// startCommand starts cmd with its standard input and output as the
+// stream; closing the stream closes its input and waits for it.
+func startCommand(cmd *exec.Cmd) (io.ReadWriteCloser, error) {
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	outp, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return &cmdStream{cmd: cmd, in: in, out: outp}, nil
+}
+
+type cmdStream struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out io.ReadCloser
+}
+
+func (c *cmdStream) Read(p []byte) (int, error)  { return c.out.Read(p) }
+func (c *cmdStream) Write(p []byte) (int, error) { return c.in.Write(p) }
+func (c *cmdStream) Close() error {
+	c.in.Close()
+	return c.cmd.Wait()
+}
+
+// lineCalls is an MCP session of newline-delimited JSON-RPC done by hand:
+// initialize, initialized, then n calls of tool, each timed from writing
+// the request to reading its answer (notifications between are skipped).
+func lineCalls(rw io.ReadWriter, tool string, n int) ([]time.Duration, error) {
+	r := bufio.NewReaderSize(rw, 1<<20)
+	call := func(id int, method string, params any) error {
+		req, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+		if err != nil {
+			return err
+		}
+		if _, err := rw.Write(append(req, '\n')); err != nil {
+			return err
+		}
+		for {
+			line, err := r.ReadBytes('\n')
+			if err != nil {
+				return err
+			}
+			var m struct {
+				ID     *int            `json:"id"`
+				Error  json.RawMessage `json:"error"`
+				Result *struct {
+					IsError bool `json:"isError"`
+				} `json:"result"`
+			}
+			if err := json.Unmarshal(line, &m); err != nil {
+				return fmt.Errorf("%q: %w", line, err)
+			}
+			if m.ID == nil || *m.ID != id {
+				continue
+			}
+			if m.Error != nil || m.Result == nil || m.Result.IsError {
+				return fmt.Errorf("%s: %s", method, line)
+			}
+			return nil
+		}
+	}
+	if err := call(0, "initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "agentbench-lines", "version": "1"}}); err != nil {
+		return nil, err
+	}
+	if _, err := io.WriteString(rw, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"); err != nil {
+		return nil, err
+	}
+	each := make([]time.Duration, 0, n)
+	params := map[string]any{"name": tool}
+	for i := 1; i <= n; i++ {
+		start := time.Now()
+		if err := call(i, "tools/call", params); err != nil {
+			return nil, err
+		}
+		each = append(each, time.Since(start))
+	}
+	return each, nil
+}
+
+// sdkFloor is n round trips of the SDK alone: its server, with one tool
+// that does nothing, and its client, in this process over a Unix socket.
+func sdkFloor(ctx context.Context, dir string, n int) ([]time.Duration, error) {
+	ln, err := net.Listen("unix", filepath.Join(dir, "floor.sock"))
+	if err != nil {
+		return nil, err
+	}
+	defer ln.Close()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "floor", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "nothing", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"status":"success"}`}}}, nil
+		})
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	cc, err := net.Dial("unix", ln.Addr().String())
+	if err != nil {
+		return nil, err
+	}
+	defer cc.Close()
+	sc := <-accepted
+	if sc == nil {
+		return nil, errors.New("no connection accepted")
+	}
+	defer sc.Close()
+	ss, err := srv.Connect(ctx, &mcp.IOTransport{Reader: sc, Writer: sc}, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer ss.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "floor-client", Version: "1"}, nil).Connect(ctx, &mcp.IOTransport{Reader: cc, Writer: cc}, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer cs.Close()
+	each := make([]time.Duration, 0, n)
+	for range n {
+		start := time.Now()
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "nothing"}); err != nil {
+			return nil, err
+		}
+		each = append(each, time.Since(start))
+	}
+	return each, nil
+}
+
+// ratio is the quantile q of a over that of b.
+func ratio(a, b []time.Duration, q float64) float64 {
+	return float64(quantile(a, q)) / float64(quantile(b, q))
+}
+
+func quantile(ds []time.Duration, q float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
 }
 
 // summary is p50, p99 and max of ds.
