@@ -61,26 +61,39 @@ func LedgerClasses(cfg config.Ledger) (ledger.Classes, error) {
 			c.ByPrefix[p] = cl
 		}
 	}
-	byName := map[string]ledger.Class{"telemetry": ledger.ClassTelemetry, "state": ledger.ClassState, "local": ledger.ClassLocal, "audit": ledger.ClassAudit}
+	byName := map[string]ledger.Class{"telemetry": ledger.ClassTelemetry, "state": ledger.ClassState, "local": ledger.ClassLocal,
+		"audit": ledger.ClassAudit, "safety": ledger.ClassSafety}
 	for _, name := range []string{"telemetry", "state"} {
 		cl := byName[name]
 		cl.TTL = ttl
 		byName[name] = cl
 	}
+	defaults := ledger.DefaultClasses()
 	for prefix, name := range cfg.Classes {
 		cl, ok := byName[name]
 		if !ok {
 			return c, fmt.Errorf("ledger.classes: %q: unknown class %q", prefix, name)
 		}
 		for _, a := range auditTypes {
-			if name != "audit" && (strings.HasPrefix(prefix, a) || strings.HasPrefix(a, prefix)) {
+			if name != "audit" && name != "safety" && overlaps(prefix, a) {
 				return c, fmt.Errorf("ledger.classes: %q would move audit events (%s) out of the audit class", prefix, a)
+			}
+		}
+		// The e-stop, a person's takeover and degradation go ahead of the
+		// backlog whatever the config says. (A shorter prefix leaves them
+		// be: the longest prefix decides.)
+		for p, def := range defaults.ByPrefix {
+			if def.Urgent && name != def.Name && strings.HasPrefix(prefix, p) {
+				return c, fmt.Errorf("ledger.classes: %q would move %s events out of the %s class", prefix, p, def.Name)
 			}
 		}
 		c.ByPrefix[prefix] = cl
 	}
 	return c, nil
 }
+
+// overlaps reports whether some event type could match both prefixes.
+func overlaps(a, b string) bool { return strings.HasPrefix(a, b) || strings.HasPrefix(b, a) }
 
 // LookAtLedger opens the ledger in dataDir, which must exist, for a look
 // while the daemon is not running: the identity is read, never made, and

@@ -15,6 +15,11 @@ type Class struct {
 	// be dropped (lowest Priority, oldest first). Audit classes are not.
 	Droppable bool
 	Priority  uint8
+	// Urgent: the uplink sends rows of this class ahead of the backlog
+	// (see Store.OutboxUrgent): what a person must hear of now, the
+	// e-stop above all. All events of one type share a class, so a type's
+	// order is kept whichever way it goes.
+	Urgent bool
 	// TTL: events older than this by the ledger's running clock (see
 	// Store.Running), not by the wall clock, are deleted by retention,
 	// with their outbox rows and dedupe keys; 0 keeps them, and their
@@ -46,6 +51,10 @@ var (
 	// ClassAudit: actions, grants, e-stop, approvals, leases and the
 	// ledger's own records. Kept for ever, sent, never dropped.
 	ClassAudit = Class{Name: "audit", Outbox: true, Priority: 255}
+	// ClassSafety: the e-stop, a person's takeover and the board's
+	// degradation. Audit records (kept for ever, sent, never dropped) that
+	// go ahead of the backlog.
+	ClassSafety = Class{Name: "safety", Outbox: true, Priority: 255, Urgent: true}
 	// ClassTelemetry: what the body senses. Kept 7 days, sent, dropped
 	// first when the outbox is full.
 	ClassTelemetry = Class{Name: "telemetry", Outbox: true, Droppable: true, Priority: 1, TTL: 7 * 24 * time.Hour}
@@ -62,8 +71,9 @@ func DefaultClasses() Classes {
 	return Classes{
 		Default: ClassLocal,
 		ByPrefix: map[string]Class{
-			"action.": ClassAudit, "grant.": ClassAudit, "estop.": ClassAudit, "approval.": ClassAudit,
+			"action.": ClassAudit, "grant.": ClassAudit, "approval.": ClassAudit,
 			"lease.": ClassAudit, "ledger.": ClassAudit,
+			"estop.": ClassSafety, "lease.human_": ClassSafety, "body.degradation": ClassSafety,
 			"camera.": ClassTelemetry, "audio.": ClassTelemetry, "input.": ClassTelemetry, "gpio.": ClassTelemetry,
 			"body.": ClassState, "channel.": ClassState,
 			// A setting of the wall clock explains the times around it

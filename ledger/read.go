@@ -157,6 +157,39 @@ func (s *Store) OutboxNext(after uint64, n int) ([]OutboxItem, error) {
 	return out, err
 }
 
+// OutboxUrgent returns up to n rows of urgent classes (Class.Urgent)
+// after seq, in order, and the last row it looked at, urgent or not (seq
+// itself when there is none): the uplink sends these ahead of the
+// backlog. It reads every row's value, never a non-urgent event.
+func (s *Store) OutboxUrgent(after uint64, n int) (items []OutboxItem, last uint64, err error) {
+	last = after
+	err = s.read(func(tx *bolt.Tx) error {
+		ev := tx.Bucket(bEvents)
+		c := ev.Cursor()
+		for k, v := c.Seek(u64(after + 1)); k != nil && len(items) < n; k, v = c.Next() {
+			if !isRowKey(k) {
+				continue
+			}
+			last = getU64(k)
+			row := decodeOutboxRow(v)
+			if !row.Urgent {
+				continue
+			}
+			rec := ev.Get(k[:8])
+			if rec == nil {
+				return fmt.Errorf("ledger: outbox row %d has no event", last)
+			}
+			it := OutboxItem{Seq: last, Attempts: row.Attempts, Record: append([]byte(nil), rec...)}
+			if err := Decode(rec, &it.Event); err != nil {
+				return fmt.Errorf("event %d: %w", it.Seq, err)
+			}
+			items = append(items, it)
+		}
+		return nil
+	})
+	return items, last, err
+}
+
 // OutboxAck removes delivered rows. Unknown sequences are ignored: a row
 // acknowledged twice, or dropped meanwhile, is gone either way.
 func (s *Store) OutboxAck(seqs ...uint64) error {

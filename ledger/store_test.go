@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -536,5 +537,53 @@ func TestOutboxBudgetOverAuditRows(t *testing.T) {
 	}
 	if r, err := s.Verify(t.Context()); err != nil || !r.OK() {
 		t.Errorf("verify: %v %v", r.Problems, err)
+	}
+}
+
+// Rows of urgent classes are found ahead of the backlog, in order, and a
+// row written before the flag existed (droppable or not) reads as it was.
+func TestOutboxUrgent(t *testing.T) {
+	s := openTest(t, tempPath(t))
+	var want []uint64
+	for i := range 30 {
+		ev := motion(i)
+		if i%7 == 3 {
+			ev = Event{Type: "estop.tripped", ChannelID: "estop.main", Provenance: Observed, SourceSequence: uint64(i)}
+		}
+		res, err := s.Append(t.Context(), ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%7 == 3 {
+			want = append(want, res[0].Seq)
+		}
+	}
+	items, last, err := s.OutboxUrgent(0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []uint64
+	for _, it := range items {
+		if it.Event.Type != "estop.tripped" {
+			t.Errorf("row %d of %s came as urgent", it.Seq, it.Event.Type)
+		}
+		got = append(got, it.Seq)
+	}
+	if !slices.Equal(got, want) || last != 30 {
+		t.Errorf("urgent rows %v (last %d), want %v (last 30)", got, last, want)
+	}
+	// In pages: the last row looked at is where the next page starts.
+	items, last, _ = s.OutboxUrgent(0, 2)
+	if len(items) != 2 || last != want[1] {
+		t.Errorf("a page of 2: %d rows, last %d, want 2 and %d", len(items), last, want[1])
+	}
+	if items, last, _ = s.OutboxUrgent(30, 10); len(items) != 0 || last != 30 {
+		t.Errorf("after the end: %d rows, last %d", len(items), last)
+	}
+	for _, b := range []byte{0, 1} {
+		r := decodeOutboxRow(append([]byte{9, b}, make([]byte, 16)...))
+		if r.Urgent || r.Droppable != (b == 1) {
+			t.Errorf("an old row with flags %d reads %+v", b, r)
+		}
 	}
 }

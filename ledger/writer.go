@@ -289,7 +289,7 @@ func (w *writer) write(e *Event) (uint64, error) {
 		}
 	}
 	if class.Outbox {
-		row := outboxRow{Priority: class.Priority, Droppable: class.Droppable, Size: uint32(len(rec))}
+		row := outboxRow{Priority: class.Priority, Droppable: class.Droppable, Urgent: class.Urgent, Size: uint32(len(rec))}
 		if err := w.events.Put(w.key(sk, []byte{rowSuffix}), w.keep(row.encode())); err != nil {
 			return 0, err
 		}
@@ -417,16 +417,27 @@ func (w *writer) enforceOutboxBudget() error {
 type outboxRow struct {
 	Priority  uint8
 	Droppable bool
+	Urgent    bool
 	Attempts  uint32
 	LastTry   int64
 	Size      uint32
 }
 
+// The flags of an outbox row's second byte. Rows written before Urgent
+// existed have only rowDroppable, or nothing.
+const (
+	rowDroppable = 1 << iota
+	rowUrgent
+)
+
 func (r outboxRow) encode() []byte {
 	b := make([]byte, 18)
 	b[0] = r.Priority
 	if r.Droppable {
-		b[1] = 1
+		b[1] |= rowDroppable
+	}
+	if r.Urgent {
+		b[1] |= rowUrgent
 	}
 	putU32(b[2:], r.Attempts)
 	putU64(b[6:], uint64(r.LastTry))
@@ -438,5 +449,5 @@ func decodeOutboxRow(b []byte) outboxRow {
 	if len(b) < 18 {
 		return outboxRow{}
 	}
-	return outboxRow{Priority: b[0], Droppable: b[1] == 1, Attempts: getU32(b[2:]), LastTry: int64(getU64(b[6:])), Size: getU32(b[14:])}
+	return outboxRow{Priority: b[0], Droppable: b[1]&rowDroppable != 0, Urgent: b[1]&rowUrgent != 0, Attempts: getU32(b[2:]), LastTry: int64(getU64(b[6:])), Size: getU32(b[14:])}
 }

@@ -116,6 +116,9 @@ func TestLedgerClassesFromConfig(t *testing.T) {
 		{map[string]string{"": "local"}, "would move audit events"},
 		{map[string]string{"est": "local"}, "would move audit events"},
 		{map[string]string{"x.": "loud"}, "unknown class"},
+		{map[string]string{"estop.": "audit"}, "would move estop. events out of the safety class"},
+		{map[string]string{"body.degradation": "state"}, "would move body.degradation events out of the safety class"},
+		{map[string]string{"camera.": "state", "gpio.button": "safety"}, ""},
 	} {
 		_, err := body.LedgerClasses(config.Ledger{TelemetryTTLDays: 3, Classes: tc.classes})
 		if (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
@@ -131,6 +134,15 @@ func TestLedgerClassesFromConfig(t *testing.T) {
 	}
 	if c.Of("estop.tripped").Droppable || c.Of("estop.tripped").TTL != 0 {
 		t.Error("estop events became droppable or expiring")
+	}
+	c, _ = body.LedgerClasses(config.Ledger{TelemetryTTLDays: 3, Classes: map[string]string{"lease.": "audit"}})
+	for _, typ := range []string{"estop.tripped", "lease.human_takeover", "body.degradation"} {
+		if cl := c.Of(typ); !cl.Urgent || cl.Droppable || cl.TTL != 0 {
+			t.Errorf("%s: class %+v, want it urgent, kept and never dropped", typ, cl)
+		}
+	}
+	if c.Of("body.self_state").Urgent || c.Of("lease.granted").Urgent {
+		t.Error("a type that is not about safety went urgent")
 	}
 }
 
