@@ -1,0 +1,292 @@
+package uplink
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/tobe-body/tobe-body/ledger"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var (
+	agentID = ledger.UUID{1}
+	bodyID  = ledger.UUID{2}
+)
+
+func openStore(t testing.TB) *ledger.Store {
+	t.Helper()
+	s, err := ledger.Open(ledger.Options{Path: filepath.Join(t.TempDir(), "ledger.db"), AgentID: agentID, BodyID: bodyID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func motion(i int) ledger.Event {
+	return ledger.Event{Type: "camera.motion_started", ChannelID: "camera.front", Provenance: ledger.Observed, SourceSequence: uint64(i)}
+}
+
+func trip(i int) ledger.Event {
+	return ledger.Event{Type: "estop.tripped", ChannelID: "estop.main", Provenance: ledger.Observed, SourceSequence: uint64(i)}
+}
+
+func appendN(t testing.TB, s *ledger.Store, from, n int, mk func(int) ledger.Event) {
+	t.Helper()
+	const batch = 500
+	for i := from; i < from+n; i += batch {
+		evs := make([]ledger.Event, 0, batch)
+		for j := i; j < min(i+batch, from+n); j++ {
+			evs = append(evs, mk(j))
+		}
+		if _, err := s.Append(context.Background(), evs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func testOptions(b *broker) Options {
+	return Options{Broker: b.url(), AgentID: agentID.String(), BodyID: bodyID.String(),
+		Keepalive: 5 * time.Second, ReconnectMin: 10 * time.Millisecond, ReconnectMax: 50 * time.Millisecond, AckCommit: 20 * time.Millisecond, WriteTimeout: 500 * time.Millisecond}
+}
+
+// run starts a relay; the returned stop ends it and waits.
+func run(t testing.TB, s Outbox, opts Options) (*Relay, func()) {
+	t.Helper()
+	r, err := New(s, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.Run(ctx)
+	}()
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); wg.Wait() }) }
+	t.Cleanup(stop)
+	return r, stop
+}
+
+func outboxRows(t testing.TB, s *ledger.Store) uint64 {
+	t.Helper()
+	st, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.OutboxRows
+}
+
+// checkOnce fails unless the broker got every one of want's events, each
+// at least once, in the order of their sequence within each event type.
+func checkOnce(t testing.TB, b *broker, opts Options, want int) {
+	t.Helper()
+	evs, seen := b.events(t, opts.base()+"/events/")
+	if len(evs) != want {
+		t.Fatalf("the subscriber has %d distinct events, want %d", len(evs), want)
+	}
+	last := map[string]uint64{}
+	dups := 0
+	for _, e := range evs {
+		if e.SourceSequence < last[e.Type] {
+			t.Fatalf("%s %d came after %d", e.Type, e.SourceSequence, last[e.Type])
+		}
+		last[e.Type] = e.SourceSequence
+		dups += seen[e.ID] - 1
+	}
+	t.Logf("%d events, %d sent more than once (a consumer deduplicates them by event_id)", len(evs), dups)
+}
+
+func TestRelayDeliversTheOutboxAndEmptiesIt(t *testing.T) {
+	b := startBroker(t)
+	s := openStore(t)
+	opts := testOptions(b)
+	opts.Mirror = func(typ string) bool { return typ == "estop.tripped" }
+	appendN(t, s, 0, 2000, motion)
+	appendN(t, s, 0, 3, trip)
+	r, stop := run(t, s, opts)
+	opts = r.opts
+	eventually(t, 10*time.Second, "the outbox empties", func() bool { return outboxRows(t, s) == 0 })
+	checkOnce(t, b, opts, 2003)
+	if v, _ := b.retained(opts.StatusTopic()); v != Online {
+		t.Errorf("status retained %q, want %q", v, Online)
+	}
+	// The JSON mirror: the estop events only, each with its event_id.
+	mirrored := b.messages(opts.base() + "/events_json/")
+	if len(mirrored) < 3 {
+		t.Fatalf("%d mirrored events, want 3", len(mirrored))
+	}
+	for _, m := range mirrored {
+		var v ledger.EventView
+		if err := json.Unmarshal(m.payload, &v); err != nil || v.Type != "estop.tripped" || v.ID == "" || m.topic != opts.MirrorTopic("estop.tripped") {
+			t.Errorf("mirror %s %s: %+v %v", m.topic, m.payload, v, err)
+		}
+	}
+	// Fresh events go too, as they are written.
+	appendN(t, s, 2000, 10, motion)
+	eventually(t, 5*time.Second, "the fresh events go", func() bool { return outboxRows(t, s) == 0 })
+	checkOnce(t, b, opts, 2013)
+	st := r.Status()
+	if !st.Connected || st.Sessions != 1 || st.Acked != 2013 {
+		t.Errorf("status %+v", st)
+	}
+	// A clean stop says offline, retained.
+	stop()
+	if v, _ := b.retained(opts.StatusTopic()); v != Offline {
+		t.Errorf("after a clean stop the status is %q, want %q", v, Offline)
+	}
+}
+
+// The e-stop goes ahead of a backlog: with 20,000 telemetry rows waiting,
+// a trip written after them is among the first events the broker gets.
+func TestUrgentRowsGoAheadOfTheBacklog(t *testing.T) {
+	b := startBroker(t)
+	s := openStore(t)
+	opts := testOptions(b)
+	appendN(t, s, 0, 20000, motion)
+	appendN(t, s, 0, 2, trip)
+	r, _ := run(t, s, opts)
+	opts = r.opts
+	eventually(t, 20*time.Second, "the outbox empties", func() bool { return outboxRows(t, s) == 0 })
+	evs, _ := b.events(t, opts.base()+"/events/")
+	pos := -1
+	for i, e := range evs {
+		if e.Type == "estop.tripped" {
+			pos = i
+			break
+		}
+	}
+	if pos < 0 || pos > opts.Window {
+		t.Fatalf("the first trip was event %d of %d to arrive, want it within the first window (%d)", pos, len(evs), opts.Window)
+	}
+	t.Logf("the trip written after 20,000 rows was event %d to arrive", pos)
+	checkOnce(t, b, opts, 20002)
+}
+
+// M1: started with no broker, the body keeps its outbox; the broker
+// killed and started again in the middle of a stream, twice; at the end
+// every event is there, each type in order, and the outbox is empty.
+func TestRelayThroughABrokerThatComesAndGoes(t *testing.T) {
+	b := startBroker(t)
+	b.stop()
+	s := openStore(t)
+	opts := testOptions(b)
+	r, _ := run(t, s, opts)
+	opts = r.opts
+	appendN(t, s, 0, 1000, motion)
+	time.Sleep(200 * time.Millisecond) // a few failed connects
+	if n := outboxRows(t, s); n != 1000 {
+		t.Fatalf("with no broker the outbox holds %d rows, want 1000", n)
+	}
+	if st := r.Status(); st.Connected || st.LastError == "" {
+		t.Errorf("with no broker the status is %+v", st)
+	}
+	b.start()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 1000; i < 10000; i += 100 {
+			appendN(t, s, i, 100, motion)
+			if i%3000 == 0 {
+				trip := i
+				appendN(t, s, trip, 1, func(j int) ledger.Event { ev := motion(j); ev.Type = "estop.tripped"; return ev })
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	for i := range 2 {
+		acked := r.Status().Acked
+		eventually(t, 10*time.Second, "some rows go", func() bool {
+			st := r.Status()
+			return st.Connected && st.Sessions == uint64(i+1) && st.Acked > acked
+		})
+		b.stop()
+		time.Sleep(50 * time.Millisecond)
+		b.start()
+	}
+	wg.Wait()
+	eventually(t, 20*time.Second, "the outbox empties", func() bool { return outboxRows(t, s) == 0 })
+	checkOnce(t, b, opts, 10003)
+	if st := r.Status(); st.Sessions < 3 {
+		t.Errorf("%d sessions, want at least 3", st.Sessions)
+	}
+}
+
+// A hundred reconnects leave no goroutine behind and no memory held.
+func TestReconnectsLeakNothing(t *testing.T) {
+	b := startBroker(t)
+	s := openStore(t)
+	opts := testOptions(b)
+	r, stop := run(t, s, opts)
+	eventually(t, 5*time.Second, "connected", func() bool { return r.Status().Connected })
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	g0, h0 := runtime.NumGoroutine(), heap()
+	for i := range 100 {
+		appendN(t, s, i, 1, motion)
+		b.stop()
+		b.start()
+		eventually(t, 5*time.Second, fmt.Sprintf("reconnect %d", i+1), func() bool { return r.Status().Sessions >= uint64(i+2) && r.Status().Connected })
+	}
+	eventually(t, 5*time.Second, "the outbox empties", func() bool { return outboxRows(t, s) == 0 })
+	g1, h1 := runtime.NumGoroutine(), heap()
+	t.Logf("after 100 reconnects: goroutines %d -> %d, heap %d -> %d KiB", g0, g1, h0>>10, h1>>10)
+	if g1 > g0+2 {
+		t.Errorf("goroutines grew from %d to %d over 100 reconnects", g0, g1)
+	}
+	stop()
+}
+
+func TestBackoffHasFullJitter(t *testing.T) {
+	top := func(n int64) int64 { return n - 1 }
+	bottom := func(int64) int64 { return 0 }
+	for _, tc := range []struct {
+		n        int
+		draw     func(int64) int64
+		lo, hi   time.Duration
+		want     time.Duration
+		describe string
+	}{
+		{1, top, time.Second, time.Minute, time.Second, "the first wait is at most the minimum"},
+		{2, top, time.Second, time.Minute, 2 * time.Second, "it doubles"},
+		{7, top, time.Second, time.Minute, time.Minute, "up to the maximum"},
+		{200, top, time.Second, time.Minute, time.Minute, "and stays there"},
+		{3, bottom, time.Second, time.Minute, minWait, "never below the floor"},
+	} {
+		if got := backoff(tc.lo, tc.hi, tc.n, tc.draw); got != tc.want {
+			t.Errorf("%s: failure %d waits %v, want %v", tc.describe, tc.n, got, tc.want)
+		}
+	}
+	// Draws spread over the whole range: a fleet does not come back in step.
+	var lowHalf int
+	for range 1000 {
+		if backoff(time.Second, time.Minute, 5, defaultRelay().opts.rand) < 8*time.Second {
+			lowHalf++
+		}
+	}
+	if lowHalf < 350 || lowHalf > 650 {
+		t.Errorf("%d of 1000 waits after the 5th failure fell under 8 s of 16: not uniform", lowHalf)
+	}
+}
+
+// defaultRelay is a relay with default options, for its defaults.
+func defaultRelay() *Relay {
+	r, _ := New(nil, Options{Broker: "tcp://127.0.0.1:1", AgentID: "a", BodyID: "b"})
+	return r
+}
