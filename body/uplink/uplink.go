@@ -239,7 +239,7 @@ func (r *Relay) session(ctx context.Context) (up bool, err error) {
 		SetAutoReconnect(false).
 		SetConnectRetry(false).
 		SetOrderMatters(false).
-		SetConnectTimeout(10 * time.Second).
+		SetConnectTimeout(10*time.Second).
 		SetWriteTimeout(r.opts.WriteTimeout).
 		SetStore(acks).
 		SetBinaryWill(r.opts.StatusTopic(), []byte(Offline), 1, true).
