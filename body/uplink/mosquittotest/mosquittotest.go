@@ -1,0 +1,216 @@
+// Package mosquittotest runs Debian's Mosquitto for tests: on a free port
+// of 127.0.0.1, with a password file, no persistence, killed and started
+// again on the same port at will, and its users changed while it runs
+// (a SIGHUP reloads the password file). Tests skip without it; .ci/run
+// installs it (scripts/deps.sh).
+package mosquittotest
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	mqtt "github.com/eclipse/paho.mqtt.golang"
+)
+
+// Binary is where Debian installs the broker.
+const Binary = "/usr/sbin/mosquitto"
+
+// Mosquitto is one broker.
+type Mosquitto struct {
+	t    testing.TB
+	dir  string
+	Addr string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Start starts a broker whose users are users (name → password), or
+// skips the test when Mosquitto is not installed. It is killed when the
+// test ends.
+func Start(t testing.TB, users map[string]string) *Mosquitto {
+	t.Helper()
+	if _, err := os.Stat(Binary); err != nil {
+		t.Skipf("no Mosquitto here (%v): scripts/deps.sh installs it", err)
+	}
+	m := &Mosquitto{t: t, dir: t.TempDir()}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Addr = l.Addr().String()
+	l.Close()
+	_, port, _ := net.SplitHostPort(m.Addr)
+	conf := fmt.Sprintf("listener %s 127.0.0.1\nallow_anonymous false\npassword_file %s\npersistence false\nlog_dest file %s\nlog_type error\nlog_type warning\nlog_type notice\nlog_type information\n",
+		port, filepath.Join(m.dir, "passwd"), filepath.Join(m.dir, "log"))
+	if os.Getuid() == 0 {
+		// As root it would become the user mosquitto, who cannot read
+		// the test's files.
+		conf += "user root\n"
+	}
+	if err := os.WriteFile(filepath.Join(m.dir, "mosquitto.conf"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m.writeUsers(users)
+	m.Restart()
+	t.Cleanup(m.Kill)
+	return m
+}
+
+// URL is the broker's URL.
+func (m *Mosquitto) URL() string { return "tcp://" + m.Addr }
+
+func (m *Mosquitto) writeUsers(users map[string]string) {
+	m.t.Helper()
+	path := filepath.Join(m.dir, "passwd")
+	os.Remove(path)
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		m.t.Fatal(err)
+	}
+	for u, p := range users {
+		if out, err := exec.Command("mosquitto_passwd", "-b", path, u, p).CombinedOutput(); err != nil {
+			m.t.Fatalf("mosquitto_passwd: %v: %s", err, out)
+		}
+	}
+}
+
+// SetUsers replaces the users; the running broker reloads them.
+func (m *Mosquitto) SetUsers(users map[string]string) {
+	m.t.Helper()
+	m.writeUsers(users)
+	if m.cmd != nil {
+		m.cmd.Process.Signal(syscall.SIGHUP)
+	}
+}
+
+// Restart starts the broker (again) and waits until it accepts
+// connections.
+func (m *Mosquitto) Restart() {
+	m.t.Helper()
+	if m.cmd != nil {
+		return
+	}
+	cmd := exec.Command(Binary, "-c", filepath.Join(m.dir, "mosquitto.conf"))
+	if err := cmd.Start(); err != nil {
+		m.t.Fatal(err)
+	}
+	m.cmd, m.done = cmd, make(chan struct{})
+	go func(done chan struct{}) { cmd.Wait(); close(done) }(m.done)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", m.Addr, 100*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return
+		}
+		select {
+		case <-m.done:
+			m.t.Fatalf("mosquitto exited at its start: %s", m.Log())
+		default:
+		}
+		if time.Now().After(deadline) {
+			m.t.Fatalf("mosquitto does not listen on %s: %v\n%s", m.Addr, err, m.Log())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Kill kills the broker with SIGKILL, as a crash or a pulled plug would,
+// and waits for it to be gone.
+func (m *Mosquitto) Kill() {
+	if m.cmd == nil {
+		return
+	}
+	m.cmd.Process.Kill()
+	<-m.done
+	m.cmd = nil
+}
+
+// Log is what the broker logged.
+func (m *Mosquitto) Log() string {
+	b, _ := os.ReadFile(filepath.Join(m.dir, "log"))
+	return strings.TrimSpace(string(b))
+}
+
+// Subscriber is an MQTT client that keeps everything it is sent on a
+// filter, across reconnects the test makes.
+type Subscriber struct {
+	t          testing.TB
+	url        string
+	user, pass string
+	filter     string
+	mu         sync.Mutex
+	client     mqtt.Client
+	messages   []Message
+}
+
+// Message is one message a Subscriber got.
+type Message struct {
+	Topic   string
+	Payload []byte
+	Retain  bool
+}
+
+// Subscribe connects and subscribes at QoS 1 to filter.
+func (m *Mosquitto) Subscribe(user, pass, filter string) *Subscriber {
+	m.t.Helper()
+	s := &Subscriber{t: m.t, url: m.URL(), user: user, pass: pass, filter: filter}
+	s.Connect()
+	m.t.Cleanup(s.Close)
+	return s
+}
+
+// Connect connects (again) and subscribes; it returns once the broker
+// has granted the subscription.
+func (s *Subscriber) Connect() {
+	s.t.Helper()
+	s.Close()
+	o := mqtt.NewClientOptions().AddBroker(s.url).SetClientID(fmt.Sprintf("sub-%d", time.Now().UnixNano())).
+		SetUsername(s.user).SetPassword(s.pass).SetCleanSession(true).SetAutoReconnect(false).SetOrderMatters(true)
+	c := mqtt.NewClient(o)
+	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		s.t.Fatalf("subscriber connect: %v", tok.Error())
+	}
+	tok := c.Subscribe(s.filter, 1, func(_ mqtt.Client, msg mqtt.Message) {
+		s.mu.Lock()
+		s.messages = append(s.messages, Message{msg.Topic(), append([]byte(nil), msg.Payload()...), msg.Retained()})
+		s.mu.Unlock()
+	})
+	if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		s.t.Fatalf("subscribe %s: %v", s.filter, tok.Error())
+	}
+	s.mu.Lock()
+	s.client = c
+	s.mu.Unlock()
+}
+
+// Close disconnects, keeping what was got.
+func (s *Subscriber) Close() {
+	s.mu.Lock()
+	c := s.client
+	s.client = nil
+	s.mu.Unlock()
+	if c != nil {
+		c.Disconnect(100)
+	}
+}
+
+// Messages returns what came on topics that start with prefix.
+func (s *Subscriber) Messages(prefix string) []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Message
+	for _, m := range s.messages {
+		if strings.HasPrefix(m.Topic, prefix) {
+			out = append(out, m)
+		}
+	}
+	return out
+}

@@ -1,0 +1,150 @@
+package uplink
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+
+	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/auth"
+	"github.com/mochi-mqtt/server/v2/listeners"
+)
+
+// maxPEM bounds a TLS file read from the config.
+const maxPEM = 1 << 20
+
+// LoadTLS builds the client's TLS from PEM files: the CAs that may sign
+// the broker's certificate (the system's when caFile is empty), the
+// body's own certificate and key (none when both are empty), and the name
+// the broker's certificate must carry (its URL's host when empty).
+func LoadTLS(caFile, certFile, keyFile, serverName string) (*tls.Config, error) {
+	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
+	if caFile != "" {
+		pem, err := readPEM(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("mqtt.tls.ca_file: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("mqtt.tls.ca_file %s: no PEM certificate in it", caFile)
+		}
+	}
+	if certFile != "" || keyFile != "" {
+		cert, err := readPEM(certFile)
+		if err != nil {
+			return nil, fmt.Errorf("mqtt.tls.cert_file: %w", err)
+		}
+		key, err := readPEM(keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("mqtt.tls.key_file: %w", err)
+		}
+		pair, err := tls.X509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("mqtt.tls: %s and %s: %w", certFile, keyFile, err)
+		}
+		c.Certificates = []tls.Certificate{pair}
+	}
+	return c, nil
+}
+
+func readPEM(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxPEM+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxPEM {
+		return nil, fmt.Errorf("%s is over %d bytes", path, maxPEM)
+	}
+	return b, nil
+}
+
+// InClear says why a broker URL would carry the body's events (and its
+// password, if it has one) unencrypted off the device: "" when it is a
+// TLS URL or the broker is on this machine's loopback.
+func InClear(broker string) string {
+	u, err := url.Parse(broker)
+	if err != nil {
+		return ""
+	}
+	switch u.Scheme {
+	case "ssl", "tls", "wss", "mqtts":
+		return ""
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return ""
+	}
+	return fmt.Sprintf("%s is a %s:// broker off this machine: events and credentials go unencrypted (use ssl:// and mqtt.tls)", broker, u.Scheme)
+}
+
+// Broker is the embedded broker: mochi, on 127.0.0.1 only.
+type Broker struct {
+	srv *mochi.Server
+}
+
+// StartBroker serves MQTT on 127.0.0.1:port. Every client on this machine
+// may connect: it is for a first look without a server.
+func StartBroker(port int, log *slog.Logger) (*Broker, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
+	// Listen first, to say plainly when the port is taken.
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("mqtt.embedded_broker on %s: %w", addr, err)
+	}
+	l.Close()
+	// Its connects and disconnects are its own business; warnings are the
+	// body's.
+	srv := mochi.New(&mochi.Options{Logger: slog.New(atLeast{log.Handler(), slog.LevelWarn}).With("part", "embedded broker")})
+	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
+		return nil, err
+	}
+	if err := srv.AddListener(listeners.NewTCP(listeners.Config{ID: "loopback", Address: addr})); err != nil {
+		return nil, err
+	}
+	if err := srv.Serve(); err != nil {
+		srv.Close()
+		return nil, errors.Join(fmt.Errorf("mqtt.embedded_broker on %s", addr), err)
+	}
+	return &Broker{srv: srv}, nil
+}
+
+// Close stops the broker and drops its clients.
+func (b *Broker) Close() error { return b.srv.Close() }
+
+// atLeast passes records of level or above to its handler.
+type atLeast struct {
+	slog.Handler
+	level slog.Level
+}
+
+func (a atLeast) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= a.level && a.Handler.Enabled(ctx, l)
+}
+
+func (a atLeast) WithAttrs(as []slog.Attr) slog.Handler {
+	return atLeast{a.Handler.WithAttrs(as), a.level}
+}
+func (a atLeast) WithGroup(g string) slog.Handler { return atLeast{a.Handler.WithGroup(g), a.level} }
