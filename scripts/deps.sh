@@ -88,6 +88,10 @@ pkg-config --exists portaudio-2.0 2>/dev/null || missing="$missing portaudio19-d
 # its client.
 [ -x /usr/sbin/sshd ] || missing="$missing openssh-server"
 command -v ssh >/dev/null 2>&1 || missing="$missing openssh-client"
+# The uplink's tests against a real Mosquitto (started by the tests on a
+# free port), and its clients for a look at what the body publishes.
+[ -x /usr/sbin/mosquitto ] || missing="$missing mosquitto"
+command -v mosquitto_sub >/dev/null 2>&1 || missing="$missing mosquitto-clients"
 
 if [ -n "$dry" ]; then
 	if [ -z "$missing" ]; then

@@ -214,3 +214,103 @@ func (s *Subscriber) Messages(prefix string) []Message {
 	}
 	return out
 }
+
+// Cut is a TCP relay in front of a broker that a test can cut: cut, the
+// broker is unreachable (every connection through it is closed and new
+// ones are refused) while it keeps running, as on a network that went
+// away; mended, it passes connections again.
+type Cut struct {
+	t      testing.TB
+	Addr   string
+	target string
+
+	mu    sync.Mutex
+	l     net.Listener
+	conns map[net.Conn]bool
+	wg    sync.WaitGroup
+}
+
+// NewCut listens on a free port of 127.0.0.1 and passes to target.
+func NewCut(t testing.TB, target string) *Cut {
+	t.Helper()
+	c := &Cut{t: t, target: target, conns: map[net.Conn]bool{}}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Addr = l.Addr().String()
+	c.serve(l)
+	t.Cleanup(func() { c.Cut(); c.wg.Wait() })
+	return c
+}
+
+// URL is the broker's URL through the cut.
+func (c *Cut) URL() string { return "tcp://" + c.Addr }
+
+func (c *Cut) serve(l net.Listener) {
+	c.mu.Lock()
+	c.l = l
+	c.mu.Unlock()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		for {
+			in, err := l.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", c.target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			c.mu.Lock()
+			c.conns[in], c.conns[out] = true, true
+			c.mu.Unlock()
+			for _, p := range [][2]net.Conn{{in, out}, {out, in}} {
+				c.wg.Add(1)
+				go func(dst, src net.Conn) {
+					defer c.wg.Done()
+					buf := make([]byte, 32<<10)
+					for {
+						n, err := src.Read(buf)
+						if n > 0 {
+							if _, werr := dst.Write(buf[:n]); werr != nil {
+								break
+							}
+						}
+						if err != nil {
+							break
+						}
+					}
+					dst.Close()
+					src.Close()
+				}(p[0], p[1])
+			}
+		}
+	}()
+}
+
+// Cut closes every connection and refuses new ones.
+func (c *Cut) Cut() {
+	c.mu.Lock()
+	if c.l != nil {
+		c.l.Close()
+		c.l = nil
+	}
+	for conn := range c.conns {
+		conn.Close()
+	}
+	clear(c.conns)
+	c.mu.Unlock()
+}
+
+// Mend passes connections again, on the same port.
+func (c *Cut) Mend() {
+	c.t.Helper()
+	l, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		c.t.Fatalf("mend %s: %v", c.Addr, err)
+	}
+	c.serve(l)
+}
