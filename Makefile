@@ -45,7 +45,7 @@ build:
 	$(CGO) $(HOSTGO) build -trimpath -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/tobe-body
 
 run: build
-	$(BIN) run --board sim --data ./var
+	$(BIN) run --board sim --data ./var --config scripts/run.json
 
 test: deps test-adapter
 	$(CGO) $(HOSTGO) test -race -tags '$(TAGS)' ./...

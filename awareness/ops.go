@@ -7,6 +7,7 @@ import (
 
 	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/body/uplink"
 	"github.com/tobe-body/tobe-body/ledger"
 	"github.com/tobe-body/tobe-body/sense"
 )
@@ -91,6 +92,8 @@ type Status struct {
 	Events map[string]sense.OutletStats `json:"events,omitempty"`
 	// EStop is the e-stop's state; nil on a board without one.
 	EStop *act.EStopStatus `json:"estop,omitempty"`
+	// Uplink is the MQTT relay's state; nil when mqtt is not enabled.
+	Uplink *uplink.Status `json:"uplink,omitempty"`
 }
 
 // LedgerStatus is the ledger's part of Status.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/body/uplink"
 	"github.com/tobe-body/tobe-body/ledger"
 	"github.com/tobe-body/tobe-body/sense"
 )
@@ -32,6 +33,8 @@ type Parts struct {
 	Runner *act.Runner
 	Grants *act.Grants
 	Store  *ledger.Store
+	// Relay is the MQTT uplink; nil when it does not run.
+	Relay *uplink.Relay
 	// Now is the clock of what is not a grant (a backup's time); nil
 	// means time.Now. Grants are judged by their own clock.
 	Now func() time.Time
@@ -157,6 +160,10 @@ func (b *Parts) status(context.Context, act.Principal, None) (Status, error) {
 		if self, ok := b.Self(); ok {
 			st.Self = &self
 		}
+	}
+	if b.Relay != nil {
+		us := b.Relay.Status()
+		st.Uplink = &us
 	}
 	if b.Store == nil {
 		st.Ledger.Error = "not open"

@@ -336,12 +336,35 @@ func (m Monitor) Interval() time.Duration { return time.Duration(m.IntervalMS) *
 
 // MQTT configures the uplink to the home server's broker.
 type MQTT struct {
-	Enabled    bool   `json:"enabled"`
-	Broker     string `json:"broker"`
-	ClientID   string `json:"client_id"`
-	Username   string `json:"username"`
-	Password   Secret `json:"password"`
-	KeepaliveS int    `json:"keepalive_s"`
+	Enabled     bool      `json:"enabled"`
+	Broker      string    `json:"broker"`
+	ClientID    string    `json:"client_id"`
+	Username    string    `json:"username"`
+	Password    Secret    `json:"password"`
+	KeepaliveS  int       `json:"keepalive_s"`
+	TLS         MQTTTLS   `json:"tls"`
+	TopicPrefix string    `json:"topic_prefix"`
+	Window      int       `json:"window"`
+	AckCommitMS int       `json:"ack_commit_ms"`
+	Reconnect   Reconnect `json:"reconnect"`
+	JSONMirror  []string  `json:"json_mirror"`
+	// EmbeddedBroker starts a broker inside the daemon on 127.0.0.1.
+	EmbeddedBroker bool `json:"embedded_broker"`
+	EmbeddedPort   int  `json:"embedded_port"`
+}
+
+// MQTTTLS names the files of the uplink's TLS.
+type MQTTTLS struct {
+	CAFile     string `json:"ca_file"`
+	CertFile   string `json:"cert_file"`
+	KeyFile    string `json:"key_file"`
+	ServerName string `json:"server_name"`
+}
+
+// Reconnect bounds the uplink's backoff between sessions.
+type Reconnect struct {
+	MinMS int `json:"min_ms"`
+	MaxMS int `json:"max_ms"`
 }
 
 // Secret holds a value the schema marks sensitive. It never prints: not
@@ -392,7 +415,8 @@ func Default() Config {
 			HumanControls: []HumanControl{}, Speakers: map[string]Speaker{}},
 		Agent: Agent{Enabled: true, HeartbeatMS: 2000, Principals: []AgentPrincipal{},
 			Observations: Observations{BatchMS: 5000, Queue: 1000, Rules: []ObservationRule{}}},
-		MQTT: MQTT{Broker: "tcp://127.0.0.1:1883", KeepaliveS: 30},
+		MQTT: MQTT{Broker: "tcp://127.0.0.1:1883", KeepaliveS: 30, TopicPrefix: "tobe", Window: 64, AckCommitMS: 200,
+			Reconnect: Reconnect{MinMS: 1000, MaxMS: 120000}, JSONMirror: []string{}, EmbeddedPort: 1883},
 	}
 }
 
@@ -510,10 +534,30 @@ func (c *Config) check() error {
 	}
 	errs = append(errs, c.Act.check()...)
 	errs = append(errs, c.Agent.check()...)
+	errs = append(errs, c.MQTT.check()...)
 	if len(errs) > 0 {
 		return errs
 	}
 	return nil
+}
+
+// check is what the schema cannot say about the mqtt section.
+func (m *MQTT) check() strictjson.Errors {
+	var errs strictjson.Errors
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, &strictjson.Error{File: "merged config", Path: path, Reason: fmt.Sprintf(format, args...)})
+	}
+	if m.Reconnect.MinMS > m.Reconnect.MaxMS {
+		bad("$.mqtt.reconnect.min_ms", "%d ms is above max_ms (%d ms)", m.Reconnect.MinMS, m.Reconnect.MaxMS)
+	}
+	if (m.TLS.CertFile == "") != (m.TLS.KeyFile == "") {
+		bad("$.mqtt.tls", "cert_file and key_file go together: a client certificate needs its key")
+	}
+	tlsBroker := strings.HasPrefix(m.Broker, "ssl://") || strings.HasPrefix(m.Broker, "tls://") || strings.HasPrefix(m.Broker, "wss://")
+	if !tlsBroker && (m.TLS.CAFile != "" || m.TLS.CertFile != "" || m.TLS.ServerName != "") {
+		bad("$.mqtt.tls", "set for %s, which is not a TLS broker URL (ssl://, tls:// or wss://): the files would not be used", m.Broker)
+	}
+	return errs
 }
 
 // check is what the schema cannot say about the agent section: a rule

@@ -257,6 +257,11 @@ func TestLoadRefusesLimitsOutOfOrder(t *testing.T) {
 		{`{"version": 1, "sense": {"self": {"hot_c": 90, "critical_c": 85}}}`, `$.sense.self.critical_c: 85 °C is below hot_c (90 °C)`},
 		{`{"version": 1, "sense": {"self": {"disk_low_mb": 10, "disk_critical_mb": 32}}}`, `$.sense.self.disk_critical_mb: 32 MiB is above disk_low_mb (10 MiB)`},
 		{`{"version": 1, "sense": {"cameras": {"front": {"zones": [{"name": "a", "polygon": [[0,0],[1,0],[1,1]]}, {"name": "a", "polygon": [[0,0],[1,0],[0,1]]}]}}}}`, `$.sense.cameras.front.zones[1].name: zone name "a" is used twice`},
+		{`{"version": 1, "mqtt": {"reconnect": {"min_ms": 5000, "max_ms": 2000}}}`, `$.mqtt.reconnect.min_ms: 5000 ms is above max_ms (2000 ms)`},
+		{`{"version": 1, "mqtt": {"broker": "ssl://hub:8883", "tls": {"cert_file": "/etc/c.pem"}}}`, `$.mqtt.tls: cert_file and key_file go together`},
+		{`{"version": 1, "mqtt": {"tls": {"ca_file": "/etc/ca.pem"}}}`, `$.mqtt.tls: set for tcp://127.0.0.1:1883, which is not a TLS broker URL`},
+		{`{"version": 1, "mqtt": {"topic_prefix": "tobe/#"}}`, `$.mqtt.topic_prefix`},
+		{`{"version": 1, "mqtt": {"json_mirror": ["loud"]}}`, `$.mqtt.json_mirror[0]`},
 	} {
 		_, err := Load(Sources{File: write(t, "config.json", tc.doc)})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -199,8 +199,9 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 			}
 		})
 	})
-	if cfg.MQTT.Enabled {
-		log.Warn("mqtt.enabled is set but this build has no MQTT uplink yet; nothing is forwarded", "broker", cfg.MQTT.Broker)
+	relay, err := d.startUplink(cfg.MQTT, cfg.Ledger, id, store, log)
+	if err != nil {
+		return nil, err
 	}
 
 	gc := sense.GroupConfig{Sense: cfg.Sense, DataDir: cfg.DataDir, Clock: clock, Registry: reg, Log: log,
@@ -398,7 +399,7 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		Board: profile.Name, BoardDesc: profile.Description, BoardFrom: profile.Source, BoardWhy: why,
 		Drivers: drivers.Name, Version: version, DataDir: cfg.DataDir, Config: cfg.Layers, Safety: safety,
 		Ledger: awareness.LedgerStatus{Path: lopts.Path}},
-		Started: started, Registry: reg, Self: senses.Self, Senses: senses.Stats, EStop: estop, Runner: runner, Grants: grants, Store: store}
+		Started: started, Registry: reg, Self: senses.Self, Senses: senses.Stats, EStop: estop, Runner: runner, Grants: grants, Store: store, Relay: relay}
 	table, err := parts.Table()
 	if err != nil {
 		return nil, err

@@ -71,6 +71,15 @@ func printStatus(w io.Writer, st awareness.Status) {
 	} else {
 		fmt.Fprintf(w, "ledger    %d events (last seq %d), outbox %d rows / %d bytes waiting\n", st.Ledger.Events, st.Ledger.LastSeq, st.Ledger.OutboxRows, st.Ledger.OutboxBytes)
 	}
+	switch u := st.Uplink; {
+	case u == nil:
+		fmt.Fprintln(w, "uplink    off (mqtt.enabled is false): events wait in the outbox")
+	case u.Connected:
+		fmt.Fprintf(w, "uplink    connected to %s since %s; %d events published, %d acknowledged (%d sessions)\n",
+			u.Broker, u.Since.UTC().Format(time.RFC3339), u.Published, u.Acked, u.Sessions)
+	default:
+		fmt.Fprintf(w, "uplink    not connected to %s: %s; %d acknowledged (%d sessions)\n", u.Broker, u.LastError, u.Acked, u.Sessions)
+	}
 	if self := st.Self; self != nil {
 		fmt.Fprintf(w, "self      %s", self.Level)
 		if len(self.Why) > 0 {

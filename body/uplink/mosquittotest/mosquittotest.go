@@ -6,7 +6,9 @@
 package mosquittotest
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -218,16 +220,19 @@ func (s *Subscriber) Messages(prefix string) []Message {
 // Cut is a TCP relay in front of a broker that a test can cut: cut, the
 // broker is unreachable (every connection through it is closed and new
 // ones are refused) while it keeps running, as on a network that went
-// away; mended, it passes connections again.
+// away; frozen, the connections through it stay open and carry nothing
+// (what a board that lost its power leaves behind), and new ones are
+// refused; mended, it passes connections again.
 type Cut struct {
 	t      testing.TB
 	Addr   string
 	target string
 
-	mu    sync.Mutex
-	l     net.Listener
-	conns map[net.Conn]bool
-	wg    sync.WaitGroup
+	mu     sync.Mutex
+	l      net.Listener
+	conns  map[net.Conn]bool
+	frozen bool
+	wg     sync.WaitGroup
 }
 
 // NewCut listens on a free port of 127.0.0.1 and passes to target.
@@ -274,7 +279,10 @@ func (c *Cut) serve(l net.Listener) {
 					buf := make([]byte, 32<<10)
 					for {
 						n, err := src.Read(buf)
-						if n > 0 {
+						c.mu.Lock()
+						frozen := c.frozen
+						c.mu.Unlock()
+						if n > 0 && !frozen {
 							if _, werr := dst.Write(buf[:n]); werr != nil {
 								break
 							}
@@ -282,6 +290,15 @@ func (c *Cut) serve(l net.Listener) {
 						if err != nil {
 							break
 						}
+					}
+					c.mu.Lock()
+					frozen := c.frozen
+					c.mu.Unlock()
+					if frozen {
+						// A board without power closes nothing: the far
+						// end learns of it from the silence alone.
+						src.Close()
+						return
 					}
 					dst.Close()
 					src.Close()
@@ -291,9 +308,22 @@ func (c *Cut) serve(l net.Listener) {
 	}()
 }
 
+// Freeze stops carrying anything on the connections there are, leaving
+// them open, and refuses new ones.
+func (c *Cut) Freeze() {
+	c.mu.Lock()
+	c.frozen = true
+	if c.l != nil {
+		c.l.Close()
+		c.l = nil
+	}
+	c.mu.Unlock()
+}
+
 // Cut closes every connection and refuses new ones.
 func (c *Cut) Cut() {
 	c.mu.Lock()
+	c.frozen = false
 	if c.l != nil {
 		c.l.Close()
 		c.l = nil
@@ -313,4 +343,34 @@ func (c *Cut) Mend() {
 		c.t.Fatalf("mend %s: %v", c.Addr, err)
 	}
 	c.serve(l)
+}
+
+// SilentTimeout connects a client that says nothing after its CONNECT
+// (MQTT 3.1.1, the keep-alive given, no Will) and returns how long the
+// broker takes to close its connection: the broker's own keep-alive
+// timeout, which MQTT puts at 1.5 × the keep-alive.
+func (m *Mosquitto) SilentTimeout(user, pass string, keepalive time.Duration) (time.Duration, error) {
+	c, err := net.Dial("tcp", m.Addr)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	str := func(s string) []byte { return append([]byte{byte(len(s) >> 8), byte(len(s))}, s...) }
+	k := int(keepalive / time.Second)
+	vh := append(str("MQTT"), 4, 0xC2, byte(k>>8), byte(k)) // level 4; user, password, clean session
+	body := append(append(append(vh, str(fmt.Sprintf("silent-%d", time.Now().UnixNano()))...), str(user)...), str(pass)...)
+	if _, err := c.Write(append([]byte{0x10, byte(len(body))}, body...)); err != nil {
+		return 0, err
+	}
+	ack := make([]byte, 4)
+	if _, err := io.ReadFull(c, ack); err != nil || ack[0] != 0x20 || ack[3] != 0 {
+		return 0, fmt.Errorf("CONNACK %x: %v", ack, err)
+	}
+	start := time.Now()
+	c.SetReadDeadline(start.Add(10 * keepalive))
+	_, err = c.Read(make([]byte, 1))
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return 0, fmt.Errorf("the broker kept a silent client for %v", 10*keepalive)
+	}
+	return time.Since(start), nil
 }

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/body/config"
+	"github.com/tobe-body/tobe-body/body/uplink/mosquittotest"
+	"github.com/tobe-body/tobe-body/ledger"
+)
+
+var brokerUsers = map[string]string{"body": "body-pass", "sub": "sub-pass"}
+
+func uplinkConfig(url string) string {
+	return fmt.Sprintf(`, "mqtt": {"enabled": true, "broker": %q, "username": "body", "password": "body-pass", "keepalive_s": 5, "reconnect": {"min_ms": 100, "max_ms": 1000}}`, url)
+}
+
+// identity reads the body's ids from its data directory.
+func identity(t *testing.T, data string) body.Identity {
+	t.Helper()
+	id, _, err := body.LoadIdentity(data, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func statusTopic(id body.Identity) string { return "tobe/" + id.AgentID + "/" + id.BodyID + "/status" }
+
+// statusIs waits for the last status message the subscriber got to be v.
+func statusIs(t *testing.T, sub *mosquittotest.Subscriber, topic, v string, within time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		msgs := sub.Messages(topic)
+		if len(msgs) > 0 && string(msgs[len(msgs)-1].Payload) == v {
+			return time.Since(start)
+		}
+		if time.Since(start) > within {
+			t.Fatalf("the status is not %q within %v (got %d status messages)", v, within, len(msgs))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// M2: the body as a process, killed with SIGKILL (its kernel closes the
+// connection): the broker publishes its Last Will, offline (retained),
+// at once, well within 1.5 times the keep-alive. Gone silent as a board
+// that lost its power (the connection open and carrying nothing), the
+// Will comes when the broker's keep-alive timeout says so. Started again
+// the body says online; stopped cleanly it says offline at once.
+func TestUplinkLastWillAndCleanStop(t *testing.T) {
+	m := mosquittotest.Start(t, brokerUsers)
+	cut := mosquittotest.NewCut(t, m.Addr)
+	sub := m.Subscribe("sub", "sub-pass", "tobe/#")
+	dir := t.TempDir()
+	data, cfg := filepath.Join(dir, "data"), filepath.Join(dir, "config.json")
+	os.WriteFile(cfg, []byte(`{"version": 1`+uplinkConfig(cut.URL())+`}`), 0o600)
+	start := func() *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "run", "--board", "sim", "--data", data, "--config", cfg)
+		cmd.Env = append(os.Environ(), "TOBE_BODY_TEST_MAIN=1")
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			if errors.Is(err, syscall.ENOEXEC) {
+				t.Skipf("cannot re-exec the test binary here: %v", err)
+			}
+			t.Fatal(err)
+		}
+		go func() {
+			lines := bufio.NewScanner(stdout)
+			for lines.Scan() {
+			}
+		}()
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd
+	}
+	cmd := start()
+	eventually(t, 10*time.Second, "the identity is written", func() bool {
+		_, err := os.Stat(filepath.Join(data, body.IdentityFile))
+		return err == nil
+	})
+	topic := statusTopic(identity(t, data))
+	statusIs(t, sub, topic, "online", 10*time.Second)
+
+	killed := time.Now()
+	cmd.Process.Kill()
+	cmd.Wait()
+	statusIs(t, sub, topic, "offline", 15*time.Second)
+	took := time.Since(killed)
+	if took > 7500*time.Millisecond {
+		t.Errorf("the Last Will came %v after the kill, want within 1.5 × keep-alive (7.5 s)", took)
+	}
+	t.Logf("killed: the Last Will (offline, retained) came after %v (keep-alive 5 s)", took.Round(time.Millisecond))
+
+	cmd = start()
+	statusIs(t, sub, topic, "online", 10*time.Second)
+	// The peer: a client of the broker's own that falls silent at the
+	// same moment.
+	silent := make(chan time.Duration, 1)
+	go func() {
+		d, err := m.SilentTimeout("sub", "sub-pass", 5*time.Second)
+		if err != nil {
+			t.Errorf("a silent client: %v", err)
+		}
+		silent <- d
+	}()
+	frozen := time.Now()
+	cut.Freeze()
+	statusIs(t, sub, topic, "offline", 20*time.Second)
+	took = time.Since(frozen)
+	peer := <-silent
+	// Here the broker alone decides, from the silence: MQTT says 1.5 ×
+	// the keep-alive (7.5 s), and Debian's Mosquitto 2.0.11 takes about
+	// 2.4 × (12 s for 5 s; 18 s for 10 s), for any client.
+	if took > 15*time.Second {
+		t.Errorf("the Last Will came %v after the link went silent, want within 3 × keep-alive (15 s)", took)
+	}
+	t.Logf("gone silent: the Last Will came after %v (keep-alive 5 s); the broker closed a silent client of its own after %v", took.Round(time.Millisecond), peer.Round(time.Millisecond))
+	cut.Cut()
+	cut.Mend()
+	statusIs(t, sub, topic, "online", 15*time.Second)
+
+	stopped := time.Now()
+	cmd.Process.Signal(os.Interrupt)
+	cmd.Wait()
+	statusIs(t, sub, topic, "offline", 5*time.Second)
+	t.Logf("stopped cleanly: offline %v after the signal", time.Since(stopped).Round(time.Millisecond))
+	// The retained status is what a subscriber that comes later reads.
+	late := m.Subscribe("sub", "sub-pass", topic)
+	statusIs(t, late, topic, "offline", 5*time.Second)
+	if msgs := late.Messages(topic); !msgs[0].Retain {
+		t.Errorf("the status a late subscriber got was not retained")
+	}
+}
+
+// M1 for the daemon: started with no broker, it runs and keeps its
+// outbox; restarted while still offline, it keeps it still; once the
+// broker is there every event of a class that leaves the device reaches
+// a subscriber, and the outbox empties.
+func TestUplinkStartedWithNoBrokerAndRestartedOffline(t *testing.T) {
+	m := mosquittotest.Start(t, brokerUsers)
+	cut := mosquittotest.NewCut(t, m.Addr)
+	cut.Cut()
+	sub := m.Subscribe("sub", "sub-pass", "tobe/#")
+	dir := t.TempDir()
+	data, cfg := filepath.Join(dir, "data"), filepath.Join(dir, "config.json")
+	os.WriteFile(cfg, []byte(`{"version": 1, "monitor": {"interval_ms": 100}`+uplinkConfig(cut.URL())+`}`), 0o600)
+	d := startDaemonIn(t, data, cfg)
+	notify := func(i int) {
+		if out, err := runCmd(t, "do", "body.notify", "home", fmt.Sprintf("message=offline %d", i), "--data", data); err != nil {
+			t.Fatalf("notify %d: %v %s", i, err, out)
+		}
+	}
+	for i := range 5 {
+		notify(i)
+	}
+	out, _ := runCmd(t, "status", "--data", data)
+	if !strings.Contains(out, "uplink    not connected to "+cut.URL()) {
+		t.Errorf("status with no broker:\n%s", out)
+	}
+	d.stop(t)
+	d = startDaemonIn(t, data, cfg)
+	for i := 5; i < 10; i++ {
+		notify(i)
+	}
+	cut.Mend()
+	var sent uint64 // the last event when the outbox was empty
+	eventually(t, 20*time.Second, "the outbox empties", func() bool {
+		out, _ := runCmd(t, "status", "--data", data, "--json")
+		var st struct {
+			Ledger struct {
+				LastSeq    uint64 `json:"last_seq"`
+				OutboxRows uint64 `json:"outbox_rows"`
+			} `json:"ledger"`
+			Uplink *struct {
+				Connected bool `json:"connected"`
+			} `json:"uplink"`
+		}
+		if json.Unmarshal([]byte(out), &st) != nil || st.Uplink == nil || !st.Uplink.Connected || st.Ledger.OutboxRows != 0 {
+			return false
+		}
+		sent = st.Ledger.LastSeq
+		return true
+	})
+	d.stop(t)
+
+	// Every event of a class that leaves the device is at the subscriber.
+	id := identity(t, data)
+	got := map[string]bool{}
+	for _, msg := range sub.Messages("tobe/" + id.AgentID + "/" + id.BodyID + "/events/") {
+		var e ledger.Event
+		if err := ledger.Decode(msg.Payload, &e); err != nil {
+			t.Fatal(err)
+		}
+		got[e.ID.String()] = true
+	}
+	classes, err := body.LedgerClasses(config.Default().Ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err = runCmd(t, "ledger", "events", "--json", "--data", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want, notified int
+	for line := range strings.Lines(out) {
+		var e ledger.EventView
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		if e.Seq > sent || !classes.Of(e.Type).Outbox {
+			continue // written after the outbox was seen empty, or kept on the device
+		}
+		want++
+		if e.Type == "body.notified" {
+			notified++
+		}
+		if !got[e.ID] {
+			t.Errorf("%s %s (seq %d) never reached the broker", e.Type, e.ID, e.Seq)
+		}
+	}
+	if notified != 10 {
+		t.Errorf("%d body.notified events, want 10", notified)
+	}
+	t.Logf("%d events that leave the device, all at the subscriber, through a start with no broker and a restart offline", want)
+}
+
+// eventually polls cond every 20 ms for up to d.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
