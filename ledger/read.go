@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -138,11 +139,13 @@ func (s *Store) OutboxNext(after uint64, n int) ([]OutboxItem, error) {
 	err := s.read(func(tx *bolt.Tx) error {
 		ev := tx.Bucket(bEvents)
 		c := ev.Cursor()
+		var prevKey, prevVal []byte // the key before: a row's event, when it has one
 		for k, v := c.Seek(u64(after + 1)); k != nil && len(out) < n; k, v = c.Next() {
 			if !isRowKey(k) {
+				prevKey, prevVal = k, v
 				continue
 			}
-			rec := ev.Get(k[:8])
+			rec := eventOfRow(ev, k, prevKey, prevVal)
 			if rec == nil {
 				return fmt.Errorf("ledger: outbox row %d has no event", getU64(k))
 			}
@@ -157,6 +160,16 @@ func (s *Store) OutboxNext(after uint64, n int) ([]OutboxItem, error) {
 	return out, err
 }
 
+// eventOfRow is the record of the event whose outbox row is at rowKey:
+// the value of the key just before it in the cursor's walk when that is
+// the event (the row sits right after its event), else a lookup.
+func eventOfRow(ev *bolt.Bucket, rowKey, prevKey, prevVal []byte) []byte {
+	if len(prevKey) == 8 && bytes.Equal(prevKey, rowKey[:8]) {
+		return prevVal
+	}
+	return ev.Get(rowKey[:8])
+}
+
 // OutboxUrgent returns up to n rows of urgent classes (Class.Urgent)
 // after seq, in order, and the last row it looked at, urgent or not (seq
 // itself when there is none): the uplink sends these ahead of the
@@ -166,8 +179,10 @@ func (s *Store) OutboxUrgent(after uint64, n int) (items []OutboxItem, last uint
 	err = s.read(func(tx *bolt.Tx) error {
 		ev := tx.Bucket(bEvents)
 		c := ev.Cursor()
+		var prevKey, prevVal []byte
 		for k, v := c.Seek(u64(after + 1)); k != nil && len(items) < n; k, v = c.Next() {
 			if !isRowKey(k) {
+				prevKey, prevVal = k, v
 				continue
 			}
 			last = getU64(k)
@@ -175,7 +190,7 @@ func (s *Store) OutboxUrgent(after uint64, n int) (items []OutboxItem, last uint
 			if !row.Urgent {
 				continue
 			}
-			rec := ev.Get(k[:8])
+			rec := eventOfRow(ev, k, prevKey, prevVal)
 			if rec == nil {
 				return fmt.Errorf("ledger: outbox row %d has no event", last)
 			}

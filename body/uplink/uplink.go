@@ -372,10 +372,14 @@ func (s *session) relay(ctx context.Context, lost <-chan error) error {
 			o.Log.Warn("uplink: acknowledged rows stay in the outbox and go again", "err", err)
 		}
 	}()
+	fresh := true        // rows may have been written that the urgent scan has not seen
+	backlogDone := false // the backlog was read to its end, and nothing was written since
 	for {
 		changed := s.r.out.Changed()
-		// The urgent rows first, then the backlog in order.
-		for s.inflight < o.Window {
+		// The urgent rows first, then the backlog in order. The window is
+		// filled again once half of it is free, in one read, not a read
+		// per PUBACK.
+		for fresh && s.inflight < o.Window {
 			items, last, err := s.r.out.OutboxUrgent(tail, o.Window-s.inflight)
 			if err != nil {
 				return err
@@ -388,15 +392,16 @@ func (s *session) relay(ctx context.Context, lost <-chan error) error {
 			}
 			tail = last
 			if len(items) == 0 {
-				break
+				fresh = false
 			}
 		}
-		for s.inflight < o.Window {
+		for s.inflight < o.Window && !backlogDone {
 			items, err := s.r.out.OutboxNext(cursor, o.Window-s.inflight)
 			if err != nil {
 				return err
 			}
 			if len(items) == 0 {
+				backlogDone = true
 				break
 			}
 			for _, it := range items {
@@ -434,6 +439,7 @@ func (s *session) relay(ctx context.Context, lost <-chan error) error {
 				return err
 			}
 		case <-changed:
+			fresh, backlogDone = true, false
 		case err := <-lost:
 			return fmt.Errorf("connection lost: %w", err)
 		case <-ctx.Done():
