@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -125,6 +126,19 @@ type Relay struct {
 
 	mu     sync.Mutex
 	status Status
+
+	// Retained documents (state, discovery) by topic, published in every
+	// session and again when they change.
+	docMu sync.Mutex
+	docs  map[string][]byte
+	dirty map[string]bool
+	wake  chan struct{}
+	subs  []subscription
+}
+
+type subscription struct {
+	filter string
+	fn     func(topic string, payload []byte)
 }
 
 // New checks the options and fills in their defaults.
@@ -168,7 +182,95 @@ func New(out Outbox, opts Options) (*Relay, error) {
 	if opts.rand == nil {
 		opts.rand = rand.Int64N
 	}
-	return &Relay{out: out, opts: opts, status: Status{Broker: opts.Broker}}, nil
+	return &Relay{out: out, opts: opts, status: Status{Broker: opts.Broker},
+		docs: map[string][]byte{}, dirty: map[string]bool{}, wake: make(chan struct{}, 1)}, nil
+}
+
+// StateTopic is where a retained state document goes.
+func (o Options) StateTopic(name string) string { return o.base() + "/state/" + name }
+
+// Retain keeps payload as the retained message of topic: published now
+// when connected, when it changes, and at the start of every session (a
+// broker that restarted without persistence has lost it). An empty
+// payload removes the topic's retained message once, and the topic.
+func (r *Relay) Retain(topic string, payload []byte) {
+	r.docMu.Lock()
+	if old, ok := r.docs[topic]; ok && string(old) == string(payload) && len(payload) > 0 {
+		r.docMu.Unlock()
+		return
+	}
+	r.docs[topic] = payload
+	r.dirty[topic] = true
+	r.docMu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// SetState keeps doc, as JSON, retained on .../state/<name>.
+func (r *Relay) SetState(name string, doc any) error {
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return fmt.Errorf("uplink: state %s: %w", name, err)
+	}
+	r.Retain(r.opts.StateTopic(name), b)
+	return nil
+}
+
+// Redo marks every retained document for publishing again (Home
+// Assistant asks for its discovery documents when it starts).
+func (r *Relay) Redo(prefix string) {
+	r.docMu.Lock()
+	for t := range r.docs {
+		if strings.HasPrefix(t, prefix) {
+			r.dirty[t] = true
+		}
+	}
+	r.docMu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Subscribe has every session subscribe to filter at QoS 1 and hand each
+// message to fn, in a goroutine of its own (fn may block; the session's
+// pings do not wait for it). Call it before Run.
+func (r *Relay) Subscribe(filter string, fn func(topic string, payload []byte)) {
+	r.subs = append(r.subs, subscription{filter, fn})
+}
+
+// publishDocs publishes the retained documents marked dirty (all of them
+// with all), without waiting for their PUBACKs: a session that ends
+// first publishes them all again in the next.
+func (s *session) publishDocs(all bool) error {
+	r := s.r
+	r.docMu.Lock()
+	type doc struct {
+		topic   string
+		payload []byte
+	}
+	var docs []doc
+	for t, p := range r.docs {
+		if all || r.dirty[t] {
+			docs = append(docs, doc{t, p})
+		}
+		delete(r.dirty, t)
+		if len(p) == 0 {
+			delete(r.docs, t) // removed: said once
+		}
+	}
+	r.docMu.Unlock()
+	for _, d := range docs {
+		if all && len(d.payload) == 0 {
+			continue
+		}
+		if tok := s.publish(d.topic, d.payload, true, 0); tok.Error() != nil {
+			return fmt.Errorf("publish %s: %w", d.topic, tok.Error())
+		}
+	}
+	return nil
 }
 
 // Status returns the relay's state now.
@@ -271,6 +373,19 @@ func (r *Relay) session(ctx context.Context) (up bool, err error) {
 		}
 	}()
 	if err := s.say(Online, 10*time.Second); err != nil {
+		return true, err
+	}
+	for _, sub := range r.subs {
+		fn := sub.fn
+		tok := c.Subscribe(sub.filter, 1, func(_ mqtt.Client, m mqtt.Message) { fn(m.Topic(), m.Payload()) })
+		if !tok.WaitTimeout(10 * time.Second) {
+			return true, fmt.Errorf("subscribe %s: no SUBACK within 10 s", sub.filter)
+		}
+		if err := tok.Error(); err != nil {
+			return true, fmt.Errorf("subscribe %s: %w", sub.filter, err)
+		}
+	}
+	if err := s.publishDocs(true); err != nil {
 		return true, err
 	}
 	return true, s.relay(ctx, lost)
@@ -440,6 +555,10 @@ func (s *session) relay(ctx context.Context, lost <-chan error) error {
 			}
 		case <-changed:
 			fresh, backlogDone = true, false
+		case <-s.r.wake:
+			if err := s.publishDocs(false); err != nil {
+				return err
+			}
 		case err := <-lost:
 			return fmt.Errorf("connection lost: %w", err)
 		case <-ctx.Done():

@@ -290,3 +290,63 @@ func defaultRelay() *Relay {
 	r, _ := New(nil, Options{Broker: "tcp://127.0.0.1:1", AgentID: "a", BodyID: "b"})
 	return r
 }
+
+// Retained documents: kept before a session, published at its start,
+// again when they change, again after the broker lost them in a restart,
+// and removed when emptied. A subscription's messages reach its handler.
+func TestRetainedStateAndSubscriptions(t *testing.T) {
+	b := startBroker(t)
+	s := openStore(t)
+	r, err := New(s, testOptions(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 10)
+	r.Subscribe("homeassistant/status", func(topic string, payload []byte) { got <- topic + "=" + string(payload) })
+	if err := r.SetState("estop", map[string]any{"latched": false}); err != nil {
+		t.Fatal(err)
+	}
+	r.Retain("homeassistant/device/x/config", []byte(`{"dev":{}}`))
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); r.Run(ctx) }()
+	defer func() { cancel(); wg.Wait() }()
+	topic := r.opts.StateTopic("estop")
+	retained := func(topic, want string) {
+		t.Helper()
+		eventually(t, 5*time.Second, topic+" = "+want, func() bool { v, ok := b.retained(topic); return ok && v == want })
+	}
+	retained(topic, `{"latched":false}`)
+	retained("homeassistant/device/x/config", `{"dev":{}}`)
+	r.SetState("estop", map[string]any{"latched": true})
+	retained(topic, `{"latched":true}`)
+	before := len(b.messages(topic))
+	r.SetState("estop", map[string]any{"latched": true}) // unchanged: not sent again
+	// The broker restarts with nothing retained; the next session sends it.
+	b.stop()
+	b.start()
+	retained(topic, `{"latched":true}`)
+	if n := len(b.messages(topic)); n != before+1 {
+		t.Errorf("%d publishes of the state, want %d (one more, after the restart)", n, before+1)
+	}
+	// The birth message reaches the handler.
+	eventually(t, 5*time.Second, "subscribed again", func() bool { return r.Status().Connected })
+	b.mu.Lock()
+	srv := b.srv
+	b.mu.Unlock()
+	if err := srv.Publish("homeassistant/status", []byte("online"), false, 1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-got:
+		if m != "homeassistant/status=online" {
+			t.Errorf("handler got %q", m)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the subscription's message did not reach its handler")
+	}
+	// Emptied, the retained message goes.
+	r.Retain("homeassistant/device/x/config", nil)
+	eventually(t, 5*time.Second, "the config is removed", func() bool { _, ok := b.retained("homeassistant/device/x/config"); return !ok })
+}
