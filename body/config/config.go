@@ -349,8 +349,16 @@ type MQTT struct {
 	Reconnect   Reconnect `json:"reconnect"`
 	JSONMirror  []string  `json:"json_mirror"`
 	// EmbeddedBroker starts a broker inside the daemon on 127.0.0.1.
-	EmbeddedBroker bool `json:"embedded_broker"`
-	EmbeddedPort   int  `json:"embedded_port"`
+	EmbeddedBroker bool          `json:"embedded_broker"`
+	EmbeddedPort   int           `json:"embedded_port"`
+	HomeAssistant  HomeAssistant `json:"home_assistant"`
+}
+
+// HomeAssistant configures the uplink's Home Assistant discovery.
+type HomeAssistant struct {
+	Enabled   bool   `json:"enabled"`
+	Prefix    string `json:"prefix"`
+	PerEntity bool   `json:"per_entity"`
 }
 
 // MQTTTLS names the files of the uplink's TLS.
@@ -416,7 +424,8 @@ func Default() Config {
 		Agent: Agent{Enabled: true, HeartbeatMS: 2000, Principals: []AgentPrincipal{},
 			Observations: Observations{BatchMS: 5000, Queue: 1000, Rules: []ObservationRule{}}},
 		MQTT: MQTT{Broker: "tcp://127.0.0.1:1883", KeepaliveS: 30, TopicPrefix: "tobe", Window: 64, AckCommitMS: 200,
-			Reconnect: Reconnect{MinMS: 1000, MaxMS: 120000}, JSONMirror: []string{}, EmbeddedPort: 1883},
+			Reconnect: Reconnect{MinMS: 1000, MaxMS: 120000}, JSONMirror: []string{}, EmbeddedPort: 1883,
+			HomeAssistant: HomeAssistant{Enabled: true, Prefix: "homeassistant"}},
 	}
 }
 

@@ -1,6 +1,7 @@
 package uplink
 
 import (
+	"context"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -52,18 +53,28 @@ func stream(t *testing.T, s *ledger.Store, n int) *streamer {
 	st := &streamer{s: s, wrote: make(chan int, n), done: make(chan struct{})}
 	go func() {
 		defer close(st.done)
+		defer close(st.wrote)
 		k := 0
 		for i := 0; i < n; i += 50 {
-			appendN(t, st.store(), i, 50, motion)
-			k += 50
-			if i%2500 == 0 {
-				appendN(t, st.store(), i, 1, trip)
-				k++
+			evs := make([]ledger.Event, 0, 51)
+			for j := i; j < i+50; j++ {
+				evs = append(evs, motion(j))
 			}
+			if i%2500 == 0 {
+				evs = append(evs, trip(i))
+			}
+			// Under the lock: the test swaps the store between appends.
+			st.mu.Lock()
+			_, err := st.s.Append(context.Background(), evs...)
+			st.mu.Unlock()
+			if err != nil {
+				t.Errorf("append: %v", err)
+				return
+			}
+			k += len(evs)
 			st.wrote <- k
 			time.Sleep(2 * time.Millisecond)
 		}
-		close(st.wrote)
 	}()
 	return st
 }

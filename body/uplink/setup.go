@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"sync"
 
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
@@ -99,7 +100,8 @@ func InClear(broker string) string {
 
 // Broker is the embedded broker: mochi, on 127.0.0.1 only.
 type Broker struct {
-	srv *mochi.Server
+	srv    *mochi.Server
+	closed *gate
 }
 
 // StartBroker serves MQTT on 127.0.0.1:port. Every client on this machine
@@ -117,7 +119,11 @@ func StartBroker(port int, log *slog.Logger) (*Broker, error) {
 	l.Close()
 	// Its connects and disconnects are its own business; warnings are the
 	// body's.
-	srv := mochi.New(&mochi.Options{Logger: slog.New(atLeast{log.Handler(), slog.LevelWarn}).With("part", "embedded broker")})
+	//
+	// mochi's Close does not wait for the goroutines of its connections,
+	// which log as they end: after Close they log nothing here.
+	closed := new(gate)
+	srv := mochi.New(&mochi.Options{Logger: slog.New(atLeast{log.Handler(), slog.LevelWarn, closed}).With("part", "embedded broker")})
 	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
 		return nil, err
 	}
@@ -128,23 +134,59 @@ func StartBroker(port int, log *slog.Logger) (*Broker, error) {
 		srv.Close()
 		return nil, errors.Join(fmt.Errorf("mqtt.embedded_broker on %s", addr), err)
 	}
-	return &Broker{srv: srv}, nil
+	return &Broker{srv: srv, closed: closed}, nil
 }
 
 // Close stops the broker and drops its clients.
-func (b *Broker) Close() error { return b.srv.Close() }
+func (b *Broker) Close() error {
+	err := b.srv.Close()
+	b.closed.shut()
+	return err
+}
 
-// atLeast passes records of level or above to its handler.
+// gate is shut once; what passes it holds it open while it passes, so
+// after shut returns nothing is passing.
+type gate struct {
+	mu     sync.RWMutex
+	closed bool
+}
+
+func (g *gate) shut() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+}
+
+// pass runs fn unless the gate is shut.
+func (g *gate) pass(fn func() error) error {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if g.closed {
+		return nil
+	}
+	return fn()
+}
+
+// atLeast passes records of level or above to its handler, until its
+// gate is shut.
 type atLeast struct {
 	slog.Handler
 	level slog.Level
+	gate  *gate
 }
 
 func (a atLeast) Enabled(ctx context.Context, l slog.Level) bool {
 	return l >= a.level && a.Handler.Enabled(ctx, l)
 }
 
-func (a atLeast) WithAttrs(as []slog.Attr) slog.Handler {
-	return atLeast{a.Handler.WithAttrs(as), a.level}
+func (a atLeast) Handle(ctx context.Context, r slog.Record) error {
+	return a.gate.pass(func() error { return a.Handler.Handle(ctx, r) })
 }
-func (a atLeast) WithGroup(g string) slog.Handler { return atLeast{a.Handler.WithGroup(g), a.level} }
+
+func (a atLeast) WithAttrs(as []slog.Attr) slog.Handler {
+	return atLeast{a.Handler.WithAttrs(as), a.level, a.gate}
+}
+
+func (a atLeast) WithGroup(g string) slog.Handler {
+	return atLeast{a.Handler.WithGroup(g), a.level, a.gate}
+}

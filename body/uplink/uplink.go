@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -132,8 +133,10 @@ type Relay struct {
 	docMu sync.Mutex
 	docs  map[string][]byte
 	dirty map[string]bool
-	wake  chan struct{}
-	subs  []subscription
+	// notRetained are the documents published without retain (discovery).
+	notRetained map[string]bool
+	wake        chan struct{}
+	subs        []subscription
 }
 
 type subscription struct {
@@ -183,7 +186,7 @@ func New(out Outbox, opts Options) (*Relay, error) {
 		opts.rand = rand.Int64N
 	}
 	return &Relay{out: out, opts: opts, status: Status{Broker: opts.Broker},
-		docs: map[string][]byte{}, dirty: map[string]bool{}, wake: make(chan struct{}, 1)}, nil
+		docs: map[string][]byte{}, dirty: map[string]bool{}, notRetained: map[string]bool{}, wake: make(chan struct{}, 1)}, nil
 }
 
 // StateTopic is where a retained state document goes.
@@ -248,30 +251,46 @@ func (s *session) publishDocs(all bool) error {
 	r := s.r
 	r.docMu.Lock()
 	type doc struct {
-		topic   string
-		payload []byte
+		topic    string
+		payload  []byte
+		retained bool
 	}
 	var docs []doc
 	for t, p := range r.docs {
 		if all || r.dirty[t] {
-			docs = append(docs, doc{t, p})
+			docs = append(docs, doc{t, p, !r.notRetained[t]})
 		}
 		delete(r.dirty, t)
 		if len(p) == 0 {
 			delete(r.docs, t) // removed: said once
+			delete(r.notRetained, t)
 		}
 	}
 	r.docMu.Unlock()
+	// Discovery first: Home Assistant reads a state only for an entity
+	// it knows.
+	slices.SortStableFunc(docs, func(a, b doc) int {
+		if a.retained != b.retained {
+			if a.retained {
+				return 1
+			}
+			return -1
+		}
+		return strings.Compare(a.topic, b.topic)
+	})
 	for _, d := range docs {
 		if all && len(d.payload) == 0 {
 			continue
 		}
-		if tok := s.publish(d.topic, d.payload, true, 0); tok.Error() != nil {
+		if tok := s.publish(d.topic, d.payload, d.retained, 0); tok.Error() != nil {
 			return fmt.Errorf("publish %s: %w", d.topic, tok.Error())
 		}
 	}
 	return nil
 }
+
+// Options returns the relay's options, with their defaults.
+func (r *Relay) Options() Options { return r.opts }
 
 // Status returns the relay's state now.
 func (r *Relay) Status() Status {

@@ -393,6 +393,10 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		})
 	}
 
+	if err := d.startStates(relay, store, estop, senses, cfg, profile, startSeq, log); err != nil {
+		return nil, err
+	}
+
 	// The operation table on the admin socket, last: the sockets stop
 	// taking calls first.
 	parts := &awareness.Parts{Info: awareness.Status{Body: cfg.Body.Name, BodyID: id.BodyID, AgentID: id.AgentID,

@@ -4,12 +4,17 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	mqtt "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/body"
@@ -181,11 +186,33 @@ func TestLedgerEventsFollow(t *testing.T) {
 	<-done
 }
 
-// A secret in the config reaches none of stdout, stderr, status or the
-// ledger.
+// A secret in the config reaches none of stdout, stderr, status, the
+// ledger or the broker (the embedded one, where a subscriber takes
+// everything the body publishes).
 func TestSecretNeverLeavesTheDaemon(t *testing.T) {
 	const canary = "CANARY-daemon-4c1e"
-	d := startDaemon(t, `, "log": {"level": "debug"}, "mqtt": {"enabled": true, "username": "body", "password": "`+canary+`"}`)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	d := startDaemon(t, fmt.Sprintf(`, "log": {"level": "debug"}, "mqtt": {"enabled": true, "broker": "tcp://127.0.0.1:%d", "embedded_broker": true, "embedded_port": %d, "json_mirror": ["audit", "safety", "state", "telemetry"], "username": "body", "password": "`+canary+`"}`, port, port))
+	var mu sync.Mutex
+	var published strings.Builder
+	sub := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(fmt.Sprintf("tcp://127.0.0.1:%d", port)).SetClientID("canary-watch").SetAutoReconnect(false))
+	if tok := sub.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("connect to the embedded broker: %v", tok.Error())
+	}
+	defer sub.Disconnect(100)
+	tok := sub.Subscribe("#", 1, func(_ mqtt.Client, m mqtt.Message) {
+		mu.Lock()
+		published.WriteString(m.Topic() + " " + string(m.Payload()) + "\n")
+		mu.Unlock()
+	})
+	if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
 	var seen strings.Builder
 	for range 3 { // a few reports of what the body sees
 		if d.lines.Scan() {
@@ -195,13 +222,16 @@ func TestSecretNeverLeavesTheDaemon(t *testing.T) {
 	st, _ := runCmd(t, "status", "--json", "--data", d.data)
 	evs, _ := runCmd(t, "ledger", "events", "--json", "--data", d.data)
 	d.stop(t)
-	for name, s := range map[string]string{"stdout": seen.String(), "stderr": d.stderr.String(), "status": st, "ledger": evs} {
+	mu.Lock()
+	mqttSeen := published.String()
+	mu.Unlock()
+	if !strings.Contains(mqttSeen, "/status online") {
+		t.Errorf("the subscriber saw nothing of the body: %q", mqttSeen)
+	}
+	for name, s := range map[string]string{"stdout": seen.String(), "stderr": d.stderr.String(), "status": st, "ledger": evs, "MQTT": mqttSeen} {
 		if strings.Contains(s, canary) {
 			t.Errorf("the secret is in %s: %s", name, s)
 		}
-	}
-	if !strings.Contains(d.stderr.String(), "no MQTT uplink yet") {
-		t.Errorf("stderr does not warn about mqtt.enabled: %s", d.stderr.String())
 	}
 	raw, _ := os.ReadFile(filepath.Join(d.data, body.LedgerFile))
 	if strings.Contains(string(raw), canary) {

@@ -1,10 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/board"
+	"github.com/tobe-body/tobe-body/sense"
+	"github.com/tobe-body/tobe-body/sense/motion"
 
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
@@ -12,9 +20,10 @@ import (
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
-// startUplink starts what mqtt configures: the embedded broker, and the
-// relay of the outbox to the broker. With no ledger there is no outbox,
-// and nothing to relay.
+// startUplink starts what mqtt configures: the embedded broker, and makes
+// the relay of the outbox to the broker, which startStates runs once it
+// knows what the body has. With no ledger there is no outbox, and
+// nothing to relay.
 func (d *daemon) startUplink(cfg config.MQTT, lcfg config.Ledger, id body.Identity, store *ledger.Store, log *slog.Logger) (*uplink.Relay, error) {
 	if cfg.EmbeddedBroker {
 		// A port already taken (a Mosquitto of the machine's own, often)
@@ -61,6 +70,128 @@ func (d *daemon) startUplink(cfg config.MQTT, lcfg config.Ledger, id body.Identi
 		return nil, err
 	}
 	log.Info("uplink", "broker", cfg.Broker, "topics", opts.Prefix+"/"+id.AgentID+"/"+id.BodyID+"/...")
-	d.spawn(r.Run)
 	return r, nil
+}
+
+// startStates keeps the uplink's retained state documents: the e-stop's
+// (every second, and at once on an e-stop event), the board's own and
+// the outbox's (every 5 s), and the motion and sound documents the
+// events since startSeq make. Nothing is read from history: a document
+// starts as the body is now (no motion, no voice).
+func (d *daemon) startStates(relay *uplink.Relay, store *ledger.Store, estop *act.EStop, senses *sense.Group, cfg *config.Loaded, profile *board.Profile, startSeq uint64, log *slog.Logger) error {
+	if relay == nil || store == nil {
+		return nil
+	}
+	cams := cfg.Sense.Cameras
+	cameras := map[string][]string{}
+	for _, c := range senses.Cameras {
+		zones := []string{motion.WholeFrame}
+		if cc := cams[body.ChannelName(c.ID)]; len(cc.Zones) > 0 {
+			zones = zones[:0]
+			for _, z := range cc.Zones {
+				zones = append(zones, z.Name)
+			}
+		}
+		cameras[c.ID] = zones
+	}
+	var mics []string
+	if senses.Mic != nil {
+		mics = append(mics, senses.Mic.ID)
+	}
+	tracker := uplink.NewTracker(cameras, mics)
+	if ha := cfg.MQTT.HomeAssistant; ha.Enabled {
+		b := uplink.Board{Cameras: cameras, Mics: mics, EStop: estop != nil, Thermal: len(profile.Thermal.Zones) > 0,
+			Throttle: profile.Thermal.Throttle.Source != ""}
+		h := uplink.HomeAssistant{Prefix: ha.Prefix, PerEntity: ha.PerEntity, Name: cfg.Body.Name, Model: profile.Description, Version: version}
+		if err := relay.Announce(h, relay.Options().Entities(b)); err != nil {
+			return err
+		}
+	}
+	set := func(name string, doc any) {
+		if err := relay.SetState(name, doc); err != nil {
+			log.Error("uplink state", "name", name, "err", err)
+		}
+	}
+	for name, doc := range tracker.Docs() {
+		set(name, doc)
+	}
+	estopDoc := func() {
+		if estop == nil {
+			return
+		}
+		st := estop.Status()
+		doc := uplink.EStopState{State: "armed", Latched: st.Latched, Why: st.Why, WiringFault: st.Fault, Main: st.Main, Second: st.Second, Trips: st.Trips}
+		if st.Latched {
+			doc.State = "latched"
+		}
+		set(uplink.StateEStop, doc)
+	}
+	boardDocs := func() {
+		if self, ok := senses.Self(); ok {
+			set(uplink.StateSelf, selfDoc(self))
+		}
+		if st, err := store.Stats(); err == nil {
+			set(uplink.StateOutbox, uplink.OutboxState{Rows: st.OutboxRows, Bytes: st.OutboxBytes})
+		}
+	}
+	estopDoc()
+	boardDocs()
+	d.spawn(func(ctx context.Context) {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for n := 1; ; n++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			estopDoc()
+			if n%5 == 0 {
+				boardDocs()
+			}
+		}
+	})
+	d.spawn(func(ctx context.Context) {
+		f := ledger.Filter{After: startSeq, Types: append(tracker.Types(), "estop.")}
+		err := store.Follow(ctx, f, func(e ledger.Stored) error {
+			if strings.HasPrefix(e.Type, "estop.") {
+				estopDoc()
+				return nil
+			}
+			if name, doc, ok := tracker.Event(e.Event); ok {
+				set(name, doc)
+			}
+			return nil
+		})
+		if err != nil && ctx.Err() == nil {
+			log.Error("uplink state: following the ledger", "err", err)
+		}
+	})
+	d.spawn(relay.Run)
+	return nil
+}
+
+// selfDoc is the board's state document from a self-state sample.
+func selfDoc(s body.SelfState) uplink.SelfDoc {
+	doc := uplink.SelfDoc{Level: s.Level.String(), Why: s.Why, CPU: s.CPU, Load1: s.Load1,
+		DiskFreeMB: float64(s.DiskFree) / (1 << 20), MemFreeMB: float64(s.MemAvailable) / (1 << 20)}
+	// The CPU's zone when the board names one, else the hottest.
+	zones := slices.Sorted(maps.Keys(s.Temps))
+	if i := slices.IndexFunc(zones, func(z string) bool {
+		z = strings.ToLower(z)
+		return strings.Contains(z, "cpu") || strings.Contains(z, "pkg")
+	}); i >= 0 {
+		c := s.Temps[zones[i]]
+		doc.CPUTempC = &c
+	} else {
+		for _, z := range zones {
+			if c := s.Temps[z]; doc.CPUTempC == nil || c > *doc.CPUTempC {
+				doc.CPUTempC = &c
+			}
+		}
+	}
+	if s.Throttle != nil {
+		doc.Throttled = s.Throttle.Any()
+	}
+	return doc
 }

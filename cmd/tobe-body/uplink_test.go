@@ -252,3 +252,44 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Home Assistant: when it says online, the body announces itself (one
+// device-based discovery document) and every state topic an entity reads
+// holds a retained document.
+func TestUplinkAnnouncesItselfToHomeAssistant(t *testing.T) {
+	m := mosquittotest.Start(t, brokerUsers)
+	d := startDaemon(t, uplinkConfig(m.URL()))
+	defer d.stop(t)
+	id := identity(t, d.data)
+	ha := m.Subscribe("sub", "sub-pass", "homeassistant/#")
+	eventually(t, 10*time.Second, "connected", func() bool {
+		out, _ := runCmd(t, "status", "--data", d.data)
+		return strings.Contains(out, "uplink    connected")
+	})
+	ha.Publish("homeassistant/status", []byte("online"), false)
+	topic := "homeassistant/device/" + id.BodyID + "/config"
+	var doc struct {
+		Dev struct {
+			IDs []string `json:"ids"`
+		} `json:"dev"`
+		Cmps map[string]struct {
+			StateTopic string `json:"state_topic"`
+		} `json:"cmps"`
+	}
+	eventually(t, 10*time.Second, "the discovery document", func() bool {
+		msgs := ha.Messages(topic)
+		return len(msgs) > 0 && json.Unmarshal(msgs[len(msgs)-1].Payload, &doc) == nil
+	})
+	if len(doc.Dev.IDs) == 0 || doc.Cmps["estop"].StateTopic == "" || doc.Cmps["motion_camera_front_frame"].StateTopic == "" {
+		t.Fatalf("discovery: %+v", doc)
+	}
+	// A subscriber that comes now gets every state an entity reads, retained.
+	states := m.Subscribe("sub", "sub-pass", "tobe/"+id.AgentID+"/"+id.BodyID+"/state/#")
+	for name, c := range doc.Cmps {
+		eventually(t, 10*time.Second, name+"'s state on "+c.StateTopic, func() bool {
+			msgs := states.Messages(c.StateTopic)
+			return len(msgs) > 0 && msgs[0].Retain && json.Valid(msgs[0].Payload)
+		})
+	}
+	t.Logf("%d entities, each with a retained state", len(doc.Cmps))
+}

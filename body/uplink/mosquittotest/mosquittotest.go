@@ -374,3 +374,18 @@ func (m *Mosquitto) SilentTimeout(user, pass string, keepalive time.Duration) (t
 	}
 	return time.Since(start), nil
 }
+
+// Publish publishes payload on topic at QoS 1 from the subscriber's
+// connection and waits for the broker's PUBACK.
+func (s *Subscriber) Publish(topic string, payload []byte, retained bool) {
+	s.t.Helper()
+	s.mu.Lock()
+	c := s.client
+	s.mu.Unlock()
+	if c == nil {
+		s.t.Fatal("publish: the subscriber is not connected")
+	}
+	if tok := c.Publish(topic, 1, retained, payload); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		s.t.Fatalf("publish %s: %v", topic, tok.Error())
+	}
+}

@@ -1,0 +1,217 @@
+package uplink
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Home Assistant's MQTT discovery: the body announces itself as one
+// device whose entities read the retained state documents. By default as
+// one device-based discovery document (<prefix>/device/<body_id>/config,
+// with dev, o and cmps); with PerEntity, one document per entity on
+// <prefix>/<component>/<body_id>/<entity>/config, for installations from
+// before device-based discovery. Discovery documents are not retained
+// (Home Assistant's advice: a retained one outlives the device and makes
+// ghosts); they go at the start of every session and again, after a
+// short random delay, whenever Home Assistant says it is online on its
+// status topic, followed by the state documents.
+
+// HomeAssistant configures discovery.
+type HomeAssistant struct {
+	Prefix    string // default "homeassistant"
+	PerEntity bool
+	// The device as Home Assistant shows it.
+	Name, Model, Version string
+}
+
+// Entity is one of the device's entities.
+type Entity struct {
+	// ID names it within the device: [a-z0-9_]+.
+	ID       string
+	Platform string // binary_sensor, sensor or button
+	Name     string
+	// StateTopic and ValueTemplate say where its value is read and how
+	// (binary sensors render ON or OFF); CommandTopic and PayloadPress
+	// where a button sends its press.
+	StateTopic, ValueTemplate  string
+	CommandTopic, PayloadPress string
+	DeviceClass, Unit          string
+	StateClass, Category       string
+	Icon                       string
+}
+
+var (
+	entityID = regexp.MustCompile(`^[a-z0-9_]+$`)
+	notSlug  = regexp.MustCompile(`[^a-z0-9]+`)
+)
+
+// HomeAssistantStatus is the topic Home Assistant says online on.
+func (h HomeAssistant) StatusTopic() string { return h.prefix() + "/status" }
+
+func (h HomeAssistant) prefix() string {
+	if h.Prefix == "" {
+		return "homeassistant"
+	}
+	return h.Prefix
+}
+
+// Discovery returns the discovery documents: topic → payload.
+func (o Options) Discovery(h HomeAssistant, entities []Entity) (map[string][]byte, error) {
+	dev := map[string]any{"ids": []string{"tobe-body-" + o.BodyID}, "name": h.Name, "mf": "tobe-body", "sw": h.Version, "sn": o.BodyID}
+	if h.Model != "" {
+		dev["mdl"] = h.Model
+	}
+	origin := map[string]any{"name": "tobe-body", "sw": h.Version}
+	avail := map[string]any{"availability_topic": o.StatusTopic(), "payload_available": Online, "payload_not_available": Offline}
+	out := map[string][]byte{}
+	cmps := map[string]any{}
+	for _, e := range entities {
+		if !entityID.MatchString(e.ID) {
+			return nil, fmt.Errorf("uplink: entity id %q: want [a-z0-9_]+", e.ID)
+		}
+		if _, dup := cmps[e.ID]; dup {
+			return nil, fmt.Errorf("uplink: entity id %q twice", e.ID)
+		}
+		c := map[string]any{"p": e.Platform, "name": e.Name, "unique_id": o.BodyID + "_" + e.ID, "qos": 1}
+		for k, v := range map[string]string{"state_topic": e.StateTopic, "value_template": e.ValueTemplate, "command_topic": e.CommandTopic,
+			"payload_press": e.PayloadPress, "device_class": e.DeviceClass, "unit_of_measurement": e.Unit, "state_class": e.StateClass,
+			"entity_category": e.Category, "icon": e.Icon} {
+			if v != "" {
+				c[k] = v
+			}
+		}
+		cmps[e.ID] = c
+		if h.PerEntity {
+			one := map[string]any{"device": expandDevice(dev), "origin": origin}
+			for k, v := range c {
+				if k != "p" {
+					one[k] = v
+				}
+			}
+			for k, v := range avail {
+				one[k] = v
+			}
+			b, err := json.Marshal(one)
+			if err != nil {
+				return nil, err
+			}
+			out[fmt.Sprintf("%s/%s/%s/%s/config", h.prefix(), e.Platform, o.BodyID, e.ID)] = b
+		}
+	}
+	if h.PerEntity {
+		return out, nil
+	}
+	doc := map[string]any{"dev": dev, "o": origin, "cmps": cmps, "qos": 1}
+	for k, v := range avail {
+		doc[k] = v
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	out[fmt.Sprintf("%s/device/%s/config", h.prefix(), o.BodyID)] = b
+	return out, nil
+}
+
+// expandDevice is the device block with the full key names, as a
+// per-entity document spells it.
+func expandDevice(dev map[string]any) map[string]any {
+	long := map[string]string{"ids": "identifiers", "mf": "manufacturer", "mdl": "model", "sw": "sw_version", "sn": "serial_number"}
+	out := map[string]any{}
+	for k, v := range dev {
+		if l, ok := long[k]; ok {
+			k = l
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// Board is what the entities are made from: the body's cameras and their
+// zones, its microphones, whether it has an e-stop and thermal zones.
+type Board struct {
+	Cameras  map[string][]string
+	Mics     []string
+	EStop    bool
+	Thermal  bool
+	Throttle bool
+}
+
+// Entities are the body's entities, reading the state documents.
+func (o Options) Entities(b Board) []Entity {
+	slug := func(s string) string { return strings.Trim(notSlug.ReplaceAllString(strings.ToLower(s), "_"), "_") }
+	onOff := func(cond string) string { return "{{ 'ON' if " + cond + " else 'OFF' }}" }
+	var es []Entity
+	if b.EStop {
+		es = append(es, Entity{ID: "estop", Platform: "binary_sensor", Name: "E-stop latched", DeviceClass: "safety",
+			StateTopic: o.StateTopic(StateEStop), ValueTemplate: onOff("value_json.latched")})
+	}
+	for _, cam := range slices.Sorted(maps.Keys(b.Cameras)) {
+		for _, z := range b.Cameras[cam] {
+			es = append(es, Entity{ID: "motion_" + slug(cam) + "_" + slug(z), Platform: "binary_sensor", Name: "Motion " + z + " (" + cam + ")",
+				DeviceClass: "motion", StateTopic: o.StateTopic(cam), ValueTemplate: onOff(fmt.Sprintf("value_json.zones[%q]", z))})
+		}
+	}
+	for _, mic := range b.Mics {
+		es = append(es,
+			Entity{ID: "voice_" + slug(mic), Platform: "binary_sensor", Name: "Voice (" + mic + ")", DeviceClass: "sound",
+				StateTopic: o.StateTopic(mic), ValueTemplate: onOff("value_json.voice")},
+			// dBFS, relative to the microphone's full scale: not a sound
+			// pressure (dB SPL), so no device class says it is one.
+			Entity{ID: "sound_level_" + slug(mic), Platform: "sensor", Name: "Sound level (" + mic + ")", Unit: "dBFS", StateClass: "measurement",
+				Icon: "mdi:volume-high", StateTopic: o.StateTopic(mic), ValueTemplate: "{{ value_json.level_dbfs if value_json.level_dbfs is not none else '' }}"})
+	}
+	self := o.StateTopic(StateSelf)
+	if b.Thermal {
+		es = append(es, Entity{ID: "cpu_temperature", Platform: "sensor", Name: "CPU temperature", DeviceClass: "temperature", Unit: "°C",
+			StateClass: "measurement", StateTopic: self, ValueTemplate: "{{ value_json.cpu_temp_c if value_json.cpu_temp_c is not none else '' }}"})
+	}
+	es = append(es,
+		Entity{ID: "load", Platform: "sensor", Name: "Load (1 min, per CPU)", StateClass: "measurement", Category: "diagnostic",
+			Icon: "mdi:cpu-64-bit", StateTopic: self, ValueTemplate: "{{ value_json.load1 | round(2) }}"},
+		Entity{ID: "disk_free", Platform: "sensor", Name: "Data disk free", DeviceClass: "data_size", Unit: "MiB", StateClass: "measurement",
+			Category: "diagnostic", StateTopic: self, ValueTemplate: "{{ value_json.disk_free_mb | round(0) }}"},
+		Entity{ID: "outbox", Platform: "sensor", Name: "Events waiting to be sent", Unit: "events", StateClass: "measurement",
+			Category: "diagnostic", Icon: "mdi:tray-full", StateTopic: o.StateTopic(StateOutbox), ValueTemplate: "{{ value_json.rows }}"},
+		Entity{ID: "self_level", Platform: "sensor", Name: "Self-state", Category: "diagnostic", Icon: "mdi:heart-pulse",
+			StateTopic: self, ValueTemplate: "{{ value_json.level }}"},
+	)
+	if b.Throttle {
+		es = append(es, Entity{ID: "throttled", Platform: "binary_sensor", Name: "Throttled", DeviceClass: "problem", Category: "diagnostic",
+			StateTopic: self, ValueTemplate: onOff("value_json.throttled")})
+	}
+	return es
+}
+
+// Announce has every session publish the discovery documents (not
+// retained), and publish them again, then every state document, a
+// moment after Home Assistant says online. Call it before Run.
+func (r *Relay) Announce(h HomeAssistant, entities []Entity) error {
+	docs, err := r.opts.Discovery(h, entities)
+	if err != nil {
+		return err
+	}
+	r.docMu.Lock()
+	for t, p := range docs {
+		r.docs[t] = p
+		r.dirty[t] = true
+		r.notRetained[t] = true
+	}
+	r.docMu.Unlock()
+	r.Subscribe(h.StatusTopic(), func(_ string, payload []byte) {
+		if string(payload) != Online {
+			return
+		}
+		// A random moment in the next 2 s: a house of bodies does not
+		// answer Home Assistant's start all at once.
+		time.Sleep(time.Duration(rand.Int64N(int64(2 * time.Second))))
+		r.Redo("")
+	})
+	return nil
+}

@@ -1,0 +1,215 @@
+package uplink
+
+import (
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func haBoard() Board {
+	return Board{Cameras: map[string][]string{"camera.front": {"door", "garden path"}}, Mics: []string{"audio.mic"}, EStop: true, Thermal: true, Throttle: true}
+}
+
+func haOptions(t *testing.T) Options {
+	r, err := New(nil, Options{Broker: "tcp://127.0.0.1:1", AgentID: agentID.String(), BodyID: bodyID.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.opts
+}
+
+// Each component has what Home Assistant requires of it: a unique_id,
+// a state topic and a template (sensors) or a command topic (buttons),
+// the device (ids) and its availability; device-based discovery has the
+// device, the origin and the components at its root.
+func TestDiscoveryHasWhatHomeAssistantRequires(t *testing.T) {
+	o := haOptions(t)
+	entities := o.Entities(haBoard())
+	states := map[string]bool{o.StateTopic(StateEStop): true, o.StateTopic(StateSelf): true, o.StateTopic(StateOutbox): true,
+		o.StateTopic("camera.front"): true, o.StateTopic("audio.mic"): true}
+	check := func(where string, c map[string]any, root map[string]any) {
+		t.Helper()
+		get := func(k string) string {
+			if v, ok := c[k].(string); ok {
+				return v
+			}
+			if v, ok := root[k].(string); ok {
+				return v
+			}
+			return ""
+		}
+		p := get("p")
+		if p == "" {
+			p = strings.Split(where, "/")[1] // per-entity: the topic says it
+		}
+		if get("unique_id") == "" || get("name") == "" {
+			t.Errorf("%s: no unique_id or name: %v", where, c)
+		}
+		if get("availability_topic") != o.StatusTopic() || get("payload_available") != Online || get("payload_not_available") != Offline {
+			t.Errorf("%s: availability %q %q %q", where, get("availability_topic"), get("payload_available"), get("payload_not_available"))
+		}
+		switch p {
+		case "binary_sensor", "sensor":
+			if !states[get("state_topic")] || get("value_template") == "" {
+				t.Errorf("%s: state_topic %q (not one the body keeps) or no value_template", where, get("state_topic"))
+			}
+		case "button":
+			if get("command_topic") == "" {
+				t.Errorf("%s: no command_topic", where)
+			}
+		default:
+			t.Errorf("%s: platform %q", where, p)
+		}
+	}
+	// Device-based.
+	docs, err := o.Discovery(HomeAssistant{Name: "hall", Version: "1.2"}, entities)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic := "homeassistant/device/" + bodyID.String() + "/config"
+	if len(docs) != 1 || docs[topic] == nil {
+		t.Fatalf("device discovery on %v, want the one topic %s", keys(docs), topic)
+	}
+	var root map[string]any
+	if err := json.Unmarshal(docs[topic], &root); err != nil {
+		t.Fatal(err)
+	}
+	dev, _ := root["dev"].(map[string]any)
+	origin, _ := root["o"].(map[string]any)
+	cmps, _ := root["cmps"].(map[string]any)
+	if ids, _ := dev["ids"].([]any); len(ids) == 0 || origin["name"] == "" || len(cmps) != len(entities) {
+		t.Fatalf("root: dev %v, o %v, %d components for %d entities", dev, origin, len(cmps), len(entities))
+	}
+	seen := map[string]bool{}
+	for id, c := range cmps {
+		cm := c.(map[string]any)
+		check(topic+"#"+id, cm, root)
+		u := cm["unique_id"].(string)
+		if seen[u] {
+			t.Errorf("unique_id %s twice", u)
+		}
+		seen[u] = true
+	}
+	// Per entity, for older installations.
+	docs, err = o.Discovery(HomeAssistant{Name: "hall", Version: "1.2", PerEntity: true}, entities)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(docs) != len(entities) {
+		t.Fatalf("%d per-entity documents for %d entities", len(docs), len(entities))
+	}
+	for topic, b := range docs {
+		var c map[string]any
+		if err := json.Unmarshal(b, &c); err != nil {
+			t.Fatal(err)
+		}
+		d, _ := c["device"].(map[string]any)
+		if ids, _ := d["identifiers"].([]any); len(ids) == 0 {
+			t.Errorf("%s: device %v", topic, d)
+		}
+		check(topic, c, nil)
+	}
+	// Ids are checked.
+	if _, err := o.Discovery(HomeAssistant{}, []Entity{{ID: "Bad id", Platform: "sensor"}}); err == nil {
+		t.Error("an entity id with a space and a capital went through")
+	}
+}
+
+// The templates, rendered by Jinja2 (Home Assistant's template engine)
+// over the state documents the body publishes, give what each platform
+// accepts: ON or OFF for binary sensors, a number (or nothing, which Home
+// Assistant ignores) for sensors with a unit, and the right one.
+func TestDiscoveryTemplatesReadTheStateDocuments(t *testing.T) {
+	if err := exec.Command("python3", "-c", "import jinja2").Run(); err != nil {
+		t.Skipf("no python3 with jinja2 here (%v): scripts/deps.sh installs python3-jinja2", err)
+	}
+	o := haOptions(t)
+	byID := map[string]Entity{}
+	for _, e := range o.Entities(haBoard()) {
+		byID[e.ID] = e
+	}
+	tr := NewTracker(haBoard().Cameras, haBoard().Mics)
+	_, motionDoor, _ := tr.Event(ev(t, "camera.motion_started", "camera.front", map[string]any{"zone": "door"}))
+	motionDoorJSON := jsonOf(t, motionDoor)
+	silence := jsonOf(t, tr.Docs()["audio.mic"])
+	_, level, _ := tr.Event(ev(t, "audio.level", "audio.mic", map[string]any{"rms_dbfs": -33.5, "peak_dbfs": -10.0}))
+	levelJSON := jsonOf(t, level)
+	_, voice, _ := tr.Event(ev(t, "audio.voice_started", "audio.mic", nil))
+	temp := 61.5
+	hot := jsonOf(t, SelfDoc{Level: "constrained", CPU: 0.5, Load1: 1.234, CPUTempC: &temp, DiskFreeMB: 2048.4, Throttled: true})
+	cool := jsonOf(t, SelfDoc{Level: "normal", Load1: 0.1, DiskFreeMB: 10})
+	for _, tc := range []struct {
+		entity, doc, want string
+	}{
+		{"estop", jsonOf(t, EStopState{State: "latched", Latched: true, Why: "line open"}), "ON"},
+		{"estop", jsonOf(t, EStopState{State: "armed"}), "OFF"},
+		{"motion_camera_front_door", motionDoorJSON, "ON"},
+		{"motion_camera_front_garden_path", motionDoorJSON, "OFF"},
+		{"voice_audio_mic", silence, "OFF"},
+		{"voice_audio_mic", jsonOf(t, voice), "ON"},
+		{"sound_level_audio_mic", silence, ""}, // no summary yet: nothing, which Home Assistant ignores
+		{"sound_level_audio_mic", levelJSON, "-33.5"},
+		{"cpu_temperature", hot, "61.5"},
+		{"cpu_temperature", cool, ""},
+		{"load", hot, "1.23"},
+		{"disk_free", hot, "2048.0"},
+		{"outbox", jsonOf(t, OutboxState{Rows: 12, Bytes: 3000}), "12"},
+		{"self_level", hot, "constrained"},
+		{"throttled", hot, "ON"},
+		{"throttled", cool, "OFF"},
+	} {
+		e, ok := byID[tc.entity]
+		if !ok {
+			t.Fatalf("no entity %s", tc.entity)
+		}
+		got := render(t, e.ValueTemplate, tc.doc)
+		if got != tc.want {
+			t.Errorf("%s over %s: %q, want %q", tc.entity, tc.doc, got, tc.want)
+		}
+		switch {
+		case e.Platform == "binary_sensor" && got != "ON" && got != "OFF":
+			t.Errorf("%s renders %q: a binary sensor wants ON or OFF", tc.entity, got)
+		case e.Platform == "sensor" && (e.Unit != "" || e.StateClass != "") && got != "":
+			if _, err := strconv.ParseFloat(got, 64); err != nil {
+				t.Errorf("%s renders %q: a sensor with a unit wants a number", tc.entity, got)
+			}
+		}
+	}
+}
+
+func jsonOf(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// render renders a template as Home Assistant does for a value: with
+// value_json the message's JSON.
+func render(t *testing.T, tmpl, doc string) string {
+	t.Helper()
+	const script = `import json, sys, jinja2
+a = json.load(sys.stdin)
+print(jinja2.Environment().from_string(a["t"]).render(value_json=json.loads(a["v"]), value=a["v"]), end="")`
+	in, _ := json.Marshal(map[string]string{"t": tmpl, "v": doc})
+	cmd := exec.Command("python3", "-c", script)
+	cmd.Stdin = bytes.NewReader(in)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("jinja2 on %q: %v\n%s", tmpl, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func keys(m map[string][]byte) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
