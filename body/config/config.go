@@ -352,6 +352,14 @@ type MQTT struct {
 	EmbeddedBroker bool          `json:"embedded_broker"`
 	EmbeddedPort   int           `json:"embedded_port"`
 	HomeAssistant  HomeAssistant `json:"home_assistant"`
+	Commands       MQTTCommands  `json:"commands"`
+}
+
+// MQTTCommands configures the operations the broker may call, and as whom.
+type MQTTCommands struct {
+	Enabled bool   `json:"enabled"`
+	Subject string `json:"subject"`
+	Trust   string `json:"trust"`
 }
 
 // HomeAssistant configures the uplink's Home Assistant discovery.
@@ -425,7 +433,8 @@ func Default() Config {
 			Observations: Observations{BatchMS: 5000, Queue: 1000, Rules: []ObservationRule{}}},
 		MQTT: MQTT{Broker: "tcp://127.0.0.1:1883", KeepaliveS: 30, TopicPrefix: "tobe", Window: 64, AckCommitMS: 200,
 			Reconnect: Reconnect{MinMS: 1000, MaxMS: 120000}, JSONMirror: []string{}, EmbeddedPort: 1883,
-			HomeAssistant: HomeAssistant{Enabled: true, Prefix: "homeassistant"}},
+			HomeAssistant: HomeAssistant{Enabled: true, Prefix: "homeassistant"},
+			Commands:      MQTTCommands{Subject: "mqtt:home", Trust: "low"}},
 	}
 }
 

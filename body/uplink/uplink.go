@@ -133,6 +133,7 @@ type Relay struct {
 	docMu sync.Mutex
 	docs  map[string][]byte
 	dirty map[string]bool
+	cur   *session // the session connected now, for Send
 	// notRetained are the documents published without retain (discovery).
 	notRetained map[string]bool
 	wake        chan struct{}
@@ -219,6 +220,23 @@ func (r *Relay) SetState(name string, doc any) error {
 	}
 	r.Retain(r.opts.StateTopic(name), b)
 	return nil
+}
+
+// Send publishes payload on topic at QoS 1, not retained, in the session
+// connected now, and waits up to 10 s for its PUBACK. With no session it
+// fails at once: what must not be lost goes through the outbox instead.
+func (r *Relay) Send(topic string, payload []byte) error {
+	r.docMu.Lock()
+	s := r.cur
+	r.docMu.Unlock()
+	if s == nil {
+		return errors.New("uplink: not connected")
+	}
+	tok := s.publish(topic, payload, false, 0)
+	if !tok.WaitTimeout(10 * time.Second) {
+		return fmt.Errorf("uplink: %s: no PUBACK within 10 s", topic)
+	}
+	return tok.Error()
 }
 
 // Redo marks every retained document for publishing again (Home
@@ -394,6 +412,14 @@ func (r *Relay) session(ctx context.Context) (up bool, err error) {
 	if err := s.say(Online, 10*time.Second); err != nil {
 		return true, err
 	}
+	r.docMu.Lock()
+	r.cur = s
+	r.docMu.Unlock()
+	defer func() {
+		r.docMu.Lock()
+		r.cur = nil
+		r.docMu.Unlock()
+	}()
 	for _, sub := range r.subs {
 		fn := sub.fn
 		tok := c.Subscribe(sub.filter, 1, func(_ mqtt.Client, m mqtt.Message) { fn(m.Topic(), m.Payload()) })

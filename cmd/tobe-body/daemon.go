@@ -408,6 +408,9 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 	if err != nil {
 		return nil, err
 	}
+	if err := d.runUplink(relay, table, cfg.MQTT, log); err != nil {
+		return nil, err
+	}
 	sock := filepath.Join(cfg.DataDir, adminSocket)
 	ln, err := admin.Listen(sock)
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/awareness"
+	"github.com/tobe-body/tobe-body/awareness/mqttcmd"
 	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/sense"
 	"github.com/tobe-body/tobe-body/sense/motion"
@@ -167,6 +169,26 @@ func (d *daemon) startStates(relay *uplink.Relay, store *ledger.Store, estop *ac
 			log.Error("uplink state: following the ledger", "err", err)
 		}
 	})
+	return nil
+}
+
+// runUplink takes the broker's commands through table, when mqtt.commands
+// says so, then runs the relay.
+func (d *daemon) runUplink(relay *uplink.Relay, table *awareness.Table, cfg config.MQTT, log *slog.Logger) error {
+	if relay == nil {
+		return nil
+	}
+	if c := cfg.Commands; c.Enabled {
+		trust, err := ledger.ParseLevel(c.Trust)
+		if err != nil {
+			return fmt.Errorf("mqtt.commands.trust: %w", err)
+		}
+		o := relay.Options()
+		h := &mqttcmd.Handler{Table: table, Base: strings.TrimSuffix(o.StatusTopic(), "/status"), Publish: relay.Send, Log: log.With("part", "mqtt commands"),
+			Principal: act.Principal{Kind: act.MQTTCommand, Subject: c.Subject, Session: "mqtt", Trust: trust}}
+		relay.Subscribe(h.Filter(), h.Handle)
+		log.Info("mqtt commands", "topics", h.Filter(), "subject", c.Subject, "trust", trust)
+	}
 	d.spawn(relay.Run)
 	return nil
 }

@@ -293,3 +293,123 @@ func TestUplinkAnnouncesItselfToHomeAssistant(t *testing.T) {
 	}
 	t.Logf("%d entities, each with a retained state", len(doc.Cmps))
 }
+
+// M3 and the command topics: an action commanded twice with one id (a
+// duplicate, and a replay after the body restarted) acts once, and every
+// repeat returns the recorded result; MQTT trips the e-stop and may not
+// reset it, nor call an administrative operation; bad payloads each get
+// a result that says what is wrong, and the body goes on.
+func TestUplinkCommands(t *testing.T) {
+	m := mosquittotest.Start(t, brokerUsers)
+	dir := t.TempDir()
+	data, cfg := filepath.Join(dir, "data"), filepath.Join(dir, "config.json")
+	os.WriteFile(cfg, []byte(`{"version": 1, "monitor": {"interval_ms": 100}`+strings.Replace(uplinkConfig(m.URL()), `"keepalive_s"`,
+		`"commands": {"enabled": true, "subject": "mqtt:home", "trust": "medium"}, "keepalive_s"`, 1)+`}`), 0o600)
+	d := startDaemonIn(t, data, cfg)
+	id := identity(t, data)
+	base := "tobe/" + id.AgentID + "/" + id.BodyID
+	sub := m.Subscribe("sub", "sub-pass", base+"/cmd_result/#")
+	connected := func() bool {
+		out, _ := runCmd(t, "status", "--data", data)
+		return strings.Contains(out, "uplink    connected")
+	}
+	eventually(t, 10*time.Second, "connected", connected)
+	if out, err := runCmd(t, "grant", "add", "--subject", "mqtt:home", "--capability", "body.notify", "--scope", "home",
+		"--expires", time.Now().Add(time.Hour).UTC().Format(time.RFC3339), "--data", data); err != nil {
+		t.Fatalf("grant: %v %s", err, out)
+	}
+	type result struct {
+		ID     string `json:"id"`
+		Op     string `json:"op"`
+		Status string `json:"status"`
+		Repeat bool   `json:"repeat"`
+		Data   struct {
+			ActionID string `json:"action_id"`
+			Status   string `json:"status"`
+			Repeat   bool   `json:"repeat"`
+			Latched  bool   `json:"latched"`
+		} `json:"data"`
+		Error *struct {
+			Reason string `json:"reason"`
+			Detail string `json:"detail"`
+		} `json:"error"`
+	}
+	results := func(rid string) []result {
+		var out []result
+		for _, msg := range sub.Messages(base + "/cmd_result/" + rid) {
+			var r result
+			if err := json.Unmarshal(msg.Payload, &r); err != nil {
+				t.Fatalf("result %s: %v", msg.Payload, err)
+			}
+			out = append(out, r)
+		}
+		return out
+	}
+	command := func(op, payload string) { sub.Publish(base+"/cmd/"+op, []byte(payload), false) }
+	await := func(rid string, n int) []result {
+		t.Helper()
+		eventually(t, 10*time.Second, fmt.Sprintf("%d results for %s", n, rid), func() bool { return len(results(rid)) >= n })
+		return results(rid)
+	}
+
+	notify := `{"id": "c-1", "args": {"capability": "body.notify", "target": "home", "params": {"message": "the parcel is here"}}}`
+	command("action.do", notify)
+	command("action.do", notify) // the same id again
+	rs := await("c-1", 2)
+	if rs[0].Status != "success" || rs[0].Data.Status != "succeeded" || rs[1].Data.ActionID != rs[0].Data.ActionID || !rs[1].Data.Repeat {
+		t.Fatalf("a command and its repeat: %+v %+v", rs, rs[0].Error)
+	}
+	// After a restart the runner's record still answers the id.
+	d.stop(t)
+	d = startDaemonIn(t, data, cfg)
+	defer d.stop(t)
+	eventually(t, 10*time.Second, "connected again", connected)
+	command("action.do", notify)
+	rs = await("c-1", 3)
+	if rs[2].Data.ActionID != rs[0].Data.ActionID || !rs[2].Data.Repeat {
+		t.Fatalf("the replay after a restart: %+v", rs[2])
+	}
+	out, _ := runCmd(t, "ledger", "events", "--json", "--data", data)
+	if n := strings.Count(out, `"event_type":"body.notified"`); n != 1 {
+		t.Errorf("%d body.notified events for one command sent three times, want 1", n)
+	}
+
+	// The e-stop: tripped from MQTT, not reset from it.
+	command("estop.trip", `{"id": "stop-1"}`)
+	if r := await("stop-1", 1)[0]; r.Status != "success" {
+		t.Errorf("estop.trip: %+v", r)
+	}
+	command("estop.reset", `{"id": "reset-1"}`)
+	if r := await("reset-1", 1)[0]; r.Status != "error" || r.Error == nil || r.Error.Reason != "not_authorized" {
+		t.Errorf("estop.reset from MQTT: %+v", r)
+	}
+	st, _ := runCmd(t, "estop", "status", "--data", data)
+	if !strings.Contains(st, "LATCHED") {
+		t.Errorf("after a trip and a refused reset from MQTT: %s", st)
+	}
+
+	// Bad input: each gets a result saying what is wrong.
+	for _, tc := range []struct{ op, payload, rid, reason, detail string }{
+		{"status", `not json`, "invalid", "invalid_params", "not a command"},
+		{"status", `{"id": "has space"}`, "invalid", "invalid_params", "id \"has space\""},
+		{"status", `{"id": "x-1", "args": {}, "extra": 1}`, "x-1", "invalid_params", "unknown field"},
+		{"action.do", `{"id": "x-2", "args": 5}`, "x-2", "invalid_params", "args"},
+		{"action.do", `{"id": "x-3", "args": {"capability": "body.notify", "target": "home", "idempotency_key": "other"}}`, "x-3", "invalid_params", "idempotency key"},
+		{"no.such", `{"id": "x-4"}`, "x-4", "not_found", "no operation"},
+		{"grant.add", `{"id": "x-5", "args": {"subject": "mqtt:home", "capability": "gpio.set"}}`, "x-5", "not_authorized", "needs a local administrator"},
+		{"ledger.backup", `{"id": "x-6"}`, "x-6", "not_authorized", ""},
+		{"status", `{"id": "x-7", "args": {"verbose": true}}`, "x-7", "invalid_params", "verbose"},
+	} {
+		before := len(results(tc.rid))
+		command(tc.op, tc.payload)
+		rs := await(tc.rid, before+1)
+		r := rs[len(rs)-1]
+		if r.Status != "error" || r.Error == nil || r.Error.Reason != tc.reason || !strings.Contains(r.Error.Detail, tc.detail) {
+			t.Errorf("%s %s: %+v %+v, want %s with %q", tc.op, tc.payload, r, r.Error, tc.reason, tc.detail)
+		}
+	}
+	command("status", `{"id": "s-1"}`)
+	if r := await("s-1", 1)[0]; r.Status != "success" {
+		t.Errorf("status after the bad input: %+v", r)
+	}
+}
