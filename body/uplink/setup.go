@@ -11,11 +11,12 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 
 	mochi "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
 )
 
 // maxPEM bounds a TLS file read from the config.
@@ -98,6 +99,31 @@ func InClear(broker string) string {
 	return fmt.Sprintf("%s is a %s:// broker off this machine: events and credentials go unencrypted (use ssl:// and mqtt.tls)", broker, u.Scheme)
 }
 
+// loopbackHook lets every client on the machine connect, read
+// everything and publish anything but a command: commands act as the
+// broker's principal, and on a broker without users that would be
+// whoever has a shell here.
+type loopbackHook struct {
+	mochi.HookBase
+	log *slog.Logger
+}
+
+func (h *loopbackHook) ID() string { return "tobe-body-loopback" }
+
+func (h *loopbackHook) Provides(b byte) bool {
+	return b == mochi.OnConnectAuthenticate || b == mochi.OnACLCheck
+}
+
+func (h *loopbackHook) OnConnectAuthenticate(*mochi.Client, packets.Packet) bool { return true }
+
+func (h *loopbackHook) OnACLCheck(cl *mochi.Client, topic string, write bool) bool {
+	if write && strings.Contains(topic, "/cmd/") {
+		h.log.Warn("the embedded broker takes no commands: they would act as the broker's principal for anyone on this machine", "topic", topic, "client", cl.ID)
+		return false
+	}
+	return true
+}
+
 // Broker is the embedded broker: mochi, on 127.0.0.1 only.
 type Broker struct {
 	srv    *mochi.Server
@@ -105,7 +131,8 @@ type Broker struct {
 }
 
 // StartBroker serves MQTT on 127.0.0.1:port. Every client on this machine
-// may connect: it is for a first look without a server.
+// may connect and read: it is for a first look without a server. It
+// takes no commands (see loopbackHook).
 func StartBroker(port int, log *slog.Logger) (*Broker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -124,7 +151,7 @@ func StartBroker(port int, log *slog.Logger) (*Broker, error) {
 	// which log as they end: after Close they log nothing here.
 	closed := new(gate)
 	srv := mochi.New(&mochi.Options{Logger: slog.New(atLeast{log.Handler(), slog.LevelWarn, closed}).With("part", "embedded broker")})
-	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
+	if err := srv.AddHook(&loopbackHook{log: log}, nil); err != nil {
 		return nil, err
 	}
 	if err := srv.AddListener(listeners.NewTCP(listeners.Config{ID: "loopback", Address: addr})); err != nil {

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	mqtt "github.com/eclipse/paho.mqtt.golang"
 	"go.uber.org/goleak"
 
 	"github.com/tobe-body/tobe-body/ledger"
@@ -349,4 +352,49 @@ func TestRetainedStateAndSubscriptions(t *testing.T) {
 	// Emptied, the retained message goes.
 	r.Retain("homeassistant/device/x/config", nil)
 	eventually(t, 5*time.Second, "the config is removed", func() bool { _, ok := b.retained("homeassistant/device/x/config"); return !ok })
+}
+
+// The embedded broker passes what is published on it to a local
+// subscriber, and takes no command from anyone: a client that publishes
+// one at QoS 1 is disconnected (MQTT 3.1.1 has no refusing PUBACK) and
+// the command reaches no subscriber.
+func TestEmbeddedBrokerTakesNoCommands(t *testing.T) {
+	addr := freeAddr(t)
+	_, port, _ := strings.Cut(addr, ":")
+	p, _ := strconv.Atoi(port)
+	b, err := StartBroker(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := StartBroker(p, nil); err == nil || !strings.Contains(err.Error(), addr) {
+		t.Errorf("a second broker on the same port: %v", err)
+	}
+	connect := func(id string) mqtt.Client {
+		c := mqtt.NewClient(mqtt.NewClientOptions().AddBroker("tcp://" + addr).SetClientID(id).SetAutoReconnect(false))
+		if tok := c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+			t.Fatal(tok.Error())
+		}
+		return c
+	}
+	sub, pub := connect("sub"), connect("pub")
+	defer sub.Disconnect(100)
+	defer pub.Disconnect(100)
+	got := make(chan string, 4)
+	if tok := sub.Subscribe("tobe/#", 1, func(_ mqtt.Client, m mqtt.Message) { got <- m.Topic() }); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	pub.Publish("tobe/a/b/cmd/estop.trip", 1, false, `{"id": "x"}`).WaitTimeout(2 * time.Second)
+	eventually(t, 5*time.Second, "the client that sent a command is disconnected", func() bool { return !pub.IsConnectionOpen() })
+	if tok := sub.Publish("tobe/a/b/events/x", 1, false, `e`); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	select {
+	case topic := <-got:
+		if topic != "tobe/a/b/events/x" {
+			t.Errorf("the local subscriber got %s first: a command went through", topic)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("nothing passed the embedded broker")
+	}
 }
