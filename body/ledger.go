@@ -28,13 +28,14 @@ func LedgerOptions(cfg config.Ledger, dataDir string, id Identity, log *slog.Log
 		return ledger.Options{}, err
 	}
 	opts := ledger.Options{
-		Path:           filepath.Join(dataDir, LedgerFile),
-		Projections:    append([]ledger.Projection{ledger.TypeCounts{Follow: auditTypes}}, projections...),
-		Classes:        &classes,
-		OutboxMaxRows:  cfg.OutboxMaxRows,
-		OutboxMaxBytes: int64(cfg.OutboxMaxMB) << 20,
-		CompactFree:    int64(cfg.CompactFreeMB) << 20,
-		Log:            log,
+		Path:            filepath.Join(dataDir, LedgerFile),
+		Projections:     append([]ledger.Projection{ledger.TypeCounts{Follow: auditTypes}}, projections...),
+		Classes:         &classes,
+		OutboxMaxRows:   cfg.OutboxMaxRows,
+		OutboxAuditWait: time.Duration(cfg.OutboxAuditWaitDays) * 24 * time.Hour,
+		OutboxMaxBytes:  int64(cfg.OutboxMaxMB) << 20,
+		CompactFree:     int64(cfg.CompactFreeMB) << 20,
+		Log:             log,
 	}
 
 	if id.AgentID != "" {
@@ -109,6 +110,7 @@ func LookAtLedger(cfg config.Ledger, dataDir string, projections ...ledger.Proje
 	if err != nil {
 		return nil, err
 	}
-	opts.CompactFree = 0 // a look does not rewrite the file
+	opts.CompactFree = 0   // a look does not rewrite the file
+	opts.OutboxAsIs = true // nor start or clear its outbox
 	return ledger.Open(opts)
 }

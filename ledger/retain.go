@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"slices"
 	"context"
 	"errors"
 	"fmt"
@@ -93,7 +94,14 @@ func (s *Store) retainStep(res *RetainResult, pass *retainPass) (more bool, err 
 		}
 		changed := w.ckpt
 		if pass.step == 0 {
-			n, err := pruneCheckpoints(w.tx, w.run, pass.ttls)
+			// The outbox's own waits need their checkpoints too.
+			keep := slices.Clone(pass.ttls)
+			for _, d := range []time.Duration{s.opts.OutboxBacklog, s.opts.OutboxAuditWait} {
+				if d > 0 {
+					keep = append(keep, d)
+				}
+			}
+			n, err := pruneCheckpoints(w.tx, w.run, keep)
 			if err != nil {
 				return err
 			}

@@ -56,6 +56,8 @@ var (
 	kCreated    = []byte("created")
 	kDropped    = []byte("outbox_dropped")
 	kDropFrom   = []byte("outbox_drop_from") // no droppable outbox row has a lower sequence
+	kOutboxOff  = []byte("outbox_off")       // present: the file's outbox is off (Options.NoOutbox)
+	kWaitFrom   = []byte("outbox_wait_from") // no outbox row below it has waited past OutboxAuditWait unseen
 	kRetainFrom = []byte("retain_from")      // retention has looked at every event before this sequence
 	kIDsThrough = []byte("ids_through")      // every event up to this sequence has its id in the ids bucket
 	kClosed     = []byte("closed")           // the close record: see closeRecord
@@ -136,6 +138,25 @@ type Options struct {
 	// rows and 64 MiB.
 	OutboxMaxRows  int
 	OutboxMaxBytes int64
+	// NoOutbox: nothing leaves the device (no uplink is configured): no
+	// outbox row is written, and the rows a file has are cleared at open
+	// (recorded as ledger.outbox_cleared).
+	NoOutbox bool
+	// OutboxAsIs leaves the outbox's state as the file has it, whatever
+	// NoOutbox says: for a look at the file by another program.
+	OutboxAsIs bool
+	// OutboxBacklog: when the outbox starts again on a file that had it
+	// off, the events of outbox classes younger than this by the running
+	// clock are queued too (recorded with ledger.outbox_started); 0: it
+	// starts with the next event.
+	OutboxBacklog time.Duration
+	// OutboxAuditWait: over the budget with nothing droppable left, the
+	// audit rows that have waited longer than this by the running clock
+	// are taken out of the outbox, oldest first, down to the budget, and
+	// recorded as not sent (ledger.outbox_not_sent; the events stay in
+	// the ledger). 0: audit rows wait for ever, over the budget if need
+	// be.
+	OutboxAuditWait time.Duration
 	// CheckAtOpen reads and checks every page at every open, and runs
 	// bbolt's consistency check. Without it Open does so only when the
 	// last process to write the file did not Close it (a crash, a power
@@ -376,8 +397,51 @@ func Open(opts Options) (*Store, error) {
 			return nil, err
 		}
 	}
+	if err := s.startOutbox(); err != nil {
+		s.Close()
+		return nil, err
+	}
 	s.running.Store(true)
 	return s, nil
+}
+
+// startOutbox puts the file's outbox in the state the options say: off
+// (its rows cleared) or on (from the next event, or with a backlog).
+func (s *Store) startOutbox() error {
+	if s.opts.OutboxAsIs {
+		return nil
+	}
+	return s.update(func(w *writer) error {
+		off := w.meta.Get(kOutboxOff) != nil
+		switch {
+		case s.opts.NoOutbox && !off:
+			if err := w.meta.Put(kOutboxOff, []byte{1}); err != nil {
+				return err
+			}
+			if w.n.outboxRows == 0 {
+				return nil
+			}
+			rows, bytes, err := w.clearOutbox()
+			if err != nil {
+				return err
+			}
+			s.opts.Log.Warn("no uplink: the outbox is cleared; nothing is queued for one", "rows", rows, "bytes", bytes)
+			return w.record("ledger.outbox_cleared", map[string]any{"rows": rows, "bytes": bytes, "why": "no uplink is configured"})
+		case !s.opts.NoOutbox && off:
+			if err := w.meta.Delete(kOutboxOff); err != nil {
+				return err
+			}
+			from := w.events.Sequence() + 1
+			queued, err := w.queueBacklog(s.opts.OutboxBacklog)
+			if err != nil {
+				return err
+			}
+			s.opts.Log.Info("the outbox starts", "from_seq", from, "backlog_events", queued)
+			return w.record("ledger.outbox_started", map[string]any{"from_seq": from, "backlog_events": queued,
+				"backlog_s": int64(s.opts.OutboxBacklog / time.Second)})
+		}
+		return errUnchanged
+	})
 }
 
 func mustPayload(v any) []byte {

@@ -288,7 +288,7 @@ func (w *writer) write(e *Event) (uint64, error) {
 			return 0, err
 		}
 	}
-	if class.Outbox {
+	if class.Outbox && !w.s.opts.NoOutbox {
 		row := outboxRow{Priority: class.Priority, Droppable: class.Droppable, Urgent: class.Urgent, Size: uint32(len(rec))}
 		if err := w.events.Put(w.key(sk, []byte{rowSuffix}), w.keep(row.encode())); err != nil {
 			return 0, err
@@ -388,6 +388,9 @@ func (w *writer) enforceOutboxBudget() error {
 	w.n.outboxRows -= dropped
 	w.n.outboxBytes -= droppedBytes
 	w.nDirty = true
+	if err := w.giveUpWaiting(targetRows, targetBytes); err != nil {
+		return err
+	}
 	if err := w.meta.Put(kDropFrom, w.keep(u64(dropFrom))); err != nil {
 		return err
 	}
@@ -450,4 +453,139 @@ func decodeOutboxRow(b []byte) outboxRow {
 		return outboxRow{}
 	}
 	return outboxRow{Priority: b[0], Droppable: b[1]&rowDroppable != 0, Urgent: b[1]&rowUrgent != 0, Attempts: getU32(b[2:]), LastTry: int64(getU64(b[6:])), Size: getU32(b[14:])}
+}
+
+// record writes one event of the ledger's own, in this transaction.
+func (w *writer) record(typ string, payload map[string]any) error {
+	p, err := MarshalPayload(payload)
+	if err != nil {
+		return err
+	}
+	evs := []Event{{Type: typ, Provenance: Observed, Payload: p}}
+	if _, todo, _, err := w.prepare(evs); err != nil || len(todo) != 1 {
+		return errors.Join(fmt.Errorf("ledger: recording %s", typ), err)
+	}
+	_, err = w.write(&evs[0])
+	return err
+}
+
+// clearOutbox deletes every outbox row.
+func (w *writer) clearOutbox() (rows, bytes uint64, err error) {
+	var keys [][]byte
+	c := w.events.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if isRowKey(k) {
+			keys = append(keys, w.keep(k))
+			bytes += uint64(decodeOutboxRow(v).Size)
+		}
+	}
+	for _, k := range keys {
+		if err := w.events.Delete(k); err != nil {
+			return 0, 0, err
+		}
+	}
+	rows = uint64(len(keys))
+	w.n.outboxRows, w.n.outboxBytes = 0, 0
+	w.nDirty, w.outboxDirty = true, true
+	return rows, bytes, w.meta.Put(kDropFrom, w.keep(u64(w.events.Sequence()+1)))
+}
+
+// queueBacklog gives an outbox row to every event of an outbox class
+// younger than age by the running clock that has none.
+func (w *writer) queueBacklog(age time.Duration) (int, error) {
+	if age <= 0 {
+		return 0, nil
+	}
+	from := cutoffs(w.tx, w.run, []time.Duration{age})[age] // 0: every event is younger
+	type pending struct {
+		key []byte
+		row outboxRow
+	}
+	var todo []pending
+	c := w.events.Cursor()
+	for k, v := c.Seek(u64(from)); k != nil; k, v = c.Next() {
+		if isRowKey(k) {
+			// Its event, just before it, has a row already.
+			if n := len(todo); n > 0 && bytes.Equal(todo[n-1].key, k[:8]) {
+				todo = todo[:n-1]
+			}
+			continue
+		}
+		var e Event
+		if err := Decode(v, &e); err != nil {
+			return 0, fmt.Errorf("ledger: event %d: %w", getU64(k), err)
+		}
+		if class := w.s.opts.Classes.Of(e.Type); class.Outbox {
+			todo = append(todo, pending{w.keep(k), outboxRow{Priority: class.Priority, Droppable: class.Droppable, Urgent: class.Urgent, Size: uint32(len(v))}})
+		}
+	}
+	for _, p := range todo {
+		if err := w.events.Put(w.key(p.key, []byte{rowSuffix}), w.keep(p.row.encode())); err != nil {
+			return 0, err
+		}
+		w.n.outboxRows++
+		w.n.outboxBytes += uint64(p.row.Size)
+	}
+	if len(todo) > 0 {
+		w.nDirty, w.outboxDirty = true, true
+		// The drops start where the droppable rows now do.
+		if err := w.meta.Put(kDropFrom, w.keep(u64(getU64(todo[0].key)))); err != nil {
+			return 0, err
+		}
+	}
+	return len(todo), nil
+}
+
+// giveUpWaiting takes out of the outbox, oldest first, the rows (audit
+// ones: the droppable went first) that have waited longer than
+// OutboxAuditWait by the running clock, down to the targets, and records
+// them as not sent. It reads rows from kWaitFrom, below which none is
+// left that waited that long, up to the cutoff: each row is read once
+// over the life of the file.
+func (w *writer) giveUpWaiting(targetRows, targetBytes uint64) error {
+	wait := w.s.opts.OutboxAuditWait
+	if wait <= 0 || w.n.outboxRows <= targetRows && w.n.outboxBytes <= targetBytes {
+		return nil
+	}
+	cut := cutoffs(w.tx, w.run, []time.Duration{wait})[wait]
+	from := getU64(w.meta.Get(kWaitFrom))
+	if cut <= from {
+		return nil
+	}
+	var gone [][]byte
+	var rows, size, first, last uint64
+	next := cut
+	c := w.events.Cursor()
+	for k, v := c.Seek(u64(from)); k != nil && getU64(k) < cut; k, v = c.Next() {
+		if !isRowKey(k) {
+			continue
+		}
+		if w.n.outboxRows-rows <= targetRows && w.n.outboxBytes-size <= targetBytes {
+			next = getU64(k)
+			break
+		}
+		gone = append(gone, w.keep(k))
+		rows++
+		size += uint64(decodeOutboxRow(v).Size)
+		if first == 0 {
+			first = getU64(k)
+		}
+		last = getU64(k)
+	}
+	for _, k := range gone {
+		if err := w.events.Delete(k); err != nil {
+			return err
+		}
+	}
+	if err := w.meta.Put(kWaitFrom, w.keep(u64(next))); err != nil {
+		return err
+	}
+	if rows == 0 {
+		return nil
+	}
+	w.n.outboxRows -= rows
+	w.n.outboxBytes -= size
+	w.s.opts.Log.Warn("outbox over budget: audit events that waited too long are not sent (they stay in the ledger)", "rows", rows, "waited_over", wait)
+	return w.record("ledger.outbox_not_sent", map[string]any{"rows": rows, "bytes": size, "first_seq": first, "last_seq": last,
+		"waited_over_s": int64(wait / time.Second), "budget_rows": w.s.opts.OutboxMaxRows, "budget_bytes": w.s.opts.OutboxMaxBytes})
 }

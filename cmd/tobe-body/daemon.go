@@ -152,6 +152,10 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 	if err == nil {
 		lopts.RetainEvery = time.Duration(cfg.Ledger.RetentionIntervalMin) * time.Minute
 		lopts.Stamp = clock.LedgerStamp // audit records carry the boot, the monotonic time and the uncertainty
+		// With no uplink nothing is queued for one; one that starts gets
+		// the backlog asked for, not the whole history.
+		lopts.NoOutbox = !cfg.MQTT.Enabled
+		lopts.OutboxBacklog = time.Duration(cfg.MQTT.BacklogH) * time.Hour
 		store, err = ledger.Open(lopts)
 	}
 	switch {

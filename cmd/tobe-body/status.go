@@ -73,7 +73,7 @@ func printStatus(w io.Writer, st awareness.Status) {
 	}
 	switch u := st.Uplink; {
 	case u == nil:
-		fmt.Fprintln(w, "uplink    off (mqtt.enabled is false): events wait in the outbox")
+		fmt.Fprintln(w, "uplink    off (mqtt.enabled is false): nothing is queued for one")
 	case u.Connected:
 		fmt.Fprintf(w, "uplink    connected to %s since %s; %d events published, %d acknowledged (%d sessions)\n",
 			u.Broker, u.Since.UTC().Format(time.RFC3339), u.Published, u.Acked, u.Sessions)

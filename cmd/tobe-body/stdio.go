@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/tobe-body/tobe-body/awareness/agent"
@@ -64,8 +65,10 @@ func runStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		}
 	}
 	in := make(chan error, 1)
+	var ended atomic.Bool // stdin ended: the daemon closing after it is the end of a session, not a failure
 	go func() {
 		_, err := io.Copy(uc, stdin)
+		ended.Store(true)
 		uc.CloseWrite()
 		in <- err
 	}()
@@ -90,6 +93,9 @@ func runStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	case err := <-out:
 		if sw.err != nil {
 			return nil // the client went away (its end of stdout closed): done
+		}
+		if ended.Load() {
+			return nil // the daemon read the end of stdin and closed, as it does
 		}
 		if err != nil {
 			return fmt.Errorf("the body's agent socket %s: %w", path, err)

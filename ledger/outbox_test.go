@@ -1,0 +1,171 @@
+package ledger
+
+import (
+	"testing"
+	"time"
+)
+
+func grantEvent(i int) Event {
+	return Event{Type: "action.succeeded", ChannelID: "gpio.led", Provenance: Observed, SourceSequence: uint64(i)}
+}
+
+func appendAll(t *testing.T, s *Store, evs ...Event) {
+	t.Helper()
+	if _, err := s.Append(t.Context(), evs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func rowsOf(t *testing.T, s *Store) uint64 {
+	t.Helper()
+	st, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.OutboxRows
+}
+
+func typesOf(t *testing.T, s *Store, typ string) []Stored {
+	t.Helper()
+	evs, err := s.Events(Filter{Types: []string{typ}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+// With no uplink nothing is queued for one: a file opened so has its
+// rows cleared (and says so), and its appends write none. Opened with an
+// uplink again, the outbox starts with the next event, or with the
+// backlog asked for.
+func TestOutboxOffAndOn(t *testing.T) {
+	clk := newRunningClock()
+	path := tempPath(t)
+	open := func(mod func(*Options)) *Store {
+		return openTest(t, path, func(o *Options) { o.Now = clk.Now; mod(o) })
+	}
+	s := open(func(*Options) {})
+	appendAll(t, s, motion(1), grantEvent(1))
+	if n := rowsOf(t, s); n != 2 {
+		t.Fatalf("%d rows, want 2", n)
+	}
+	s.Close()
+
+	s = open(func(o *Options) { o.NoOutbox = true })
+	if n := rowsOf(t, s); n != 0 {
+		t.Errorf("opened with no uplink: %d rows left", n)
+	}
+	if evs := typesOf(t, s, "ledger.outbox_cleared"); len(evs) != 1 {
+		t.Errorf("%d ledger.outbox_cleared events, want 1", len(evs))
+	}
+	clk.Run(2 * time.Hour)
+	appendAll(t, s, motion(2), grantEvent(2))
+	clk.Run(2 * time.Hour)
+	appendAll(t, s, motion(3))
+	if n := rowsOf(t, s); n != 0 {
+		t.Errorf("appends with no uplink wrote %d rows", n)
+	}
+	if r, err := s.Verify(t.Context()); err != nil || !r.OK() {
+		t.Errorf("verify: %v %v", r.Problems, err)
+	}
+	s.Close()
+	s = open(func(o *Options) { o.NoOutbox = true }) // again: nothing more to clear, nothing recorded
+	if evs := typesOf(t, s, "ledger.outbox_cleared"); len(evs) != 1 {
+		t.Errorf("a second open with no uplink: %d ledger.outbox_cleared events, want still 1", len(evs))
+	}
+	s.Close()
+
+	// The uplink comes, with a backlog of 1 h: the events of the last hour
+	// of running time are queued (motion 3; motion 2 and action 2 are 2 h
+	// old, the rest 4 h), and what comes next.
+	s = open(func(o *Options) { o.OutboxBacklog = time.Hour })
+	items, err := s.OutboxNext(0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, it := range items {
+		types = append(types, it.Event.Type+"/"+string(rune('0'+it.Event.SourceSequence)))
+	}
+	// motion 3 (younger than 3 h); ledger.outbox_started comes after.
+	if len(items) < 1 || items[0].Event.Type != "camera.motion_started" || items[0].Event.SourceSequence != 3 {
+		t.Errorf("the backlog queued %v, want motion 3 first", types)
+	}
+	for _, it := range items {
+		if it.Event.SourceSequence == 2 {
+			t.Errorf("an event older than the backlog was queued: %v", types)
+		}
+	}
+	started := typesOf(t, s, "ledger.outbox_started")
+	if len(started) != 1 {
+		t.Fatalf("%d ledger.outbox_started events", len(started))
+	}
+	var p struct {
+		From    uint64 `cbor:"from_seq"`
+		Backlog int    `cbor:"backlog_events"`
+		BS      int64  `cbor:"backlog_s"`
+	}
+	if err := UnmarshalPayload(started[0].Payload, &p); err != nil || p.Backlog != 1 || p.BS != 3600 {
+		t.Errorf("ledger.outbox_started %+v %v", p, err)
+	}
+	appendAll(t, s, motion(4))
+	if n := rowsOf(t, s); n != uint64(len(items))+1 {
+		t.Errorf("%d rows after one more event, want %d", n, len(items)+1)
+	}
+	if r, err := s.Verify(t.Context()); err != nil || !r.OK() {
+		t.Errorf("verify: %v %v", r.Problems, err)
+	}
+}
+
+// Over the budget with only audit rows, those that waited longer than
+// OutboxAuditWait go out of the outbox, recorded as not sent, and the
+// budget holds; their events stay. Younger ones wait on.
+func TestAuditRowsThatWaitedTooLongAreNotSent(t *testing.T) {
+	clk := newRunningClock()
+	s := openTest(t, tempPath(t), func(o *Options) {
+		o.Now, o.OutboxMaxRows, o.OutboxAuditWait = clk.Now, 100, time.Hour
+	})
+	batch := func(from, n int) {
+		evs := make([]Event, 0, n)
+		for i := from; i < from+n; i++ {
+			evs = append(evs, grantEvent(i))
+		}
+		appendAll(t, s, evs...)
+	}
+	batch(0, 150)
+	if n := rowsOf(t, s); n < 150 {
+		t.Fatalf("young audit rows went out of the outbox: %d left of 150", n)
+	}
+	clk.Run(2 * time.Hour) // the 150 have waited 2 h
+	batch(150, 10)         // a commit over the budget, a checkpoint due
+	clk.Run(time.Minute)
+	batch(160, 10)
+	n := rowsOf(t, s)
+	if n > 100 {
+		t.Errorf("%d rows: the budget of 100 does not hold", n)
+	}
+	notSent := typesOf(t, s, "ledger.outbox_not_sent")
+	if len(notSent) == 0 {
+		t.Fatal("no ledger.outbox_not_sent event")
+	}
+	items, _ := s.OutboxNext(0, 1000)
+	for _, it := range items {
+		if it.Event.Type == "action.succeeded" && it.Event.SourceSequence >= 150 {
+			continue
+		}
+		if it.Event.Type == "action.succeeded" && it.Event.SourceSequence < 60 {
+			t.Errorf("an old row (%d) stayed while younger ones were given up", it.Event.SourceSequence)
+		}
+	}
+	youngest := false
+	for _, it := range items {
+		youngest = youngest || it.Event.Type == "action.succeeded" && it.Event.SourceSequence >= 160
+	}
+	if !youngest {
+		t.Error("the youngest rows are not in the outbox")
+	}
+	if all, _ := s.Events(Filter{Types: []string{"action.succeeded"}, Limit: 1000}); len(all) != 170 {
+		t.Errorf("%d action events in the ledger, want all 170", len(all))
+	}
+	t.Logf("%d rows left, %d not-sent records", n, len(notSent))
+}

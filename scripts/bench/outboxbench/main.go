@@ -1,0 +1,139 @@
+// Package main is outboxbench, the figures of the outbox's budget (issue
+// "MQTT uplink", point 7): the outbox's size after a body's actions with
+// no uplink configured, and with an uplink whose broker is down for the
+// whole run, side by side in one run, each into a fresh ledger opened
+// with the daemon's options (config defaults: 100,000 rows, 64 MiB,
+// audit rows given up after 7 days of running).
+//
+//	go run ./scripts/bench/outboxbench [-actions 250000] [-every 1m] [-sense 4]
+//
+// Each action is two audit records (proposed and succeeded) with a
+// payload of about 200 bytes, -every apart on the ledger's clock, with
+// -sense telemetry events between two actions. Figures of a shared
+// machine: read the times as such; the sizes are what they are.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/body/config"
+	"github.com/tobe-body/tobe-body/ledger"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "outboxbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("outboxbench", flag.ContinueOnError)
+	actions := fs.Int("actions", 250_000, "actions (two audit records each)")
+	every := fs.Duration("every", time.Minute, "the ledger's running time between two actions")
+	sense := fs.Int("sense", 4, "telemetry events between two actions")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	for _, mode := range []string{"no uplink", "uplink, broker down"} {
+		if err := one(mode, *actions, *every, *sense); err != nil {
+			return fmt.Errorf("%s: %w", mode, err)
+		}
+	}
+	return nil
+}
+
+func one(mode string, actions int, every time.Duration, sense int) error {
+	dir, err := os.MkdirTemp("", "outboxbench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	start := time.Now()
+	id, _, err := body.LoadIdentity(dir, start)
+	if err != nil {
+		return err
+	}
+	cfg := config.Default().Ledger
+	opts, err := body.LedgerOptions(cfg, dir, id, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})), act.Projections()...)
+	if err != nil {
+		return err
+	}
+	opts.NoOutbox = mode == "no uplink"
+	var clock atomic.Int64
+	clock.Store(start.UnixNano())
+	opts.Now = func() time.Time { return time.Unix(0, clock.Load()) }
+	s, err := ledger.Open(opts)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	params := map[string]any{"capability": "gpio.set", "target": "led", "params": map[string]string{"value": "1"},
+		"principal": "agent:pi", "note": strings.Repeat("x", 120)}
+	payload, err := ledger.MarshalPayload(params)
+	if err != nil {
+		return err
+	}
+	const batch = 500 // actions a commit
+	began := time.Now()
+	for i := 0; i < actions; i += batch {
+		var evs []ledger.Event
+		for j := i; j < min(i+batch, actions); j++ {
+			for k := range sense {
+				evs = append(evs, ledger.Event{Type: "camera.motion_started", ChannelID: "camera.front", Provenance: ledger.Observed, SourceSequence: uint64(j*sense + k)})
+			}
+			evs = append(evs,
+				ledger.Event{Type: "action.proposed", ChannelID: "gpio.led", Provenance: ledger.Observed, Payload: payload, SourceSequence: uint64(j)},
+				ledger.Event{Type: "action.succeeded", ChannelID: "gpio.led", Provenance: ledger.Observed, Payload: payload, SourceSequence: uint64(j)})
+		}
+		clock.Add(int64(every) * int64(min(batch, actions-i)))
+		if _, err := s.Append(context.Background(), evs...); err != nil {
+			return err
+		}
+	}
+	took := time.Since(began)
+	st, err := s.Stats()
+	if err != nil {
+		return err
+	}
+	var notSent uint64
+	for after := uint64(0); ; {
+		evs, err := s.Events(ledger.Filter{After: after, Types: []string{"ledger.outbox_not_sent"}, Limit: 1000})
+		if err != nil {
+			return err
+		}
+		if len(evs) == 0 {
+			break
+		}
+		for _, e := range evs {
+			var p map[string]any
+			if err := ledger.UnmarshalPayload(e.Payload, &p); err != nil {
+				return errors.Join(errors.New("ledger.outbox_not_sent"), err)
+			}
+			if n, ok := p["rows"].(uint64); ok {
+				notSent += n
+			}
+			after = e.Seq
+		}
+	}
+	fi, err := os.Stat(filepath.Join(dir, body.LedgerFile))
+	if err != nil {
+		return err
+	}
+	ran := time.Duration(actions) * every
+	fmt.Printf("%-20s %d actions over %.0f days of running, %d telemetry events: outbox %d rows / %.1f MiB (budget %d rows / %d MiB); telemetry dropped %d; audit given up (not sent) %d; %d events in a %.0f MiB file; appended in %v (%.0f events/s)\n",
+		mode+":", actions, ran.Hours()/24, actions*sense, st.OutboxRows, float64(st.OutboxBytes)/(1<<20), cfg.OutboxMaxRows, cfg.OutboxMaxMB,
+		st.OutboxDropped, notSent, st.Events, float64(fi.Size())/(1<<20), took.Round(time.Millisecond), float64(st.Events)/took.Seconds())
+	return nil
+}
