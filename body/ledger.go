@@ -33,6 +33,7 @@ func LedgerOptions(cfg config.Ledger, dataDir string, id Identity, log *slog.Log
 		Classes:         &classes,
 		OutboxMaxRows:   cfg.OutboxMaxRows,
 		OutboxAuditWait: time.Duration(cfg.OutboxAuditWaitDays) * 24 * time.Hour,
+		GroupCommit:     time.Duration(cfg.TelemetryCommitMS) * time.Millisecond,
 		OutboxMaxBytes:  int64(cfg.OutboxMaxMB) << 20,
 		CompactFree:     int64(cfg.CompactFreeMB) << 20,
 		Log:             log,

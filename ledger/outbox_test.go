@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
 )
@@ -168,4 +170,70 @@ func TestAuditRowsThatWaitedTooLongAreNotSent(t *testing.T) {
 		t.Errorf("%d action events in the ledger, want all 170", len(all))
 	}
 	t.Logf("%d rows left, %d not-sent records", n, len(notSent))
+}
+
+// Grouped appends of telemetry wait for company; the first append that
+// may not wait (an audit event) commits them all, in one transaction;
+// the uplink's acknowledgements wait with them; Close commits what
+// waits.
+func TestGroupCommit(t *testing.T) {
+	path := tempPath(t)
+	s := openTest(t, path, func(o *Options) { o.GroupCommit = time.Hour })
+	appendAll(t, s, motion(0)) // an Append, not grouped: at once
+	items, _ := s.OutboxNext(0, 10)
+	before := s.commits.Load()
+	var wg sync.WaitGroup
+	for i := range 5 {
+		wg.Go(func() {
+			if _, err := s.AppendGrouped(t.Context(), motion(i+1)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Go(func() {
+		if err := s.OutboxAck(items[0].Seq); err != nil {
+			t.Error(err)
+		}
+	})
+	for s.held.Load() < 6 {
+		time.Sleep(time.Millisecond) // until all six wait (an hour is the deadline)
+	}
+	if n := s.commits.Load() - before; n != 0 {
+		t.Fatalf("%d commits while the grouped appends wait", n)
+	}
+	appendAll(t, s, grantEvent(1)) // audit: may not wait
+	wg.Wait()
+	if n := s.commits.Load() - before; n != 1 {
+		t.Errorf("%d commits for five grouped appends, an ack and an audit append, want 1", n)
+	}
+	if evs, _ := s.Events(Filter{Types: []string{"camera.motion_started"}}); len(evs) != 6 {
+		t.Errorf("%d motion events, want 6", len(evs))
+	}
+	if rows, _ := s.OutboxNext(0, 100); len(rows) != 6 || rows[0].Seq == items[0].Seq {
+		t.Errorf("after the ack: %d rows, first %d (acked %d)", len(rows), rows[0].Seq, items[0].Seq)
+	}
+	// A grouped append of a class that may not wait is not held.
+	before = s.commits.Load()
+	if _, err := s.AppendGrouped(t.Context(), Event{Type: "body.degradation", Provenance: Observed}, motion(9)); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.commits.Load() - before; n != 1 {
+		t.Errorf("a grouped append with a safety event: %d commits, want 1", n)
+	}
+	// Close commits what waits.
+	done := make(chan error, 1)
+	go func() { _, err := s.AppendGrouped(context.Background(), motion(10)); done <- err }()
+	for s.held.Load() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the grouped append waiting at Close: %v", err)
+	}
+	s = openTest(t, path)
+	if evs, _ := s.Events(Filter{Types: []string{"camera.motion_started"}}); len(evs) != 8 {
+		t.Errorf("after Close and open: %d motion events, want 8", len(evs))
+	}
 }

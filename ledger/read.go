@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
@@ -206,25 +207,11 @@ func (s *Store) OutboxUrgent(after uint64, n int) (items []OutboxItem, last uint
 }
 
 // OutboxAck removes delivered rows. Unknown sequences are ignored: a row
-// acknowledged twice, or dropped meanwhile, is gone either way.
+// acknowledged twice, or dropped meanwhile, is gone either way. It shares
+// the commit of other appends, waiting up to Options.GroupCommit for one
+// (a crash in between only sends those events again).
 func (s *Store) OutboxAck(seqs ...uint64) error {
-	err := s.update(func(w *writer) error {
-		for _, seq := range seqs {
-			k := rowKey(seq)
-			v := w.events.Get(k)
-			if v == nil {
-				continue
-			}
-			row := decodeOutboxRow(v)
-			if err := w.events.Delete(k); err != nil {
-				return err
-			}
-			w.n.outboxRows--
-			w.n.outboxBytes -= uint64(row.Size)
-			w.outboxDirty, w.nDirty = true, true
-		}
-		return nil
-	})
+	_, err := s.submit(&request{ctx: context.Background(), ack: slices.Clone(seqs), lazy: s.opts.GroupCommit > 0, done: make(chan struct{})})
 	return err
 }
 

@@ -1,12 +1,12 @@
 package ledger
 
 import (
-	"slices"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"

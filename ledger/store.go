@@ -134,6 +134,12 @@ type Options struct {
 	// waits); it holds at most MaxBatch requests.
 	Linger   time.Duration
 	MaxBatch int
+	// GroupCommit: an append by AppendGrouped of telemetry and state
+	// alone (droppable classes), and the uplink's acknowledgements
+	// (OutboxAck), may wait this long for others to share their commit;
+	// anything else that comes meanwhile commits them all at once. It is
+	// what a power cut can take of them. 0: they commit at once.
+	GroupCommit time.Duration
 	// Outbox budget; when over, droppable rows go first. Zero: 100,000
 	// rows and 64 MiB.
 	OutboxMaxRows  int
@@ -274,6 +280,8 @@ func (c appendCmd) Decide(*View) ([]Event, error) { return c, nil }
 type request struct {
 	ctx     context.Context
 	cmd     Command
+	ack     []uint64 // an OutboxAck: these rows go (cmd is nil)
+	lazy    bool     // it may wait GroupCommit for company
 	results []Result
 	err     error
 	done    chan struct{}
@@ -281,6 +289,11 @@ type request struct {
 
 // Store is an open ledger. Its methods are safe for concurrent use.
 type Store struct {
+	// held is how many requests hold waits with, for tests; commits
+	// counts the commit loop's transactions.
+	held    atomic.Int32
+	commits atomic.Int64
+
 	db      *bolt.DB
 	opts    Options
 	damage  *Damage
@@ -1064,7 +1077,24 @@ func (s *Store) Append(ctx context.Context, events ...Event) ([]Result, error) {
 // command may still be committed (retrying with the same event ids is
 // safe: they are deduplicated).
 func (s *Store) Execute(ctx context.Context, cmd Command) ([]Result, error) {
-	r := &request{ctx: ctx, cmd: cmd, done: make(chan struct{})}
+	return s.submit(&request{ctx: ctx, cmd: cmd, done: make(chan struct{})})
+}
+
+// AppendGrouped is Append for what the body senses: when every event is
+// of a droppable class (telemetry, state), its commit may wait up to
+// Options.GroupCommit for other appends to share it, so that many
+// events cost the disk one commit; an event of any other class commits
+// at once, and with it whatever waits.
+func (s *Store) AppendGrouped(ctx context.Context, events ...Event) ([]Result, error) {
+	lazy := s.opts.GroupCommit > 0
+	for i := range events {
+		lazy = lazy && s.opts.Classes.Of(events[i].Type).Droppable
+	}
+	return s.submit(&request{ctx: ctx, cmd: appendCmd(events), lazy: lazy, done: make(chan struct{})})
+}
+
+func (s *Store) submit(r *request) ([]Result, error) {
+	ctx := r.ctx
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
@@ -1101,6 +1131,9 @@ func (s *Store) commitLoop() {
 			return
 		}
 		batch = s.gather(batch, lastSize > 1)
+		if s.opts.GroupCommit > 0 && !slices.ContainsFunc(batch, func(r *request) bool { return !r.lazy }) {
+			batch = s.hold(batch)
+		}
 		lastSize = len(batch)
 		s.commit(batch)
 	}
@@ -1143,6 +1176,31 @@ func (s *Store) gather(batch []*request, linger bool) []*request {
 	return batch
 }
 
+// hold keeps a batch of lazy requests up to GroupCommit for more: it
+// returns at the deadline, when the batch is full, when a request that
+// may not wait comes (with what else is queued), or when the store stops.
+func (s *Store) hold(batch []*request) []*request {
+	t := time.NewTimer(s.opts.GroupCommit)
+	defer t.Stop()
+	s.held.Store(int32(len(batch)))
+	defer s.held.Store(0)
+	for len(batch) < s.opts.MaxBatch {
+		select {
+		case r := <-s.reqs:
+			batch = append(batch, r)
+			s.held.Store(int32(len(batch)))
+			if !r.lazy {
+				return s.gather(batch, false)
+			}
+		case <-t.C:
+			return batch
+		case <-s.stop:
+			return batch
+		}
+	}
+	return batch
+}
+
 func (s *Store) commit(batch []*request) {
 	live := batch[:0:0]
 	for _, r := range batch {
@@ -1156,6 +1214,7 @@ func (s *Store) commit(batch []*request) {
 	if len(live) == 0 {
 		return
 	}
+	s.commits.Add(1)
 	err := s.update(func(w *writer) error {
 		if err := w.checkpoint(); err != nil {
 			return err

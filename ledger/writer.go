@@ -144,6 +144,9 @@ func (w *writer) key(parts ...[]byte) []byte {
 // event, a conflict) is the request's error and writes nothing; only a
 // failure of the transaction itself is returned.
 func (w *writer) apply(r *request) error {
+	if r.cmd == nil {
+		return w.ack(r.ack)
+	}
 	evs, err := r.cmd.Decide(&View{tx: w.tx, s: w.s})
 	if err != nil {
 		r.err = err
@@ -588,4 +591,23 @@ func (w *writer) giveUpWaiting(targetRows, targetBytes uint64) error {
 	w.s.opts.Log.Warn("outbox over budget: audit events that waited too long are not sent (they stay in the ledger)", "rows", rows, "waited_over", wait)
 	return w.record("ledger.outbox_not_sent", map[string]any{"rows": rows, "bytes": size, "first_seq": first, "last_seq": last,
 		"waited_over_s": int64(wait / time.Second), "budget_rows": w.s.opts.OutboxMaxRows, "budget_bytes": w.s.opts.OutboxMaxBytes})
+}
+
+// ack removes delivered rows; unknown sequences are ignored.
+func (w *writer) ack(seqs []uint64) error {
+	for _, seq := range seqs {
+		k := rowKey(seq)
+		v := w.events.Get(k)
+		if v == nil {
+			continue
+		}
+		row := decodeOutboxRow(v)
+		if err := w.events.Delete(k); err != nil {
+			return err
+		}
+		w.n.outboxRows--
+		w.n.outboxBytes -= uint64(row.Size)
+		w.outboxDirty, w.nDirty = true, true
+	}
+	return nil
 }

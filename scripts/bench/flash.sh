@@ -1,0 +1,29 @@
+#!/bin/sh
+# Flash wear (issue "MQTT uplink", point 8): the bytes the daemon has the
+# kernel write to storage per event it records (/proc/PID/io
+# write_bytes), over FLASH_SECONDS (600) of the sim scene with the uplink
+# running against the embedded broker and acknowledging, side by side in
+# one run: every append committed at once (ledger.telemetry_commit_ms 0,
+# as before grouping) and with the default grouping; then audit events
+# alone (board generic-amd64, nothing sensed, a local administrator's
+# body.notify once a second), which commit at once whatever the setting.
+# The three run at the same time, each on its own data directory under
+# /var/tmp (a disk).
+#
+#   scripts/bench/flash.sh
+#   FLASH_SECONDS=120 scripts/bench/flash.sh
+set -eu
+cd "$(dirname "$0")/../.."
+secs=${FLASH_SECONDS:-600}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+go build -o "$out/tobe-body" ./cmd/tobe-body
+go build -o "$out/flashbench" ./scripts/bench/flashbench
+default=$("$out/tobe-body" config show --section ledger | sed -n 's/.*"telemetry_commit_ms": *\([0-9]*\).*/\1/p')
+"$out/flashbench" -bin "$out/tobe-body" -seconds "$secs" -commit-ms 0 >"$out/before" &
+"$out/flashbench" -bin "$out/tobe-body" -seconds "$secs" -commit-ms "$default" >"$out/after" &
+"$out/flashbench" -bin "$out/tobe-body" -board generic-amd64 -seconds "$secs" -commit-ms "$default" -notify-per-s 1 >"$out/audit" &
+wait
+echo "before (every append commits at once): $(cat "$out/before")"
+echo "after (the default grouping):          $(cat "$out/after")"
+echo "audit events alone:                    $(cat "$out/audit")"
