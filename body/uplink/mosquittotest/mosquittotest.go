@@ -27,17 +27,33 @@ const Binary = "/usr/sbin/mosquitto"
 
 // Mosquitto is one broker.
 type Mosquitto struct {
-	t    testing.TB
-	dir  string
-	Addr string
-	cmd  *exec.Cmd
-	done chan struct{}
+	t      testing.TB
+	dir    string
+	scheme string // "" for tcp
+	Addr   string
+	cmd    *exec.Cmd
+	done   chan struct{}
 }
 
 // Start starts a broker whose users are users (name → password), or
 // skips the test when Mosquitto is not installed. It is killed when the
 // test ends.
-func Start(t testing.TB, users map[string]string) *Mosquitto {
+func Start(t testing.TB, users map[string]string) *Mosquitto { return start(t, users, nil) }
+
+// TLS is a listener's TLS: PEM files of the CA, the broker's certificate
+// and key; RequireCert makes the broker ask for a client certificate the
+// CA signed.
+type TLS struct {
+	CAFile, CertFile, KeyFile string
+	RequireCert               bool
+}
+
+// StartTLS starts a broker like Start whose listener speaks TLS.
+func StartTLS(t testing.TB, users map[string]string, tls TLS) *Mosquitto {
+	return start(t, users, &tls)
+}
+
+func start(t testing.TB, users map[string]string, tls *TLS) *Mosquitto {
 	t.Helper()
 	if _, err := os.Stat(Binary); err != nil {
 		t.Skipf("no Mosquitto here (%v): scripts/deps.sh installs it", err)
@@ -52,6 +68,10 @@ func Start(t testing.TB, users map[string]string) *Mosquitto {
 	_, port, _ := net.SplitHostPort(m.Addr)
 	conf := fmt.Sprintf("listener %s 127.0.0.1\nallow_anonymous false\npassword_file %s\npersistence false\nlog_dest file %s\nlog_type error\nlog_type warning\nlog_type notice\nlog_type information\n",
 		port, filepath.Join(m.dir, "passwd"), filepath.Join(m.dir, "log"))
+	if tls != nil {
+		m.scheme = "ssl"
+		conf += fmt.Sprintf("cafile %s\ncertfile %s\nkeyfile %s\nrequire_certificate %v\n", tls.CAFile, tls.CertFile, tls.KeyFile, tls.RequireCert)
+	}
 	if os.Getuid() == 0 {
 		// As root it would become the user mosquitto, who cannot read
 		// the test's files.
@@ -67,7 +87,12 @@ func Start(t testing.TB, users map[string]string) *Mosquitto {
 }
 
 // URL is the broker's URL.
-func (m *Mosquitto) URL() string { return "tcp://" + m.Addr }
+func (m *Mosquitto) URL() string {
+	if m.scheme != "" {
+		return m.scheme + "://" + m.Addr
+	}
+	return "tcp://" + m.Addr
+}
 
 func (m *Mosquitto) writeUsers(users map[string]string) {
 	m.t.Helper()
