@@ -369,9 +369,19 @@ type MQTTCommands struct {
 
 // HomeAssistant configures the uplink's Home Assistant discovery.
 type HomeAssistant struct {
-	Enabled   bool   `json:"enabled"`
-	Prefix    string `json:"prefix"`
-	PerEntity bool   `json:"per_entity"`
+	Enabled   bool       `json:"enabled"`
+	Prefix    string     `json:"prefix"`
+	PerEntity bool       `json:"per_entity"`
+	Buttons   []HAButton `json:"buttons"`
+}
+
+// HAButton is an action Home Assistant may press.
+type HAButton struct {
+	ID         string            `json:"id"`
+	Name       string            `json:"name"`
+	Capability string            `json:"capability"`
+	Target     string            `json:"target"`
+	Params     map[string]string `json:"params"`
 }
 
 // MQTTTLS names the files of the uplink's TLS.
@@ -438,7 +448,7 @@ func Default() Config {
 			Observations: Observations{BatchMS: 5000, Queue: 1000, Rules: []ObservationRule{}}},
 		MQTT: MQTT{Broker: "tcp://127.0.0.1:1883", KeepaliveS: 30, TopicPrefix: "tobe", Window: 64, AckCommitMS: 200,
 			Reconnect: Reconnect{MinMS: 1000, MaxMS: 120000}, JSONMirror: []string{}, EmbeddedPort: 1883,
-			HomeAssistant: HomeAssistant{Enabled: true, Prefix: "homeassistant"},
+			HomeAssistant: HomeAssistant{Enabled: true, Prefix: "homeassistant", Buttons: []HAButton{}},
 			Commands:      MQTTCommands{Subject: "mqtt:home", Trust: "low"}},
 	}
 }

@@ -41,6 +41,7 @@ type Entity struct {
 	// where a button sends its press.
 	StateTopic, ValueTemplate  string
 	CommandTopic, PayloadPress string
+	CommandTemplate            string
 	DeviceClass, Unit          string
 	StateClass, Category       string
 	Icon                       string
@@ -80,7 +81,7 @@ func (o Options) Discovery(h HomeAssistant, entities []Entity) (map[string][]byt
 		}
 		c := map[string]any{"p": e.Platform, "name": e.Name, "unique_id": o.BodyID + "_" + e.ID, "qos": 1}
 		for k, v := range map[string]string{"state_topic": e.StateTopic, "value_template": e.ValueTemplate, "command_topic": e.CommandTopic,
-			"payload_press": e.PayloadPress, "device_class": e.DeviceClass, "unit_of_measurement": e.Unit, "state_class": e.StateClass,
+			"payload_press": e.PayloadPress, "command_template": e.CommandTemplate, "device_class": e.DeviceClass, "unit_of_measurement": e.Unit, "state_class": e.StateClass,
 			"entity_category": e.Category, "icon": e.Icon} {
 			if v != "" {
 				c[k] = v
@@ -189,21 +190,41 @@ func (o Options) Entities(b Board) []Entity {
 	return es
 }
 
-// Announce has every session publish the discovery documents (not
-// retained), and publish them again, then every state document, a
-// moment after Home Assistant says online. Call it before Run.
+// Announce has every session publish the discovery documents of
+// entities (not retained), and publish them again, then every state
+// document, a moment after Home Assistant says online. Called again, it
+// replaces the entities (a per-entity document no entity has any more is
+// removed). Call it first before Run.
 func (r *Relay) Announce(h HomeAssistant, entities []Entity) error {
 	docs, err := r.opts.Discovery(h, entities)
 	if err != nil {
 		return err
 	}
 	r.docMu.Lock()
+	first := r.announced == nil
+	for t := range r.announced {
+		if _, still := docs[t]; !still {
+			r.docs[t] = nil // removed: an empty document, once
+			r.dirty[t] = true
+		}
+	}
+	r.announced = map[string]bool{}
 	for t, p := range docs {
+		if string(r.docs[t]) != string(p) {
+			r.dirty[t] = true
+		}
 		r.docs[t] = p
-		r.dirty[t] = true
 		r.notRetained[t] = true
+		r.announced[t] = true
 	}
 	r.docMu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+	if !first {
+		return nil
+	}
 	r.Subscribe(h.StatusTopic(), func(_ string, payload []byte) {
 		if string(payload) != Online {
 			return
@@ -214,4 +235,26 @@ func (r *Relay) Announce(h HomeAssistant, entities []Entity) error {
 		r.Redo("")
 	})
 	return nil
+}
+
+// Button is an action Home Assistant may press: a button entity whose
+// press commands action.do with these arguments, each press with an id
+// of its own (the time of the press), so a press is one action and a
+// duplicate of it is not another.
+type Button struct {
+	ID, Name, Capability, Target string
+	Params                       map[string]string
+}
+
+// ButtonEntity is b's entity, pressing through the command topics.
+func (o Options) ButtonEntity(b Button) (Entity, error) {
+	args, err := json.Marshal(map[string]any{"capability": b.Capability, "target": b.Target, "params": b.Params})
+	if err != nil {
+		return Entity{}, err
+	}
+	// The id: the button's and the moment of the press, which a
+	// redelivery of the same press repeats.
+	tmpl := `{"id": "ha-` + b.ID + `-{{ (now().timestamp() * 1000) | int }}", "args": ` + string(args) + `}`
+	return Entity{ID: "button_" + b.ID, Platform: "button", Name: b.Name, CommandTopic: o.base() + "/cmd/action.do",
+		CommandTemplate: tmpl}, nil
 }

@@ -28,6 +28,11 @@ func haOptions(t *testing.T) Options {
 func TestDiscoveryHasWhatHomeAssistantRequires(t *testing.T) {
 	o := haOptions(t)
 	entities := o.Entities(haBoard())
+	btn, err := o.ButtonEntity(Button{ID: "chime", Name: "Chime", Capability: "audio.tone", Target: "audio.speaker", Params: map[string]string{"freq_hz": "880", "ms": "300"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entities = append(entities, btn)
 	states := map[string]bool{o.StateTopic(StateEStop): true, o.StateTopic(StateSelf): true, o.StateTopic(StateOutbox): true,
 		o.StateTopic("camera.front"): true, o.StateTopic("audio.mic"): true}
 	check := func(where string, c map[string]any, root map[string]any) {

@@ -136,6 +136,7 @@ type Relay struct {
 	cur   *session // the session connected now, for Send
 	// notRetained are the documents published without retain (discovery).
 	notRetained map[string]bool
+	announced   map[string]bool // the discovery documents Announce keeps
 	wake        chan struct{}
 	subs        []subscription
 }

@@ -397,7 +397,7 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		})
 	}
 
-	if err := d.startStates(relay, store, estop, senses, cfg, profile, startSeq, log); err != nil {
+	if err := d.startStates(relay, store, estop, senses, actParts{grants, runner, clock}, cfg, profile, startSeq, log); err != nil {
 		return nil, err
 	}
 

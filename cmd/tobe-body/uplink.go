@@ -80,7 +80,7 @@ func (d *daemon) startUplink(cfg config.MQTT, lcfg config.Ledger, id body.Identi
 // the outbox's (every 5 s), and the motion and sound documents the
 // events since startSeq make. Nothing is read from history: a document
 // starts as the body is now (no motion, no voice).
-func (d *daemon) startStates(relay *uplink.Relay, store *ledger.Store, estop *act.EStop, senses *sense.Group, cfg *config.Loaded, profile *board.Profile, startSeq uint64, log *slog.Logger) error {
+func (d *daemon) startStates(relay *uplink.Relay, store *ledger.Store, estop *act.EStop, senses *sense.Group, acts actParts, cfg *config.Loaded, profile *board.Profile, startSeq uint64, log *slog.Logger) error {
 	if relay == nil || store == nil {
 		return nil
 	}
@@ -101,11 +101,30 @@ func (d *daemon) startStates(relay *uplink.Relay, store *ledger.Store, estop *ac
 		mics = append(mics, senses.Mic.ID)
 	}
 	tracker := uplink.NewTracker(cameras, mics)
+	announce := func() error { return nil }
 	if ha := cfg.MQTT.HomeAssistant; ha.Enabled {
 		b := uplink.Board{Cameras: cameras, Mics: mics, EStop: estop != nil, Thermal: len(profile.Thermal.Zones) > 0,
 			Throttle: profile.Thermal.Throttle.Source != ""}
 		h := uplink.HomeAssistant{Prefix: ha.Prefix, PerEntity: ha.PerEntity, Name: cfg.Body.Name, Model: profile.Description, Version: version}
-		if err := relay.Announce(h, relay.Options().Entities(b)); err != nil {
+		var last []string
+		announce = func() error {
+			es := relay.Options().Entities(b)
+			var names []string
+			for _, btn := range pressable(cfg.MQTT, acts, log) {
+				e, err := relay.Options().ButtonEntity(btn)
+				if err != nil {
+					return err
+				}
+				es = append(es, e)
+				names = append(names, btn.ID)
+			}
+			if !slices.Equal(names, last) {
+				log.Info("Home Assistant buttons", "pressable", names)
+				last = names
+			}
+			return relay.Announce(h, es)
+		}
+		if err := announce(); err != nil {
 			return err
 		}
 	}
@@ -154,10 +173,17 @@ func (d *daemon) startStates(relay *uplink.Relay, store *ledger.Store, estop *ac
 		}
 	})
 	d.spawn(func(ctx context.Context) {
-		f := ledger.Filter{After: startSeq, Types: append(tracker.Types(), "estop.")}
+		f := ledger.Filter{After: startSeq, Types: append(tracker.Types(), "estop.", "grant.")}
 		err := store.Follow(ctx, f, func(e ledger.Stored) error {
-			if strings.HasPrefix(e.Type, "estop.") {
+			switch {
+			case strings.HasPrefix(e.Type, "estop."):
 				estopDoc()
+				return nil
+			case strings.HasPrefix(e.Type, "grant."):
+				// What the broker's principal may press has changed.
+				if err := announce(); err != nil {
+					log.Error("Home Assistant buttons", "err", err)
+				}
 				return nil
 			}
 			if name, doc, ok := tracker.Event(e.Event); ok {
@@ -216,4 +242,41 @@ func selfDoc(s body.SelfState) uplink.SelfDoc {
 		doc.Throttled = s.Throttle.Any()
 	}
 	return doc
+}
+
+// actParts are what says what the broker's principal may do.
+type actParts struct {
+	grants *act.Grants
+	runner *act.Runner
+	clock  act.Clock
+}
+
+// pressable are the configured buttons the broker's principal may press
+// now: with commands on, a trust enough for the action's risk on its
+// target, and a grant in force that covers it. The policy still decides
+// every press.
+func pressable(cfg config.MQTT, acts actParts, log *slog.Logger) []uplink.Button {
+	c := cfg.Commands
+	if !c.Enabled || acts.grants == nil || acts.runner == nil {
+		return nil
+	}
+	trust, err := ledger.ParseLevel(c.Trust)
+	if err != nil {
+		return nil
+	}
+	now := act.ReadClock(acts.clock)
+	var out []uplink.Button
+	for _, b := range cfg.HomeAssistant.Buttons {
+		risk, _ := acts.runner.RiskCovered(b.Capability, b.Target)
+		if trust < act.MinTrust(risk) {
+			continue
+		}
+		covered := slices.ContainsFunc(acts.grants.Active(now), func(g act.Grant) bool {
+			return g.Subject == c.Subject && act.MatchPattern(g.Capability, b.Capability) && act.MatchPattern(g.Scope, b.Target)
+		})
+		if covered {
+			out = append(out, uplink.Button{ID: b.ID, Name: b.Name, Capability: b.Capability, Target: b.Target, Params: b.Params})
+		}
+	}
+	return out
 }

@@ -413,3 +413,89 @@ func TestUplinkCommands(t *testing.T) {
 		t.Errorf("status after the bad input: %+v", r)
 	}
 }
+
+// A Home Assistant button: announced once the broker's principal may
+// press it (a grant added while the body runs), and a press, its
+// command template rendered as Home Assistant renders it (Jinja2, with
+// now()), is one action.
+func TestUplinkHomeAssistantButton(t *testing.T) {
+	if err := exec.Command("python3", "-c", "import jinja2").Run(); err != nil {
+		t.Skipf("no python3 with jinja2 here (%v): scripts/deps.sh installs python3-jinja2", err)
+	}
+	m := mosquittotest.Start(t, brokerUsers)
+	cfg := strings.Replace(uplinkConfig(m.URL()), `"keepalive_s"`, `"commands": {"enabled": true, "trust": "medium"},
+		"home_assistant": {"buttons": [{"id": "dinner", "name": "Dinner is ready", "capability": "body.notify", "target": "home", "params": {"message": "dinner"}}]},
+		"keepalive_s"`, 1)
+	d := startDaemon(t, cfg)
+	defer d.stop(t)
+	id := identity(t, d.data)
+	ha := m.Subscribe("sub", "sub-pass", "homeassistant/#")
+	results := m.Subscribe("sub", "sub-pass", "tobe/"+id.AgentID+"/"+id.BodyID+"/cmd_result/#")
+	eventually(t, 10*time.Second, "connected", func() bool {
+		out, _ := runCmd(t, "status", "--data", d.data)
+		return strings.Contains(out, "uplink    connected")
+	})
+	topic := "homeassistant/device/" + id.BodyID + "/config"
+	type button struct {
+		P               string `json:"p"`
+		CommandTopic    string `json:"command_topic"`
+		CommandTemplate string `json:"command_template"`
+	}
+	latest := func() map[string]button {
+		msgs := ha.Messages(topic)
+		if len(msgs) == 0 {
+			return nil
+		}
+		var doc struct {
+			Cmps map[string]button `json:"cmps"`
+		}
+		json.Unmarshal(msgs[len(msgs)-1].Payload, &doc)
+		return doc.Cmps
+	}
+	ha.Publish("homeassistant/status", []byte("online"), false)
+	eventually(t, 10*time.Second, "the discovery document", func() bool { return latest() != nil })
+	if _, ok := latest()["button_dinner"]; ok {
+		t.Fatal("the button is announced before any grant lets the principal press it")
+	}
+	if out, err := runCmd(t, "grant", "add", "--subject", "mqtt:home", "--capability", "body.notify", "--scope", "home",
+		"--expires", time.Now().Add(time.Hour).UTC().Format(time.RFC3339), "--data", d.data); err != nil {
+		t.Fatalf("grant: %v %s", err, out)
+	}
+	var b button
+	eventually(t, 10*time.Second, "the button announced after the grant", func() bool {
+		var ok bool
+		b, ok = latest()["button_dinner"]
+		return ok
+	})
+	if b.P != "button" || !strings.HasSuffix(b.CommandTopic, "/cmd/action.do") {
+		t.Fatalf("button %+v", b)
+	}
+	// Home Assistant renders the template when the button is pressed.
+	const script = `import datetime, jinja2, sys
+print(jinja2.Environment().from_string(sys.stdin.read()).render(now=datetime.datetime.now), end="")`
+	press := func() {
+		cmd := exec.Command("python3", "-c", script)
+		cmd.Stdin = strings.NewReader(b.CommandTemplate)
+		payload, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("rendering %q: %v %s", b.CommandTemplate, err, payload)
+		}
+		ha.Publish(b.CommandTopic, payload, false)
+	}
+	press()
+	time.Sleep(5 * time.Millisecond) // another moment: another press
+	press()
+	eventually(t, 10*time.Second, "two results", func() bool { return len(results.Messages("tobe/")) >= 2 })
+	for _, msg := range results.Messages("tobe/") {
+		var r struct {
+			Status string `json:"status"`
+		}
+		if json.Unmarshal(msg.Payload, &r); r.Status != "success" {
+			t.Errorf("a press: %s", msg.Payload)
+		}
+	}
+	out, _ := runCmd(t, "ledger", "events", "--json", "--data", d.data)
+	if n := strings.Count(out, `"event_type":"body.notified"`); n != 2 {
+		t.Errorf("%d body.notified events for two presses, want 2", n)
+	}
+}
