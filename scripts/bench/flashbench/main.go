@@ -154,4 +154,3 @@ func writeBytes(pid int) (uint64, error) {
 	}
 	return 0, errors.New("no write_bytes in /proc/PID/io")
 }
-
