@@ -237,3 +237,27 @@ func TestGroupCommit(t *testing.T) {
 		t.Errorf("after Close and open: %d motion events, want 8", len(evs))
 	}
 }
+
+// Hurry commits what waits for company at once, and nothing waits after.
+func TestHurry(t *testing.T) {
+	s := openTest(t, tempPath(t), func(o *Options) { o.GroupCommit = time.Hour })
+	done := make(chan error, 1)
+	go func() { _, err := s.AppendGrouped(context.Background(), motion(1)); done <- err }()
+	for s.held.Load() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	s.Hurry()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	before := s.commits.Load()
+	if _, err := s.AppendGrouped(t.Context(), motion(2)); err != nil { // returns: it does not wait an hour
+		t.Fatal(err)
+	}
+	if err := s.OutboxAck(1); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.commits.Load() - before; n != 2 {
+		t.Errorf("%d commits after Hurry for an append and an ack, want 2", n)
+	}
+}

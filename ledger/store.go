@@ -293,6 +293,10 @@ type Store struct {
 	// counts the commit loop's transactions.
 	held    atomic.Int32
 	commits atomic.Int64
+	// hurried: nothing waits for company any more (Hurry).
+	hurried   atomic.Bool
+	hurry     chan struct{}
+	hurryOnce sync.Once
 
 	db      *bolt.DB
 	opts    Options
@@ -384,6 +388,7 @@ func Open(opts Options) (*Store, error) {
 		if err == nil {
 			s = &Store{db: db, opts: opts, damage: damage, projs: map[string]Projection{}, openedWhole: st.full,
 				reqs: make(chan *request, 4096), stop: make(chan struct{}), changed: make(chan struct{}), pendingIDs: map[UUID]uint64{},
+				hurry: make(chan struct{}),
 				snapshots: make(chan struct{}, 1)}
 			for _, p := range opts.Projections {
 				s.projs[p.Name()] = p
@@ -1086,7 +1091,7 @@ func (s *Store) Execute(ctx context.Context, cmd Command) ([]Result, error) {
 // events cost the disk one commit; an event of any other class commits
 // at once, and with it whatever waits.
 func (s *Store) AppendGrouped(ctx context.Context, events ...Event) ([]Result, error) {
-	lazy := s.opts.GroupCommit > 0
+	lazy := s.lazy()
 	for i := range events {
 		lazy = lazy && s.opts.Classes.Of(events[i].Type).Droppable
 	}
@@ -1131,7 +1136,7 @@ func (s *Store) commitLoop() {
 			return
 		}
 		batch = s.gather(batch, lastSize > 1)
-		if s.opts.GroupCommit > 0 && !slices.ContainsFunc(batch, func(r *request) bool { return !r.lazy }) {
+		if s.lazy() && !slices.ContainsFunc(batch, func(r *request) bool { return !r.lazy }) {
 			batch = s.hold(batch)
 		}
 		lastSize = len(batch)
@@ -1176,6 +1181,19 @@ func (s *Store) gather(batch []*request, linger bool) []*request {
 	return batch
 }
 
+// lazy tells whether a request that may wait for company should.
+func (s *Store) lazy() bool { return s.opts.GroupCommit > 0 && !s.hurried.Load() }
+
+// Hurry ends waiting for company: what waits commits now, and from now
+// on every append commits at once. A body that stops calls it first, so
+// its last appends and acknowledgements do not wait out GroupCommit.
+func (s *Store) Hurry() {
+	s.hurryOnce.Do(func() {
+		s.hurried.Store(true)
+		close(s.hurry)
+	})
+}
+
 // hold keeps a batch of lazy requests up to GroupCommit for more: it
 // returns at the deadline, when the batch is full, when a request that
 // may not wait comes (with what else is queued), or when the store stops.
@@ -1194,6 +1212,8 @@ func (s *Store) hold(batch []*request) []*request {
 			}
 		case <-t.C:
 			return batch
+		case <-s.hurry:
+			return s.gather(batch, false)
 		case <-s.stop:
 			return batch
 		}

@@ -139,6 +139,12 @@ type Relay struct {
 	announced   map[string]bool // the discovery documents Announce keeps
 	wake        chan struct{}
 	subs        []subscription
+
+	// Acknowledged rows go to the acker, which removes them (its commit
+	// may wait for company: ledger.GroupCommit) while the sessions go on;
+	// until then they are removing, and no session sends them again.
+	ackq     chan []uint64
+	removing map[uint64]bool // under mu
 }
 
 type subscription struct {
@@ -188,7 +194,8 @@ func New(out Outbox, opts Options) (*Relay, error) {
 		opts.rand = rand.Int64N
 	}
 	return &Relay{out: out, opts: opts, status: Status{Broker: opts.Broker},
-		docs: map[string][]byte{}, dirty: map[string]bool{}, notRetained: map[string]bool{}, wake: make(chan struct{}, 1)}, nil
+		docs: map[string][]byte{}, dirty: map[string]bool{}, notRetained: map[string]bool{}, wake: make(chan struct{}, 1),
+		ackq: make(chan []uint64, 64), removing: map[uint64]bool{}}, nil
 }
 
 // StateTopic is where a retained state document goes.
@@ -328,6 +335,12 @@ func (r *Relay) note(fn func(*Status)) {
 // offline and disconnects. A broker that is down is not an error: the
 // outbox keeps what it holds until one answers.
 func (r *Relay) Run(ctx context.Context) {
+	acked := make(chan struct{})
+	go r.acker(acked)
+	defer func() {
+		close(r.ackq) // the acker removes what it was given, then ends
+		<-acked
+	}()
 	failures := 0
 	for {
 		up, err := r.session(ctx)
@@ -349,6 +362,47 @@ func (r *Relay) Run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// acker removes acknowledged rows, as many at once as have come, until
+// ackq is closed and empty.
+func (r *Relay) acker(done chan<- struct{}) {
+	defer close(done)
+	for batch := range r.ackq {
+		seqs := slices.Clone(batch)
+		for more := true; more; {
+			select {
+			case b, ok := <-r.ackq:
+				if !ok {
+					more = false
+					break
+				}
+				seqs = append(seqs, b...)
+			default:
+				more = false
+			}
+		}
+		err := r.out.OutboxAck(seqs...)
+		r.mu.Lock()
+		for _, seq := range seqs {
+			delete(r.removing, seq)
+		}
+		if err == nil {
+			r.status.Acked += uint64(len(seqs))
+		}
+		r.mu.Unlock()
+		if err != nil {
+			r.opts.Log.Warn("uplink: acknowledged rows stay in the outbox and go again", "rows", len(seqs), "err", err)
+		}
+	}
+}
+
+// delivered tells whether row seq was acknowledged and waits for its
+// removal.
+func (r *Relay) delivered(seq uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.removing[seq]
 }
 
 // minWait is the shortest wait between sessions, whatever the draw.
@@ -514,25 +568,21 @@ func (s *session) relay(ctx context.Context, lost <-chan error) error {
 	commit.Stop()
 	defer commit.Stop()
 	committing := false
-	flush := func() error {
+	flush := func() {
 		committing = false
 		if len(s.done) == 0 {
-			return nil
+			return
 		}
-		if err := s.r.out.OutboxAck(s.done...); err != nil {
-			return fmt.Errorf("removing %d acknowledged rows: %w", len(s.done), err)
+		batch := slices.Clone(s.done)
+		s.r.mu.Lock()
+		for _, seq := range batch {
+			s.r.removing[seq] = true
 		}
-		n := uint64(len(s.done))
-		s.r.note(func(st *Status) { st.Acked += n })
+		s.r.mu.Unlock()
+		s.r.ackq <- batch
 		s.done = s.done[:0]
-		return nil
 	}
-	defer func() {
-		// Rows acknowledged before the end were delivered.
-		if err := flush(); err != nil {
-			o.Log.Warn("uplink: acknowledged rows stay in the outbox and go again", "err", err)
-		}
-	}()
+	defer flush()        // rows acknowledged before the end were delivered
 	fresh := true        // rows may have been written that the urgent scan has not seen
 	backlogDone := false // the backlog was read to its end, and nothing was written since
 	for {
@@ -546,6 +596,9 @@ func (s *session) relay(ctx context.Context, lost <-chan error) error {
 				return err
 			}
 			for _, it := range items {
+				if s.r.delivered(it.Seq) {
+					continue
+				}
 				if err := s.send(it); err != nil {
 					return err
 				}
@@ -567,7 +620,7 @@ func (s *session) relay(ctx context.Context, lost <-chan error) error {
 			}
 			for _, it := range items {
 				cursor = it.Seq
-				if s.sentUrgent[it.Seq] {
+				if s.sentUrgent[it.Seq] || s.r.delivered(it.Seq) {
 					continue
 				}
 				if err := s.send(it); err != nil {
@@ -596,9 +649,7 @@ func (s *session) relay(ctx context.Context, lost <-chan error) error {
 				commit.Reset(o.AckCommit)
 			}
 		case <-commit.C:
-			if err := flush(); err != nil {
-				return err
-			}
+			flush()
 		case <-changed:
 			fresh, backlogDone = true, false
 		case <-s.r.wake:

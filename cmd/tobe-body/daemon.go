@@ -439,6 +439,13 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 	if err := sdNotify("READY=1\nSTATUS=running on " + profile.Name); err != nil {
 		log.Warn("systemd notify", "err", err)
 	}
+	if store != nil {
+		// Stopping starts here (the last registered stops first): from now
+		// on nothing waits for company in the ledger, so the last of what
+		// the body sensed, and the uplink's last acknowledgements, do not
+		// wait out ledger.telemetry_commit_ms.
+		d.onStop(store.Hurry)
+	}
 	return mon, nil
 }
 
