@@ -388,7 +388,7 @@ func Open(opts Options) (*Store, error) {
 		if err == nil {
 			s = &Store{db: db, opts: opts, damage: damage, projs: map[string]Projection{}, openedWhole: st.full,
 				reqs: make(chan *request, 4096), stop: make(chan struct{}), changed: make(chan struct{}), pendingIDs: map[UUID]uint64{},
-				hurry: make(chan struct{}),
+				hurry:     make(chan struct{}),
 				snapshots: make(chan struct{}, 1)}
 			for _, p := range opts.Projections {
 				s.projs[p.Name()] = p
