@@ -4,11 +4,12 @@
 # write_bytes), over FLASH_SECONDS (600) of the sim scene with the uplink
 # running against the embedded broker and acknowledging, side by side in
 # one run: every append committed at once (ledger.telemetry_commit_ms 0,
-# as before grouping) and with the default grouping; then audit events
-# alone (board generic-amd64, nothing sensed, a local administrator's
-# body.notify once a second), which commit at once whatever the setting.
-# The three run at the same time, each on its own data directory under
-# /var/tmp (a disk).
+# as before grouping) and with the default grouping; and with the
+# default grouping and a local administrator's body.notify once a second
+# besides (an action: audit records, each on disk before the action goes
+# on), whose difference from the run without is what audit events cost
+# alone. The three run at the same time, each on its own data directory
+# under /var/tmp (a disk).
 #
 #   scripts/bench/flash.sh
 #   FLASH_SECONDS=120 scripts/bench/flash.sh
@@ -22,8 +23,12 @@ go build -o "$out/flashbench" ./scripts/bench/flashbench
 default=$("$out/tobe-body" config show --section ledger | sed -n 's/.*"telemetry_commit_ms": *\([0-9]*\).*/\1/p')
 "$out/flashbench" -bin "$out/tobe-body" -seconds "$secs" -commit-ms 0 >"$out/before" &
 "$out/flashbench" -bin "$out/tobe-body" -seconds "$secs" -commit-ms "$default" >"$out/after" &
-"$out/flashbench" -bin "$out/tobe-body" -board generic-amd64 -seconds "$secs" -commit-ms "$default" -notify-per-s 1 >"$out/audit" &
+"$out/flashbench" -bin "$out/tobe-body" -seconds "$secs" -commit-ms "$default" -notify-per-s 1 >"$out/audit" &
 wait
 echo "before (every append commits at once): $(cat "$out/before")"
 echo "after (the default grouping):          $(cat "$out/after")"
-echo "audit events alone:                    $(cat "$out/audit")"
+echo "with an action a second:               $(cat "$out/audit")"
+# events=N bytes=B of each run
+field() { sed -n "s/.*\[events=\([0-9]*\) bytes=\([0-9]*\)\].*/\\$2/p" "$1"; }
+awk -v e1="$(field "$out/after" 1)" -v b1="$(field "$out/after" 2)" -v e2="$(field "$out/audit" 1)" -v b2="$(field "$out/audit" 2)" \
+	'BEGIN { printf "audit events alone: %d more events, %d more bytes: %.1f KiB per audit event\n", e2-e1, b2-b1, (b2-b1)/(e2-e1)/1024 }'
