@@ -198,7 +198,8 @@ func TestLabClockSteps(t *testing.T) {
 	// telemetry (which expires) among what must be kept.
 	for i, high := range []bool{false, true} { // pressed, released: each held past the debounce
 		l.pull(t, "BUTTON", high)
-		waitFor(t, "the button in the ledger", 10*time.Second, func() (bool, string) {
+		// A sensed event commits within ledger.telemetry_commit_ms (15 s).
+		waitFor(t, "the button in the ledger", 30*time.Second, func() (bool, string) {
 			return len(b.events(t, "gpio.changed")) > i, "no gpio.changed yet"
 		})
 	}
