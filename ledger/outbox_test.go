@@ -261,3 +261,20 @@ func TestHurry(t *testing.T) {
 		t.Errorf("%d commits after Hurry for an append and an ack, want 2", n)
 	}
 }
+
+// A grouped append of 32 events or more commits at once: its caller is
+// busy, and they share a commit already.
+func TestBusyGroupedAppendDoesNotWait(t *testing.T) {
+	s := openTest(t, tempPath(t), func(o *Options) { o.GroupCommit = time.Hour })
+	evs := make([]Event, groupedBusy)
+	for i := range evs {
+		evs[i] = motion(i)
+	}
+	before := s.commits.Load()
+	if _, err := s.AppendGrouped(t.Context(), evs...); err != nil { // returns: it does not wait an hour
+		t.Fatal(err)
+	}
+	if n := s.commits.Load() - before; n != 1 {
+		t.Errorf("%d commits, want 1", n)
+	}
+}

@@ -1089,9 +1089,13 @@ func (s *Store) Execute(ctx context.Context, cmd Command) ([]Result, error) {
 // of a droppable class (telemetry, state), its commit may wait up to
 // Options.GroupCommit for other appends to share it, so that many
 // events cost the disk one commit; an event of any other class commits
-// at once, and with it whatever waits.
+// at once, and with it whatever waits, and so does an append of 32
+// events or more (its caller is busy; they share a commit already).
 func (s *Store) AppendGrouped(ctx context.Context, events ...Event) ([]Result, error) {
-	lazy := s.lazy()
+	// A caller with this many at once is busy: waiting would hold it back
+	// (the sense outlets write one append at a time), and its events
+	// already share a commit.
+	lazy := s.lazy() && len(events) < groupedBusy
 	for i := range events {
 		lazy = lazy && s.opts.Classes.Of(events[i].Type).Droppable
 	}
@@ -1180,6 +1184,9 @@ func (s *Store) gather(batch []*request, linger bool) []*request {
 	}
 	return batch
 }
+
+// groupedBusy is the size of an AppendGrouped that commits at once.
+const groupedBusy = 32
 
 // lazy tells whether a request that may wait for company should.
 func (s *Store) lazy() bool { return s.opts.GroupCommit > 0 && !s.hurried.Load() }

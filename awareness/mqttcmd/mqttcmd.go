@@ -188,16 +188,25 @@ func (h *Handler) handle(op string, topicOK bool, payload []byte) Result {
 		done := make(chan struct{})
 		h.running[key] = done
 		h.mu.Unlock()
-		res := h.run(e, cmd.ID, args)
+		return h.runOnce(key, op, e, cmd.ID, args, done)
+	}
+}
+
+// runOnce runs the command whose key is running, keeps its result, and
+// lets those waiting for it go, whatever happens in the operation.
+func (h *Handler) runOnce(key, op string, e *awareness.Entry, id string, args json.RawMessage, done chan struct{}) (res Result) {
+	defer func() {
 		h.mu.Lock()
 		delete(h.running, key)
-		if op != awareness.OpDo.Name {
+		// A refusal for want of room says try again: it is not kept.
+		transient := res.Error != nil && res.Error.Reason == act.ReasonRateLimited
+		if op != awareness.OpDo.Name && !transient && res.Status != "" {
 			h.keepLocked(key, res)
 		}
 		h.mu.Unlock()
 		close(done)
-		return res
-	}
+	}()
+	return h.run(e, id, args)
 }
 
 func (h *Handler) run(e *awareness.Entry, id string, args json.RawMessage) Result {

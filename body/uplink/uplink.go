@@ -143,13 +143,16 @@ type Relay struct {
 	// Acknowledged rows go to the acker, which removes them (its commit
 	// may wait for company: ledger.GroupCommit) while the sessions go on;
 	// until then they are removing, and no session sends them again.
-	ackq     chan []uint64
+	acking   []uint64        // under mu: acknowledged, for the acker to remove
+	ackWake  chan struct{}   // capacity 1: there is acking
+	ackStop  chan struct{}   // closed when Run ends: the acker removes what is left, then ends
 	removing map[uint64]bool // under mu
 }
 
 type subscription struct {
 	filter string
 	fn     func(topic string, payload []byte)
+	fresh  bool // retained messages are dropped
 }
 
 // New checks the options and fills in their defaults.
@@ -195,7 +198,7 @@ func New(out Outbox, opts Options) (*Relay, error) {
 	}
 	return &Relay{out: out, opts: opts, status: Status{Broker: opts.Broker},
 		docs: map[string][]byte{}, dirty: map[string]bool{}, notRetained: map[string]bool{}, wake: make(chan struct{}, 1),
-		ackq: make(chan []uint64, 64), removing: map[uint64]bool{}}, nil
+		ackWake: make(chan struct{}, 1), ackStop: make(chan struct{}), removing: map[uint64]bool{}}, nil
 }
 
 // StateTopic is where a retained state document goes.
@@ -267,7 +270,14 @@ func (r *Relay) Redo(prefix string) {
 // message to fn, in a goroutine of its own (fn may block; the session's
 // pings do not wait for it). Call it before Run.
 func (r *Relay) Subscribe(filter string, fn func(topic string, payload []byte)) {
-	r.subs = append(r.subs, subscription{filter, fn})
+	r.subs = append(r.subs, subscription{filter: filter, fn: fn})
+}
+
+// SubscribeFresh is Subscribe for messages published from now on: a
+// retained one, which would come again at every session (a command left
+// retained on the broker), is dropped.
+func (r *Relay) SubscribeFresh(filter string, fn func(topic string, payload []byte)) {
+	r.subs = append(r.subs, subscription{filter: filter, fn: fn, fresh: true})
 }
 
 // publishDocs publishes the retained documents marked dirty (all of them
@@ -283,7 +293,8 @@ func (s *session) publishDocs(all bool) error {
 	}
 	var docs []doc
 	for t, p := range r.docs {
-		if all || r.dirty[t] {
+		// An emptied document is said once, whenever that is.
+		if all && len(p) > 0 || r.dirty[t] {
 			docs = append(docs, doc{t, p, !r.notRetained[t]})
 		}
 		delete(r.dirty, t)
@@ -305,9 +316,6 @@ func (s *session) publishDocs(all bool) error {
 		return strings.Compare(a.topic, b.topic)
 	})
 	for _, d := range docs {
-		if all && len(d.payload) == 0 {
-			continue
-		}
 		if tok := s.publish(d.topic, d.payload, d.retained, 0); tok.Error() != nil {
 			return fmt.Errorf("publish %s: %w", d.topic, tok.Error())
 		}
@@ -338,7 +346,7 @@ func (r *Relay) Run(ctx context.Context) {
 	acked := make(chan struct{})
 	go r.acker(acked)
 	defer func() {
-		close(r.ackq) // the acker removes what it was given, then ends
+		close(r.ackStop) // the acker removes what it was given, then ends
 		<-acked
 	}()
 	failures := 0
@@ -365,34 +373,42 @@ func (r *Relay) Run(ctx context.Context) {
 }
 
 // acker removes acknowledged rows, as many at once as have come, until
-// ackq is closed and empty.
+// Run ends, and then what is left. Handing it rows never blocks a
+// session: its commit may wait out the ledger's GroupCommit.
 func (r *Relay) acker(done chan<- struct{}) {
 	defer close(done)
-	for batch := range r.ackq {
-		seqs := slices.Clone(batch)
-		for more := true; more; {
-			select {
-			case b, ok := <-r.ackq:
-				if !ok {
-					more = false
-					break
-				}
-				seqs = append(seqs, b...)
-			default:
-				more = false
+	for {
+		stopping := false
+		select {
+		case <-r.ackWake:
+		case <-r.ackStop:
+			stopping = true
+		}
+		r.mu.Lock()
+		seqs := r.acking
+		r.acking = nil
+		r.mu.Unlock()
+		if len(seqs) > 0 {
+			err := r.out.OutboxAck(seqs...)
+			r.mu.Lock()
+			for _, seq := range seqs {
+				delete(r.removing, seq)
+			}
+			if err == nil {
+				r.status.Acked += uint64(len(seqs))
+			}
+			r.mu.Unlock()
+			if err != nil {
+				r.opts.Log.Warn("uplink: acknowledged rows stay in the outbox and go again in the next session", "rows", len(seqs), "err", err)
 			}
 		}
-		err := r.out.OutboxAck(seqs...)
-		r.mu.Lock()
-		for _, seq := range seqs {
-			delete(r.removing, seq)
-		}
-		if err == nil {
-			r.status.Acked += uint64(len(seqs))
-		}
-		r.mu.Unlock()
-		if err != nil {
-			r.opts.Log.Warn("uplink: acknowledged rows stay in the outbox and go again", "rows", len(seqs), "err", err)
+		if stopping {
+			r.mu.Lock()
+			left := len(r.acking)
+			r.mu.Unlock()
+			if left == 0 {
+				return
+			}
 		}
 	}
 }
@@ -476,8 +492,13 @@ func (r *Relay) session(ctx context.Context) (up bool, err error) {
 		r.docMu.Unlock()
 	}()
 	for _, sub := range r.subs {
-		fn := sub.fn
-		tok := c.Subscribe(sub.filter, 1, func(_ mqtt.Client, m mqtt.Message) { fn(m.Topic(), m.Payload()) })
+		fn, fresh := sub.fn, sub.fresh
+		tok := c.Subscribe(sub.filter, 1, func(_ mqtt.Client, m mqtt.Message) {
+			if fresh && m.Retained() {
+				return
+			}
+			fn(m.Topic(), m.Payload())
+		})
 		if !tok.WaitTimeout(10 * time.Second) {
 			return true, fmt.Errorf("subscribe %s: no SUBACK within 10 s", sub.filter)
 		}
@@ -573,13 +594,16 @@ func (s *session) relay(ctx context.Context, lost <-chan error) error {
 		if len(s.done) == 0 {
 			return
 		}
-		batch := slices.Clone(s.done)
 		s.r.mu.Lock()
-		for _, seq := range batch {
+		for _, seq := range s.done {
 			s.r.removing[seq] = true
 		}
+		s.r.acking = append(s.r.acking, s.done...)
 		s.r.mu.Unlock()
-		s.r.ackq <- batch
+		select {
+		case s.r.ackWake <- struct{}{}:
+		default:
+		}
 		s.done = s.done[:0]
 	}
 	defer flush()        // rows acknowledged before the end were delivered
@@ -596,7 +620,7 @@ func (s *session) relay(ctx context.Context, lost <-chan error) error {
 				return err
 			}
 			for _, it := range items {
-				if s.r.delivered(it.Seq) {
+				if _, inFlight := s.need[it.Seq]; inFlight || s.r.delivered(it.Seq) {
 					continue
 				}
 				if err := s.send(it); err != nil {
@@ -620,7 +644,7 @@ func (s *session) relay(ctx context.Context, lost <-chan error) error {
 			}
 			for _, it := range items {
 				cursor = it.Seq
-				if s.sentUrgent[it.Seq] || s.r.delivered(it.Seq) {
+				if _, inFlight := s.need[it.Seq]; inFlight || s.sentUrgent[it.Seq] || s.r.delivered(it.Seq) {
 					continue
 				}
 				if err := s.send(it); err != nil {

@@ -68,7 +68,9 @@ func runStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	var ended atomic.Bool // stdin ended: the daemon closing after it is the end of a session, not a failure
 	go func() {
 		_, err := io.Copy(uc, stdin)
-		ended.Store(true)
+		if err == nil {
+			ended.Store(true) // stdin ended; a daemon that went away is another matter
+		}
 		uc.CloseWrite()
 		in <- err
 	}()

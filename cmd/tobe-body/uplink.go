@@ -212,7 +212,7 @@ func (d *daemon) runUplink(relay *uplink.Relay, table *awareness.Table, cfg conf
 		o := relay.Options()
 		h := &mqttcmd.Handler{Table: table, Base: strings.TrimSuffix(o.StatusTopic(), "/status"), Publish: relay.Send, Log: log.With("part", "mqtt commands"),
 			Principal: act.Principal{Kind: act.MQTTCommand, Subject: c.Subject, Session: "mqtt", Trust: trust}}
-		relay.Subscribe(h.Filter(), h.Handle)
+		relay.SubscribeFresh(h.Filter(), h.Handle) // a command left retained on the broker is not run at every session
 		log.Info("mqtt commands", "topics", h.Filter(), "subject", c.Subject, "trust", trust)
 	}
 	d.spawn(relay.Run)
