@@ -402,16 +402,8 @@ func (w *writer) enforceOutboxBudget() error {
 		if err := w.meta.Put(kDropped, w.keep(u64(total))); err != nil {
 			return err
 		}
-		payload, err := MarshalPayload(map[string]any{"rows": dropped, "bytes": droppedBytes, "first_seq": first, "last_seq": last,
-			"by_priority": byPriority, "budget_rows": o.OutboxMaxRows, "budget_bytes": o.OutboxMaxBytes})
-		if err != nil {
-			return err
-		}
-		evs := []Event{{Type: "ledger.outbox_dropped", Provenance: Observed, Payload: payload}}
-		if _, todo, _, err := w.prepare(evs); err != nil || len(todo) != 1 {
-			return errors.Join(errors.New("ledger: recording an outbox drop"), err)
-		}
-		if _, err := w.write(&evs[0]); err != nil {
+		if err := w.record("ledger.outbox_dropped", map[string]any{"rows": dropped, "bytes": droppedBytes, "first_seq": first, "last_seq": last,
+			"by_priority": byPriority, "budget_rows": o.OutboxMaxRows, "budget_bytes": o.OutboxMaxBytes}); err != nil {
 			return err
 		}
 		w.s.opts.Log.Warn("outbox over budget: telemetry dropped", "rows", dropped, "bytes", droppedBytes)

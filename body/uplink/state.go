@@ -1,6 +1,7 @@
 package uplink
 
 import (
+	"maps"
 	"slices"
 	"strings"
 
@@ -133,7 +134,7 @@ func (t *Tracker) Event(e ledger.Event) (name string, doc any, changed bool) {
 			return "", nil, false
 		}
 		m.Zones[p.Zone] = on
-		m.Motion = slices.Contains(mapValues(m.Zones), true)
+		m.Motion = slices.Contains(slices.Collect(maps.Values(m.Zones)), true)
 		return e.ChannelID, m, true
 	case strings.HasPrefix(e.Type, "audio."):
 		s := t.sound[e.ChannelID]
@@ -156,12 +157,4 @@ func (t *Tracker) Event(e ledger.Event) (name string, doc any, changed bool) {
 		return e.ChannelID, s, true
 	}
 	return "", nil, false
-}
-
-func mapValues(m map[string]bool) []bool {
-	out := make([]bool, 0, len(m))
-	for _, v := range m {
-		out = append(out, v)
-	}
-	return out
 }

@@ -469,7 +469,7 @@ func (r *Relay) session(ctx context.Context) (up bool, err error) {
 	}
 	r.note(func(s *Status) { s.Connected, s.Since, s.LastError = true, time.Now(), ""; s.Sessions++ })
 	r.opts.Log.Info("uplink: connected", "broker", r.opts.Broker, "client_id", r.opts.ClientID)
-	s := &session{r: r, c: c, acks: acks, need: map[uint64]int{}, sentUrgent: map[uint64]bool{}}
+	s := &session{r: r, c: c, acks: acks, need: map[uint64]int{}}
 	defer func() {
 		r.note(func(s *Status) { s.Connected = false })
 		if ctx.Err() != nil {
@@ -530,10 +530,9 @@ type session struct {
 
 	pubMu sync.Mutex // held around a publish: acks attributes it by store.Put
 
-	inflight   int            // publishes waiting for their PUBACK
-	need       map[uint64]int // row → its publishes not yet acknowledged
-	sentUrgent map[uint64]bool
-	done       []uint64 // rows acknowledged, not yet removed
+	inflight int            // publishes waiting for their PUBACK
+	need     map[uint64]int // row → its publishes not yet acknowledged
+	done     []uint64       // rows acknowledged, not yet removed
 }
 
 // say publishes the status, retained, and waits up to d for its PUBACK.
@@ -595,9 +594,6 @@ func (s *session) relay(ctx context.Context, lost <-chan error) error {
 			return
 		}
 		s.r.mu.Lock()
-		for _, seq := range s.done {
-			s.r.removing[seq] = true
-		}
 		s.r.acking = append(s.r.acking, s.done...)
 		s.r.mu.Unlock()
 		select {
@@ -626,7 +622,6 @@ func (s *session) relay(ctx context.Context, lost <-chan error) error {
 				if err := s.send(it); err != nil {
 					return err
 				}
-				s.sentUrgent[it.Seq] = true
 			}
 			tail = last
 			if len(items) == 0 {
@@ -644,16 +639,11 @@ func (s *session) relay(ctx context.Context, lost <-chan error) error {
 			}
 			for _, it := range items {
 				cursor = it.Seq
-				if _, inFlight := s.need[it.Seq]; inFlight || s.sentUrgent[it.Seq] || s.r.delivered(it.Seq) {
+				if _, inFlight := s.need[it.Seq]; inFlight || s.r.delivered(it.Seq) {
 					continue
 				}
 				if err := s.send(it); err != nil {
 					return err
-				}
-			}
-			for seq := range s.sentUrgent {
-				if seq <= cursor { // passed, or removed before the backlog came to it
-					delete(s.sentUrgent, seq)
 				}
 			}
 		}
@@ -688,11 +678,16 @@ func (s *session) relay(ctx context.Context, lost <-chan error) error {
 	}
 }
 
-// acked counts one PUBACK of a row's publishes.
+// acked counts one PUBACK of a row's publishes. A row whose publishes
+// are all acknowledged is delivered at once: no scan of this session or
+// the next sends it again, whether its removal is done or still to come.
 func (s *session) acked(seq uint64) {
 	s.inflight--
 	if s.need[seq]--; s.need[seq] == 0 {
 		delete(s.need, seq)
 		s.done = append(s.done, seq)
+		s.r.mu.Lock()
+		s.r.removing[seq] = true
+		s.r.mu.Unlock()
 	}
 }

@@ -394,9 +394,6 @@ func summary(ds []time.Duration) string {
 	if len(ds) == 0 {
 		return "none"
 	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	q := func(p float64) time.Duration { return s[min(len(s)-1, int(p*float64(len(s))))] }
-	return strings.Join([]string{"p50 " + q(0.50).Round(time.Microsecond).String(), "p99 " + q(0.99).Round(time.Microsecond).String(),
-		"max " + s[len(s)-1].Round(time.Microsecond).String()}, ", ")
+	return strings.Join([]string{"p50 " + quantile(ds, 0.50).Round(time.Microsecond).String(), "p99 " + quantile(ds, 0.99).Round(time.Microsecond).String(),
+		"max " + slices.Max(ds).Round(time.Microsecond).String()}, ", ")
 }
