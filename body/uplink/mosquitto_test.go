@@ -92,6 +92,14 @@ func (st *streamer) until(n int) {
 	}
 }
 
+// mosquittoOptions are a relay's against a Mosquitto of mosquittotest's
+// as the user body, with short waits.
+func mosquittoOptions(url string) Options {
+	return Options{Broker: url, Username: "body", Password: "body-pass", AgentID: agentID.String(), BodyID: bodyID.String(),
+		Keepalive: 5 * time.Second, ReconnectMin: 100 * time.Millisecond, ReconnectMax: 300 * time.Millisecond,
+		AckCommit: 50 * time.Millisecond, WriteTimeout: time.Second}
+}
+
 // M1 against a real Mosquitto: during a 10,000-event stream the broker
 // becomes unreachable twice (every connection to it cut, new ones
 // refused, while it runs on), the second time with the body stopped and
@@ -110,9 +118,7 @@ func TestM1AgainstMosquitto(t *testing.T) {
 		return s
 	}
 	s := open()
-	opts := Options{Broker: cut.URL(), Username: "body", Password: "body-pass", AgentID: agentID.String(), BodyID: bodyID.String(),
-		Keepalive: 5 * time.Second, ReconnectMin: 100 * time.Millisecond, ReconnectMax: 300 * time.Millisecond,
-		AckCommit: 50 * time.Millisecond, WriteTimeout: time.Second}
+	opts := mosquittoOptions(cut.URL())
 	sub := m.Subscribe("sub", "sub-pass", "tobe/#")
 	r, stop := run(t, s, opts)
 	base := r.opts.base() + "/events/"
@@ -155,9 +161,7 @@ func TestBrokerKilledDuringAStream(t *testing.T) {
 	users := map[string]string{"body": "body-pass", "sub": "sub-pass"}
 	m := mosquittotest.Start(t, users)
 	s := openStore(t)
-	opts := Options{Broker: m.URL(), Username: "body", Password: "body-pass", AgentID: agentID.String(), BodyID: bodyID.String(),
-		Keepalive: 5 * time.Second, ReconnectMin: 100 * time.Millisecond, ReconnectMax: 300 * time.Millisecond,
-		AckCommit: 50 * time.Millisecond, WriteTimeout: time.Second}
+	opts := mosquittoOptions(m.URL())
 	sub := m.Subscribe("sub", "sub-pass", "tobe/#")
 	r, _ := run(t, s, opts)
 	base := r.opts.base() + "/events/"

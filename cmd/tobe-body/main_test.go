@@ -285,16 +285,19 @@ func TestVersionAndUsage(t *testing.T) {
 	}
 }
 
-func TestSignalStopsTheProcessCleanly(t *testing.T) {
-	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "run", "--board", "sim", "--data", filepath.Join(dir, "data"))
+// startProcess runs this test binary as the real command with args, in
+// a process of its own; it skips the test where the binary cannot run
+// itself.
+func startProcess(t *testing.T, args ...string) (cmd *exec.Cmd, stdout io.Reader, stderr *bytes.Buffer) {
+	t.Helper()
+	cmd = exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "TOBE_BODY_TEST_MAIN=1")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr = &bytes.Buffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		if errors.Is(err, syscall.ENOEXEC) {
 			// A test binary of another architecture run by qemu-user
@@ -303,6 +306,12 @@ func TestSignalStopsTheProcessCleanly(t *testing.T) {
 		}
 		t.Fatal(err)
 	}
+	return cmd, stdout, stderr
+}
+
+func TestSignalStopsTheProcessCleanly(t *testing.T) {
+	dir := t.TempDir()
+	cmd, stdout, stderr := startProcess(t, "run", "--board", "sim", "--data", filepath.Join(dir, "data"))
 	lines := bufio.NewScanner(stdout)
 	if !lines.Scan() { // the first report: the body is up
 		cmd.Process.Kill()
@@ -314,7 +323,7 @@ func TestSignalStopsTheProcessCleanly(t *testing.T) {
 		t.Fatal(err)
 	}
 	io.Copy(io.Discard, stdout)
-	err = cmd.Wait()
+	err := cmd.Wait()
 	took := time.Since(start)
 	if err != nil {
 		t.Fatalf("exit after SIGINT: %v; stderr:\n%s", err, stderr.String())

@@ -2,15 +2,12 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -68,20 +65,7 @@ func TestUplinkLastWillAndCleanStop(t *testing.T) {
 	data, cfg := filepath.Join(dir, "data"), filepath.Join(dir, "config.json")
 	os.WriteFile(cfg, []byte(`{"version": 1`+uplinkConfig(cut.URL())+`}`), 0o600)
 	start := func() *exec.Cmd {
-		cmd := exec.Command(os.Args[0], "run", "--board", "sim", "--data", data, "--config", cfg)
-		cmd.Env = append(os.Environ(), "TOBE_BODY_TEST_MAIN=1")
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			if errors.Is(err, syscall.ENOEXEC) {
-				t.Skipf("cannot re-exec the test binary here: %v", err)
-			}
-			t.Fatal(err)
-		}
+		cmd, stdout, _ := startProcess(t, "run", "--board", "sim", "--data", data, "--config", cfg)
 		go func() {
 			lines := bufio.NewScanner(stdout)
 			for lines.Scan() {
