@@ -61,7 +61,9 @@ for t in "$@"; do
 		exec_pure=true exec_cgo=true # compiled only; make test runs them
 	fi
 	# shellcheck disable=SC2086
-	env -u GOARM CGO_ENABLED=0 $target \
+	# TOBE_BODY_EMULATED: the tests against a real broker process time
+	# what a machine does; they run natively in make test.
+	env -u GOARM CGO_ENABLED=0 TOBE_BODY_EMULATED=1 $target \
 		"$GO" test -count=1 -exec "$exec_pure" ./... >"$log-pure.log" 2>&1 ||
 		{ cat "$log-pure.log"; echo "cross $t: pure-Go tests failed" >&2; exit 1; }
 	# shellcheck disable=SC2086
