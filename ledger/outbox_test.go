@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"context"
+	"errors"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -185,7 +187,7 @@ func TestGroupCommit(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 5 {
 		wg.Go(func() {
-			if _, err := s.AppendGrouped(t.Context(), motion(i+1)); err != nil {
+			if _, err := s.AppendGrouped(t.Context(), time.Time{}, motion(i+1)); err != nil {
 				t.Error(err)
 			}
 		})
@@ -214,7 +216,7 @@ func TestGroupCommit(t *testing.T) {
 	}
 	// A grouped append of a class that may not wait is not held.
 	before = s.commits.Load()
-	if _, err := s.AppendGrouped(t.Context(), Event{Type: "body.degradation", Provenance: Observed}, motion(9)); err != nil {
+	if _, err := s.AppendGrouped(t.Context(), time.Time{}, Event{Type: "body.degradation", Provenance: Observed}, motion(9)); err != nil {
 		t.Fatal(err)
 	}
 	if n := s.commits.Load() - before; n != 1 {
@@ -222,7 +224,7 @@ func TestGroupCommit(t *testing.T) {
 	}
 	// Close commits what waits.
 	done := make(chan error, 1)
-	go func() { _, err := s.AppendGrouped(context.Background(), motion(10)); done <- err }()
+	go func() { _, err := s.AppendGrouped(context.Background(), time.Time{}, motion(10)); done <- err }()
 	for s.held.Load() < 1 {
 		time.Sleep(time.Millisecond)
 	}
@@ -238,11 +240,146 @@ func TestGroupCommit(t *testing.T) {
 	}
 }
 
+// A grouped append waits no longer than GroupCommit from when its events
+// began to wait (since), not from when it was made: the events a sense
+// channel queued while its previous append waited do not wait for that
+// one and then a whole GroupCommit of their own.
+func TestGroupedWaitIsBoundedByTheEvent(t *testing.T) {
+	s := openTest(t, tempPath(t), func(o *Options) { o.GroupCommit = time.Hour })
+	before := s.commits.Load()
+	// Events that began to wait longer ago than GroupCommit commit at once.
+	if _, err := s.AppendGrouped(t.Context(), time.Now().Add(-2*time.Hour), motion(1)); err != nil { // returns: it does not wait an hour
+		t.Fatal(err)
+	}
+	if n := s.commits.Load() - before; n != 1 {
+		t.Fatalf("an append whose events waited past GroupCommit: %d commits, want 1", n)
+	}
+	// A held append (an hour to go) and one whose events have waited all
+	// but a moment: the second's deadline commits both, together.
+	before = s.commits.Load()
+	done := make(chan error, 2)
+	go func() { _, err := s.AppendGrouped(context.Background(), time.Time{}, motion(2)); done <- err }()
+	for s.held.Load() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	go func() {
+		_, err := s.AppendGrouped(context.Background(), time.Now().Add(-time.Hour+100*time.Millisecond), motion(3))
+		done <- err
+	}()
+	for range 2 {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(time.Minute): // the deadline is 100 ms off; the old one an hour
+			t.Fatal("the held appends waited for the first one's deadline, not the oldest event's")
+		}
+	}
+	if n := s.commits.Load() - before; n != 1 {
+		t.Errorf("%d commits for the two held appends, want 1", n)
+	}
+	if evs, _ := s.Events(Filter{Types: []string{"camera.motion_started"}}); len(evs) != 3 {
+		t.Errorf("%d motion events, want 3", len(evs))
+	}
+}
+
+// Appends that race Close are each answered, committed or ErrClosed, and
+// everything answered as committed is in the file: none is left waiting
+// in the queue after the last drain.
+func TestAppendsRacingCloseAreAnswered(t *testing.T) {
+	path := tempPath(t)
+	for round := range 40 {
+		s := openTest(t, path)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var committed []UUID
+		start := make(chan struct{})
+		for g := range 8 {
+			wg.Go(func() {
+				<-start
+				for i := 0; ; i++ {
+					ev := motion(round*1_000_000 + g*10_000 + i)
+					ev.ID = NewID()
+					_, err := s.Append(context.Background(), ev)
+					if errors.Is(err, ErrClosed) {
+						return
+					}
+					if err != nil {
+						t.Errorf("append: %v", err)
+						return
+					}
+					mu.Lock()
+					committed = append(committed, ev.ID)
+					mu.Unlock()
+				}
+			})
+		}
+		close(start)
+		time.Sleep(time.Duration(round%5) * time.Millisecond)
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		answered := make(chan struct{})
+		go func() { wg.Wait(); close(answered) }()
+		select {
+		case <-answered:
+		case <-time.After(time.Minute):
+			t.Fatalf("round %d: an append racing Close was never answered", round)
+		}
+		s = openTest(t, path)
+		evs, err := s.Events(Filter{Types: []string{"camera.motion_started"}, Limit: math.MaxInt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored := map[UUID]bool{}
+		for _, e := range evs {
+			stored[e.Event.ID] = true
+		}
+		for _, id := range committed {
+			if !stored[id] {
+				t.Fatalf("round %d: event %v was answered as committed and is not in the file", round, id)
+			}
+		}
+		s.Close()
+	}
+}
+
+// The interleaving TestAppendsRacingCloseAreAnswered can only hope to
+// hit, made every time: an append that saw the store open gets to its
+// send after Close has drained the queue. Its select may then queue the
+// request rather than see the stop; nothing is left to answer it, and it
+// must still be answered.
+func TestAppendQueuedAfterTheLastDrainIsAnswered(t *testing.T) {
+	s := openTest(t, tempPath(t))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	s.closed = false // as the append saw it, just before Close
+	s.mu.Unlock()
+	for i := range 32 { // the select picks the send half of the time
+		done := make(chan error, 1)
+		go func() { _, err := s.Append(context.Background(), motion(i)); done <- err }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrClosed) {
+				t.Fatalf("append %d after the last drain: %v, want ErrClosed", i, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("append %d after the last drain was never answered", i)
+		}
+	}
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+}
+
 // Hurry commits what waits for company at once, and nothing waits after.
 func TestHurry(t *testing.T) {
 	s := openTest(t, tempPath(t), func(o *Options) { o.GroupCommit = time.Hour })
 	done := make(chan error, 1)
-	go func() { _, err := s.AppendGrouped(context.Background(), motion(1)); done <- err }()
+	go func() { _, err := s.AppendGrouped(context.Background(), time.Time{}, motion(1)); done <- err }()
 	for s.held.Load() < 1 {
 		time.Sleep(time.Millisecond)
 	}
@@ -251,7 +388,7 @@ func TestHurry(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := s.commits.Load()
-	if _, err := s.AppendGrouped(t.Context(), motion(2)); err != nil { // returns: it does not wait an hour
+	if _, err := s.AppendGrouped(t.Context(), time.Time{}, motion(2)); err != nil { // returns: it does not wait an hour
 		t.Fatal(err)
 	}
 	if err := s.OutboxAck(1); err != nil {
@@ -271,7 +408,7 @@ func TestBusyGroupedAppendDoesNotWait(t *testing.T) {
 		evs[i] = motion(i)
 	}
 	before := s.commits.Load()
-	if _, err := s.AppendGrouped(t.Context(), evs...); err != nil { // returns: it does not wait an hour
+	if _, err := s.AppendGrouped(t.Context(), time.Time{}, evs...); err != nil { // returns: it does not wait an hour
 		t.Fatal(err)
 	}
 	if n := s.commits.Load() - before; n != 1 {

@@ -211,7 +211,7 @@ func (s *Store) OutboxUrgent(after uint64, n int) (items []OutboxItem, last uint
 // the commit of other appends, waiting up to Options.GroupCommit for one
 // (a crash in between only sends those events again).
 func (s *Store) OutboxAck(seqs ...uint64) error {
-	_, err := s.submit(&request{ctx: context.Background(), ack: slices.Clone(seqs), lazy: s.lazy(), done: make(chan struct{})})
+	_, err := s.submit(&request{ctx: context.Background(), ack: slices.Clone(seqs), lazy: s.lazy(), by: s.commitBy(time.Time{}), done: make(chan struct{})})
 	return err
 }
 

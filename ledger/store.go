@@ -136,7 +136,8 @@ type Options struct {
 	MaxBatch int
 	// GroupCommit: an append by AppendGrouped of telemetry and state
 	// alone (droppable classes), and the uplink's acknowledgements
-	// (OutboxAck), may wait this long for others to share their commit;
+	// (OutboxAck), may wait for others to share their commit until this
+	// long after their events began to wait (AppendGrouped's since);
 	// anything else that comes meanwhile commits them all at once. It is
 	// what a power cut can take of them. 0: they commit at once.
 	GroupCommit time.Duration
@@ -280,8 +281,9 @@ func (c appendCmd) Decide(*View) ([]Event, error) { return c, nil }
 type request struct {
 	ctx     context.Context
 	cmd     Command
-	ack     []uint64 // an OutboxAck: these rows go (cmd is nil)
-	lazy    bool     // it may wait GroupCommit for company
+	ack     []uint64  // an OutboxAck: these rows go (cmd is nil)
+	lazy    bool      // it may wait for company, until by
+	by      time.Time // with lazy: when it must be committed
 	results []Result
 	err     error
 	done    chan struct{}
@@ -307,7 +309,11 @@ type Store struct {
 
 	reqs chan *request
 	stop chan struct{}
-	wg   sync.WaitGroup
+	// stopped is closed once nothing will answer a request any more: a
+	// request that got into reqs after shutdown drained it is not
+	// committed, and submit says so.
+	stopped chan struct{}
+	wg      sync.WaitGroup
 
 	mu      sync.Mutex
 	changed chan struct{}
@@ -387,7 +393,7 @@ func Open(opts Options) (*Store, error) {
 		db, st, err := openChecked(opts)
 		if err == nil {
 			s = &Store{db: db, opts: opts, damage: damage, projs: map[string]Projection{}, openedWhole: st.full,
-				reqs: make(chan *request, 4096), stop: make(chan struct{}), changed: make(chan struct{}), pendingIDs: map[UUID]uint64{},
+				reqs: make(chan *request, 4096), stop: make(chan struct{}), stopped: make(chan struct{}), changed: make(chan struct{}), pendingIDs: map[UUID]uint64{},
 				hurry:     make(chan struct{}),
 				snapshots: make(chan struct{}, 1)}
 			for _, p := range opts.Projections {
@@ -1035,6 +1041,7 @@ func (s *Store) shutdown(clean bool) error {
 		}
 		break
 	}
+	close(s.stopped)
 	var err error
 	if clean && s.faulted() == nil && !s.countsOff.Load() && (s.dirty.Load() || !s.openedClean) {
 		if err = s.markClosed(); err != nil {
@@ -1086,12 +1093,15 @@ func (s *Store) Execute(ctx context.Context, cmd Command) ([]Result, error) {
 }
 
 // AppendGrouped is Append for what the body senses: when every event is
-// of a droppable class (telemetry, state), its commit may wait up to
-// Options.GroupCommit for other appends to share it, so that many
-// events cost the disk one commit; an event of any other class commits
-// at once, and with it whatever waits, and so does an append of 32
-// events or more (its caller is busy; they share a commit already).
-func (s *Store) AppendGrouped(ctx context.Context, events ...Event) ([]Result, error) {
+// of a droppable class (telemetry, state), its commit may wait for other
+// appends to share it, so that many events cost the disk one commit, but
+// no later than Options.GroupCommit after since, when the oldest of the
+// events began to wait (a sense channel's queue holds events while its
+// previous append waits: the bound is the event's, not the append's; a
+// zero since is now). An event of any other class commits at once, and
+// with it whatever waits, and so does an append of 32 events or more (its
+// caller is busy; they share a commit already).
+func (s *Store) AppendGrouped(ctx context.Context, since time.Time, events ...Event) ([]Result, error) {
 	// A caller with this many at once is busy: waiting would hold it back
 	// (the sense outlets write one append at a time), and its events
 	// already share a commit.
@@ -1099,9 +1109,20 @@ func (s *Store) AppendGrouped(ctx context.Context, events ...Event) ([]Result, e
 	for i := range events {
 		lazy = lazy && s.opts.Classes.Of(events[i].Type).Droppable
 	}
-	return s.submit(&request{ctx: ctx, cmd: appendCmd(events), lazy: lazy, done: make(chan struct{})})
+	return s.submit(&request{ctx: ctx, cmd: appendCmd(events), lazy: lazy, by: s.commitBy(since), done: make(chan struct{})})
 }
 
+// commitBy is when a lazy request whose events began to wait at since
+// must be committed.
+func (s *Store) commitBy(since time.Time) time.Time {
+	if since.IsZero() {
+		since = time.Now()
+	}
+	return since.Add(s.opts.GroupCommit)
+}
+
+// submit queues r for the commit loop and waits for its answer. A request
+// queued as the store closes is answered ErrClosed, never left waiting.
 func (s *Store) submit(r *request) ([]Result, error) {
 	ctx := r.ctx
 	s.mu.Lock()
@@ -1122,6 +1143,15 @@ func (s *Store) submit(r *request) ([]Result, error) {
 		return r.results, r.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-s.stopped:
+		// Answered before the end, or queued after the last drain and
+		// never taken.
+		select {
+		case <-r.done:
+			return r.results, r.err
+		default:
+			return nil, ErrClosed
+		}
 	}
 }
 
@@ -1201,11 +1231,18 @@ func (s *Store) Hurry() {
 	})
 }
 
-// hold keeps a batch of lazy requests up to GroupCommit for more: it
-// returns at the deadline, when the batch is full, when a request that
-// may not wait comes (with what else is queued), or when the store stops.
+// hold keeps a batch of lazy requests for more, until the earliest of
+// their deadlines (request.by): it returns then, when the batch is full,
+// when a request that may not wait comes (with what else is queued), or
+// when the store stops.
 func (s *Store) hold(batch []*request) []*request {
-	t := time.NewTimer(s.opts.GroupCommit)
+	by := batch[0].by
+	for _, r := range batch[1:] {
+		if r.by.Before(by) {
+			by = r.by
+		}
+	}
+	t := time.NewTimer(time.Until(by))
 	defer t.Stop()
 	s.held.Store(int32(len(batch)))
 	defer s.held.Store(0)
@@ -1216,6 +1253,10 @@ func (s *Store) hold(batch []*request) []*request {
 			s.held.Store(int32(len(batch)))
 			if !r.lazy {
 				return s.gather(batch, false)
+			}
+			if r.by.Before(by) {
+				by = r.by
+				t.Reset(time.Until(by))
 			}
 		case <-t.C:
 			return batch

@@ -67,7 +67,8 @@ func TestCameraChannel(t *testing.T) {
 	var got []string
 	var ref string
 	for len(o.q) > 0 {
-		ev := <-o.q
+		q := <-o.q
+		ev := q.ev
 		var p map[string]any
 		if err := ledger.UnmarshalPayload(ev.Payload, &p); err != nil {
 			t.Fatal(err)

@@ -21,7 +21,8 @@ func drain(t *testing.T, o *Outlet, base hal.Mono) []string {
 	var out []string
 	for {
 		select {
-		case ev := <-o.q:
+		case q := <-o.q:
+			ev := q.ev
 			var p map[string]any
 			if err := ledger.UnmarshalPayload(ev.Payload, &p); err != nil {
 				t.Fatal(err)

@@ -57,7 +57,8 @@ func TestHotplugReadsWhatIsPluggedAsActivity(t *testing.T) {
 		}
 		var got []string
 		for len(o.q) > 0 {
-			ev := <-o.q
+			q := <-o.q
+			ev := q.ev
 			var p map[string]any
 			if err := ledger.UnmarshalPayload(ev.Payload, &p); err != nil {
 				t.Fatal(err)

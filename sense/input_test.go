@@ -53,7 +53,8 @@ func runInput(t *testing.T, cfg InputConfig, info hal.InputInfo, script func(pus
 		}
 		runErr = <-done
 		for len(o.q) > 0 {
-			ev := <-o.q
+			q := <-o.q
+			ev := q.ev
 			ev.MonotonicNS -= int64(base) // relative, for the test
 			evs = append(evs, ev)
 		}

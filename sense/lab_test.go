@@ -67,7 +67,8 @@ func (e *events) next(d time.Duration) (recv, bool) {
 	tm := time.NewTimer(d)
 	defer tm.Stop()
 	select {
-	case ev := <-e.o.q:
+	case q := <-e.o.q:
+		ev := q.ev
 		r := recv{ev: ev, at: hal.MonoNow()}
 		e.seen = append(e.seen, r)
 		return r, true

@@ -47,7 +47,8 @@ func TestMicChannelOnTheSimMicrophone(t *testing.T) {
 		var voiceOn bool
 		var order []string
 		for len(o.q) > 0 {
-			ev := <-o.q
+			q := <-o.q
+			ev := q.ev
 			counts[ev.Type]++
 			var p map[string]any
 			if err := ledger.UnmarshalPayload(ev.Payload, &p); err != nil {

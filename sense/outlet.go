@@ -18,6 +18,16 @@ type Ledger interface {
 	Append(ctx context.Context, events ...ledger.Event) ([]ledger.Result, error)
 }
 
+// GroupedLedger is a Ledger that may hold an append for others to share
+// its commit (ledger.Store.AppendGrouped). since is when the oldest of the
+// events was handed to the outlet: the ledger bounds their wait from
+// then, so the events that queue while an append waits do not wait for
+// it and then for their own. An Outlet uses AppendGrouped when its Ledger
+// has it.
+type GroupedLedger interface {
+	AppendGrouped(ctx context.Context, since time.Time, events ...ledger.Event) ([]ledger.Result, error)
+}
+
 // Source says who a channel's events are from and how they are to be
 // treated: every event an Outlet writes carries it.
 type Source struct {
@@ -39,13 +49,19 @@ type Source struct {
 // and retries with backoff while new events queue or are shed.
 type Outlet struct {
 	src Source
-	q   chan ledger.Event
+	q   chan queued
 
 	closeOnce sync.Once
 	closed    chan struct{}
 
 	queued, shed, written, failures atomic.Uint64
 	lastErr                         atomic.Pointer[error]
+}
+
+// queued is an event in an outlet's queue, with when it came.
+type queued struct {
+	ev ledger.Event
+	at time.Time
 }
 
 // OutletStats counts what happened to a channel's events.
@@ -68,7 +84,7 @@ func NewOutlet(src Source, n int) *Outlet {
 	if n <= 0 {
 		n = DefaultQueue
 	}
-	return &Outlet{src: src, q: make(chan ledger.Event, n), closed: make(chan struct{})}
+	return &Outlet{src: src, q: make(chan queued, n), closed: make(chan struct{})}
 }
 
 // Source returns what the outlet stamps its events with.
@@ -113,7 +129,7 @@ func (o *Outlet) Put(ev ledger.Event) bool {
 	default:
 	}
 	select {
-	case o.q <- ev:
+	case o.q <- queued{ev, time.Now()}:
 		o.queued.Add(1)
 		return true
 	default:
@@ -157,14 +173,15 @@ func (o *Outlet) Run(ctx context.Context, l Ledger) error {
 	batch := make([]ledger.Event, 0, maxBatch)
 	for {
 		batch = batch[:0]
+		var since time.Time // when the batch's oldest event came
 		select {
-		case ev := <-o.q:
-			batch = append(batch, ev)
+		case q := <-o.q:
+			batch, since = append(batch, q.ev), q.at
 		case <-o.closed:
 			// Closed: take what is left, then end.
 			select {
-			case ev := <-o.q:
-				batch = append(batch, ev)
+			case q := <-o.q:
+				batch, since = append(batch, q.ev), q.at
 			default:
 				return nil
 			}
@@ -174,25 +191,32 @@ func (o *Outlet) Run(ctx context.Context, l Ledger) error {
 	fill:
 		for len(batch) < maxBatch {
 			select {
-			case ev := <-o.q:
-				batch = append(batch, ev)
+			case q := <-o.q:
+				batch = append(batch, q.ev)
 			default:
 				break fill
 			}
 		}
-		if err := o.write(ctx, l, batch); err != nil {
+		if err := o.write(ctx, l, since, batch); err != nil {
 			return err
 		}
 	}
 }
 
-// write appends batch, retrying with backoff until it is written or ctx
-// is done. Events that can never be written (invalid) are counted and
-// dropped one by one rather than blocking the queue forever.
-func (o *Outlet) write(ctx context.Context, l Ledger, batch []ledger.Event) error {
+// write appends batch, whose oldest event came at since, retrying with
+// backoff until it is written or ctx is done. Events that can never be
+// written (invalid) are counted and dropped one by one rather than
+// blocking the queue forever.
+func (o *Outlet) write(ctx context.Context, l Ledger, since time.Time, batch []ledger.Event) error {
+	appendTo := l.Append
+	if g, ok := l.(GroupedLedger); ok {
+		appendTo = func(ctx context.Context, evs ...ledger.Event) ([]ledger.Result, error) {
+			return g.AppendGrouped(ctx, since, evs...)
+		}
+	}
 	wait := retryMin
 	for {
-		_, err := l.Append(ctx, batch...)
+		_, err := appendTo(ctx, batch...)
 		if err == nil {
 			o.written.Add(uint64(len(batch)))
 			return nil
@@ -205,10 +229,10 @@ func (o *Outlet) write(ctx context.Context, l Ledger, batch []ledger.Event) erro
 			// One bad event must not hold the others back: write them
 			// one at a time and drop only what the ledger refuses.
 			for _, ev := range batch {
-				if _, err := l.Append(ctx, ev); err == nil {
+				if _, err := appendTo(ctx, ev); err == nil {
 					o.written.Add(1)
 				} else if !errors.Is(err, ledger.ErrInvalid) {
-					return o.write(ctx, l, []ledger.Event{ev})
+					return o.write(ctx, l, since, []ledger.Event{ev})
 				} else {
 					o.shed.Add(1)
 				}

@@ -151,7 +151,8 @@ func TestEmitStampsTimeAndProvenance(t *testing.T) {
 		t.Fatal("shed")
 	}
 	o.Emit("t.x", 0, 0, func() {}) // a payload CBOR cannot hold
-	ev := <-o.q
+	q := <-o.q
+	ev := q.ev
 	want := clock.Stamp(at)
 	switch {
 	case ev.OccurredAt != want.UTC.UnixNano(), ev.MonotonicNS != int64(at), ev.ClockDomain != clock.Domain():
@@ -171,4 +172,53 @@ func TestEmitStampsTimeAndProvenance(t *testing.T) {
 	if s := o.Stats(); s.Shed != 1 || s.Failures != 1 {
 		t.Errorf("a payload that cannot be encoded: %+v, want shed and a failure", s)
 	}
+}
+
+// A sensed event waits for its commit at most GroupCommit from when its
+// channel handed it over, against the real ledger: the event that comes
+// while the channel's previous append is held does not wait for that
+// append and then a whole GroupCommit of its own (20 s here, before).
+func TestGroupedEventWaitsAtMostGroupCommit(t *testing.T) {
+	const group, poll = 15 * time.Second, 100 * time.Millisecond
+	synctest.Test(t, func(t *testing.T) {
+		s, err := ledger.Open(ledger.Options{Path: t.TempDir() + "/ledger.db", AgentID: ledger.UUID{1}, BodyID: ledger.UUID{2}, GroupCommit: group})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		o := NewOutlet(Source{Channel: "camera.front"}, 0)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- o.Run(ctx, s) }()
+		// committed waits for the n-th motion event in the ledger and says
+		// how long that took from since, to the poll's period.
+		committed := func(n int, since time.Time) time.Duration {
+			for {
+				evs, err := s.Events(ledger.Filter{Types: []string{"camera.motion_started"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(evs) >= n {
+					return time.Since(since)
+				}
+				time.Sleep(poll)
+			}
+		}
+		first := time.Now()
+		o.Emit("camera.motion_started", 0, 1, nil)
+		time.Sleep(10 * time.Second) // the first is held
+		second := time.Now()
+		o.Emit("camera.motion_started", 0, 2, nil)
+		if took := committed(1, first); took > group+poll {
+			t.Errorf("the first event committed %v after it came, more than %v", took, group)
+		}
+		if took := committed(2, second); took > group+poll {
+			t.Errorf("the event that came while the first was held committed %v after it came, more than %v", took, group)
+		}
+		o.Close()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+	})
 }

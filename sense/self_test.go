@@ -48,7 +48,8 @@ func TestSelfChannelEmitsOnlyChanges(t *testing.T) {
 		c.observe(step.st)
 		var got []string
 		for len(o.q) > 0 {
-			ev := <-o.q
+			q := <-o.q
+			ev := q.ev
 			var p map[string]any
 			if err := ledger.UnmarshalPayload(ev.Payload, &p); err != nil {
 				t.Fatal(err)

@@ -198,9 +198,9 @@ func TestLabClockSteps(t *testing.T) {
 	// telemetry (which expires) among what must be kept.
 	for i, high := range []bool{false, true} { // pressed, released: each held past the debounce
 		l.pull(t, "BUTTON", high)
-		// A sensed event commits within twice ledger.telemetry_commit_ms
-		// (15 s): its channel's previous group may still be waiting.
-		waitFor(t, "the button in the ledger", 45*time.Second, func() (bool, string) {
+		// A sensed event commits within ledger.telemetry_commit_ms (15 s)
+		// of its channel handing it over.
+		waitFor(t, "the button in the ledger", 30*time.Second, func() (bool, string) {
 			return len(b.events(t, "gpio.changed")) > i, "no gpio.changed yet"
 		})
 	}

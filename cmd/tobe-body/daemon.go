@@ -365,7 +365,7 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		if st, err := store.Stats(); err == nil {
 			startSeq = st.LastSeq
 		}
-		sink = groupedSink{store} // what the body senses shares commits (ledger.telemetry_commit_ms)
+		sink = store // what the body senses shares commits (ledger.telemetry_commit_ms): sense.GroupedLedger
 		d.onStop(func() {
 			p, _ := ledger.MarshalPayload(map[string]any{"uptime_s": time.Since(started).Seconds()})
 			if _, err := store.Append(context.Background(), ledger.Event{Type: "body.stopped", Provenance: ledger.Observed, Payload: p}); err != nil {
@@ -555,11 +555,4 @@ func loop(ctx context.Context, m config.Monitor, mon *sense.Monitor, started tim
 			sdNotify("WATCHDOG=1")
 		}
 	}
-}
-
-// groupedSink appends what the sense channels emit with AppendGrouped.
-type groupedSink struct{ s *ledger.Store }
-
-func (g groupedSink) Append(ctx context.Context, events ...ledger.Event) ([]ledger.Result, error) {
-	return g.s.AppendGrouped(ctx, events...)
 }
