@@ -36,6 +36,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
@@ -145,8 +146,9 @@ type Relay struct {
 	// until then they are removing, and no session sends them again.
 	acking   []uint64        // under mu: acknowledged, for the acker to remove
 	ackWake  chan struct{}   // capacity 1: there is acking
-	ackStop  chan struct{}   // closed when Run ends: the acker removes what is left, then ends
 	removing map[uint64]bool // under mu
+
+	running atomic.Bool // a Run is under way
 }
 
 type subscription struct {
@@ -198,7 +200,7 @@ func New(out Outbox, opts Options) (*Relay, error) {
 	}
 	return &Relay{out: out, opts: opts, status: Status{Broker: opts.Broker},
 		docs: map[string][]byte{}, dirty: map[string]bool{}, notRetained: map[string]bool{}, wake: make(chan struct{}, 1),
-		ackWake: make(chan struct{}, 1), ackStop: make(chan struct{}), removing: map[uint64]bool{}}, nil
+		ackWake: make(chan struct{}, 1), removing: map[uint64]bool{}}, nil
 }
 
 // StateTopic is where a retained state document goes.
@@ -339,21 +341,31 @@ func (r *Relay) note(fn func(*Status)) {
 	r.mu.Unlock()
 }
 
+// ErrRunning is Run's answer while another Run of the relay is under
+// way: one relay is one connection.
+var ErrRunning = errors.New("uplink: the relay is running already")
+
 // Run connects, relays and reconnects until ctx ends; then it says
-// offline and disconnects. A broker that is down is not an error: the
-// outbox keeps what it holds until one answers.
-func (r *Relay) Run(ctx context.Context) {
-	acked := make(chan struct{})
-	go r.acker(acked)
+// offline, disconnects, and returns once the rows acknowledged are
+// removed. A broker that is down is not an error: the outbox keeps what
+// it holds until one answers. Run may be called again once it returned;
+// while it runs, another Run returns ErrRunning at once.
+func (r *Relay) Run(ctx context.Context) error {
+	if !r.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer r.running.Store(false)
+	acked, stop := make(chan struct{}), make(chan struct{})
+	go r.acker(stop, acked)
 	defer func() {
-		close(r.ackStop) // the acker removes what it was given, then ends
+		close(stop) // the acker removes what it was given, then ends
 		<-acked
 	}()
 	failures := 0
 	for {
 		up, err := r.session(ctx)
 		if ctx.Err() != nil {
-			return
+			return nil
 		}
 		if up {
 			failures = 0
@@ -367,21 +379,21 @@ func (r *Relay) Run(ctx context.Context) {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return
+			return nil
 		}
 	}
 }
 
 // acker removes acknowledged rows, as many at once as have come, until
-// Run ends, and then what is left. Handing it rows never blocks a
-// session: its commit may wait out the ledger's GroupCommit.
-func (r *Relay) acker(done chan<- struct{}) {
+// stop is closed (Run ends), and then what is left. Handing it rows never
+// blocks a session: its commit may wait out the ledger's GroupCommit.
+func (r *Relay) acker(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	for {
 		stopping := false
 		select {
 		case <-r.ackWake:
-		case <-r.ackStop:
+		case <-stop:
 			stopping = true
 		}
 		r.mu.Lock()

@@ -3,6 +3,7 @@ package uplink
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -149,6 +150,37 @@ func TestRelayDeliversTheOutboxAndEmptiesIt(t *testing.T) {
 	stop()
 	if v, _ := b.retained(opts.StatusTopic()); v != Offline {
 		t.Errorf("after a clean stop the status is %q, want %q", v, Offline)
+	}
+}
+
+// One relay is one connection: a Run while another runs is refused at
+// once; once a Run returned, the relay runs again and relays what came
+// meanwhile.
+func TestRunAgainAfterItReturned(t *testing.T) {
+	b := startBroker(t)
+	s := openStore(t)
+	opts := testOptions(b)
+	appendN(t, s, 0, 10, motion)
+	r, stop := run(t, s, opts)
+	eventually(t, 10*time.Second, "the outbox empties", func() bool { return outboxRows(t, s) == 0 })
+	if err := r.Run(t.Context()); !errors.Is(err, ErrRunning) {
+		t.Fatalf("a second Run while the first runs: %v, want ErrRunning", err)
+	}
+	stop()
+	appendN(t, s, 10, 10, motion)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	eventually(t, 10*time.Second, "the second Run empties the outbox", func() bool {
+		return outboxRows(t, s) == 0 && r.Status().Acked == 20
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("the second Run: %v", err)
+	}
+	checkOnce(t, b, r.opts, 20)
+	if st := r.Status(); st.Sessions != 2 {
+		t.Errorf("%d sessions, want 2", st.Sessions)
 	}
 }
 

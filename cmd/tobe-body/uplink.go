@@ -215,7 +215,11 @@ func (d *daemon) runUplink(relay *uplink.Relay, table *awareness.Table, cfg conf
 		relay.SubscribeFresh(h.Filter(), h.Handle) // a command left retained on the broker is not run at every session
 		log.Info("mqtt commands", "topics", h.Filter(), "subject", c.Subject, "trust", trust)
 	}
-	d.spawn(relay.Run)
+	d.spawn(func(ctx context.Context) {
+		if err := relay.Run(ctx); err != nil {
+			log.Error("uplink", "err", err)
+		}
+	})
 	return nil
 }
 
