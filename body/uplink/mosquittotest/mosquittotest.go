@@ -1,7 +1,8 @@
 // Package mosquittotest runs Debian's Mosquitto for tests: on a free port
-// of 127.0.0.1, with a password file, no persistence, killed and started
-// again on the same port at will, and its users changed while it runs
-// (a SIGHUP reloads the password file). Tests skip without it; .ci/run
+// of 127.0.0.1, with a password file, without persistence or with it (a
+// home server's broker), killed or stopped and started again on the same
+// port at will, and its users changed while it runs (a SIGHUP reloads
+// the password file). Tests skip without it; .ci/run
 // installs it (scripts/deps.sh).
 package mosquittotest
 
@@ -38,7 +39,16 @@ type Mosquitto struct {
 // Start starts a broker whose users are users (name → password), or
 // skips the test when Mosquitto is not installed. It is killed when the
 // test ends.
-func Start(t testing.TB, users map[string]string) *Mosquitto { return start(t, users, nil) }
+func Start(t testing.TB, users map[string]string) *Mosquitto { return start(t, users, nil, false) }
+
+// StartPersistent starts a broker like Start that keeps its state across
+// a Stop and a Restart, as a home server's does: persistence on (saved
+// when it stops), and no limit on what it queues for a client, so a
+// subscriber's persistent session (SubscribeSession) gets everything
+// published while the broker was away and it was not.
+func StartPersistent(t testing.TB, users map[string]string) *Mosquitto {
+	return start(t, users, nil, true)
+}
 
 // TLS is a listener's TLS: PEM files of the CA, the broker's certificate
 // and key; RequireCert makes the broker ask for a client certificate the
@@ -50,10 +60,10 @@ type TLS struct {
 
 // StartTLS starts a broker like Start whose listener speaks TLS.
 func StartTLS(t testing.TB, users map[string]string, tls TLS) *Mosquitto {
-	return start(t, users, &tls)
+	return start(t, users, &tls, false)
 }
 
-func start(t testing.TB, users map[string]string, tls *TLS) *Mosquitto {
+func start(t testing.TB, users map[string]string, tls *TLS, persist bool) *Mosquitto {
 	t.Helper()
 	if _, err := os.Stat(Binary); err != nil {
 		t.Skipf("no Mosquitto here (%v): scripts/deps.sh installs it", err)
@@ -72,8 +82,13 @@ func start(t testing.TB, users map[string]string, tls *TLS) *Mosquitto {
 	m.Addr = l.Addr().String()
 	l.Close()
 	_, port, _ := net.SplitHostPort(m.Addr)
-	conf := fmt.Sprintf("listener %s 127.0.0.1\nallow_anonymous false\npassword_file %s\npersistence false\nlog_dest file %s\nlog_type error\nlog_type warning\nlog_type notice\nlog_type information\n",
+	conf := fmt.Sprintf("listener %s 127.0.0.1\nallow_anonymous false\npassword_file %s\nlog_dest file %s\nlog_type error\nlog_type warning\nlog_type notice\nlog_type information\n",
 		port, filepath.Join(m.dir, "passwd"), filepath.Join(m.dir, "log"))
+	if persist {
+		conf += fmt.Sprintf("persistence true\npersistence_location %s/\nmax_queued_messages 0\n", m.dir)
+	} else {
+		conf += "persistence false\n"
+	}
 	if tls != nil {
 		m.scheme = "ssl"
 		conf += fmt.Sprintf("cafile %s\ncertfile %s\nkeyfile %s\nrequire_certificate %v\n", tls.CAFile, tls.CertFile, tls.KeyFile, tls.RequireCert)
@@ -155,6 +170,18 @@ func (m *Mosquitto) Restart() {
 	}
 }
 
+// Stop stops the broker with SIGTERM, as `systemctl restart mosquitto`
+// does (a persistent one saves its state first), and waits for it to be
+// gone.
+func (m *Mosquitto) Stop() {
+	if m.cmd == nil {
+		return
+	}
+	m.cmd.Process.Signal(syscall.SIGTERM)
+	<-m.done
+	m.cmd = nil
+}
+
 // Kill kills the broker with SIGKILL, as a crash or a pulled plug would,
 // and waits for it to be gone.
 func (m *Mosquitto) Kill() {
@@ -179,6 +206,7 @@ type Subscriber struct {
 	url        string
 	user, pass string
 	filter     string
+	session    string // the client id of a persistent session; "" for a clean one
 	mu         sync.Mutex
 	client     mqtt.Client
 	messages   []Message
@@ -200,22 +228,43 @@ func (m *Mosquitto) Subscribe(user, pass, filter string) *Subscriber {
 	return s
 }
 
+// SubscribeSession is Subscribe with a persistent session (clean session
+// off, one client id throughout): what the broker queued for it while it
+// was away comes when it connects again, as a home server's consumer
+// would have it.
+func (m *Mosquitto) SubscribeSession(user, pass, filter string) *Subscriber {
+	m.t.Helper()
+	s := &Subscriber{t: m.t, url: m.URL(), user: user, pass: pass, filter: filter, session: fmt.Sprintf("sub-%d", time.Now().UnixNano())}
+	s.Connect()
+	m.t.Cleanup(s.Close)
+	return s
+}
+
 // Connect connects (again) and subscribes; it returns once the broker
 // has granted the subscription.
 func (s *Subscriber) Connect() {
 	s.t.Helper()
 	s.Close()
-	o := mqtt.NewClientOptions().AddBroker(s.url).SetClientID(fmt.Sprintf("sub-%d", time.Now().UnixNano())).
-		SetUsername(s.user).SetPassword(s.pass).SetCleanSession(true).SetAutoReconnect(false).SetOrderMatters(true)
+	keep := func(_ mqtt.Client, msg mqtt.Message) {
+		s.mu.Lock()
+		s.messages = append(s.messages, Message{msg.Topic(), append([]byte(nil), msg.Payload()...), msg.Retained()})
+		s.mu.Unlock()
+	}
+	id := s.session
+	if id == "" {
+		id = fmt.Sprintf("sub-%d", time.Now().UnixNano())
+	}
+	// A persistent session's queued messages come right after the
+	// CONNACK, before the subscription is made again: the default
+	// handler takes them.
+	o := mqtt.NewClientOptions().AddBroker(s.url).SetClientID(id).
+		SetUsername(s.user).SetPassword(s.pass).SetCleanSession(s.session == "").SetAutoReconnect(false).SetOrderMatters(true).
+		SetDefaultPublishHandler(keep)
 	c := mqtt.NewClient(o)
 	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		s.t.Fatalf("subscriber connect: %v", tok.Error())
 	}
-	tok := c.Subscribe(s.filter, 1, func(_ mqtt.Client, msg mqtt.Message) {
-		s.mu.Lock()
-		s.messages = append(s.messages, Message{msg.Topic(), append([]byte(nil), msg.Payload()...), msg.Retained()})
-		s.mu.Unlock()
-	})
+	tok := c.Subscribe(s.filter, 1, keep)
 	if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		s.t.Fatalf("subscribe %s: %v", s.filter, tok.Error())
 	}
