@@ -345,36 +345,6 @@ func TestAppendsRacingCloseAreAnswered(t *testing.T) {
 	}
 }
 
-// The interleaving TestAppendsRacingCloseAreAnswered can only hope to
-// hit, made every time: an append that saw the store open gets to its
-// send after Close has drained the queue. Its select may then queue the
-// request rather than see the stop; nothing is left to answer it, and it
-// must still be answered.
-func TestAppendQueuedAfterTheLastDrainIsAnswered(t *testing.T) {
-	s := openTest(t, tempPath(t))
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s.mu.Lock()
-	s.closed = false // as the append saw it, just before Close
-	s.mu.Unlock()
-	for i := range 32 { // the select picks the send half of the time
-		done := make(chan error, 1)
-		go func() { _, err := s.Append(context.Background(), motion(i)); done <- err }()
-		select {
-		case err := <-done:
-			if !errors.Is(err, ErrClosed) {
-				t.Fatalf("append %d after the last drain: %v, want ErrClosed", i, err)
-			}
-		case <-time.After(time.Minute):
-			t.Fatalf("append %d after the last drain was never answered", i)
-		}
-	}
-	s.mu.Lock()
-	s.closed = true
-	s.mu.Unlock()
-}
-
 // Hurry commits what waits for company at once, and nothing waits after.
 func TestHurry(t *testing.T) {
 	s := openTest(t, tempPath(t), func(o *Options) { o.GroupCommit = time.Hour })

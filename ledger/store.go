@@ -309,11 +309,12 @@ type Store struct {
 
 	reqs chan *request
 	stop chan struct{}
-	// stopped is closed once nothing will answer a request any more: a
-	// request that got into reqs after shutdown drained it is not
-	// committed, and submit says so.
-	stopped chan struct{}
-	wg      sync.WaitGroup
+	// sendMu orders sending into reqs (read-locked from the look at
+	// closed to the send) with shutdown marking the store closed: no
+	// request gets into reqs after the last drain, so every one is
+	// answered.
+	sendMu sync.RWMutex
+	wg     sync.WaitGroup
 
 	mu      sync.Mutex
 	changed chan struct{}
@@ -393,7 +394,7 @@ func Open(opts Options) (*Store, error) {
 		db, st, err := openChecked(opts)
 		if err == nil {
 			s = &Store{db: db, opts: opts, damage: damage, projs: map[string]Projection{}, openedWhole: st.full,
-				reqs: make(chan *request, 4096), stop: make(chan struct{}), stopped: make(chan struct{}), changed: make(chan struct{}), pendingIDs: map[UUID]uint64{},
+				reqs: make(chan *request, 4096), stop: make(chan struct{}), changed: make(chan struct{}), pendingIDs: map[UUID]uint64{},
 				hurry:     make(chan struct{}),
 				snapshots: make(chan struct{}, 1)}
 			for _, p := range opts.Projections {
@@ -1022,14 +1023,17 @@ func (s *Store) Close() error { return s.shutdown(true) }
 // shutdown is Close; without clean it leaves the file as a crash after
 // the last commit would.
 func (s *Store) shutdown(clean bool) error {
+	s.sendMu.Lock() // no send is under way, and none starts after
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		s.sendMu.Unlock()
 		return nil
 	}
 	s.closed = true
 	close(s.stop)
 	s.mu.Unlock()
+	s.sendMu.Unlock()
 	s.wg.Wait()
 	for {
 		select {
@@ -1041,7 +1045,6 @@ func (s *Store) shutdown(clean bool) error {
 		}
 		break
 	}
-	close(s.stopped)
 	var err error
 	if clean && s.faulted() == nil && !s.countsOff.Load() && (s.dirty.Load() || !s.openedClean) {
 		if err = s.markClosed(); err != nil {
@@ -1096,21 +1099,52 @@ func (s *Store) Execute(ctx context.Context, cmd Command) ([]Result, error) {
 // of a droppable class (telemetry, state), its commit may wait for other
 // appends to share it, so that many events cost the disk one commit, but
 // no later than Options.GroupCommit after since, when the oldest of the
-// events began to wait (a sense channel's queue holds events while its
-// previous append waits: the bound is the event's, not the append's; a
-// zero since is now). An event of any other class commits at once, and
-// with it whatever waits, and so does an append of 32 events or more (its
-// caller is busy; they share a commit already).
+// events began to wait (a zero since is now). An event of any other
+// class commits at once, and with it whatever waits, and so does an
+// append of 32 events or more (its caller is busy; they share a commit
+// already).
 func (s *Store) AppendGrouped(ctx context.Context, since time.Time, events ...Event) ([]Result, error) {
-	// A caller with this many at once is busy: waiting would hold it back
-	// (the sense outlets write one append at a time), and its events
-	// already share a commit.
+	q, err := s.QueueGrouped(ctx, since, events...)
+	if err != nil {
+		return nil, err
+	}
+	return q.Wait()
+}
+
+// QueueGrouped is AppendGrouped that returns once the append is queued
+// for the commit loop, before it is committed: a caller may queue its
+// next events while this append waits for company, so that they share
+// its commit rather than wait for it and then for their own. Appends
+// queued by one goroutine are committed in the order queued. It fails
+// with ErrClosed or ctx's error when nothing was queued.
+func (s *Store) QueueGrouped(ctx context.Context, since time.Time, events ...Event) (*Queued, error) {
+	// A caller with this many at once is busy: waiting would hold it back,
+	// and its events already share a commit.
 	lazy := s.lazy() && len(events) < groupedBusy
 	for i := range events {
 		lazy = lazy && s.opts.Classes.Of(events[i].Type).Droppable
 	}
-	return s.submit(&request{ctx: ctx, cmd: appendCmd(events), lazy: lazy, by: s.commitBy(since), done: make(chan struct{})})
+	r := &request{ctx: ctx, cmd: appendCmd(events), lazy: lazy, by: s.commitBy(since), done: make(chan struct{})}
+	if err := s.enqueue(r); err != nil {
+		return nil, err
+	}
+	return &Queued{s: s, r: r}, nil
 }
+
+// Queued is an append handed to the commit loop (QueueGrouped).
+type Queued struct {
+	s *Store
+	r *request
+}
+
+// Done is closed once the append is answered: committed, refused, or
+// ErrClosed when the store closed first.
+func (q *Queued) Done() <-chan struct{} { return q.r.done }
+
+// Wait returns the append's results once it is committed, its refusal,
+// ErrClosed when the store closed before it was committed, or the error
+// of the context it was queued with.
+func (q *Queued) Wait() ([]Result, error) { return q.s.await(q.r) }
 
 // commitBy is when a lazy request whose events began to wait at since
 // must be committed.
@@ -1121,37 +1155,40 @@ func (s *Store) commitBy(since time.Time) time.Time {
 	return since.Add(s.opts.GroupCommit)
 }
 
-// submit queues r for the commit loop and waits for its answer. A request
-// queued as the store closes is answered ErrClosed, never left waiting.
+// submit queues r for the commit loop and waits for its answer.
 func (s *Store) submit(r *request) ([]Result, error) {
-	ctx := r.ctx
+	if err := s.enqueue(r); err != nil {
+		return nil, err
+	}
+	return s.await(r)
+}
+
+// enqueue hands r to the commit loop, which will answer it, or fails
+// with ErrClosed or r's context's error.
+func (s *Store) enqueue(r *request) error {
+	s.sendMu.RLock()
+	defer s.sendMu.RUnlock()
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
-		return nil, ErrClosed
+		return ErrClosed
 	}
 	select {
 	case s.reqs <- r:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-s.stop:
-		return nil, ErrClosed
+		return nil
+	case <-r.ctx.Done():
+		return r.ctx.Err()
 	}
+}
+
+// await waits for the answer to a queued request, or for its context.
+func (s *Store) await(r *request) ([]Result, error) {
 	select {
 	case <-r.done:
 		return r.results, r.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-s.stopped:
-		// Answered before the end, or queued after the last drain and
-		// never taken.
-		select {
-		case <-r.done:
-			return r.results, r.err
-		default:
-			return nil, ErrClosed
-		}
+	case <-r.ctx.Done():
+		return nil, r.ctx.Err()
 	}
 }
 

@@ -19,13 +19,16 @@ type Ledger interface {
 }
 
 // GroupedLedger is a Ledger that may hold an append for others to share
-// its commit (ledger.Store.AppendGrouped). since is when the oldest of the
-// events was handed to the outlet: the ledger bounds their wait from
-// then, so the events that queue while an append waits do not wait for
-// it and then for their own. An Outlet uses AppendGrouped when its Ledger
-// has it.
+// its commit (ledger.Store.QueueGrouped), and takes the next append while
+// one waits. since is when the oldest of the events was handed to the
+// outlet: the ledger bounds their wait from then. An Outlet whose Ledger
+// is one queues its events as they come, without waiting for the
+// commit of those before, so that what comes while a group waits joins
+// that group, and every event is committed within the ledger's bound of
+// its hand-over.
 type GroupedLedger interface {
-	AppendGrouped(ctx context.Context, since time.Time, events ...ledger.Event) ([]ledger.Result, error)
+	Ledger
+	QueueGrouped(ctx context.Context, since time.Time, events ...ledger.Event) (*ledger.Queued, error)
 }
 
 // Source says who a channel's events are from and how they are to be
@@ -170,53 +173,106 @@ var (
 // or ctx is done (then what is still queued is not written: a stopping
 // daemon closes outlets first and cancels ctx only to give up).
 func (o *Outlet) Run(ctx context.Context, l Ledger) error {
-	batch := make([]ledger.Event, 0, maxBatch)
+	if g, ok := l.(GroupedLedger); ok {
+		return o.runQueued(ctx, g)
+	}
 	for {
-		batch = batch[:0]
-		var since time.Time // when the batch's oldest event came
+		var first queued
 		select {
-		case q := <-o.q:
-			batch, since = append(batch, q.ev), q.at
+		case first = <-o.q:
 		case <-o.closed:
 			// Closed: take what is left, then end.
 			select {
-			case q := <-o.q:
-				batch, since = append(batch, q.ev), q.at
+			case first = <-o.q:
 			default:
 				return nil
 			}
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-	fill:
-		for len(batch) < maxBatch {
-			select {
-			case q := <-o.q:
-				batch = append(batch, q.ev)
-			default:
-				break fill
-			}
-		}
-		if err := o.write(ctx, l, since, batch); err != nil {
+		if err := o.write(ctx, l, o.fill(first)); err != nil {
 			return err
 		}
 	}
 }
 
-// write appends batch, whose oldest event came at since, retrying with
-// backoff until it is written or ctx is done. Events that can never be
-// written (invalid) are counted and dropped one by one rather than
-// blocking the queue forever.
-func (o *Outlet) write(ctx context.Context, l Ledger, since time.Time, batch []ledger.Event) error {
-	appendTo := l.Append
-	if g, ok := l.(GroupedLedger); ok {
-		appendTo = func(ctx context.Context, evs ...ledger.Event) ([]ledger.Result, error) {
-			return g.AppendGrouped(ctx, since, evs...)
+// fill makes a batch of first and what else is queued, up to maxBatch
+// events. Each batch is new: a GroupedLedger keeps it until its commit.
+func (o *Outlet) fill(first queued) []ledger.Event {
+	batch := make([]ledger.Event, 1, min(1+len(o.q), maxBatch))
+	batch[0] = first.ev
+	for len(batch) < maxBatch {
+		select {
+		case q := <-o.q:
+			batch = append(batch, q.ev)
+		default:
+			return batch
 		}
 	}
+	return batch
+}
+
+// maxQueued bounds the appends an outlet has queued in a GroupedLedger
+// and not yet seen answered.
+const maxQueued = 64
+
+// runQueued is Run for a GroupedLedger: events are queued as they come,
+// up to maxQueued appends ahead of their answers, which are read in
+// order. An append that failed, or could not be queued, is written again
+// (write) in its turn; the events queued after it may then be in the
+// ledger before it.
+func (o *Outlet) runQueued(ctx context.Context, g GroupedLedger) error {
+	type pending struct {
+		q     *ledger.Queued
+		batch []ledger.Event
+	}
+	var queue []pending
+	closed := o.closed
+	for {
+		if closed == nil && len(o.q) == 0 && len(queue) == 0 {
+			return nil
+		}
+		take := o.q
+		if len(queue) >= maxQueued {
+			take = nil // an answer first
+		}
+		var head <-chan struct{}
+		if len(queue) > 0 {
+			head = queue[0].q.Done()
+		}
+		select {
+		case first := <-take:
+			batch := o.fill(first)
+			q, err := g.QueueGrouped(ctx, first.at, batch...)
+			if err == nil {
+				queue = append(queue, pending{q, batch})
+			} else if err := o.write(ctx, g, batch); err != nil {
+				return err
+			}
+		case <-head:
+			p := queue[0]
+			queue = queue[1:]
+			if _, err := p.q.Wait(); err == nil {
+				o.written.Add(uint64(len(p.batch)))
+			} else if err := o.write(ctx, g, p.batch); err != nil {
+				return err
+			}
+		case <-closed:
+			closed = nil // what is queued is taken, then Run ends
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// write appends batch, committed at once (also for a grouped append
+// that failed), retrying with backoff until it is written or ctx is done.
+// Events that can never be written (invalid) are counted and dropped one
+// by one rather than blocking the queue forever.
+func (o *Outlet) write(ctx context.Context, l Ledger, batch []ledger.Event) error {
 	wait := retryMin
 	for {
-		_, err := appendTo(ctx, batch...)
+		_, err := l.Append(ctx, batch...)
 		if err == nil {
 			o.written.Add(uint64(len(batch)))
 			return nil
@@ -229,10 +285,10 @@ func (o *Outlet) write(ctx context.Context, l Ledger, since time.Time, batch []l
 			// One bad event must not hold the others back: write them
 			// one at a time and drop only what the ledger refuses.
 			for _, ev := range batch {
-				if _, err := appendTo(ctx, ev); err == nil {
+				if _, err := l.Append(ctx, ev); err == nil {
 					o.written.Add(1)
 				} else if !errors.Is(err, ledger.ErrInvalid) {
-					return o.write(ctx, l, since, []ledger.Event{ev})
+					return o.write(ctx, l, []ledger.Event{ev})
 				} else {
 					o.shed.Add(1)
 				}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -175,10 +176,11 @@ func TestEmitStampsTimeAndProvenance(t *testing.T) {
 }
 
 // A sensed event waits for its commit at most GroupCommit from when its
-// channel handed it over, against the real ledger: the event that comes
-// while the channel's previous append is held does not wait for that
-// append and then a whole GroupCommit of its own (20 s here, before).
-func TestGroupedEventWaitsAtMostGroupCommit(t *testing.T) {
+// channel handed it over, against the real ledger: the events that come
+// while the channel's first append is held join its commit, rather than
+// wait for it and then a whole GroupCommit of their own (20 s here,
+// before); one that comes later starts a group of its own.
+func TestGroupedEventsJoinTheHeldCommit(t *testing.T) {
 	const group, poll = 15 * time.Second, 100 * time.Millisecond
 	synctest.Test(t, func(t *testing.T) {
 		s, err := ledger.Open(ledger.Options{Path: t.TempDir() + "/ledger.db", AgentID: ledger.UUID{1}, BodyID: ledger.UUID{2}, GroupCommit: group})
@@ -188,10 +190,11 @@ func TestGroupedEventWaitsAtMostGroupCommit(t *testing.T) {
 		defer s.Close()
 		o := NewOutlet(Source{Channel: "camera.front"}, 0)
 		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
 		done := make(chan error, 1)
 		go func() { done <- o.Run(ctx, s) }()
-		// committed waits for the n-th motion event in the ledger and says
-		// how long that took from since, to the poll's period.
+		// committed waits for n motion events in the ledger and says how
+		// long that took from since, to the poll's period.
 		committed := func(n int, since time.Time) time.Duration {
 			for {
 				evs, err := s.Events(ledger.Filter{Types: []string{"camera.motion_started"}})
@@ -206,19 +209,61 @@ func TestGroupedEventWaitsAtMostGroupCommit(t *testing.T) {
 		}
 		first := time.Now()
 		o.Emit("camera.motion_started", 0, 1, nil)
-		time.Sleep(10 * time.Second) // the first is held
-		second := time.Now()
+		time.Sleep(5 * time.Second)
 		o.Emit("camera.motion_started", 0, 2, nil)
-		if took := committed(1, first); took > group+poll {
-			t.Errorf("the first event committed %v after it came, more than %v", took, group)
+		time.Sleep(5 * time.Second) // the first is held yet
+		third := time.Now()
+		o.Emit("camera.motion_started", 0, 3, nil)
+		if took := committed(3, first); took > group+poll {
+			t.Errorf("the three events committed %v after the first came, want them in the first's commit at %v", took, group)
 		}
-		if took := committed(2, second); took > group+poll {
-			t.Errorf("the event that came while the first was held committed %v after it came, more than %v", took, group)
+		if took := time.Since(third); took > group-10*time.Second+poll {
+			t.Errorf("the third event committed %v after it came: it did not join the held commit", took)
+		}
+		// One that comes after the commit starts a group of its own.
+		fourth := time.Now()
+		o.Emit("camera.motion_started", 0, 4, nil)
+		if took := committed(4, fourth); took < group-poll || took > group+poll {
+			t.Errorf("the fourth event committed %v after it came, want %v", took, group)
 		}
 		o.Close()
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		cancel()
+		if st := o.Stats(); st.Written != 4 || st.Queued != 4 {
+			t.Errorf("stats %+v, want 4 queued and written", st)
+		}
+	})
+}
+
+// A grouped append the ledger refuses is written again event by event:
+// only the invalid event is shed, and what was queued after it is
+// written too.
+func TestRefusedGroupedAppendIsWrittenAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := ledger.Open(ledger.Options{Path: t.TempDir() + "/ledger.db", AgentID: ledger.UUID{1}, BodyID: ledger.UUID{2}, GroupCommit: 15 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		o := NewOutlet(Source{Channel: "camera.front"}, 0)
+		o.Emit("camera.motion_started", 0, 1, nil)
+		o.Put(ledger.Event{Type: "camera.motion_started", ChannelID: strings.Repeat("x", 4096)}) // invalid: an id that long
+		o.Emit("camera.motion_started", 0, 2, nil)
+		done := make(chan error, 1)
+		go func() { done <- o.Run(t.Context(), s) }()
+		synctest.Wait()
+		o.Emit("camera.motion_started", 0, 3, nil) // queued behind the refused append
+		o.Close()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if st := o.Stats(); st.Written != 3 || st.Shed != 1 || st.Failures == 0 {
+			t.Errorf("stats %+v, want 3 written, 1 shed and the failure counted", st)
+		}
+		evs, err := s.Events(ledger.Filter{Types: []string{"camera.motion_started"}})
+		if err != nil || len(evs) != 3 {
+			t.Fatalf("%d motion events in the ledger (%v), want 3", len(evs), err)
+		}
 	})
 }
