@@ -48,8 +48,9 @@ type Source struct {
 // hal reader hands an event over and goes back to its device, whatever the
 // ledger is doing; when the queue is full the event is shed and counted.
 // Run writes the queue to the ledger in batches (the ledger's group commit
-// makes them durable together) and, when the ledger fails, keeps the batch
-// and retries with backoff while new events queue or are shed.
+// makes them durable together; a GroupedLedger takes them as they come,
+// ahead of their commit) and, when the ledger fails, keeps the batch and
+// retries with backoff while new events queue or are shed.
 type Outlet struct {
 	src Source
 	q   chan queued
