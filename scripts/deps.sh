@@ -92,6 +92,9 @@ command -v ssh >/dev/null 2>&1 || missing="$missing openssh-client"
 # free port), and its clients for a look at what the body publishes.
 [ -x /usr/sbin/mosquitto ] || missing="$missing mosquitto"
 command -v mosquitto_sub >/dev/null 2>&1 || missing="$missing mosquitto-clients"
+# systemd-analyze, which verifies the unit and scores its hardening in the
+# tests.
+command -v systemd-analyze >/dev/null 2>&1 || missing="$missing systemd"
 # Home Assistant's template engine, for the test of the discovery
 # templates against the state documents.
 python3 -c 'import jinja2' 2>/dev/null || missing="$missing python3-jinja2"
