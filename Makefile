@@ -7,6 +7,9 @@
 #   make cross   builds for linux/arm64, linux/arm (GOARM=7), amd64, each
 #                with the audio driver (cgo, Debian's cross compilers);
 #                tests run under qemu-user (installed by scripts/deps.sh)
+#   make dist    release tarballs for those three, with install.sh, the
+#                unit, the udev rules and the config, SBOMs and checksums
+#                (scripts/dist.sh)
 #   make lint    gofmt, go vet, staticcheck, systemd-analyze verify
 #   make docs    regenerate the README's config reference from the schema
 #   make lab     the hardware tests in a VM with real kernel drivers;
@@ -34,7 +37,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 CROSS := linux/arm64 linux/arm/7 linux/amd64
 
-.PHONY: all build run test test-adapter deps cross lint docs footprint lab lab-deps clean
+.PHONY: all build run test test-adapter deps cross dist lint docs footprint lab lab-deps clean
 
 all: build
 
@@ -62,6 +65,10 @@ test-adapter: deps build
 cross:
 	@scripts/deps.sh cross
 	@GO='$(GO)' LDFLAGS='$(BASE_LDFLAGS)' scripts/cross.sh $(CROSS)
+
+dist:
+	@scripts/deps.sh cross
+	@GO='$(GO)' VERSION='$(VERSION)' LDFLAGS='$(BASE_LDFLAGS)' scripts/dist.sh
 
 # Lint twice: pure Go, and with the build's tags and the lab's, so the
 # cgo driver and the lab tests are checked too.

@@ -10,12 +10,14 @@
 #   scripts/cross.sh linux/arm64 linux/arm/7 linux/amd64
 #
 # Environment: GO (go), LDFLAGS (the -X flags of version, commit and
-# board; buildTags is added here), OUT (dist).
+# board; buildTags is added here), OUT (dist), TESTS (yes; no builds the
+# binaries alone, as make dist does).
 set -eu
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 LDFLAGS=${LDFLAGS:-}
 OUT=${OUT:-dist}
+TESTS=${TESTS:-yes}
 mkdir -p "$OUT"
 
 # libjack, which PortAudio loads, keeps a Berkeley DB in /dev/shm/jack_db-UID.
@@ -52,6 +54,7 @@ for t in "$@"; do
 	env -u GOARM CGO_ENABLED=1 $target $cgo \
 		"$GO" build -trimpath -tags portaudio -ldflags "$LDFLAGS -X main.buildTags=portaudio" -o "$out" ./cmd/tobe-body
 	echo "  file:    $(file -b "$out")"
+	[ "$TESTS" = no ] && continue
 
 	if [ -n "$q" ]; then
 		exec_pure=$q

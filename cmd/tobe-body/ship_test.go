@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tobe-body/tobe-body/body/config"
 )
 
 // unitSettings reads a unit file's settings: key → values in order.
@@ -121,5 +123,66 @@ func TestUnitVerifiesAndScores(t *testing.T) {
 	t.Logf("systemd-analyze security: %.1f", score)
 	if score > 2.0 {
 		t.Errorf("the unit's exposure is %.1f, more than 2.0:\n%s", score, out)
+	}
+}
+
+// What a body installs (scripts/stage.sh, which install.sh, make dist
+// and the Buildroot package run): exactly these files, with these modes,
+// and the default config passes the schema.
+func TestStagedFiles(t *testing.T) {
+	if _, err := exec.LookPath("install"); err != nil {
+		t.Skip("no install(1) here")
+	}
+	dest := t.TempDir()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(filepath.Join(repoRoot, "scripts", "stage.sh"), dest, self).CombinedOutput(); err != nil {
+		t.Fatalf("stage.sh: %v\n%s", err, out)
+	}
+	want := map[string]os.FileMode{
+		"usr/bin/tobe-body":                               0o755,
+		"usr/lib/systemd/system/tobe-body.service":        0o644,
+		"usr/lib/udev/rules.d/60-tobe-body.rules":         0o644,
+		"usr/share/tobe-body/config.default.json":         0o644,
+		"usr/share/tobe-body/config.schema.json":          0o644,
+		"usr/share/tobe-body/profile.schema.json":         0o644,
+		"usr/share/doc/tobe-body/README.md":               0o644,
+		"usr/share/doc/tobe-body/authorized_keys.example": 0o644,
+	}
+	profiles, _ := filepath.Glob(filepath.Join(repoRoot, "board", "profiles", "*.json"))
+	if len(profiles) == 0 {
+		t.Fatal("no board profiles")
+	}
+	for _, p := range profiles {
+		want["usr/share/tobe-body/boards/"+filepath.Base(p)] = 0o644
+	}
+	got := map[string]os.FileMode{}
+	filepath.WalkDir(dest, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !d.IsDir() {
+			info, _ := d.Info()
+			rel, _ := filepath.Rel(dest, p)
+			got[rel] = info.Mode().Perm()
+		}
+		return nil
+	})
+	for f, mode := range want {
+		if m, ok := got[f]; !ok {
+			t.Errorf("%s is not installed", f)
+		} else if m != mode {
+			t.Errorf("%s has mode %v, want %v", f, m, mode)
+		}
+	}
+	for f := range got {
+		if _, ok := want[f]; !ok {
+			t.Errorf("%s is installed, and no one said so", f)
+		}
+	}
+	if err := config.CheckFile(filepath.Join(dest, "usr/share/tobe-body/config.default.json")); err != nil {
+		t.Errorf("the default config: %v", err)
 	}
 }
