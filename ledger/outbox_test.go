@@ -262,6 +262,7 @@ func TestGroupedWaitIsBoundedByTheEvent(t *testing.T) {
 	for s.held.Load() < 1 {
 		time.Sleep(time.Millisecond)
 	}
+	second := time.Now()
 	go func() {
 		_, err := s.AppendGrouped(context.Background(), time.Now().Add(-time.Hour+100*time.Millisecond), motion(3))
 		done <- err
@@ -275,6 +276,9 @@ func TestGroupedWaitIsBoundedByTheEvent(t *testing.T) {
 		case <-time.After(time.Minute): // the deadline is 100 ms off; the old one an hour
 			t.Fatal("the held appends waited for the first one's deadline, not the oldest event's")
 		}
+	}
+	if took := time.Since(second); took < 90*time.Millisecond {
+		t.Errorf("the held appends committed %v after the second came: not held to its deadline (100 ms)", took)
 	}
 	if n := s.commits.Load() - before; n != 1 {
 		t.Errorf("%d commits for the two held appends, want 1", n)
@@ -342,6 +346,58 @@ func TestAppendsRacingCloseAreAnswered(t *testing.T) {
 			}
 		}
 		s.Close()
+	}
+}
+
+// The interleaving TestAppendsRacingCloseAreAnswered can only hope to
+// hit, made every time: Close starts between a request's look at closed
+// and its send into the commit queue. The request is answered (committed
+// or ErrClosed), never left in the queue after the last drain; a
+// committed one is in the file. Appends, grouped appends and
+// acknowledgements alike.
+func TestCloseBetweenTheLookAndTheSend(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		call func(s *Store) error
+	}{
+		{"append", func(s *Store) error { _, err := s.Append(context.Background(), motion(1)); return err }},
+		{"grouped", func(s *Store) error {
+			_, err := s.AppendGrouped(context.Background(), time.Time{}, motion(1))
+			return err
+		}},
+		{"ack", func(s *Store) error { return s.OutboxAck(1) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := tempPath(t)
+			s := openTest(t, path, func(o *Options) { o.GroupCommit = time.Hour })
+			closed := make(chan error, 1)
+			enqueueHook = func(*Store) {
+				go func() { closed <- s.Close() }()
+				time.Sleep(50 * time.Millisecond) // time for Close to drain and finish, were it not held off
+			}
+			defer func() { enqueueHook = nil }()
+			done := make(chan error, 1)
+			go func() { done <- tc.call(s) }()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(time.Minute):
+				t.Fatal("a request sent as the store closed was never answered")
+			}
+			enqueueHook = nil
+			if err != nil && !errors.Is(err, ErrClosed) {
+				t.Fatalf("%v, want an answer or ErrClosed", err)
+			}
+			if err := <-closed; err != nil {
+				t.Fatal(err)
+			}
+			if tc.name != "ack" && err == nil {
+				s = openTest(t, path)
+				if evs, _ := s.Events(Filter{Types: []string{"camera.motion_started"}}); len(evs) != 1 {
+					t.Errorf("answered as committed, and %d events in the file", len(evs))
+				}
+			}
+		})
 	}
 }
 

@@ -1115,20 +1115,38 @@ func (s *Store) AppendGrouped(ctx context.Context, since time.Time, events ...Ev
 // for the commit loop, before it is committed: a caller may queue its
 // next events while this append waits for company, so that they share
 // its commit rather than wait for it and then for their own. Appends
-// queued by one goroutine are committed in the order queued. It fails
-// with ErrClosed or ctx's error when nothing was queued.
+// queued by one goroutine are committed in the order queued. It fails,
+// and queues nothing, with ErrInvalid for an event the commit would
+// refuse whatever the ledger holds, with ErrClosed, or with ctx's error.
 func (s *Store) QueueGrouped(ctx context.Context, since time.Time, events ...Event) (*Queued, error) {
 	// A caller with this many at once is busy: waiting would hold it back,
 	// and its events already share a commit.
 	lazy := s.lazy() && len(events) < groupedBusy
 	for i := range events {
 		lazy = lazy && s.opts.Classes.Of(events[i].Type).Droppable
+		// Refused now, not at the commit: the appends queued after this
+		// one would be committed before the caller could write it again.
+		if err := checkAlone(events[i]); err != nil {
+			return nil, fmt.Errorf("%w: event %d (%s): %v", ErrInvalid, i, events[i].Type, err)
+		}
 	}
 	r := &request{ctx: ctx, cmd: appendCmd(events), lazy: lazy, by: s.commitBy(since), done: make(chan struct{})}
 	if err := s.enqueue(r); err != nil {
 		return nil, err
 	}
 	return &Queued{s: s, r: r}, nil
+}
+
+// checkAlone is what the commit's check of an event will say of it, as far
+// as the event alone decides: with the defaults the commit fills in.
+func checkAlone(e Event) error {
+	if e.ID.IsZero() {
+		e.ID = UUID{1}
+	}
+	if e.SchemaVersion == 0 {
+		e.SchemaVersion = SchemaVersion
+	}
+	return e.check()
 }
 
 // Queued is an append handed to the commit loop (QueueGrouped).
@@ -1148,9 +1166,13 @@ func (q *Queued) Wait() ([]Result, error) { return q.s.await(q.r) }
 
 // commitBy is when a lazy request whose events began to wait at since
 // must be committed.
+// A since after now (a time without a monotonic reading, taken before
+// the wall clock stepped back) counts as now: nothing waits longer than
+// GroupCommit from its call.
 func (s *Store) commitBy(since time.Time) time.Time {
-	if since.IsZero() {
-		since = time.Now()
+	now := time.Now()
+	if since.IsZero() || since.After(now) {
+		since = now
 	}
 	return since.Add(s.opts.GroupCommit)
 }
@@ -1174,6 +1196,9 @@ func (s *Store) enqueue(r *request) error {
 	if closed {
 		return ErrClosed
 	}
+	if enqueueHook != nil {
+		enqueueHook(s)
+	}
 	select {
 	case s.reqs <- r:
 		return nil
@@ -1182,8 +1207,18 @@ func (s *Store) enqueue(r *request) error {
 	}
 }
 
-// await waits for the answer to a queued request, or for its context.
+// enqueueHook, when a test sets it, runs between enqueue's look at
+// closed and its send: where a Close must not slip in.
+var enqueueHook func(*Store)
+
+// await waits for the answer to a queued request, or for its context;
+// an answer that came first is the answer, whatever the context says.
 func (s *Store) await(r *request) ([]Result, error) {
+	select {
+	case <-r.done:
+		return r.results, r.err
+	default:
+	}
 	select {
 	case <-r.done:
 		return r.results, r.err

@@ -59,6 +59,7 @@ type Outlet struct {
 	closed    chan struct{}
 
 	queued, shed, written, failures atomic.Uint64
+	ahead                           atomic.Int64 // events handed to a GroupedLedger, not yet answered
 	lastErr                         atomic.Pointer[error]
 }
 
@@ -73,7 +74,8 @@ type OutletStats struct {
 	// Queued is how many events Emit accepted; Shed how many it dropped
 	// because the queue was full; Written how many reached the ledger.
 	Queued, Shed, Written uint64
-	// Waiting is how many are in the queue now.
+	// Waiting is how many are in the queue now, or handed to the ledger
+	// and not yet committed.
 	Waiting int
 	// Failures counts failed writes (each retried); LastError is the last.
 	Failures  uint64
@@ -149,7 +151,7 @@ func (o *Outlet) Close() { o.closeOnce.Do(func() { close(o.closed) }) }
 // Stats returns the outlet's counts.
 func (o *Outlet) Stats() OutletStats {
 	s := OutletStats{Queued: o.queued.Load(), Shed: o.shed.Load(), Written: o.written.Load(),
-		Waiting: len(o.q), Failures: o.failures.Load()}
+		Waiting: len(o.q) + int(o.ahead.Load()), Failures: o.failures.Load()}
 	if e := o.lastErr.Load(); e != nil {
 		s.LastError = (*e).Error()
 	}
@@ -191,7 +193,7 @@ func (o *Outlet) Run(ctx context.Context, l Ledger) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if err := o.write(ctx, l, o.fill(first)); err != nil {
+		if err := o.write(ctx, l, first.at, o.fill(first)); err != nil {
 			return err
 		}
 	}
@@ -219,15 +221,18 @@ const maxQueued = 64
 
 // runQueued is Run for a GroupedLedger: events are queued as they come,
 // up to maxQueued appends ahead of their answers, which are read in
-// order. An append that failed, or could not be queued, is written again
-// (write) in its turn; the events queued after it may then be in the
-// ledger before it.
+// order. A batch the ledger refuses before queueing it (an invalid
+// event) is written at once, in its turn (write). One it fails at its
+// commit (the transaction failed) is written again once its answer is
+// read: the events queued after it may then be in the ledger before it.
 func (o *Outlet) runQueued(ctx context.Context, g GroupedLedger) error {
 	type pending struct {
 		q     *ledger.Queued
 		batch []ledger.Event
+		since time.Time
 	}
 	var queue []pending
+	defer func() { o.ahead.Store(0) }()
 	closed := o.closed
 	for {
 		if closed == nil && len(o.q) == 0 && len(queue) == 0 {
@@ -246,16 +251,18 @@ func (o *Outlet) runQueued(ctx context.Context, g GroupedLedger) error {
 			batch := o.fill(first)
 			q, err := g.QueueGrouped(ctx, first.at, batch...)
 			if err == nil {
-				queue = append(queue, pending{q, batch})
-			} else if err := o.write(ctx, g, batch); err != nil {
+				queue = append(queue, pending{q, batch, first.at})
+				o.ahead.Add(int64(len(batch)))
+			} else if err := o.write(ctx, g, first.at, batch); err != nil {
 				return err
 			}
 		case <-head:
 			p := queue[0]
 			queue = queue[1:]
+			o.ahead.Add(-int64(len(p.batch)))
 			if _, err := p.q.Wait(); err == nil {
 				o.written.Add(uint64(len(p.batch)))
-			} else if err := o.write(ctx, g, p.batch); err != nil {
+			} else if err := o.write(ctx, g, p.since, p.batch); err != nil {
 				return err
 			}
 		case <-closed:
@@ -266,14 +273,26 @@ func (o *Outlet) runQueued(ctx context.Context, g GroupedLedger) error {
 	}
 }
 
-// write appends batch, committed at once (also for a grouped append
-// that failed), retrying with backoff until it is written or ctx is done.
-// Events that can never be written (invalid) are counted and dropped one
-// by one rather than blocking the queue forever.
-func (o *Outlet) write(ctx context.Context, l Ledger, batch []ledger.Event) error {
+// write appends batch, whose first event came at since, retrying with
+// backoff until it is written or ctx is done; a ledger that is closed
+// takes nothing more, so the batch is shed and Run ends with ErrClosed.
+// A GroupedLedger may hold the append for company up to its bound from
+// since. Events that can never be written (invalid) are counted and
+// dropped one by one rather than blocking the queue forever.
+func (o *Outlet) write(ctx context.Context, l Ledger, since time.Time, batch []ledger.Event) error {
+	appendTo := l.Append
+	if g, ok := l.(GroupedLedger); ok {
+		appendTo = func(ctx context.Context, evs ...ledger.Event) ([]ledger.Result, error) {
+			q, err := g.QueueGrouped(ctx, since, evs...)
+			if err != nil {
+				return nil, err
+			}
+			return q.Wait()
+		}
+	}
 	wait := retryMin
 	for {
-		_, err := l.Append(ctx, batch...)
+		_, err := appendTo(ctx, batch...)
 		if err == nil {
 			o.written.Add(uint64(len(batch)))
 			return nil
@@ -281,15 +300,20 @@ func (o *Outlet) write(ctx context.Context, l Ledger, batch []ledger.Event) erro
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if errors.Is(err, ledger.ErrClosed) {
+			o.shed.Add(uint64(len(batch)))
+			o.fail(fmt.Errorf("sense: %s: %d events not written: %w", o.src.Channel, len(batch), err))
+			return err
+		}
 		o.fail(fmt.Errorf("sense: %s: write %d events: %w", o.src.Channel, len(batch), err))
 		if errors.Is(err, ledger.ErrInvalid) {
 			// One bad event must not hold the others back: write them
 			// one at a time and drop only what the ledger refuses.
 			for _, ev := range batch {
-				if _, err := l.Append(ctx, ev); err == nil {
+				if _, err := appendTo(ctx, ev); err == nil {
 					o.written.Add(1)
 				} else if !errors.Is(err, ledger.ErrInvalid) {
-					return o.write(ctx, l, []ledger.Event{ev})
+					return o.write(ctx, l, since, []ledger.Event{ev})
 				} else {
 					o.shed.Add(1)
 				}

@@ -258,12 +258,44 @@ func TestRefusedGroupedAppendIsWrittenAgain(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		if st := o.Stats(); st.Written != 3 || st.Shed != 1 || st.Failures == 0 {
-			t.Errorf("stats %+v, want 3 written, 1 shed and the failure counted", st)
+		if st := o.Stats(); st.Written != 3 || st.Shed != 1 || st.Failures == 0 || st.Waiting != 0 {
+			t.Errorf("stats %+v, want 3 written, 1 shed, the failure counted and none waiting", st)
 		}
 		evs, err := s.Events(ledger.Filter{Types: []string{"camera.motion_started"}})
 		if err != nil || len(evs) != 3 {
 			t.Fatalf("%d motion events in the ledger (%v), want 3", len(evs), err)
+		}
+		for i, e := range evs {
+			if e.Event.SourceSequence != uint64(i+1) {
+				t.Errorf("event %d of the ledger is the outlet's %d: the channel's order is lost", i+1, e.Event.SourceSequence)
+			}
+		}
+	})
+}
+
+// A ledger that closes under a running outlet takes nothing more: the
+// outlet sheds what it holds and Run ends with ErrClosed, not retrying
+// for ever.
+func TestOutletEndsWhenTheLedgerCloses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := ledger.Open(ledger.Options{Path: t.TempDir() + "/ledger.db", AgentID: ledger.UUID{1}, BodyID: ledger.UUID{2}, GroupCommit: 15 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := NewOutlet(Source{Channel: "camera.front"}, 0)
+		done := make(chan error, 1)
+		go func() { done <- o.Run(t.Context(), s) }()
+		o.Emit("camera.motion_started", 0, 1, nil)
+		synctest.Wait()
+		if err := s.Close(); err != nil { // commits what it holds
+			t.Fatal(err)
+		}
+		o.Emit("camera.motion_started", 0, 2, nil)
+		if err := <-done; !errors.Is(err, ledger.ErrClosed) {
+			t.Fatalf("Run: %v, want ErrClosed", err)
+		}
+		if st := o.Stats(); st.Written != 1 || st.Shed != 1 {
+			t.Errorf("stats %+v, want 1 written (before the close) and 1 shed", st)
 		}
 	})
 }
