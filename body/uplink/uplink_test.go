@@ -163,8 +163,15 @@ func TestRunAgainAfterItReturned(t *testing.T) {
 	appendN(t, s, 0, 10, motion)
 	r, stop := run(t, s, opts)
 	eventually(t, 10*time.Second, "the outbox empties", func() bool { return outboxRows(t, s) == 0 })
-	if err := r.Run(t.Context()); !errors.Is(err, ErrRunning) {
-		t.Fatalf("a second Run while the first runs: %v, want ErrRunning", err)
+	second := make(chan error, 1)
+	go func() { second <- r.Run(t.Context()) }()
+	select {
+	case err := <-second:
+		if !errors.Is(err, ErrRunning) {
+			t.Fatalf("a second Run while the first runs: %v, want ErrRunning", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a second Run while the first runs did not return at once")
 	}
 	stop()
 	appendN(t, s, 10, 10, motion)
