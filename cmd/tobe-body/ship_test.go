@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -184,5 +185,188 @@ func TestStagedFiles(t *testing.T) {
 	}
 	if err := config.CheckFile(filepath.Join(dest, "usr/share/tobe-body/config.default.json")); err != nil {
 		t.Errorf("the default config: %v", err)
+	}
+}
+
+// The Buildroot external tree, checked without Buildroot: its Config.in
+// files and package .mk parse, with every symbol they use declared by
+// the tree or pinned in upstream-symbols.txt (which
+// buildroot/check-buildroot.sh holds to a Buildroot checkout); each
+// defconfig names only such symbols and the tree's files, selects the
+// package and systemd, and keeps the root read-only; the card's data
+// partition is its last.
+func TestBuildrootTree(t *testing.T) {
+	br := filepath.Join(repoRoot, "buildroot")
+	read := func(rel string) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(br, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if !regexp.MustCompile(`(?m)^name: TOBE_BODY$`).MatchString(read("external.desc")) {
+		t.Error("external.desc names no TOBE_BODY")
+	}
+	known := map[string]bool{}
+	for _, l := range strings.Split(read("upstream-symbols.txt"), "\n") {
+		if l != "" && !strings.HasPrefix(l, "#") {
+			known[l] = true
+		}
+	}
+	symbol := regexp.MustCompile(`\bBR2_[A-Za-z0-9_]+`)
+	external := regexp.MustCompile(`\$\(?BR2_EXTERNAL_TOBE_BODY_PATH\)?/([^" ]+)`)
+	// The tree's paths exist.
+	paths := func(file, text string) {
+		for _, m := range external.FindAllStringSubmatch(text, -1) {
+			if _, err := os.Stat(filepath.Join(br, m[1])); err != nil {
+				t.Errorf("%s names %s, which the tree does not have", file, m[1])
+			}
+		}
+	}
+
+	// Config.in: declared symbols first, then what they use.
+	configs := []string{"Config.in"}
+	kconfig := read("Config.in")
+	for _, m := range regexp.MustCompile(`(?m)^source "\$BR2_EXTERNAL_TOBE_BODY_PATH/([^"]+)"$`).FindAllStringSubmatch(kconfig, -1) {
+		configs = append(configs, m[1])
+	}
+	if len(configs) < 2 {
+		t.Fatal("Config.in sources no package")
+	}
+	type use struct{ file, sym string }
+	var uses []use
+	for _, f := range configs {
+		text := read(f)
+		paths(f, text)
+		depth := 0
+		inHelp := false
+		for i, l := range strings.Split(text, "\n") {
+			where := fmt.Sprintf("%s:%d", f, i+1)
+			switch {
+			case l == "":
+				continue
+			case inHelp && strings.HasPrefix(l, "\t  "):
+				if len(strings.TrimPrefix(l, "\t  ")) > 62 {
+					t.Errorf("%s: a help line of more than 62 characters", where)
+				}
+				continue
+			}
+			inHelp = false
+			fields := strings.Fields(l)
+			switch fields[0] {
+			case "config", "menuconfig":
+				known[fields[1]] = true
+			case "if":
+				depth++
+				uses = append(uses, use{where, fields[1]})
+			case "endif":
+				depth--
+			case "help":
+				inHelp = true
+			case "bool", "string", "int", "source", "comment", "menu", "endmenu":
+			case "depends", "select", "default", "imply":
+				for _, s := range symbol.FindAllString(l, -1) {
+					uses = append(uses, use{where, s})
+				}
+			default:
+				t.Errorf("%s: %q is no Kconfig this test knows", where, l)
+			}
+		}
+		if depth != 0 {
+			t.Errorf("%s: if and endif do not pair", f)
+		}
+	}
+	for _, u := range uses {
+		if !known[u.sym] {
+			t.Errorf("%s uses %s, declared neither here nor in upstream-symbols.txt", u.file, u.sym)
+		}
+	}
+
+	// The package's .mk.
+	mks, _ := filepath.Glob(filepath.Join(br, "package", "*", "*.mk"))
+	if len(mks) == 0 {
+		t.Fatal("no package .mk")
+	}
+	assign := regexp.MustCompile(`^([A-Z0-9_]+)\s*(\+=|\?=|:=|=)`)
+	for _, mk := range mks {
+		rel, _ := filepath.Rel(br, mk)
+		text := read(rel)
+		depth := 0
+		for i, l := range strings.Split(text, "\n") {
+			switch {
+			case strings.HasPrefix(l, "define "):
+				depth++
+				if !strings.HasPrefix(l, "define TOBE_BODY_") {
+					t.Errorf("%s:%d: %q is outside the package's namespace", rel, i+1, l)
+				}
+			case l == "endef":
+				depth--
+			case depth == 0 && assign.MatchString(l):
+				if name := assign.FindStringSubmatch(l)[1]; !strings.HasPrefix(name, "TOBE_BODY_") {
+					t.Errorf("%s:%d: %s is outside the package's namespace", rel, i+1, name)
+				}
+			}
+		}
+		if depth != 0 {
+			t.Errorf("%s: define and endef do not pair", rel)
+		}
+		if strings.Contains(text, "_INSTALL_BINS") {
+			t.Errorf("%s: _INSTALL_BINS is an error since Buildroot 2025.11", rel)
+		}
+		if !strings.HasSuffix(strings.TrimSpace(text), "$(eval $(golang-package))") {
+			t.Errorf("%s does not end with $(eval $(golang-package))", rel)
+		}
+		for _, s := range symbol.FindAllString(text, -1) {
+			if !known[s] && s != "BR2_EXTERNAL_TOBE_BODY_PATH" {
+				t.Errorf("%s uses %s, declared neither here nor in upstream-symbols.txt", rel, s)
+			}
+		}
+	}
+
+	// The defconfigs.
+	defconfigs, _ := filepath.Glob(filepath.Join(br, "configs", "*_defconfig"))
+	if len(defconfigs) < 2 {
+		t.Fatalf("%d defconfigs, want the Raspberry Pi 4's and 5's", len(defconfigs))
+	}
+	line := regexp.MustCompile(`^(BR2_[A-Za-z0-9_]+)=(y|"[^"]*"|[0-9]+)$|^# (BR2_[A-Za-z0-9_]+) is not set$`)
+	for _, d := range defconfigs {
+		rel, _ := filepath.Rel(br, d)
+		text := read(rel)
+		paths(rel, text)
+		set := map[string]string{}
+		for i, l := range strings.Split(text, "\n") {
+			if l == "" || strings.HasPrefix(l, "# ") && !strings.HasSuffix(l, " is not set") {
+				continue
+			}
+			m := line.FindStringSubmatch(l)
+			if m == nil {
+				t.Errorf("%s:%d: %q is no defconfig line", rel, i+1, l)
+				continue
+			}
+			sym, val := m[1], m[2]
+			if sym == "" {
+				sym, val = m[3], "n"
+			}
+			if !known[sym] {
+				t.Errorf("%s:%d: %s is declared neither by the tree nor in upstream-symbols.txt", rel, i+1, sym)
+			}
+			if _, dup := set[sym]; dup {
+				t.Errorf("%s:%d: %s twice", rel, i+1, sym)
+			}
+			set[sym] = val
+		}
+		for sym, want := range map[string]string{"BR2_PACKAGE_TOBE_BODY": "y", "BR2_INIT_SYSTEMD": "y", "BR2_TARGET_GENERIC_REMOUNT_ROOTFS_RW": "n",
+			"BR2_PACKAGE_OPENSSH": "y", "BR2_PACKAGE_SYSTEMD_TIMESYNCD": "y", "BR2_PACKAGE_MOSQUITTO_CLIENTS": "y", "BR2_PACKAGE_LIBV4L_UTILS": "y", "BR2_PACKAGE_ALSA_UTILS": "y"} {
+			if set[sym] != want {
+				t.Errorf("%s: %s is %q, want %q", rel, sym, set[sym], want)
+			}
+		}
+	}
+
+	// The card: the data partition last, so that it can grow.
+	parts := regexp.MustCompile(`(?m)^\tpartition (\w+) \{`).FindAllStringSubmatch(read("board/tobe/genimage.cfg.in"), -1)
+	if len(parts) == 0 || parts[len(parts)-1][1] != "data" {
+		t.Errorf("genimage.cfg.in's partitions %v: want data last", parts)
 	}
 }
