@@ -364,6 +364,11 @@ func TestBuildrootTree(t *testing.T) {
 		}
 	}
 
+	// The image's config passes the schema.
+	if err := config.CheckFile(filepath.Join(br, "board/tobe/rootfs-overlay/etc/tobe-body/config.json")); err != nil {
+		t.Errorf("the image's config: %v", err)
+	}
+
 	// The card: the data partition last, so that it can grow.
 	parts := regexp.MustCompile(`(?m)^\tpartition (\w+) \{`).FindAllStringSubmatch(read("board/tobe/genimage.cfg.in"), -1)
 	if len(parts) == 0 || parts[len(parts)-1][1] != "data" {
