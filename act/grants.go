@@ -609,15 +609,11 @@ func (g *Grants) Add(ctx context.Context, gr Grant, exp Expiry) (Grant, error) {
 	if !gr.Expires.IsZero() {
 		p.Expires = gr.Expires.Format(time.RFC3339Nano)
 	}
-	e, err := g.record(ctx, EventGrantAdded, gr.ID, 1, c, ledger.Told, gr.ByTrust, p)
-	if err != nil {
+	if err := g.record(ctx, EventGrantAdded, gr.ID, 1, c, ledger.Told, gr.ByTrust, p); err != nil {
 		return Grant{}, fmt.Errorf("act: grant add: %w", err)
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if err := g.apply(&e); err != nil {
-		return Grant{}, fmt.Errorf("act: grant add: %w", err)
-	}
+	g.mu.RLock()
+	defer g.mu.RUnlock()
 	return g.grants[g.byID[gr.ID]], nil
 }
 
@@ -648,15 +644,11 @@ func (g *Grants) Revoke(ctx context.Context, id, by, reason string) (Grant, erro
 	if err := checkText(reason); err != nil {
 		return Grant{}, fmt.Errorf("%w: reason: %v", ErrInvalidGrant, err)
 	}
-	e, err := g.record(ctx, EventGrantRevoked, id, gr.nextVersion(), g.Reading(), ledger.Told, 0, grantRevoked{ID: id, By: by, Reason: reason})
-	if err != nil {
+	if err := g.record(ctx, EventGrantRevoked, id, gr.nextVersion(), g.Reading(), ledger.Told, 0, grantRevoked{ID: id, By: by, Reason: reason}); err != nil {
 		return Grant{}, fmt.Errorf("act: grant revoke: %w", err)
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if err := g.apply(&e); err != nil {
-		return Grant{}, fmt.Errorf("act: grant revoke: %w", err)
-	}
+	g.mu.RLock()
+	defer g.mu.RUnlock()
 	return g.grants[i], nil
 }
 
@@ -697,18 +689,12 @@ func (g *Grants) Sweep(ctx context.Context) ([]Grant, error) {
 	g.mu.RUnlock()
 	var out []Grant
 	for _, d := range found {
-		e, err := g.record(ctx, EventGrantExpired, d.p.ID, d.version, c, ledger.Observed, ledger.High, d.p)
-		if err != nil {
+		if err := g.record(ctx, EventGrantExpired, d.p.ID, d.version, c, ledger.Observed, ledger.High, d.p); err != nil {
 			return out, fmt.Errorf("act: grant %s expired: %w", d.p.ID, err)
 		}
-		g.mu.Lock()
-		err = g.apply(&e)
-		gr := g.grants[d.i]
-		g.mu.Unlock()
-		if err != nil {
-			return out, fmt.Errorf("act: grant %s expired: %w", d.p.ID, err)
-		}
-		out = append(out, gr)
+		g.mu.RLock()
+		out = append(out, g.grants[d.i])
+		g.mu.RUnlock()
 	}
 	return out, nil
 }
@@ -735,23 +721,28 @@ func (g *Grants) Run(ctx context.Context, every time.Duration, stepped <-chan ti
 }
 
 // record appends one grant event, stamped with the clock reading c, and
-// returns it as written.
-func (g *Grants) record(ctx context.Context, typ, id string, version uint64, c Reading, prov ledger.Provenance, trust ledger.Level, payload any) (ledger.Event, error) {
+// applies it to the grants. It holds mu across both: whoever follows the
+// ledger and sees the event committed, then asks for the grants (Active),
+// waits for it to be applied rather than reading the grants from before
+// it.
+func (g *Grants) record(ctx context.Context, typ, id string, version uint64, c Reading, prov ledger.Provenance, trust ledger.Level, payload any) error {
 	p, err := ledger.MarshalPayload(payload)
 	if err != nil {
-		return ledger.Event{}, err
+		return err
 	}
 	e := ledger.Event{ID: ledger.NewID(), Type: typ, OccurredAt: c.Wall.UnixNano(), Provenance: prov, Trust: trust, Privacy: ledger.Internal,
 		AggregateID: grantAggregate(id), AggregateVersion: version, Payload: p}
 	if c.BootID != "" {
 		e.MonotonicNS, e.ClockDomain = int64(c.Mono), c.BootID
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	// Once handed over, wait for the commit: an answer that says "failed"
 	// about a grant that was written would be worse than a slow one.
 	if _, err := g.log.Append(context.WithoutCancel(ctx), e); err != nil {
-		return ledger.Event{}, err
+		return err
 	}
-	return e, nil
+	return g.apply(&e)
 }
 
 // Active returns the grants in force at c, in the order they were
