@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -125,6 +126,24 @@ func TestSSHCutStopsItsSessionsPulse(t *testing.T) {
 	cs, sshCmd := connect(t, s, nil)
 	other := startBridge(t, "--data", d.data, "--principal", "pi-high") // a second session, beside the socket
 	defer func() { other.stdin.Close(); other.cs.Close() }()
+	// The other session stays alive as a client does: a ping well within
+	// the heartbeat window (a session silent for the window is ended, and
+	// this test runs longer than one).
+	alive, stopPinging := context.WithCancel(context.Background())
+	var pinging sync.WaitGroup
+	pinging.Go(func() {
+		tick := time.NewTicker(act.DefaultHeartbeat / 4)
+		defer tick.Stop()
+		for {
+			select {
+			case <-alive.Done():
+				return
+			case <-tick.C:
+				other.cs.Ping(alive, nil)
+			}
+		}
+	})
+	defer func() { stopPinging(); pinging.Wait() }()
 	adm := &admin.Client{Path: filepath.Join(d.data, adminSocket), Timeout: 10 * time.Second}
 	if out, err := runCmd(t, "estop", "reset", "--data", d.data); err != nil {
 		t.Logf("estop reset: %v %s", err, out)
