@@ -14,6 +14,8 @@
 #   make docs    regenerate the README's config reference from the schema
 #   make lab     the hardware tests in a VM with real kernel drivers;
 #                installs what the lab needs (scripts/deps.sh lab)
+#   make lab-system  the body installed by install.sh and run by systemd
+#                on a Debian root in that VM (scripts/lab/system.sh)
 
 GO      ?= go
 # Host tools always build for this machine, whatever GOOS/GOARCH say.
@@ -37,7 +39,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 CROSS := linux/arm64 linux/arm/7 linux/amd64
 
-.PHONY: all build run test test-adapter deps cross dist lint docs footprint lab lab-deps clean
+.PHONY: all build run test test-adapter deps cross dist lint docs footprint lab lab-deps lab-system clean
 
 all: build
 
@@ -101,6 +103,11 @@ lab-deps:
 lab: lab-deps
 	@[ -n "$(strip $(LAB_PKGS))" ] || { echo "lab: no packages with lab tests (git ls-files '*lab_test.go' found none)" >&2; exit 1; }
 	scripts/lab/run.sh $(addprefix ./,$(LAB_PKGS))
+
+# The system lab: the body installed by install.sh and run by a real
+# systemd on a Debian root (mmdebstrap), in the lab's VM and kernel.
+lab-system: lab-deps
+	scripts/lab/system.sh
 
 clean:
 	rm -rf bin dist

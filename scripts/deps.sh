@@ -78,6 +78,8 @@ if [ "$what" = lab ]; then
 	command -v xz >/dev/null 2>&1 || missing="$missing xz-utils"
 	command -v depmod >/dev/null 2>&1 || [ -x /sbin/depmod ] || missing="$missing kmod"
 	installed libelf1 || missing="$missing libelf1"
+	# The system lab's Debian root (scripts/lab/system.sh).
+	command -v mmdebstrap >/dev/null 2>&1 || missing="$missing mmdebstrap"
 fi
 command -v gcc >/dev/null 2>&1 || missing="$missing gcc libc6-dev"
 command -v git >/dev/null 2>&1 || missing="$missing git"
