@@ -57,8 +57,9 @@ func (b *broker) url() string { return "tcp://" + b.addr }
 func (b *broker) start() {
 	b.t.Helper()
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.srv != nil {
+	running := b.srv != nil
+	b.mu.Unlock()
+	if running {
 		return
 	}
 	srv := mochi.New(&mochi.Options{InlineClient: true, Logger: slog.New(slog.DiscardHandler)})
@@ -72,6 +73,9 @@ func (b *broker) start() {
 	if err := srv.Serve(); err != nil {
 		b.t.Fatal(err)
 	}
+	// Not under b.mu: the subscription is handed what the relay already
+	// retained (it may connect as soon as Serve returns) within Subscribe,
+	// and the handler takes b.mu.
 	err := srv.Subscribe("#", 1, func(_ *mochi.Client, _ packets.Subscription, pk packets.Packet) {
 		b.mu.Lock()
 		b.got = append(b.got, message{pk.TopicName, append([]byte(nil), pk.Payload...), pk.FixedHeader.Retain})
@@ -80,7 +84,9 @@ func (b *broker) start() {
 	if err != nil {
 		b.t.Fatal(err)
 	}
+	b.mu.Lock()
 	b.srv = srv
+	b.mu.Unlock()
 }
 
 func (b *broker) stop() {

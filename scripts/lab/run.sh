@@ -28,6 +28,7 @@ ir="$work/initramfs"
 mkdir -p "$ir/bin" "$ir/lab" "$ir/proc" "$ir/sys" "$ir/dev" "$ir/tmp" "$ir/lib/modules/$kver"
 
 cp /bin/busybox "$ir/bin/busybox"
+install -m 0755 scripts/lab/gpio-sim.sh "$ir/bin/lab-gpio-sim"
 for a in sh mount mkdir echo cat ls modprobe poweroff sleep grep; do ln -s busybox "$ir/bin/$a"; done
 
 # The modules the lab loads, with what they depend on.
@@ -87,18 +88,7 @@ mkdir -p /dev/shm && mount -t tmpfs shm /dev/shm
 for m in configfs gpio-simlab evdev uinput vivid snd-aloop softdog virtio_pci virtio_blk crc32c_generic ext4; do modprobe $m || echo "lab: modprobe $m failed"; done
 mkdir -p /data && mount -t ext4 /dev/vda /data && export LAB_DISK=/data || echo "lab: no data disk"
 mount -t configfs none /sys/kernel/config
-# A gpio-sim chip with the lab profile's lines.
-c=/sys/kernel/config/gpio-sim/tobe-lab
-mkdir -p $c/bank0
-echo 16 > $c/bank0/num_lines
-echo tobe-lab > $c/bank0/label
-i=0
-for n in ESTOP ESTOP2 RESET BUTTON RELAY1 RELAY1_FB RELAY2 LED BUZZER; do
-	mkdir $c/bank0/line$i
-	echo $n > $c/bank0/line$i/name
-	i=$((i+1))
-done
-echo 1 > $c/live
+/bin/lab-gpio-sim || echo "lab: the gpio-sim chip could not be made"
 echo "lab: devices ready"
 for t in /lab/*.test; do
 	echo "lab: run $t"

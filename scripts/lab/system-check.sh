@@ -18,17 +18,7 @@ for m in configfs gpio-simlab evdev uinput vivid snd-aloop softdog; do
 	modprobe "$m" || bad "modprobe $m"
 done
 mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config
-c=/sys/kernel/config/gpio-sim/tobe-lab
-mkdir -p $c/bank0
-echo 16 >$c/bank0/num_lines
-echo tobe-lab >$c/bank0/label
-i=0
-for n in ESTOP ESTOP2 RESET BUTTON RELAY1 RELAY1_FB RELAY2 LED BUZZER; do
-	mkdir $c/bank0/line$i
-	echo $n >$c/bank0/line$i/name
-	i=$((i + 1))
-done
-echo 1 >$c/live
+lab-gpio-sim || bad "the gpio-sim chip"
 udevadm settle
 set -- /sys/devices/platform/gpio-sim.*/gpiochip*
 sim=$1

@@ -40,6 +40,7 @@ CGO_ENABLED=1 go build -trimpath -tags portaudio -ldflags "-X main.buildTags=por
 scripts/stage.sh "$root/opt/tobe-body" "$work/tobe-body"
 install -m 0755 scripts/install.sh "$root/opt/tobe-body/install.sh"
 install -m 0755 scripts/lab/system-check.sh "$root/usr/local/sbin/lab-system-check"
+install -m 0755 scripts/lab/gpio-sim.sh "$root/usr/local/sbin/lab-gpio-sim"
 cat >"$root/etc/systemd/system/lab-system.service" <<'UNIT'
 [Unit]
 Description=The system lab's checks
