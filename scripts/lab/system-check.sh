@@ -11,6 +11,13 @@ ok() { echo "lab-system: ok   $*"; pass=$((pass + 1)); }
 bad() { echo "lab-system: FAIL $*"; fail=$((fail + 1)); }
 ms() { echo $((($(date +%s%N) - $1) / 1000000)); }
 show() { sed 's/^/lab-system:      | /'; }
+# restarted waits until systemd runs the body again, as a process other
+# than PID $1.
+restarted() {
+	while [ "$(systemctl show -p MainPID --value tobe-body)" = "$1" ] || [ "$(systemctl is-active tobe-body)" != active ]; do
+		sleep 0.05
+	done
+}
 
 # The virtual hardware: gpio-sim with the lab profile's lines, vivid,
 # uinput, snd-aloop, softdog.
@@ -140,9 +147,7 @@ sleep 0.5
 t=$(date +%s%N)
 kill -9 "$pid"
 gone=$(date +%s%N)
-while [ "$(systemctl show -p MainPID --value tobe-body)" = "$pid" ] || [ "$(systemctl is-active tobe-body)" != active ]; do
-	sleep 0.05
-done
+restarted "$pid"
 again=$(ms "$t")
 wait $sampler
 before=$(awk -v t="$t" '$1 < t && $2 == "0010"' /tmp/samples | wc -l)
@@ -161,9 +166,7 @@ healthy
 tobe-body estop trip >/dev/null 2>&1
 tobe-body estop status | head -n 1 | show
 kill -9 "$pid"
-while [ "$(systemctl show -p MainPID --value tobe-body)" = "$pid" ] || [ "$(systemctl is-active tobe-body)" != active ]; do
-	sleep 0.05
-done
+restarted "$pid"
 if tobe-body estop status | head -n 1 | grep -q 'latched when the body stopped'; then
 	ok "the latch set before the kill is set again: $(tobe-body estop status | head -n 1 | tr -s ' ')"
 else
