@@ -73,8 +73,8 @@ dist:
 	@GO='$(GO)' VERSION='$(VERSION)' LDFLAGS='$(BASE_LDFLAGS)' scripts/dist.sh
 
 # Lint twice: pure Go, and with the build's tags and the lab's, so the
-# cgo driver and the lab tests are checked too.
-LINT_TAGS = lab$(if $(TAGS),$(comma)$(TAGS))
+# cgo driver, the lab tests and the lab's fault switch are checked too.
+LINT_TAGS = lab,labfaults$(if $(TAGS),$(comma)$(TAGS))
 lint: build
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(HOSTGO) vet ./...

@@ -417,6 +417,9 @@ func (e *EStop) trip(cause string, edge hal.Mono, rep *hal.HaltReport) Trip {
 	return t
 }
 
+// EventEStopReset is the type of the event a reset of the latch records.
+const EventEStopReset = "estop.reset"
+
 // LatchAtStart sets the latch before Run (the daemon was latched when it
 // stopped, or its ledger cannot be read): a trip with that cause, so
 // outputs are halted and read back, and it is recorded like any other.
@@ -479,7 +482,7 @@ func (e *EStop) reset(by string, press time.Duration) error {
 	if !wasLatched {
 		return nil
 	}
-	e.record(Record{Type: "estop.reset", At: e.cfg.Now(), Payload: ResetDone{By: by, PressMS: press.Milliseconds(), StopsFolded: folded}})
+	e.record(Record{Type: EventEStopReset, At: e.cfg.Now(), Payload: ResetDone{By: by, PressMS: press.Milliseconds(), StopsFolded: folded}})
 	return nil
 }
 
@@ -612,6 +615,24 @@ func (e *EStop) arm() {
 	e.tripMu.Lock()
 	e.covered, e.path = covered, path
 	e.tripMu.Unlock()
+}
+
+// Alive answers when the e-stop's locks are free: the channel returned
+// is closed once the trip path, the lines' state and the records could
+// each be taken. A trip or a watcher that holds one for ever (a
+// deadlock) leaves it open, and the daemon's watchdog stops its pings.
+// Ask again only after an answer: each question waits in a goroutine.
+func (e *EStop) Alive() <-chan struct{} {
+	c := make(chan struct{})
+	go func() {
+		for _, m := range []*sync.Mutex{&e.tripMu, &e.mu, &e.recMu} {
+			m.Lock()
+			//lint:ignore SA2001 taken only to see that it can be
+			m.Unlock()
+		}
+		close(c)
+	}()
+	return c
 }
 
 // Run watches the lines until ctx is done. Call Check first.

@@ -559,3 +559,30 @@ func TestStopsWhileLatchedAreFolded(t *testing.T) {
 		}
 	})
 }
+
+// TestEStopAlive: the e-stop answers the watchdog while its locks are
+// free, and not while one is held (a trip or a watcher that never
+// returns); the question asked then is answered when it is released.
+// (Not in a synctest bubble: a goroutine waiting for a mutex is not
+// durably blocked there.)
+func TestEStopAlive(t *testing.T) {
+	r := newRig(t, false)
+	r.run(t)
+	defer func() { r.cancel(); <-r.done }()
+	<-r.e.Alive()
+	for _, m := range []*sync.Mutex{&r.e.tripMu, &r.e.mu, &r.e.recMu} {
+		m.Lock()
+		c := r.e.Alive()
+		select {
+		case <-c:
+			t.Fatal("answered with a lock held")
+		case <-time.After(50 * time.Millisecond):
+		}
+		m.Unlock()
+		select {
+		case <-c:
+		case <-time.After(time.Minute):
+			t.Fatal("not answered a minute after the lock was free")
+		}
+	}
+}

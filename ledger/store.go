@@ -309,6 +309,8 @@ type Store struct {
 
 	reqs chan *request
 	stop chan struct{}
+	// probes are answered by the commit loop between commits (Alive).
+	probes chan chan struct{}
 	// sendMu orders sending into reqs (read-locked from the look at
 	// closed to the send) with shutdown marking the store closed: no
 	// request gets into reqs after the last drain, so every one is
@@ -394,7 +396,7 @@ func Open(opts Options) (*Store, error) {
 		db, st, err := openChecked(opts)
 		if err == nil {
 			s = &Store{db: db, opts: opts, damage: damage, projs: map[string]Projection{}, openedWhole: st.full,
-				reqs: make(chan *request, 4096), stop: make(chan struct{}), changed: make(chan struct{}), pendingIDs: map[UUID]uint64{},
+				reqs: make(chan *request, 4096), stop: make(chan struct{}), probes: make(chan chan struct{}, 8), changed: make(chan struct{}), pendingIDs: map[UUID]uint64{},
 				hurry:     make(chan struct{}),
 				snapshots: make(chan struct{}, 1)}
 			for _, p := range opts.Projections {
@@ -1177,6 +1179,27 @@ func (s *Store) commitBy(since time.Time) time.Time {
 	return since.Add(s.opts.GroupCommit)
 }
 
+// Alive asks the commit loop, the ledger's one writer, to answer between
+// its commits: the channel returned is closed when it did. A loop that
+// does not answer within seconds is stuck (a write that never returns, a
+// command that never decides), and the daemon's watchdog stops its pings
+// for it. A stopped store answers at once. When 8 questions wait already
+// the loop is not taking them: the channel returned is never closed.
+func (s *Store) Alive() <-chan struct{} {
+	p := make(chan struct{})
+	select {
+	case <-s.stop:
+		close(p)
+		return p
+	default:
+	}
+	select {
+	case s.probes <- p:
+	default:
+	}
+	return p
+}
+
 // submit queues r for the commit loop and waits for its answer.
 func (s *Store) submit(r *request) ([]Result, error) {
 	if err := s.enqueue(r); err != nil {
@@ -1238,6 +1261,9 @@ func (s *Store) commitLoop() {
 		select {
 		case r := <-s.reqs:
 			batch = append(batch, r)
+		case p := <-s.probes:
+			close(p)
+			continue
 		case <-s.stop:
 			return
 		}
@@ -1330,6 +1356,8 @@ func (s *Store) hold(batch []*request) []*request {
 				by = r.by
 				t.Reset(time.Until(by))
 			}
+		case p := <-s.probes:
+			close(p)
 		case <-t.C:
 			return batch
 		case <-s.hurry:

@@ -52,6 +52,12 @@ type daemon struct {
 	log     *slog.Logger
 	started time.Time
 	stops   []func()
+	// What the watchdog asks besides the main loop, and what trips the
+	// e-stop when it finds the body stuck (nil without an e-stop).
+	watched []*watched
+	trip    func(cause string)
+	// fault, in a build with the labfaults tag, blocks the main loop.
+	fault <-chan struct{}
 }
 
 // onStop pushes what stops a component that started.
@@ -93,7 +99,9 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	if err != nil {
 		return err
 	}
-	return loop(ctx, cfg.Monitor, mon, d.started, d.log)
+	probes := make(chan chan struct{}, 1)
+	d.startWatchdog(cfg.DataDir, probes)
+	return d.loop(ctx, cfg.Monitor, mon, probes)
 }
 
 // start brings the body up, in this order: the data directory's lock and
@@ -173,7 +181,9 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 				log.Warn("ledger close: the next start reads the whole file", "err", err)
 			}
 		})
+		d.watch("the ledger's writer", store.Alive)
 	}
+	d.fault = d.labFaults(store)
 	// Each step is also handed on to the grants, whose expiries it may
 	// have reached (a step while one waits is folded into it).
 	stepped := make(chan time.Duration, 1)
@@ -240,11 +250,14 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		// A damaged ledger was moved aside and a new one started: whether
 		// the latch was set is in the file that could not be read, so it
 		// counts as set.
+		stuck := stuckLastRun(cfg.DataDir)
 		switch latched, err := act.LatchedAtStop(store); {
 		case err != nil:
 			estop.LatchAtStart("the ledger cannot be read: " + err.Error())
 		case store.Damage() != nil:
 			estop.LatchAtStart(store.Damage().Error())
+		case stuck != "":
+			estop.LatchAtStart("the watchdog stopped the last run: " + stuck)
 		case latched:
 			estop.LatchAtStart("it was latched when the body stopped")
 		}
@@ -254,7 +267,7 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		// what the watcher did to the last.
 		var j act.Journal
 		if store != nil {
-			j = store
+			j = clearsStuckNote{Journal: store, path: filepath.Join(cfg.DataDir, stuckNote), log: log}
 		}
 		d.spawn(func(ctx context.Context) { act.RecordEStop(ctx, estop, j, clock, log) })
 		d.spawn(func(ctx context.Context) {
@@ -262,6 +275,8 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 				log.Error("e-stop watcher", "err", err)
 			}
 		})
+		d.watch("the e-stop", estop.Alive)
+		d.trip = func(cause string) { estop.TripNow(cause) }
 	} else {
 		log.Warn("this board has no e-stop line: nothing above read-only may act")
 	}
@@ -526,33 +541,31 @@ func speakerMic(ds *body.Devices, g *sense.Group) *act.Mic {
 	return nil
 }
 
-// loop is the daemon's main loop: it prints what the body sees and pings
-// the systemd watchdog while it keeps turning, until ctx ends.
-func loop(ctx context.Context, m config.Monitor, mon *sense.Monitor, started time.Time, log *slog.Logger) error {
+// loop is the daemon's main loop: it prints what the body sees, and
+// answers the watchdog's questions (probes) while it keeps turning, until
+// ctx ends.
+func (d *daemon) loop(ctx context.Context, m config.Monitor, mon *sense.Monitor, probes <-chan chan struct{}) error {
 	tick := time.NewTicker(m.Interval())
 	defer tick.Stop()
-	var watchdog <-chan time.Time
-	if usec, err := strconv.Atoi(os.Getenv("WATCHDOG_USEC")); err == nil && usec > 0 {
-		wt := time.NewTicker(time.Duration(usec) * time.Microsecond / 2)
-		defer wt.Stop()
-		watchdog = wt.C
-	}
 	last := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
-			log.Info("stopping", "uptime", time.Since(started).Round(time.Millisecond))
+			d.log.Info("stopping", "uptime", time.Since(d.started).Round(time.Millisecond))
 			sdNotify("STOPPING=1")
 			return nil
 		case now := <-tick.C:
 			if m.Quiet {
 				mon.Reset()
 			} else {
-				mon.Print(now.Sub(started), now.Sub(last))
+				mon.Print(now.Sub(d.started), now.Sub(last))
 			}
 			last = now
-		case <-watchdog:
-			sdNotify("WATCHDOG=1")
+		case p := <-probes:
+			close(p)
+		case <-d.fault:
+			d.log.Warn("lab fault: the main loop blocks for ever")
+			select {}
 		}
 	}
 }

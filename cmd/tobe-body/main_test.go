@@ -290,8 +290,14 @@ func TestVersionAndUsage(t *testing.T) {
 // itself.
 func startProcess(t *testing.T, args ...string) (cmd *exec.Cmd, stdout io.Reader, stderr *bytes.Buffer) {
 	t.Helper()
+	return startProcessEnv(t, nil, args...)
+}
+
+// startProcessEnv is startProcess with more environment variables.
+func startProcessEnv(t *testing.T, env []string, args ...string) (cmd *exec.Cmd, stdout io.Reader, stderr *bytes.Buffer) {
+	t.Helper()
 	cmd = exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "TOBE_BODY_TEST_MAIN=1")
+	cmd.Env = append(append(os.Environ(), "TOBE_BODY_TEST_MAIN=1"), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
