@@ -365,6 +365,11 @@ func (s *Store) Damage() *Damage { return s.damage }
 // Path is the file's path.
 func (s *Store) Path() string { return s.db.Path() }
 
+// ClosedCleanly tells whether Open found the file as a Close left it (and
+// so read only what it had to); false after a crash or a power cut, when
+// every page was read, or for a new file.
+func (s *Store) ClosedCleanly() bool { return s.openedClean }
+
 // Open opens or creates the ledger at opts.Path, migrating it forward. A
 // file that cannot be read as a ledger is moved aside as
 // PATH.corrupt.TIME and a fresh one is created; Damage says so. A file

@@ -172,6 +172,8 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		log.Error("ledger unavailable; starting latched safe", "err", err)
 	case store.Damage() != nil:
 		safety = "latched: " + store.Damage().Error()
+	default:
+		log.Info("ledger open", "path", lopts.Path, "closed_cleanly", store.ClosedCleanly())
 	}
 	journal := act.NoJournal
 	if store != nil {
