@@ -107,7 +107,9 @@ func (w *watchdog) Run(ctx context.Context) {
 // start registered, when systemd watches the body (WATCHDOG_USEC).
 func (d *daemon) startWatchdog(dataDir string, probes chan chan struct{}) {
 	every, stall, ok := watchdogTiming(os.Getenv("WATCHDOG_USEC"))
-	if !ok {
+	// As sd_watchdog_enabled: WATCHDOG_PID, when set, names the process
+	// meant (the variables may be inherited by another).
+	if p := os.Getenv("WATCHDOG_PID"); !ok || (p != "" && p != strconv.Itoa(os.Getpid())) {
 		return
 	}
 	main := &watched{name: "the main loop", ask: func() <-chan struct{} {

@@ -4,7 +4,7 @@
 // first characters side by side ("0010"): much finer than a shell loop,
 // which in a TCG VM takes a tenth of a second a sample.
 //
-//	sample DURATION PERIOD FILE...
+//	sample DURATION PERIOD FILE [FILE ...]
 package main
 
 import (
@@ -23,7 +23,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) < 3 {
-		return fmt.Errorf("usage: sample DURATION PERIOD FILE...")
+		return fmt.Errorf("usage: sample DURATION PERIOD FILE [FILE ...]")
 	}
 	d, err := time.ParseDuration(args[0])
 	if err != nil {
