@@ -75,7 +75,7 @@ func DefaultClasses() Classes {
 			"lease.": ClassAudit, "ledger.": ClassAudit,
 			// The agent's work items: their projection is read at every
 			// start, so their events are kept.
-			"work.": ClassAudit,
+			"work.":  ClassAudit,
 			"estop.": ClassSafety, "lease.human_": ClassSafety, "body.degradation": ClassSafety,
 			"camera.": ClassTelemetry, "audio.": ClassTelemetry, "input.": ClassTelemetry, "gpio.": ClassTelemetry,
 			"body.": ClassState, "channel.": ClassState,
