@@ -73,9 +73,10 @@ func DefaultClasses() Classes {
 		ByPrefix: map[string]Class{
 			"action.": ClassAudit, "grant.": ClassAudit, "approval.": ClassAudit,
 			"lease.": ClassAudit, "ledger.": ClassAudit,
-			// The agent's work items: their projection is read at every
-			// start, so their events are kept.
-			"work.":  ClassAudit,
+			// The agent's work items and wait conditions: their
+			// projections are read at every start, so their events
+			// are kept.
+			"work.": ClassAudit, "wait.": ClassAudit,
 			"estop.": ClassSafety, "lease.human_": ClassSafety, "body.degradation": ClassSafety,
 			"camera.": ClassTelemetry, "audio.": ClassTelemetry, "input.": ClassTelemetry, "gpio.": ClassTelemetry,
 			"body.": ClassState, "channel.": ClassState,

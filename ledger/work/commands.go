@@ -230,7 +230,7 @@ func (m *Move) Decide(v *ledger.View) ([]ledger.Event, error) {
 // current reads the item, and refuses a stale expected version with the
 // item as it is.
 func current(v *ledger.View, id string, expected uint64) (Item, error) {
-	it, ok, err := lookup(v, id)
+	it, ok, err := Lookup(v, id)
 	switch {
 	case err != nil:
 		return Item{}, err
@@ -242,8 +242,8 @@ func current(v *ledger.View, id string, expected uint64) (Item, error) {
 	return it, nil
 }
 
-// lookup reads an item as it stands in the transaction.
-func lookup(v *ledger.View, id string) (Item, bool, error) {
+// Lookup reads an item as it stands in a command's transaction.
+func Lookup(v *ledger.View, id string) (Item, bool, error) {
 	b := v.Get(Projection, []byte(id))
 	if b == nil {
 		return Item{}, false, nil
@@ -263,7 +263,7 @@ func checkRefs(v *ledger.View, it *Item) error {
 	if it.Parent != "" {
 		depth, id := 1, it.Parent
 		for id != "" {
-			p, ok, err := lookup(v, id)
+			p, ok, err := Lookup(v, id)
 			if err != nil {
 				return err
 			}
@@ -289,7 +289,7 @@ func checkRefs(v *ledger.View, it *Item) error {
 		if d, ok := memo[id]; ok {
 			return d, nil
 		}
-		d, ok, err := lookup(v, id)
+		d, ok, err := Lookup(v, id)
 		if err != nil {
 			return 0, err
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -312,7 +313,7 @@ func TestItemsAreRestoredFromTheProjection(t *testing.T) {
 	s.Close()
 	s = open(t, path)
 	got, err := List(s, nil)
-	if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("after a reopen:\n%+v\nwant\n%+v (%v)", got, want, err)
 	}
 	if ready, _ := List(s, func(it *Item) bool { return it.Status == Ready }); len(ready) != 1 || ready[0].ID != "a" || ready[0].Version != 2 {
