@@ -166,8 +166,8 @@ func DecodeFields(p []byte) Fields {
 	return m
 }
 
-// get reads a field by its dotted path.
-func (f Fields) get(path string) (any, bool) {
+// Get reads a field by its dotted path.
+func (f Fields) Get(path string) (any, bool) {
 	var v any = map[string]any(f)
 	for part := range strings.SplitSeq(path, ".") {
 		switch m := v.(type) {
@@ -220,7 +220,7 @@ func (c *Clause) Holds(f Fields) bool {
 	if c.Zone != nil {
 		return c.Zone.holds(f, c.Field)
 	}
-	v, ok := f.get(c.Field)
+	v, ok := f.Get(c.Field)
 	if !ok {
 		return false
 	}
@@ -243,14 +243,14 @@ func (z *Zone) holds(f Fields, field string) bool {
 		field = "zone"
 	}
 	if len(z.Names) > 0 {
-		if v, ok := f.get(field); ok {
+		if v, ok := f.Get(field); ok {
 			if s, ok := v.(string); ok && slices.Contains(z.Names, s) {
 				return true
 			}
 		}
 	}
 	if z.Box != nil {
-		v, ok := f.get("box")
+		v, ok := f.Get("box")
 		if !ok {
 			return false
 		}

@@ -1,0 +1,368 @@
+// Package gate decides what of what the body senses is worth the agent's
+// attention. L0 matches every event against the wait conditions through
+// an index (by event type, then channel, then the matcher over the
+// payload), never by looking at every condition; system events (the
+// e-stop, a person's takeover, the body going offline or online, a
+// channel revoked) match fixed rules that no condition is needed for.
+// What matches nothing goes to the noise pool, a small sample per
+// channel and class that expires.
+package gate
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tobe-body/tobe-body/ledger"
+	"github.com/tobe-body/tobe-body/ledger/wait"
+)
+
+// SystemTypes are the event types (or prefixes ending in a dot) that
+// always match: the fixed rules of L0.
+var SystemTypes = []string{"estop.", "lease.human_", "body.offline", "body.online", "channel.revoked", "body.degradation"}
+
+// IsSystem tells whether an event type matches a fixed rule.
+func IsSystem(typ string) bool {
+	return slices.ContainsFunc(SystemTypes, func(s string) bool {
+		if strings.HasSuffix(s, ".") || strings.HasSuffix(s, "_") {
+			return strings.HasPrefix(typ, s)
+		}
+		return typ == s
+	})
+}
+
+// Index finds the conditions an event matches. It is built from the
+// conditions that wait (Build) and changed one at a time (Put, Delete);
+// it is not safe for concurrent use: the gate owns it.
+type Index struct {
+	// slots by type selector (a type, or a prefix ending in a dot), then
+	// by channel selector ("" for any channel).
+	slots map[string]map[string]*slot
+	conds map[string]*wait.Condition
+}
+
+// slot holds the conditions of one type selector and channel selector:
+// those with a clause that names the values it wants (equals, in, zone
+// names) by that field and value, the others to be looked at each.
+type slot struct {
+	scan    []*wait.Condition
+	byValue map[string]map[any][]*wait.Condition
+	n       int
+}
+
+// keyOf is the clause of a condition the index files it under, by its
+// field and the values it wants; ok is false when it has none.
+func keyOf(c *wait.Condition) (field string, values []any, ok bool) {
+	for _, cl := range c.Match {
+		switch {
+		case cl.Equals != nil:
+			return cl.Field, []any{cl.Equals}, true
+		case cl.In != nil:
+			return cl.Field, cl.In, true
+		case cl.Zone != nil && cl.Zone.Box == nil:
+			f := cl.Field
+			if f == "" {
+				f = "zone"
+			}
+			vs := make([]any, len(cl.Zone.Names))
+			for i, n := range cl.Zone.Names {
+				vs[i] = n
+			}
+			return f, vs, true
+		}
+	}
+	return "", nil, false
+}
+
+// valueKey is a decoded payload value as the index files values: numbers
+// as float64 (as a clause holds them), strings and booleans as they are;
+// ok is false for what no clause's value can equal.
+func valueKey(v any) (any, bool) {
+	switch x := v.(type) {
+	case string, bool, float64:
+		return x, true
+	case float32:
+		return float64(x), true
+	case uint64:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	}
+	return nil, false
+}
+
+func (s *slot) add(c *wait.Condition) {
+	s.n++
+	field, values, ok := keyOf(c)
+	if !ok {
+		s.scan = append(s.scan, c)
+		return
+	}
+	if s.byValue == nil {
+		s.byValue = map[string]map[any][]*wait.Condition{}
+	}
+	byV := s.byValue[field]
+	if byV == nil {
+		byV = map[any][]*wait.Condition{}
+		s.byValue[field] = byV
+	}
+	for _, v := range values {
+		if !slices.Contains(byV[v], c) {
+			byV[v] = append(byV[v], c)
+		}
+	}
+}
+
+func (s *slot) remove(c *wait.Condition) {
+	s.n--
+	field, values, ok := keyOf(c)
+	if !ok {
+		s.scan = slices.DeleteFunc(s.scan, func(x *wait.Condition) bool { return x == c })
+		return
+	}
+	byV := s.byValue[field]
+	for _, v := range values {
+		if list := slices.DeleteFunc(byV[v], func(x *wait.Condition) bool { return x == c }); len(list) == 0 {
+			delete(byV, v)
+		} else {
+			byV[v] = list
+		}
+	}
+	if len(byV) == 0 {
+		delete(s.byValue, field)
+	}
+}
+
+// NewIndex makes an empty index.
+func NewIndex() *Index {
+	return &Index{slots: map[string]map[string]*slot{}, conds: map[string]*wait.Condition{}}
+}
+
+// Len is how many conditions the index holds.
+func (ix *Index) Len() int { return len(ix.conds) }
+
+// Get returns the condition of an id the index holds.
+func (ix *Index) Get(id string) (*wait.Condition, bool) {
+	c, ok := ix.conds[id]
+	return c, ok
+}
+
+// Put adds a condition, or replaces the one of its id; a removed
+// condition is deleted instead.
+func (ix *Index) Put(c wait.Condition) {
+	ix.Delete(c.ID)
+	if c.Removed != "" {
+		return
+	}
+	p := &c
+	ix.conds[c.ID] = p
+	chans := c.Channels
+	if len(chans) == 0 {
+		chans = []string{""}
+	}
+	for _, t := range c.Types {
+		byChan := ix.slots[t]
+		if byChan == nil {
+			byChan = map[string]*slot{}
+			ix.slots[t] = byChan
+		}
+		for _, ch := range chans {
+			sl := byChan[ch]
+			if sl == nil {
+				sl = &slot{}
+				byChan[ch] = sl
+			}
+			sl.add(p)
+		}
+	}
+}
+
+// Delete removes a condition by its id.
+func (ix *Index) Delete(id string) {
+	old, ok := ix.conds[id]
+	if !ok {
+		return
+	}
+	delete(ix.conds, id)
+	chans := old.Channels
+	if len(chans) == 0 {
+		chans = []string{""}
+	}
+	for _, t := range old.Types {
+		byChan := ix.slots[t]
+		for _, ch := range chans {
+			if sl := byChan[ch]; sl != nil {
+				if sl.remove(old); sl.n == 0 {
+					delete(byChan, ch)
+				}
+			}
+		}
+		if len(byChan) == 0 {
+			delete(ix.slots, t)
+		}
+	}
+}
+
+// Build makes the index of the conditions that wait.
+func Build(conds []wait.Condition) *Index {
+	ix := NewIndex()
+	for _, c := range conds {
+		ix.Put(c)
+	}
+	return ix
+}
+
+// selectors calls fn with s, then each prefix of s that ends in a dot,
+// longest first: the selectors that select s.
+func selectors(s string, fn func(sel string)) {
+	fn(s)
+	for i := len(s) - 1; i > 0; i-- {
+		if s[i-1] == '.' {
+			fn(s[:i])
+		}
+	}
+}
+
+// Match appends to out the conditions that the event matches at now
+// (Unix milliseconds): they want its type and channel, have not expired,
+// and every clause holds for its payload. The payload is decoded only
+// when a candidate reads it, and once; a condition filed by a value is
+// looked at only when the event's field has that value. Each condition
+// is appended once.
+func (ix *Index) Match(e *ledger.Event, now int64, out []*wait.Condition) []*wait.Condition {
+	var fields wait.Fields
+	decoded := false
+	decode := func() wait.Fields {
+		if !decoded {
+			fields, decoded = wait.DecodeFields(e.Payload), true
+		}
+		return fields
+	}
+	first := len(out)
+	try := func(list []*wait.Condition) {
+		for _, c := range list {
+			if c.ExpiresAt <= now || slices.Contains(out[first:], c) {
+				continue
+			}
+			var f wait.Fields
+			if len(c.Match) > 0 {
+				f = decode()
+			}
+			if c.Holds(f) {
+				out = append(out, c)
+			}
+		}
+	}
+	visit := func(sl *slot) {
+		if sl == nil {
+			return
+		}
+		try(sl.scan)
+		for field, byV := range sl.byValue {
+			v, ok := decode().Get(field)
+			if !ok {
+				continue
+			}
+			if k, ok := valueKey(v); ok {
+				try(byV[k])
+			}
+		}
+	}
+	selectors(e.Type, func(ts string) {
+		byChan := ix.slots[ts]
+		if byChan == nil {
+			return
+		}
+		visit(byChan[""])
+		if e.ChannelID != "" {
+			selectors(e.ChannelID, func(cs string) { visit(byChan[cs]) })
+		}
+	})
+	return out
+}
+
+// Sample is an event kept by the noise pool.
+type Sample struct {
+	Seq     uint64    `json:"seq"`
+	EventID string    `json:"event_id"`
+	Type    string    `json:"type"`
+	At      time.Time `json:"at"`
+}
+
+// Pool is the noise pool: of the events that matched nothing, it keeps
+// the last Per of each channel and class, for TTL (by the monotonic
+// clock of when they were added), and counts the rest. It is safe for
+// concurrent use.
+type Pool struct {
+	Per int
+	TTL time.Duration
+	// MaxKeys bounds the channels and classes kept (the registry bounds
+	// the channels; this is the backstop).
+	MaxKeys int
+
+	mu      sync.Mutex
+	samples map[poolKey][]Sample
+	seen    map[poolKey]uint64
+}
+
+type poolKey struct{ Channel, Class string }
+
+// Add keeps an unmatched event of a class, seen at at.
+func (p *Pool) Add(s *ledger.Stored, class string, at time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.samples == nil {
+		p.samples, p.seen = map[poolKey][]Sample{}, map[poolKey]uint64{}
+	}
+	k := poolKey{s.ChannelID, class}
+	list, ok := p.samples[k]
+	if !ok && p.MaxKeys > 0 && len(p.samples) >= p.MaxKeys {
+		return
+	}
+	p.seen[k]++
+	list = append(list, Sample{Seq: s.Seq, EventID: s.ID.String(), Type: s.Type, At: at})
+	if n := max(p.Per, 1); len(list) > n {
+		list = slices.Delete(list, 0, len(list)-n)
+	}
+	p.samples[k] = list
+}
+
+// Find returns the sample of an event id, when the pool still has it.
+func (p *Pool) Find(id string, now time.Time) (Sample, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, list := range p.samples {
+		for _, s := range list {
+			if s.EventID == id && now.Sub(s.At) < p.TTL {
+				return s, true
+			}
+		}
+	}
+	return Sample{}, false
+}
+
+// Expire drops the samples older than TTL at now.
+func (p *Pool) Expire(now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, list := range p.samples {
+		list = slices.DeleteFunc(list, func(s Sample) bool { return now.Sub(s.At) >= p.TTL })
+		if len(list) == 0 {
+			delete(p.samples, k)
+		} else {
+			p.samples[k] = list
+		}
+	}
+}
+
+// Counts returns how many unmatched events each channel and class had.
+func (p *Pool) Counts() map[string]uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]uint64, len(p.seen))
+	for k, n := range p.seen {
+		out[k.Channel+" "+k.Class] = n
+	}
+	return out
+}
