@@ -40,6 +40,8 @@ type Index struct {
 	// by channel selector ("" for any channel).
 	slots map[string]map[string]*slot
 	conds map[string]*wait.Condition
+	// fields is Match's, kept from one event to the next.
+	fields wait.Fields
 }
 
 // slot holds the conditions of one type selector and channel selector:
@@ -226,30 +228,20 @@ func selectors(s string, fn func(sel string)) {
 
 // Match appends to out the conditions that the event matches at now
 // (Unix milliseconds): they want its type and channel, have not expired,
-// and every clause holds for its payload. The payload is decoded only
-// when a candidate reads it, and once; a condition filed by a value is
-// looked at only when the event's field has that value. Each condition
-// is appended once.
+// and every clause holds for its payload, whose fields are read only as
+// the clauses ask for them; a condition filed by a value is looked at
+// only when the event's field has that value. Each condition is
+// appended once.
 func (ix *Index) Match(e *ledger.Event, now int64, out []*wait.Condition) []*wait.Condition {
-	var fields wait.Fields
-	decoded := false
-	decode := func() wait.Fields {
-		if !decoded {
-			fields, decoded = wait.DecodeFields(e.Payload), true
-		}
-		return fields
-	}
+	fields := &ix.fields
+	fields.Reset(e.Payload)
 	first := len(out)
 	try := func(list []*wait.Condition) {
 		for _, c := range list {
 			if c.ExpiresAt <= now || slices.Contains(out[first:], c) {
 				continue
 			}
-			var f wait.Fields
-			if len(c.Match) > 0 {
-				f = decode()
-			}
-			if c.Holds(f) {
+			if c.Holds(fields) {
 				out = append(out, c)
 			}
 		}
@@ -260,7 +252,7 @@ func (ix *Index) Match(e *ledger.Event, now int64, out []*wait.Condition) []*wai
 		}
 		try(sl.scan)
 		for field, byV := range sl.byValue {
-			v, ok := decode().Get(field)
+			v, ok := fields.Get(field)
 			if !ok {
 				continue
 			}

@@ -5,8 +5,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-
-	"github.com/fxamacker/cbor/v2"
 )
 
 // Clause is one test of an event's payload field; a condition's clauses
@@ -152,44 +150,6 @@ func (c *Clause) check() error {
 	return nil
 }
 
-// Fields is an event's payload, decoded once for every clause that
-// reads it.
-type Fields map[string]any
-
-// DecodeFields decodes a CBOR payload into its fields; a payload that is
-// not a map has none.
-func DecodeFields(p []byte) Fields {
-	var m map[string]any
-	if len(p) == 0 || cbor.Unmarshal(p, &m) != nil {
-		return nil
-	}
-	return m
-}
-
-// Get reads a field by its dotted path.
-func (f Fields) Get(path string) (any, bool) {
-	var v any = map[string]any(f)
-	for part := range strings.SplitSeq(path, ".") {
-		switch m := v.(type) {
-		case map[string]any:
-			x, ok := m[part]
-			if !ok {
-				return nil, false
-			}
-			v = x
-		case map[any]any:
-			x, ok := m[part]
-			if !ok {
-				return nil, false
-			}
-			v = x
-		default:
-			return nil, false
-		}
-	}
-	return v, true
-}
-
 // number reads a decoded value as a number.
 func number(v any) (float64, bool) {
 	switch x := v.(type) {
@@ -216,7 +176,7 @@ func same(v, want any) bool {
 }
 
 // Holds tells whether the clause holds for an event's fields.
-func (c *Clause) Holds(f Fields) bool {
+func (c *Clause) Holds(f *Fields) bool {
 	if c.Zone != nil {
 		return c.Zone.holds(f, c.Field)
 	}
@@ -238,7 +198,7 @@ func (c *Clause) Holds(f Fields) bool {
 	}
 }
 
-func (z *Zone) holds(f Fields, field string) bool {
+func (z *Zone) holds(f *Fields, field string) bool {
 	if field == "" {
 		field = "zone"
 	}

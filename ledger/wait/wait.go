@@ -195,7 +195,7 @@ func selects(sels []string, s string) bool {
 }
 
 // Holds tells whether every clause holds for the event's fields.
-func (c *Condition) Holds(f Fields) bool {
+func (c *Condition) Holds(f *Fields) bool {
 	for i := range c.Match {
 		if !c.Match[i].Holds(f) {
 			return false

@@ -21,7 +21,7 @@ var t0 = time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
 
 func f(v float64) *float64 { return &v }
 
-func fields(t *testing.T, v any) Fields {
+func fields(t *testing.T, v any) *Fields {
 	t.Helper()
 	p, err := ledger.MarshalPayload(v)
 	if err != nil {
