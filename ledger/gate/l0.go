@@ -49,8 +49,28 @@ type Index struct {
 // names) by that field and value, the others to be looked at each.
 type slot struct {
 	scan    []*wait.Condition
-	byValue map[string]map[any][]*wait.Condition
+	byValue []valueIndex // a slice, not a map: ranging over a map costs more than the few fields it holds
 	n       int
+}
+
+// valueIndex files the conditions of a slot by the value of one field.
+type valueIndex struct {
+	field string
+	conds map[any][]*wait.Condition
+}
+
+// values returns the slot's index of a field, made when make is true.
+func (s *slot) values(field string, make bool) *valueIndex {
+	for i := range s.byValue {
+		if s.byValue[i].field == field {
+			return &s.byValue[i]
+		}
+	}
+	if !make {
+		return nil
+	}
+	s.byValue = append(s.byValue, valueIndex{field: field, conds: map[any][]*wait.Condition{}})
+	return &s.byValue[len(s.byValue)-1]
 }
 
 // keyOf is the clause of a condition the index files it under, by its
@@ -101,14 +121,7 @@ func (s *slot) add(c *wait.Condition) {
 		s.scan = append(s.scan, c)
 		return
 	}
-	if s.byValue == nil {
-		s.byValue = map[string]map[any][]*wait.Condition{}
-	}
-	byV := s.byValue[field]
-	if byV == nil {
-		byV = map[any][]*wait.Condition{}
-		s.byValue[field] = byV
-	}
+	byV := s.values(field, true).conds
 	for _, v := range values {
 		if !slices.Contains(byV[v], c) {
 			byV[v] = append(byV[v], c)
@@ -123,7 +136,7 @@ func (s *slot) remove(c *wait.Condition) {
 		s.scan = slices.DeleteFunc(s.scan, func(x *wait.Condition) bool { return x == c })
 		return
 	}
-	byV := s.byValue[field]
+	byV := s.values(field, false).conds
 	for _, v := range values {
 		if list := slices.DeleteFunc(byV[v], func(x *wait.Condition) bool { return x == c }); len(list) == 0 {
 			delete(byV, v)
@@ -132,7 +145,7 @@ func (s *slot) remove(c *wait.Condition) {
 		}
 	}
 	if len(byV) == 0 {
-		delete(s.byValue, field)
+		s.byValue = slices.DeleteFunc(s.byValue, func(vi valueIndex) bool { return vi.field == field })
 	}
 }
 
@@ -251,13 +264,14 @@ func (ix *Index) Match(e *ledger.Event, now int64, out []*wait.Condition) []*wai
 			return
 		}
 		try(sl.scan)
-		for field, byV := range sl.byValue {
-			v, ok := fields.Get(field)
+		for i := range sl.byValue {
+			vi := &sl.byValue[i]
+			v, ok := fields.Get(vi.field)
 			if !ok {
 				continue
 			}
 			if k, ok := valueKey(v); ok {
-				try(byV[k])
+				try(vi.conds[k])
 			}
 		}
 	}

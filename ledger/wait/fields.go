@@ -25,6 +25,10 @@ type span struct {
 	k0, k1, v0, v1 int
 	chunked        bool
 	key            string
+	// The value, once decoded (a top-level field is read by many
+	// clauses of one event).
+	decoded, ok bool
+	val         any
 }
 
 func (s *span) is(b []byte, key string) bool {
@@ -63,11 +67,20 @@ func (f *Fields) Get(path string) (any, bool) {
 			break
 		}
 	}
-	for _, s := range f.fields {
-		if s.is(f.raw, key) {
-			v0, v1, found = s.v0, s.v1, true
-			break
+	for i := range f.fields {
+		s := &f.fields[i]
+		if !s.is(f.raw, key) {
+			continue
 		}
+		if rest == "" {
+			if !s.decoded {
+				s.val, s.ok = value(f.raw[s.v0:s.v1])
+				s.decoded = true
+			}
+			return s.val, s.ok
+		}
+		v0, v1, found = s.v0, s.v1, true
+		break
 	}
 	for found && rest != "" {
 		key, rest = rest, ""
