@@ -247,32 +247,39 @@ func BenchmarkL0(b *testing.B) {
 	for _, n := range []int{10, 1000, 10000} {
 		b.Run(fmt.Sprintf("conditions=%d", n), func(b *testing.B) {
 			r := rand.New(rand.NewPCG(3, 4))
-			w := newWorld(r, 10, 8, 4)
-			conds := w.conds
-			other := newWorld(r, n-10, 8, max(4, n/8))
-			elsewhere := newWorld(r, n-10, max(8, n/50), 4)
-			for i := range n - 10 {
-				var c wait.Condition
-				if i%2 == 0 {
-					c = other.conds[i]
-					for j := range c.Match { // other zones than the events'
-						renameZones(&c.Match[j])
-					}
-					if len(c.Match) == 0 {
-						c.Types = []string{"otherkind.none"}
-					}
-				} else {
-					c = elsewhere.conds[i]
-					for j := range c.Types {
-						c.Types[j] = "other" + c.Types[j]
-					}
-				}
-				c.ID = fmt.Sprintf("x%d", i)
-				conds = append(conds, c)
-			}
+			w, conds := benchWorld(r, n)
 			benchMatch(b, Build(conds), w, r)
 		})
 	}
+}
+
+// benchWorld is BenchmarkL0's: the events' world with its 10
+// conditions, and n-10 conditions that want none of its events.
+func benchWorld(r *rand.Rand, n int) (*world, []wait.Condition) {
+	w := newWorld(r, 10, 8, 4)
+	conds := w.conds
+	other := newWorld(r, n-10, 8, max(4, n/8))
+	elsewhere := newWorld(r, n-10, max(8, n/50), 4)
+	for i := range n - 10 {
+		var c wait.Condition
+		if i%2 == 0 {
+			c = other.conds[i]
+			for j := range c.Match { // other zones than the events'
+				renameZones(&c.Match[j])
+			}
+			if len(c.Match) == 0 {
+				c.Types = []string{"otherkind.none"}
+			}
+		} else {
+			c = elsewhere.conds[i]
+			for j := range c.Types {
+				c.Types[j] = "other" + c.Types[j]
+			}
+		}
+		c.ID = fmt.Sprintf("x%d", i)
+		conds = append(conds, c)
+	}
+	return w, conds
 }
 
 // renameZones makes a clause want zones the events never have.

@@ -1,0 +1,317 @@
+package gate
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/tobe-body/tobe-body/ledger"
+	"github.com/tobe-body/tobe-body/ledger/wait"
+	"github.com/tobe-body/tobe-body/ledger/work"
+)
+
+// Outcome is what L1 decides for an event.
+type Outcome string
+
+// The outcomes.
+const (
+	Ignore Outcome = "ignore" // nothing wanted it: the noise pool
+	Record Outcome = "record" // wanted, but not worth an interruption now: recorded with the reason
+	Wake   Outcome = "wake"   // pushed to the agent at an attention level
+	Ask    Outcome = "ask"    // a person is asked (the work item waits for one)
+)
+
+// Band is the cost of waiting: a band from rules, not a number.
+type Band string
+
+// The bands, cheapest first.
+const (
+	BandLow      Band = "low"
+	BandMedium   Band = "medium"
+	BandHigh     Band = "high"
+	BandCritical Band = "critical"
+)
+
+var bandRank = map[Band]int{BandLow: 0, BandMedium: 1, BandHigh: 2, BandCritical: 3}
+
+// attentionOf is the attention a wake of a band asks for.
+var attentionOf = map[Band]string{BandLow: "low", BandMedium: "medium", BandHigh: "high", BandCritical: "max"}
+
+// bandOf is the band a condition's priority hint gives.
+var bandOf = map[wait.Priority]Band{wait.Low: BandLow, wait.Medium: BandMedium, wait.High: BandHigh, wait.Max: BandCritical}
+
+// Step is one rule L1 applied, and what it said.
+type Step struct {
+	Rule string `cbor:"1,keyasint" json:"rule"`
+	Said string `cbor:"2,keyasint" json:"said"`
+}
+
+// Decision is L1's decision on one event, with the path that led to it:
+// every decision not to wake says why (Reason).
+type Decision struct {
+	Event     string  `cbor:"1,keyasint" json:"event_id"`
+	Seq       uint64  `cbor:"2,keyasint" json:"seq"`
+	Type      string  `cbor:"3,keyasint" json:"event_type"`
+	Outcome   Outcome `cbor:"4,keyasint" json:"outcome"`
+	Attention string  `cbor:"5,keyasint,omitempty" json:"attention,omitempty"`
+	Band      Band    `cbor:"6,keyasint,omitempty" json:"band,omitempty"`
+	Condition string  `cbor:"7,keyasint,omitempty" json:"condition,omitempty"`
+	WorkItem  string  `cbor:"8,keyasint,omitempty" json:"work_item,omitempty"`
+	Reason    string  `cbor:"9,keyasint,omitempty" json:"reason,omitempty"`
+	Path      []Step  `cbor:"10,keyasint" json:"path"`
+}
+
+// HardTypes are the event types (or prefixes) that always wake, whatever
+// any other rule says: the e-stop, safety (a person's takeover, the body
+// degraded) and permissions (grants, approvals).
+var HardTypes = []struct {
+	Prefix    string
+	Attention string
+	What      string
+}{
+	{"estop.", "max", "e-stop"},
+	{"lease.human_", "high", "safety: a person's takeover"},
+	{"body.degradation", "high", "safety: the body's degradation"},
+	{"grant.", "high", "permission"},
+	{"approval.", "high", "permission"},
+}
+
+// Rules are L1's settings.
+type Rules struct {
+	// Bands give the cost of waiting by event type (a type, or a prefix
+	// ending in a dot), above a condition's priority hint: the higher of
+	// the two counts.
+	Bands map[string]Band
+	// NoveltyHalfLife: repeats of one source (channel and type) decay
+	// with it; a source repeated Repeats times within about a half-life
+	// is not novel, and its matches are recorded, not woken (critical
+	// ones excepted). Zero: novelty is not weighed.
+	NoveltyHalfLife time.Duration
+	Repeats         float64
+	// MinTrust: a matched event below this trust is recorded, not woken
+	// (its source is not trusted enough to interrupt for).
+	MinTrust ledger.Level
+}
+
+// DefaultRules are the rules a body starts with.
+func DefaultRules() Rules {
+	return Rules{
+		Bands:           map[string]Band{"body.hot": BandMedium, "body.throttled": BandMedium, "body.disk_low": BandHigh},
+		NoveltyHalfLife: 10 * time.Minute,
+		Repeats:         5,
+		MinTrust:        ledger.Low,
+	}
+}
+
+// Salience is L1: the rules and what they remember of recent events
+// (the novelty of each source). It is not safe for concurrent use: the
+// gate owns it. What it remembers is lost at a restart: the sources
+// then seem novel, which can only wake, never silence.
+type Salience struct {
+	Rules Rules
+	// novelty: per source, a count of its events decayed by the half-life.
+	novelty map[source]*decayed
+}
+
+// source is where events come from: a channel and an event type.
+type source struct{ channel, typ string }
+
+func (s source) String() string { return s.channel + " " + s.typ }
+
+type decayed struct {
+	n  float64
+	at time.Time
+}
+
+// NewSalience makes L1 with rules.
+func NewSalience(r Rules) *Salience { return &Salience{Rules: r, novelty: map[source]*decayed{}} }
+
+// reasonNoCondition is the reason of an event nothing wanted.
+const reasonNoCondition = "no wait condition wants it: kept in the noise pool's sample"
+
+// Items finds a work item as it stands.
+type Items func(id string) (work.Item, bool)
+
+// Decide decides on one event that L0 saw: matches are the conditions it
+// matched, at now (the wall clock, for cooldowns measured against the
+// conditions' last matches; the monotonic reading, for novelty). Every
+// outcome but Wake carries its Reason; Path lists every rule applied.
+func (s *Salience) Decide(e *ledger.Stored, matches []*wait.Condition, items Items, now time.Time) Decision {
+	d := Decision{Event: e.ID.String(), Seq: e.Seq, Type: e.Type}
+	step := func(rule, format string, a ...any) { d.Path = append(d.Path, Step{rule, fmt.Sprintf(format, a...)}) }
+	settle := func(o Outcome, reason string) Decision {
+		d.Outcome = o
+		if o != Wake {
+			d.Reason = reason
+		}
+		step("decision", "%s: %s", o, reason)
+		return d
+	}
+
+	// The hard rules first: nothing below can silence them.
+	for _, h := range HardTypes {
+		if strings.HasPrefix(e.Type, h.Prefix) {
+			d.Attention, d.Band = h.Attention, BandCritical
+			step("hard rule", "%s always wakes (%s), whatever else applies", h.What, h.Attention)
+			return settle(Wake, "hard rule: "+h.What)
+		}
+	}
+	novel := s.noteNovelty(e, now)
+	if len(matches) == 0 {
+		if IsSystem(e.Type) {
+			d.Attention, d.Band = "high", BandHigh
+			step("system rule", "%s matches a fixed rule", e.Type)
+			return settle(Wake, "system event")
+		}
+		// The most common decision by far: no formatting.
+		d.Outcome, d.Reason = Ignore, reasonNoCondition
+		d.Path = []Step{{"L0", "no wait condition wants its type and channel, or its payload"}, {"decision", "ignore: " + reasonNoCondition}}
+		return d
+	}
+
+	// The candidates, the weightiest first; the first that wakes decides,
+	// and if none does, the first one's reason is the event's.
+	var first *Decision
+	for _, c := range byWeight(matches, s.Rules.Bands, e.Type) {
+		cd := s.decideOne(e, c, items, now, novel)
+		d.Path = append(d.Path, cd.Path...)
+		if cd.Outcome == Wake || cd.Outcome == Ask {
+			d.Outcome, d.Attention, d.Band, d.Condition, d.WorkItem = cd.Outcome, cd.Attention, cd.Band, cd.Condition, cd.WorkItem
+			return settle(cd.Outcome, cd.Reason)
+		}
+		if first == nil {
+			first = &cd
+		}
+	}
+	d.Band, d.Condition, d.WorkItem = first.Band, first.Condition, first.WorkItem
+	return settle(Record, first.Reason)
+}
+
+// decideOne weighs one matched condition.
+func (s *Salience) decideOne(e *ledger.Stored, c *wait.Condition, items Items, now time.Time, novel noveltyNote) Decision {
+	d := Decision{Condition: c.ID, WorkItem: c.Owner}
+	step := func(rule, format string, a ...any) { d.Path = append(d.Path, Step{rule, fmt.Sprintf(format, a...)}) }
+	out := func(o Outcome, reason string) Decision {
+		d.Outcome, d.Reason = o, reason
+		return d
+	}
+	d.Band = bandFor(c, s.Rules.Bands, e.Type)
+	step("relevance", "condition %s of work item %s (priority %s) matched; band %s", c.ID, c.Owner, c.Priority, d.Band)
+
+	it, ok := items(c.Owner)
+	switch {
+	case !ok:
+		step("relevance", "work item %s is not there", c.Owner)
+		return out(Record, fmt.Sprintf("work item %s is not there", c.Owner))
+	case it.Status.Final():
+		step("relevance", "work item %s is %s", c.Owner, it.Status)
+		return out(Record, fmt.Sprintf("work item %s is %s", c.Owner, it.Status))
+	}
+	if c.CooldownMS > 0 && c.LastMatchedAt > 0 {
+		since := now.UnixMilli() - c.LastMatchedAt
+		if since >= 0 && since < c.CooldownMS {
+			step("cooldown", "matched %s %v ago; cooldown %v", c.LastEvent, time.Duration(since)*time.Millisecond, time.Duration(c.CooldownMS)*time.Millisecond)
+			return out(Record, fmt.Sprintf("cooldown: condition %s matched %v ago (event %s), within its %v", c.ID,
+				time.Duration(since)*time.Millisecond, c.LastEvent, time.Duration(c.CooldownMS)*time.Millisecond))
+		}
+		step("cooldown", "last match %v ago, past the cooldown", time.Duration(since)*time.Millisecond)
+	}
+	if e.Trust < s.Rules.MinTrust && d.Band != BandCritical {
+		step("confidence", "trust %s, below %s", e.Trust, s.Rules.MinTrust)
+		return out(Record, fmt.Sprintf("low confidence: the event's trust %s is below %s", e.Trust, s.Rules.MinTrust))
+	}
+	step("confidence", "trust %s, provenance %s", e.Trust, e.Provenance)
+	if novel.repeats >= s.Rules.Repeats && s.Rules.Repeats > 0 && d.Band != BandCritical {
+		step("novelty", "%s repeated %.1f times within a half-life of %v", novel.source, novel.repeats, s.Rules.NoveltyHalfLife)
+		return out(Record, fmt.Sprintf("not novel: %s repeated %.1f times within a half-life (%v), at band %s", novel.source,
+			novel.repeats, s.Rules.NoveltyHalfLife, d.Band))
+	}
+	step("novelty", "%s: %.1f recent repeats", novel.source, novel.repeats)
+	d.Attention = attentionOf[d.Band]
+	if it.Status == work.AwaitingUser {
+		step("who", "work item %s awaits a person", c.Owner)
+		return out(Ask, fmt.Sprintf("work item %s awaits a person", c.Owner))
+	}
+	step("who", "the agent, at attention %s", d.Attention)
+	return out(Wake, "")
+}
+
+// noveltyNote is what the novelty of an event's source was before it.
+type noveltyNote struct {
+	source  source
+	repeats float64
+}
+
+// noteNovelty counts the event against its source and returns how many
+// recent repeats came before it (decayed by the half-life).
+func (s *Salience) noteNovelty(e *ledger.Stored, now time.Time) noveltyNote {
+	src := source{e.ChannelID, e.Type}
+	hl := s.Rules.NoveltyHalfLife
+	if hl <= 0 {
+		return noveltyNote{source: src}
+	}
+	st := s.novelty[src]
+	if st == nil {
+		if len(s.novelty) >= maxSources {
+			s.forgetOld(now)
+		}
+		st = &decayed{at: now}
+		s.novelty[src] = st
+	}
+	if dt := now.Sub(st.at); dt > 0 {
+		st.n *= math.Exp2(-float64(dt) / float64(hl))
+	}
+	before := st.n
+	st.n++
+	st.at = now
+	return noveltyNote{source: src, repeats: before}
+}
+
+// maxSources bounds the sources L1 remembers.
+const maxSources = 4096
+
+// forgetOld drops the sources whose count decayed below one event.
+func (s *Salience) forgetOld(now time.Time) {
+	for k, st := range s.novelty {
+		if st.n*math.Exp2(-float64(now.Sub(st.at))/float64(s.Rules.NoveltyHalfLife)) < 1 {
+			delete(s.novelty, k)
+		}
+	}
+	if len(s.novelty) >= maxSources { // all still counted: start afresh rather than grow
+		clear(s.novelty)
+	}
+}
+
+// bandFor is a condition's band for an event type: the higher of its
+// priority's and the rules' for the type.
+func bandFor(c *wait.Condition, bands map[string]Band, typ string) Band {
+	b := bandOf[c.Priority]
+	if b == "" {
+		b = BandMedium
+	}
+	// The most specific rule for the type.
+	var rule Band
+	best := -1
+	for sel, rb := range bands {
+		if (sel == typ || strings.HasSuffix(sel, ".") && strings.HasPrefix(typ, sel)) && len(sel) > best {
+			best, rule = len(sel), rb
+		}
+	}
+	if rule != "" && bandRank[rule] > bandRank[b] {
+		b = rule
+	}
+	return b
+}
+
+// byWeight orders matched conditions by band, highest first, then by id.
+func byWeight(cs []*wait.Condition, bands map[string]Band, typ string) []*wait.Condition {
+	out := append([]*wait.Condition(nil), cs...)
+	rank := func(c *wait.Condition) int { return bandRank[bandFor(c, bands, typ)] }
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && (rank(out[j]) > rank(out[j-1]) || rank(out[j]) == rank(out[j-1]) && out[j].ID < out[j-1].ID); j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}

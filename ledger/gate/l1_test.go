@@ -1,0 +1,194 @@
+package gate
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tobe-body/tobe-body/ledger"
+	"github.com/tobe-body/tobe-body/ledger/wait"
+	"github.com/tobe-body/tobe-body/ledger/work"
+)
+
+func stored(typ, ch string, trust ledger.Level) *ledger.Stored {
+	return &ledger.Stored{Seq: 7, Event: ledger.Event{ID: ledger.NewID(), Type: typ, ChannelID: ch, Trust: trust, Provenance: ledger.Observed}}
+}
+
+func itemsOf(its ...work.Item) Items {
+	return func(id string) (work.Item, bool) {
+		for _, it := range its {
+			if it.ID == id {
+				return it, true
+			}
+		}
+		return work.Item{}, false
+	}
+}
+
+// TestDecide: one row per rule of L1, each with the outcome, the
+// attention of a wake, and the reason of everything else.
+func TestDecide(t *testing.T) {
+	now := t0.Add(time.Hour)
+	door := &wait.Condition{ID: "door", Owner: "watch", Priority: wait.High, CooldownMS: 60_000}
+	cooled := &wait.Condition{ID: "cooled", Owner: "watch", Priority: wait.High, CooldownMS: 60_000, LastMatchedAt: now.Add(-20 * time.Second).UnixMilli(), LastEvent: "E1"}
+	past := &wait.Condition{ID: "past", Owner: "watch", Priority: wait.Medium, CooldownMS: 60_000, LastMatchedAt: now.Add(-2 * time.Minute).UnixMilli()}
+	low := &wait.Condition{ID: "low", Owner: "watch", Priority: wait.Low}
+	orphan := &wait.Condition{ID: "orphan", Owner: "gone", Priority: wait.High}
+	ofClosed := &wait.Condition{ID: "of-closed", Owner: "done", Priority: wait.High}
+	ofUser := &wait.Condition{ID: "of-user", Owner: "ask", Priority: wait.Medium}
+	items := itemsOf(work.Item{ID: "watch", Status: work.Running}, work.Item{ID: "done", Status: work.Closed}, work.Item{ID: "ask", Status: work.AwaitingUser})
+	for _, c := range []struct {
+		name      string
+		e         *ledger.Stored
+		matches   []*wait.Condition
+		outcome   Outcome
+		attention string
+		reason    string
+	}{
+		{"the e-stop, with no condition", stored("estop.tripped", "estop.main", ledger.High), nil, Wake, "max", ""},
+		{"the e-stop, with a condition in cooldown", stored("estop.tripped", "estop.main", ledger.High), []*wait.Condition{cooled}, Wake, "max", ""},
+		{"a person's takeover", stored("lease.human_takeover", "gpio.relay1", ledger.High), nil, Wake, "high", ""},
+		{"a grant", stored("grant.added", "", ledger.High), nil, Wake, "high", ""},
+		{"a system event", stored("channel.revoked", "camera.front", ledger.High), nil, Wake, "high", ""},
+		{"nothing wants it", stored("gpio.changed", "gpio.button", ledger.Medium), nil, Ignore, "", "no wait condition wants it"},
+		{"a match", stored("camera.motion_started", "camera.front", ledger.Medium), []*wait.Condition{door}, Wake, "high", ""},
+		{"a match past its cooldown", stored("camera.motion_started", "camera.front", ledger.Medium), []*wait.Condition{past}, Wake, "medium", ""},
+		{"a match in its cooldown", stored("camera.motion_started", "camera.front", ledger.Medium), []*wait.Condition{cooled}, Record, "", "cooldown: condition cooled matched 20s ago (event E1), within its 1m0s"},
+		{"a low priority match", stored("camera.motion_started", "camera.front", ledger.Medium), []*wait.Condition{low}, Wake, "low", ""},
+		{"a band from the rules above the priority", stored("body.disk_low", "body.self", ledger.High), []*wait.Condition{low}, Wake, "high", ""},
+		{"a work item not there", stored("camera.motion_started", "camera.front", ledger.Medium), []*wait.Condition{orphan}, Record, "", "work item gone is not there"},
+		{"a work item closed", stored("camera.motion_started", "camera.front", ledger.Medium), []*wait.Condition{ofClosed}, Record, "", "work item done is closed"},
+		{"an untrusted event", stored("camera.motion_started", "camera.front", ledger.Off), []*wait.Condition{door}, Record, "", "low confidence: the event's trust off is below low"},
+		{"a work item awaiting a person", stored("camera.motion_started", "camera.front", ledger.Medium), []*wait.Condition{ofUser}, Ask, "medium", "work item ask awaits a person"},
+		{"the weightier of two, in cooldown, then the other", stored("camera.motion_started", "camera.front", ledger.Medium), []*wait.Condition{low, cooled}, Wake, "low", ""},
+		{"two that do not wake: the weightier's reason", stored("camera.motion_started", "camera.front", ledger.Medium), []*wait.Condition{ofClosed, cooled}, Record, "", "cooldown: condition cooled"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := NewSalience(DefaultRules())
+			d := s.Decide(c.e, c.matches, items, now)
+			if d.Outcome != c.outcome || d.Attention != c.attention || !strings.HasPrefix(d.Reason, c.reason) || (c.reason == "") != (d.Reason == "") {
+				t.Fatalf("%s at %q, reason %q; want %s at %q, reason %q\n%+v", d.Outcome, d.Attention, d.Reason, c.outcome, c.attention, c.reason, d.Path)
+			}
+			if len(d.Path) == 0 || d.Path[len(d.Path)-1].Rule != "decision" || d.Event != c.e.ID.String() || d.Seq != 7 {
+				t.Errorf("the decision's path or event: %+v", d)
+			}
+		})
+	}
+}
+
+// TestNovelty: a source that repeats stops waking after Repeats events
+// within about a half-life, and is novel again when it has been quiet.
+func TestNovelty(t *testing.T) {
+	s := NewSalience(Rules{NoveltyHalfLife: time.Minute, Repeats: 3})
+	c := &wait.Condition{ID: "c", Owner: "w", Priority: wait.Medium}
+	items := itemsOf(work.Item{ID: "w", Status: work.Running})
+	var got []Outcome
+	at := t0
+	for range 5 {
+		got = append(got, s.Decide(stored("camera.motion_started", "camera.front", ledger.Medium), []*wait.Condition{c}, items, at).Outcome)
+		at = at.Add(time.Second)
+	}
+	// The fourth comes after 2.95 repeats (three, decayed over 3 s of a
+	// one-minute half-life), below 3; the fifth after 3.9.
+	if fmt.Sprint(got) != "[wake wake wake wake record]" {
+		t.Fatalf("five in five seconds: %v", got)
+	}
+	d := s.Decide(stored("camera.motion_started", "camera.front", ledger.Medium), []*wait.Condition{c}, items, at)
+	if !strings.HasPrefix(d.Reason, "not novel: camera.front camera.motion_started repeated") {
+		t.Errorf("the reason: %q", d.Reason)
+	}
+	// Another source is novel; the same one after ten half-lives too.
+	if d := s.Decide(stored("camera.motion_started", "camera.back", ledger.Medium), []*wait.Condition{c}, items, at); d.Outcome != Wake {
+		t.Errorf("another source: %s %s", d.Outcome, d.Reason)
+	}
+	if d := s.Decide(stored("camera.motion_started", "camera.front", ledger.Medium), []*wait.Condition{c}, items, at.Add(10*time.Minute)); d.Outcome != Wake {
+		t.Errorf("after ten half-lives: %s %s", d.Outcome, d.Reason)
+	}
+	// Critical is never silenced by repeats.
+	crit := &wait.Condition{ID: "crit", Owner: "w", Priority: wait.Max}
+	for range 10 {
+		if d := s.Decide(stored("camera.motion_started", "camera.side", ledger.Medium), []*wait.Condition{crit}, items, at); d.Outcome != Wake || d.Attention != "max" {
+			t.Fatalf("critical, repeated: %s %s", d.Outcome, d.Reason)
+		}
+	}
+}
+
+// TestEverySuppressionHasAReason: on random events, conditions and work
+// items, every decision that does not wake says why, and every one has
+// a path that ends in the decision.
+func TestEverySuppressionHasAReason(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	s := NewSalience(DefaultRules())
+	types := []string{"camera.motion_started", "gpio.changed", "estop.tripped", "body.hot", "input.pressed", "lease.human_takeover", "body.offline"}
+	statuses := work.Statuses
+	now := t0
+	counts := map[Outcome]int{}
+	for i := range 20000 {
+		now = now.Add(time.Duration(r.IntN(5000)) * time.Millisecond)
+		var items []work.Item
+		for j := range 3 {
+			items = append(items, work.Item{ID: fmt.Sprintf("w%d", j), Status: statuses[r.IntN(len(statuses))]})
+		}
+		var matches []*wait.Condition
+		for j := range r.IntN(4) {
+			c := &wait.Condition{ID: fmt.Sprintf("c%d", j), Owner: fmt.Sprintf("w%d", r.IntN(4)),
+				Priority: []wait.Priority{wait.Low, wait.Medium, wait.High, wait.Max}[r.IntN(4)], CooldownMS: int64(r.IntN(120_000))}
+			if r.IntN(2) == 0 {
+				c.LastMatchedAt = now.Add(-time.Duration(r.IntN(200_000)) * time.Millisecond).UnixMilli()
+			}
+			matches = append(matches, c)
+		}
+		e := stored(types[r.IntN(len(types))], fmt.Sprintf("dev.%d", r.IntN(3)), ledger.Level(r.IntN(5)))
+		d := s.Decide(e, matches, itemsOf(items...), now)
+		counts[d.Outcome]++
+		if d.Outcome != Wake && d.Reason == "" {
+			t.Fatalf("event %d: %s without a reason: %+v", i, d.Outcome, d)
+		}
+		if d.Outcome == Wake && d.Attention == "" {
+			t.Fatalf("event %d: a wake without an attention: %+v", i, d)
+		}
+		if len(d.Path) == 0 || d.Path[len(d.Path)-1].Rule != "decision" {
+			t.Fatalf("event %d: the path %+v", i, d.Path)
+		}
+	}
+	for _, o := range []Outcome{Ignore, Record, Wake, Ask} {
+		if counts[o] == 0 {
+			t.Errorf("no %s among 20,000 decisions: %v", o, counts)
+		}
+	}
+}
+
+// BenchmarkGate is L0 and L1 together, on one core (-cpu 1): the
+// events, conditions and work items of BenchmarkL0, each event matched
+// and decided.
+func BenchmarkGate(b *testing.B) {
+	for _, n := range []int{10, 1000, 10000} {
+		b.Run(fmt.Sprintf("conditions=%d", n), func(b *testing.B) {
+			r := rand.New(rand.NewPCG(3, 4))
+			w, conds := benchWorld(r, n)
+			ix := Build(conds)
+			s := NewSalience(DefaultRules())
+			items := itemsOf(work.Item{ID: "w", Status: work.Running})
+			evs := make([]ledger.Stored, 4096)
+			for i := range evs {
+				evs[i] = ledger.Stored{Seq: uint64(i + 1), Event: w.event(r)}
+				evs[i].Trust = ledger.Medium
+			}
+			now := t0
+			out := make([]*wait.Condition, 0, 64)
+			woke := 0
+			b.ResetTimer()
+			for i := range b.N {
+				e := &evs[i%len(evs)]
+				out = ix.Match(&e.Event, now.UnixMilli(), out[:0])
+				if d := s.Decide(e, out, items, now); d.Outcome == Wake {
+					woke++
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+			b.ReportMetric(float64(woke)/float64(b.N), "wakes/event")
+		})
+	}
+}
