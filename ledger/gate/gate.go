@@ -1,0 +1,229 @@
+package gate
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/tobe-body/tobe-body/ledger"
+	"github.com/tobe-body/tobe-body/ledger/wait"
+	"github.com/tobe-body/tobe-body/ledger/work"
+)
+
+// EventDecided is the type of the record of a decision that was not to
+// ignore: a wake, a question to a person, or a match recorded with the
+// reason it did not wake.
+const EventDecided = "gate.decided"
+
+// Projections are the gate's: where it is (gate_cursor) and the
+// decisions by event (gate_decisions), with the work items and the wait
+// conditions it reads. Register them in ledger.Options.Projections.
+func Projections() []ledger.Projection {
+	return []ledger.Projection{work.Items{}, wait.Conditions{}, cursor{}, decisions{}}
+}
+
+const (
+	projCursor    = "gate_cursor"
+	projDecisions = "gate_decisions"
+)
+
+var keyCursor = []byte("seq")
+
+// cursor keeps the seq of the last event decided (gate.decided's Seq).
+type cursor struct{}
+
+func (cursor) Name() string    { return projCursor }
+func (cursor) Types() []string { return []string{EventDecided} }
+func (cursor) Apply(kv ledger.KV, e *ledger.Event) error {
+	var d Decision
+	if err := ledger.UnmarshalPayload(e.Payload, &d); err != nil {
+		return fmt.Errorf("gate: %s %s: %w", e.Type, e.ID, err)
+	}
+	if old := kv.Get(keyCursor); old != nil && binary.BigEndian.Uint64(old) >= d.Seq {
+		return nil
+	}
+	return kv.Put(keyCursor, binary.BigEndian.AppendUint64(nil, d.Seq))
+}
+
+// decisions keeps, per event id decided, the decision.
+type decisions struct{}
+
+func (decisions) Name() string    { return projDecisions }
+func (decisions) Types() []string { return []string{EventDecided} }
+func (decisions) Apply(kv ledger.KV, e *ledger.Event) error {
+	var d Decision
+	if err := ledger.UnmarshalPayload(e.Payload, &d); err != nil {
+		return fmt.Errorf("gate: %s %s: %w", e.Type, e.ID, err)
+	}
+	return kv.Put([]byte(d.Event), e.Payload)
+}
+
+// decide is the command that records a decision, and the match of the
+// condition that woke (its cooldown starts there). An event is decided
+// once: the decision's dedupe key is the event's id, so a decision made
+// again after a crash is a duplicate and Dup says so.
+type decide struct {
+	d     Decision
+	cause ledger.UUID
+	at    time.Time
+	dup   bool
+}
+
+func (c *decide) Decide(v *ledger.View) ([]ledger.Event, error) {
+	if v.Get(projDecisions, []byte(c.d.Event)) != nil {
+		c.dup = true
+		return nil, nil
+	}
+	p, err := ledger.MarshalPayload(c.d)
+	if err != nil {
+		return nil, err
+	}
+	evs := []ledger.Event{{ID: ledger.NewID(), Type: EventDecided, OccurredAt: c.at.UnixNano(), Provenance: ledger.Inferred,
+		Trust: ledger.High, Privacy: ledger.Internal, CausationID: c.cause, DedupeKey: "gate/" + c.d.Event, Payload: p}}
+	if c.d.Condition != "" && (c.d.Outcome == Wake || c.d.Outcome == Ask) {
+		m := &wait.Matched{ID: c.d.Condition, Event: c.d.Event, At: c.at}
+		more, err := m.Decide(v)
+		if err != nil && !errors.Is(err, wait.ErrRemoved) {
+			return nil, err
+		}
+		evs = append(evs, more...)
+	}
+	return evs, nil
+}
+
+// Gate follows the ledger and decides on every event after the last it
+// decided: L0 against the wait conditions (kept in step with the wait
+// events it follows), L1's salience, the noise pool for what nothing
+// wanted. Each decision that is not to ignore is recorded, with the
+// match that woke, before Push hears of a wake or a question: after a
+// crash the events after the last recorded decision are decided again,
+// and one already decided is never pushed twice.
+type Gate struct {
+	Store *ledger.Store
+	Sal   *Salience
+	Pool  *Pool
+	// Classes give the noise pool each event's class.
+	Classes ledger.Classes
+	// Push hears of each wake and question, once, after its record.
+	Push func(Decision, ledger.Stored)
+	Now  func() time.Time
+	Log  *slog.Logger
+
+	ix *Index
+}
+
+// own are the types the gate does not decide on: its own records and
+// those of the control plane.
+var own = []string{"gate.", "wait.", "work."}
+
+// Run decides until ctx ends.
+func (g *Gate) Run(ctx context.Context) error {
+	if g.Now == nil {
+		g.Now = time.Now
+	}
+	conds, err := wait.List(g.Store, func(c *wait.Condition) bool { return c.Removed == "" })
+	if err != nil {
+		return err
+	}
+	g.ix = Build(conds)
+	var after uint64
+	err = g.Store.ReadProjection(projCursor, func(kv ledger.ReadKV) error {
+		if b := kv.Get(keyCursor); len(b) == 8 {
+			after = binary.BigEndian.Uint64(b)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if g.Log != nil {
+		g.Log.Info("gate", "conditions", g.ix.Len(), "after", after)
+	}
+	out := make([]*wait.Condition, 0, 16)
+	return g.Store.Follow(ctx, ledger.Filter{After: after}, func(e ledger.Stored) error {
+		if strings.HasPrefix(e.Type, "wait.") {
+			g.follow(&e)
+		}
+		for _, p := range own {
+			if strings.HasPrefix(e.Type, p) {
+				return nil
+			}
+		}
+		now := g.Now()
+		out = g.ix.Match(&e.Event, now.UnixMilli(), out[:0])
+		d := g.Sal.Decide(&e, out, g.items, now)
+		if d.Outcome == Ignore {
+			if g.Pool != nil {
+				g.Pool.Add(&e, g.Classes.Of(e.Type).Name, now)
+			}
+			return nil
+		}
+		cmd := &decide{d: d, cause: e.ID, at: now}
+		if _, err := g.Store.Execute(context.WithoutCancel(ctx), cmd); err != nil {
+			if g.Log != nil {
+				g.Log.Error("gate: the decision was not recorded", "event", d.Event, "err", err)
+			}
+			return nil // not pushed: what was not recorded did not happen
+		}
+		if c, ok := g.ix.Get(d.Condition); ok && (d.Outcome == Wake || d.Outcome == Ask) && !cmd.dup {
+			c.LastMatchedAt, c.LastEvent = now.UnixMilli(), d.Event
+		}
+		if !cmd.dup && (d.Outcome == Wake || d.Outcome == Ask) && g.Push != nil {
+			g.Push(d, e)
+		}
+		return nil
+	})
+}
+
+// follow keeps the index in step with a wait event.
+func (g *Gate) follow(e *ledger.Stored) {
+	var r wait.Record
+	if err := ledger.UnmarshalPayload(e.Payload, &r); err != nil {
+		return
+	}
+	if r.Condition.Removed != "" {
+		g.ix.Delete(r.Condition.ID)
+		return
+	}
+	g.ix.Put(r.Condition)
+}
+
+func (g *Gate) items(id string) (work.Item, bool) {
+	it, err := work.Get(g.Store, id)
+	return it, err == nil
+}
+
+// Explain returns the decision recorded for an event, or, when there is
+// none, why: the noise pool's sample of it, or that nothing wanted it.
+func Explain(r work.Reader, pool *Pool, eventID string, now time.Time) (Decision, error) {
+	var d Decision
+	found := false
+	err := r.ReadProjection(projDecisions, func(kv ledger.ReadKV) error {
+		b := kv.Get([]byte(eventID))
+		if b == nil {
+			return nil
+		}
+		found = true
+		return ledger.UnmarshalPayload(b, &d)
+	})
+	if err != nil {
+		return Decision{}, fmt.Errorf("gate: %w", err)
+	}
+	if found {
+		return d, nil
+	}
+	d = Decision{Event: eventID, Outcome: Ignore, Reason: reasonNoCondition}
+	if pool != nil {
+		if s, ok := pool.Find(eventID, now); ok {
+			d.Seq, d.Type = s.Seq, s.Type
+			d.Path = []Step{{"L0", "no wait condition wanted it"}, {"noise pool", fmt.Sprintf("kept in the sample of its channel and class since %s", s.At.UTC().Format(time.RFC3339))}}
+			return d, nil
+		}
+	}
+	d.Path = []Step{{"L0", "no decision was recorded for it: nothing wanted it, or the gate has not reached it"}}
+	return d, nil
+}

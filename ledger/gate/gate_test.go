@@ -1,0 +1,186 @@
+package gate
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tobe-body/tobe-body/ledger"
+	"github.com/tobe-body/tobe-body/ledger/wait"
+	"github.com/tobe-body/tobe-body/ledger/work"
+)
+
+type pushes struct {
+	mu  sync.Mutex
+	got []Decision
+	c   chan Decision
+}
+
+func (p *pushes) push(d Decision, _ ledger.Stored) {
+	p.mu.Lock()
+	p.got = append(p.got, d)
+	p.mu.Unlock()
+	p.c <- d
+}
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func openGated(t *testing.T, path string) *ledger.Store {
+	t.Helper()
+	s, err := ledger.Open(ledger.Options{Path: path, AgentID: ledger.UUID{1}, BodyID: ledger.UUID{2}, Projections: Projections()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// runGate runs a gate over s until the returned stop is called.
+func runGate(t *testing.T, s *ledger.Store, clk *clock, p *pushes) (stop func()) {
+	t.Helper()
+	g := &Gate{Store: s, Sal: NewSalience(DefaultRules()), Pool: &Pool{Per: 4, TTL: time.Hour, MaxKeys: 64},
+		Classes: ledger.DefaultClasses(), Push: p.push, Now: clk.now}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil && ctx.Err() == nil {
+			t.Errorf("gate: %v", err)
+		}
+	}
+}
+
+func motion(t *testing.T, s *ledger.Store, zone string) ledger.UUID {
+	t.Helper()
+	e := ledger.Event{ID: ledger.NewID(), Type: "camera.motion_started", ChannelID: "camera.front", Provenance: ledger.Observed, Trust: ledger.Medium,
+		Payload: payload(t, map[string]any{"zone": zone, "box": []float64{0.1, 0.1, 0.3, 0.3}, "area": 0.04})}
+	if _, err := s.Append(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	return e.ID
+}
+
+func waitPush(t *testing.T, p *pushes) Decision {
+	t.Helper()
+	select {
+	case d := <-p.c:
+		return d
+	case <-time.After(time.Minute):
+		t.Fatal("no push in a minute")
+		return Decision{}
+	}
+}
+
+func noPush(t *testing.T, p *pushes) {
+	t.Helper()
+	select {
+	case d := <-p.c:
+		t.Fatalf("pushed %+v", d)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// decided waits until the gate recorded its decision on an event.
+func decided(t *testing.T, s *ledger.Store, id ledger.UUID) Decision {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		d, err := Explain(s, nil, id.String(), time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Outcome != Ignore {
+			return d
+		}
+	}
+	t.Fatalf("no decision on %s in a minute", id)
+	return Decision{}
+}
+
+// TestGateScenario: the agent leaves "motion at the door within 10
+// minutes"; a crossing wakes it once, at high, naming the work item; a
+// second within the cooldown is recorded with the reason; explain shows
+// both; after a restart nothing decided is pushed again, an event that
+// came while the gate was down is decided once, and the cooldown holds
+// from the recorded match.
+func TestGateScenario(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	s := openGated(t, path)
+	clk := &clock{t: t0}
+	exec := func(cmd ledger.Command) {
+		t.Helper()
+		if _, err := s.Execute(context.Background(), cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec(work.NewCreate(work.Spec{ID: "door-watch", Goal: "know when someone comes to the door", DoneWhen: []string{"told of motion at the door"}}, "agent:pi", t0))
+	exec(&work.Move{ID: "door-watch", Expected: 1, To: work.Ready, At: t0})
+	exec(wait.NewAdd(wait.Condition{ID: "door", Owner: "door-watch", Types: []string{"camera.motion_started"}, Channels: []string{"camera.front"},
+		Match: []wait.Clause{{Zone: &wait.Zone{Names: []string{"door"}}}}, Priority: wait.High, CooldownMS: 60_000,
+		ExpiresAt: t0.Add(10 * time.Minute).UnixMilli()}, "agent:pi", t0))
+
+	p := &pushes{c: make(chan Decision, 16)}
+	stop := runGate(t, s, clk, p)
+	yard := motion(t, s, "yard")
+	first := motion(t, s, "door")
+	d := waitPush(t, p)
+	if d.Event != first.String() || d.Outcome != Wake || d.Attention != "high" || d.WorkItem != "door-watch" || d.Condition != "door" {
+		t.Fatalf("the wake: %+v", d)
+	}
+	clk.add(20 * time.Second)
+	second := motion(t, s, "door")
+	sd := decided(t, s, second)
+	if sd.Outcome != Record || !strings.HasPrefix(sd.Reason, "cooldown: condition door matched 20s ago (event "+first.String()+"), within its 1m0s") {
+		t.Fatalf("the second crossing: %+v", sd)
+	}
+	noPush(t, p)
+	fd, _ := Explain(s, nil, first.String(), clk.now())
+	if fd.Outcome != Wake || len(fd.Path) < 4 || fd.Path[0].Rule != "relevance" {
+		t.Errorf("explain the first: %+v", fd)
+	}
+	if yd, _ := Explain(s, nil, yard.String(), clk.now()); yd.Outcome != Ignore || yd.Reason == "" {
+		t.Errorf("explain the yard: %+v", yd)
+	}
+	stop()
+
+	// Down: an event comes; then a restart, as after a kill.
+	clk.add(50 * time.Second) // 70 s after the first: past the cooldown
+	third := motion(t, s, "door")
+	s.Close()
+	s = openGated(t, path)
+	defer s.Close()
+	p2 := &pushes{c: make(chan Decision, 16)}
+	stop = runGate(t, s, clk, p2)
+	defer stop()
+	d = waitPush(t, p2)
+	if d.Event != third.String() {
+		t.Fatalf("after the restart, pushed %s; want only the event that came while down (%s)", d.Event, third)
+	}
+	noPush(t, p2)
+	// The cooldown runs from the recorded match, across the restart.
+	clk.add(10 * time.Second)
+	fourth := motion(t, s, "door")
+	if fd := decided(t, s, fourth); fd.Outcome != Record || !strings.Contains(fd.Reason, third.String()) {
+		t.Errorf("within the cooldown of the match before the restart: %+v", fd)
+	}
+	c, _ := wait.List(s, nil)
+	if len(c) != 1 || c[0].Matches != 2 || c[0].LastEvent != third.String() {
+		t.Errorf("the condition after it all: %+v", c)
+	}
+	rep, err := s.Verify(context.Background())
+	if err != nil || !rep.OK() {
+		t.Fatalf("verify: %v %+v", err, rep)
+	}
+}
