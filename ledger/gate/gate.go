@@ -181,8 +181,8 @@ func (g *Gate) Run(ctx context.Context) error {
 
 // follow keeps the index in step with a wait event.
 func (g *Gate) follow(e *ledger.Stored) {
-	var r wait.Record
-	if err := ledger.UnmarshalPayload(e.Payload, &r); err != nil {
+	r, err := wait.Read(&e.Event)
+	if err != nil {
 		return
 	}
 	if r.Condition.Removed != "" {

@@ -38,9 +38,15 @@ func (c *clock) add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func openGated(t *testing.T, path string) *ledger.Store {
+// openGated opens a ledger with the gate's projections, on the test's
+// clock when clk is not nil.
+func openGated(t *testing.T, path string, clk *clock) *ledger.Store {
 	t.Helper()
-	s, err := ledger.Open(ledger.Options{Path: path, AgentID: ledger.UUID{1}, BodyID: ledger.UUID{2}, Projections: Projections()})
+	opts := ledger.Options{Path: path, AgentID: ledger.UUID{1}, BodyID: ledger.UUID{2}, Projections: Projections()}
+	if clk != nil {
+		opts.Now = clk.now
+	}
+	s, err := ledger.Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,8 +123,8 @@ func decided(t *testing.T, s *ledger.Store, id ledger.UUID) Decision {
 // from the recorded match.
 func TestGateScenario(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ledger.db")
-	s := openGated(t, path)
 	clk := &clock{t: t0}
+	s := openGated(t, path, clk)
 	exec := func(cmd ledger.Command) {
 		t.Helper()
 		if _, err := s.Execute(context.Background(), cmd); err != nil {
@@ -159,7 +165,7 @@ func TestGateScenario(t *testing.T) {
 	clk.add(50 * time.Second) // 70 s after the first: past the cooldown
 	third := motion(t, s, "door")
 	s.Close()
-	s = openGated(t, path)
+	s = openGated(t, path, clk)
 	defer s.Close()
 	p2 := &pushes{c: make(chan Decision, 16)}
 	stop = runGate(t, s, clk, p2)
@@ -183,4 +189,31 @@ func TestGateScenario(t *testing.T) {
 	if err != nil || !rep.OK() {
 		t.Fatalf("verify: %v %+v", err, rep)
 	}
+}
+
+// TestConditionMatchesOnlyLaterEvents: an event the ledger took before a
+// condition was added does not match it, even when the gate decides on
+// it afterwards (it was down, or it decides again after a restart).
+func TestConditionMatchesOnlyLaterEvents(t *testing.T) {
+	clk := &clock{t: t0}
+	s := openGated(t, filepath.Join(t.TempDir(), "ledger.db"), clk)
+	defer s.Close()
+	if _, err := s.Execute(context.Background(), work.NewCreate(work.Spec{ID: "w", Goal: "g", DoneWhen: []string{"x"}}, "agent:pi", t0)); err != nil {
+		t.Fatal(err)
+	}
+	before := motion(t, s, "door")
+	clk.add(time.Second)
+	if _, err := s.Execute(context.Background(), wait.NewAdd(wait.Condition{ID: "door", Owner: "w", Types: []string{"camera.motion_started"},
+		Match: []wait.Clause{{Zone: &wait.Zone{Names: []string{"door"}}}}, ExpiresAt: t0.Add(time.Hour).UnixMilli()}, "agent:pi", t0)); err != nil {
+		t.Fatal(err)
+	}
+	clk.add(time.Second)
+	after := motion(t, s, "door")
+	p := &pushes{c: make(chan Decision, 4)}
+	stop := runGate(t, s, clk, p)
+	defer stop()
+	if d := waitPush(t, p); d.Event != after.String() {
+		t.Fatalf("pushed %s, want %s (the one after the condition), not %s", d.Event, after, before)
+	}
+	noPush(t, p)
 }

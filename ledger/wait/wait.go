@@ -75,6 +75,11 @@ type Condition struct {
 	Version       uint64 `cbor:"15,keyasint" json:"version"`
 	// Removed is why it ended ("" while it waits).
 	Removed string `cbor:"16,keyasint,omitempty" json:"removed,omitempty"`
+	// Since is when the ledger took its wait.added (its ingest time, Unix
+	// nanoseconds): it matches only events the ledger took after that,
+	// also when the gate decides again, after a restart, on events from
+	// before it.
+	Since int64 `cbor:"17,keyasint,omitempty" json:"since,omitempty"`
 }
 
 // Limits on a condition.
@@ -244,7 +249,7 @@ func NewAdd(c Condition, by string, at time.Time) *Add {
 func (a *Add) Decide(v *ledger.View) ([]ledger.Event, error) {
 	c := a.Condition
 	c.Types, c.Channels, c.Match = slices.Clone(c.Types), slices.Clone(c.Channels), slices.Clone(c.Match)
-	c.LastMatchedAt, c.LastEvent, c.Matches, c.Removed = 0, "", 0, ""
+	c.LastMatchedAt, c.LastEvent, c.Matches, c.Removed, c.Since = 0, "", 0, "", 0
 	c.CreatedAt, c.Version = a.At.UnixMilli(), 1
 	if err := c.check(a.At); err != nil {
 		return nil, err
@@ -342,6 +347,19 @@ func record(typ string, r Record, at time.Time) ([]ledger.Event, error) {
 		Privacy: ledger.Internal, AggregateID: Aggregate(r.Condition.ID), AggregateVersion: r.Condition.Version, Payload: p}}, nil
 }
 
+// Read decodes a wait event's record; a wait.added's condition gets its
+// Since from the event.
+func Read(e *ledger.Event) (Record, error) {
+	var r Record
+	if err := ledger.UnmarshalPayload(e.Payload, &r); err != nil {
+		return Record{}, fmt.Errorf("wait: %s %s: %w", e.Type, e.ID, err)
+	}
+	if e.Type == EventAdded {
+		r.Condition.Since = e.IngestedAt
+	}
+	return r, nil
+}
+
 // Projection is the name of the projection that keeps every condition
 // as it stands, by id: a removed one until retention of the projection
 // (it says why it ended).
@@ -354,9 +372,9 @@ func (Conditions) Name() string    { return Projection }
 func (Conditions) Types() []string { return []string{EventAdded, EventMatched, EventRemoved} }
 
 func (Conditions) Apply(kv ledger.KV, e *ledger.Event) error {
-	var r Record
-	if err := ledger.UnmarshalPayload(e.Payload, &r); err != nil {
-		return fmt.Errorf("wait: %s %s: %w", e.Type, e.ID, err)
+	r, err := Read(e)
+	if err != nil {
+		return err
 	}
 	b, err := ledger.MarshalPayload(r.Condition)
 	if err != nil {
