@@ -14,6 +14,8 @@ const (
 	EventCreated = "work.created"
 	EventChanged = "work.changed"
 	EventMoved   = "work.moved"
+	EventDue     = "work.due"
+	EventStale   = "work.stale"
 )
 
 // Record is the payload of every work event: the item as it is after
@@ -47,6 +49,10 @@ type Spec struct {
 	AuthProfile string       `json:"auth_profile,omitempty"`
 	Budget      *Budget      `json:"interrupt_budget,omitempty"`
 	NextCheckAt int64        `json:"next_check_at,omitempty"`
+	// Source is the event a follow-up is made for: a follow-up the body
+	// makes by itself (FollowUp) names it, and a parent.
+	Source   string `json:"source,omitempty"`
+	FollowUp bool   `json:"-"`
 }
 
 // Create is the command that makes a work item from spec, by a
@@ -73,7 +79,10 @@ func (c *Create) Decide(v *ledger.View) ([]ledger.Event, error) {
 	at := c.At.UnixMilli()
 	it := Item{ID: s.ID, Goal: s.Goal, DoneWhen: slices.Clone(s.DoneWhen), Status: s.Status, Owner: s.Owner, Requires: s.Requires,
 		Parent: s.Parent, DependsOn: slices.Clone(s.DependsOn), AuthProfile: s.AuthProfile, Budget: s.Budget,
-		NextCheckAt: s.NextCheckAt, CreatedAt: at, LastProgressAt: at, Version: 1}
+		NextCheckAt: s.NextCheckAt, CreatedAt: at, LastProgressAt: at, Version: 1, Source: s.Source}
+	if s.FollowUp && (s.Source == "" || s.Parent == "") {
+		return nil, invalid("follow-up", "an item the body makes by itself names its source event and its parent")
+	}
 	switch it.Status {
 	case "":
 		it.Status = Open
@@ -161,7 +170,7 @@ func (c *Change) Decide(v *ledger.View) ([]ledger.Event, error) {
 		}
 	})
 	set("next_check_at", p.NextCheckAt != nil, func() { it.NextCheckAt = *p.NextCheckAt })
-	set("last_progress_at", p.Progress, func() { it.LastProgressAt = c.At.UnixMilli() })
+	set("last_progress_at", p.Progress, func() { it.LastProgressAt, it.StaleSince = c.At.UnixMilli(), 0 })
 	if len(changed) == 0 {
 		return nil, invalid("patch", "changes nothing")
 	}
@@ -221,10 +230,61 @@ func (m *Move) Decide(v *ledger.View) ([]ledger.Event, error) {
 	if err := it.check(); err != nil {
 		return nil, err
 	}
-	it.LastProgressAt = m.At.UnixMilli() // a move is progress
+	it.LastProgressAt, it.StaleSince = m.At.UnixMilli(), 0 // a move is progress
 	it.Version++
 	m.Item = it
 	return record(EventMoved, Record{Item: it, From: from, Reason: m.Reason, By: m.By}, m.At)
+}
+
+// Due is the scheduler's command for an item whose next_check_at came:
+// it is cleared, and work.due says so, once.
+type Due struct {
+	ID       string
+	Expected uint64
+	At       time.Time
+	Item     Item
+}
+
+// Decide records the check that fell due.
+func (c *Due) Decide(v *ledger.View) ([]ledger.Event, error) {
+	it, err := current(v, c.ID, c.Expected)
+	if err != nil {
+		return nil, err
+	}
+	if it.NextCheckAt == 0 || it.NextCheckAt > c.At.UnixMilli() || it.Status.Final() {
+		return nil, fmt.Errorf("%w: %s has no check due", ErrInvalid, it.ID)
+	}
+	due := it.NextCheckAt
+	it.NextCheckAt = 0
+	it.Version++
+	c.Item = it
+	return record(EventDue, Record{Item: it, Reason: fmt.Sprintf("next_check_at %s came", time.UnixMilli(due).UTC().Format(time.RFC3339)), By: "scheduler"}, c.At)
+}
+
+// Stale is the scheduler's command for an item without progress for
+// longer than After: work.stale says so, once until progress comes.
+type Stale struct {
+	ID       string
+	Expected uint64
+	After    time.Duration
+	At       time.Time
+	Item     Item
+}
+
+// Decide records that the item went stale.
+func (c *Stale) Decide(v *ledger.View) ([]ledger.Event, error) {
+	it, err := current(v, c.ID, c.Expected)
+	if err != nil {
+		return nil, err
+	}
+	if it.StaleSince != 0 || !it.Stale(c.At, c.After) {
+		return nil, fmt.Errorf("%w: %s is not newly stale", ErrInvalid, it.ID)
+	}
+	it.StaleSince = c.At.UnixMilli()
+	it.Version++
+	c.Item = it
+	return record(EventStale, Record{Item: it, Reason: fmt.Sprintf("no progress since %s (stale after %v)",
+		time.UnixMilli(it.LastProgressAt).UTC().Format(time.RFC3339), c.After), By: "scheduler"}, c.At)
 }
 
 // current reads the item, and refuses a stale expected version with the
@@ -338,8 +398,10 @@ const Projection = "work_items"
 // Items is the projection: register it in ledger.Options.Projections.
 type Items struct{}
 
-func (Items) Name() string    { return Projection }
-func (Items) Types() []string { return []string{EventCreated, EventChanged, EventMoved} }
+func (Items) Name() string { return Projection }
+func (Items) Types() []string {
+	return []string{EventCreated, EventChanged, EventMoved, EventDue, EventStale}
+}
 
 func (Items) Apply(kv ledger.KV, e *ledger.Event) error {
 	var r Record

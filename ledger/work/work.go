@@ -12,6 +12,9 @@
 //	work.created   an item, at version 1
 //	work.changed   its fields changed (goal, criteria, owner, ...)
 //	work.moved     its status changed, with the reason
+//	work.due       its next_check_at came (the scheduler): cleared, once
+//	work.stale     no progress for longer than the stale bound (the
+//	               scheduler), once until progress comes
 package work
 
 import (
@@ -78,6 +81,11 @@ func (s Status) Active() bool {
 	return false
 }
 
+// BlockedOnDependencies is what a blocked item waiting for its
+// dependencies says it is blocked on: the scheduler makes it ready when
+// the last of them closes.
+const BlockedOnDependencies = "depends_on"
+
 // Requirement is what an item needs of a body: a capability (gpio.set),
 // or one of this body's devices by its channel id (camera.front).
 type Requirement struct {
@@ -114,6 +122,11 @@ type Item struct {
 	LastProgressAt int64 `cbor:"14,keyasint" json:"last_progress_at"`
 	// Version is the item's version: 1 when created, one more each change.
 	Version uint64 `cbor:"15,keyasint" json:"version"`
+	// StaleSince is when the scheduler found it stale (0: it is not, or
+	// progress came since): it says so once.
+	StaleSince int64 `cbor:"16,keyasint,omitempty" json:"stale_since,omitempty"`
+	// Source is the event a follow-up the body made was made for.
+	Source string `cbor:"17,keyasint,omitempty" json:"source,omitempty"`
 }
 
 // Stale tells whether an active item has made no progress for longer
