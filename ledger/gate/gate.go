@@ -19,11 +19,12 @@ import (
 // reason it did not wake.
 const EventDecided = "gate.decided"
 
-// Projections are the gate's: where it is (gate_cursor) and the
-// decisions by event (gate_decisions), with the work items and the wait
-// conditions it reads. Register them in ledger.Options.Projections.
+// Projections are the gate's: where it is (gate_cursor), the decisions
+// by event (gate_decisions) and the recent interruptions
+// (gate_interrupts), with the work items and the wait conditions it
+// reads. Register them in ledger.Options.Projections.
 func Projections() []ledger.Projection {
-	return []ledger.Projection{work.Items{}, wait.Conditions{}, cursor{}, decisions{}}
+	return []ledger.Projection{work.Items{}, wait.Conditions{}, cursor{}, decisions{}, interrupts{}}
 }
 
 const (
@@ -116,6 +117,47 @@ type Gate struct {
 	ix *Index
 }
 
+// answered records the answer to an open interruption of a work item
+// when e is a change of it by a principal (the agent or a person, not
+// the body's own scheduler), after the interruption.
+func (g *Gate) answered(ctx context.Context, e *ledger.Stored) {
+	st := g.Sal.State
+	if st == nil {
+		return
+	}
+	var r work.Record
+	if ledger.UnmarshalPayload(e.Payload, &r) != nil || r.By == "" || r.By == "scheduler" || r.By == "body" {
+		return
+	}
+	o, ok := st.open[r.Item.ID]
+	at := e.OccurredAt / int64(time.Millisecond)
+	if !ok || at < o.At {
+		return
+	}
+	o.AnsweredBy, o.AnsweredAfterMS = r.By, at-o.At
+	if _, err := g.Store.Execute(context.WithoutCancel(ctx), &answer{in: o, at: g.Now()}); err == nil {
+		st.closed(o.WorkItem, o.Event)
+	}
+}
+
+// unanswered records the open interruptions nobody answered within the
+// answer window.
+func (g *Gate) unanswered(ctx context.Context, now time.Time) {
+	st, within := g.Sal.State, g.Sal.Rules.AnswerWithin
+	if st == nil || within <= 0 {
+		return
+	}
+	for _, o := range st.open {
+		if now.UnixMilli()-o.At < within.Milliseconds() {
+			continue
+		}
+		o.Unanswered = true
+		if _, err := g.Store.Execute(context.WithoutCancel(ctx), &answer{in: o, at: now}); err == nil {
+			st.closed(o.WorkItem, o.Event)
+		}
+	}
+}
+
 // own are the types the gate does not decide on: its own records and
 // those of the control plane.
 var own = []string{"gate.", "wait.", "work."}
@@ -140,13 +182,20 @@ func (g *Gate) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if g.Sal.State, err = loadInterrupts(g.Store); err != nil {
+		return err
+	}
 	if g.Log != nil {
-		g.Log.Info("gate", "conditions", g.ix.Len(), "after", after)
+		g.Log.Info("gate", "conditions", g.ix.Len(), "after", after, "open_interruptions", len(g.Sal.State.open))
 	}
 	out := make([]*wait.Condition, 0, 16)
 	return g.Store.Follow(ctx, ledger.Filter{After: after}, func(e ledger.Stored) error {
-		if strings.HasPrefix(e.Type, "wait.") {
+		g.unanswered(ctx, g.Now())
+		switch {
+		case strings.HasPrefix(e.Type, "wait."):
 			g.follow(&e)
+		case strings.HasPrefix(e.Type, "work."):
+			g.answered(ctx, &e)
 		}
 		for _, p := range own {
 			if strings.HasPrefix(e.Type, p) {
@@ -172,8 +221,11 @@ func (g *Gate) Run(ctx context.Context) error {
 		if c, ok := g.ix.Get(d.Condition); ok && (d.Outcome == Wake || d.Outcome == Ask) && !cmd.dup {
 			c.LastMatchedAt, c.LastEvent = now.UnixMilli(), d.Event
 		}
-		if !cmd.dup && (d.Outcome == Wake || d.Outcome == Ask) && g.Push != nil {
-			g.Push(d, e)
+		if !cmd.dup && (d.Outcome == Wake || d.Outcome == Ask) {
+			g.Sal.State.pushed(Interruption{Event: d.Event, WorkItem: d.WorkItem, Condition: d.Condition, Kind: d.Outcome, At: now.UnixMilli()})
+			if g.Push != nil {
+				g.Push(d, e)
+			}
 		}
 		return nil
 	})

@@ -159,10 +159,22 @@ func TestGateScenario(t *testing.T) {
 	if yd, _ := Explain(s, nil, yard.String(), clk.now()); yd.Outcome != Ignore || yd.Reason == "" {
 		t.Errorf("explain the yard: %+v", yd)
 	}
+	// The agent answers: progress on the work item, 25 s after the wake.
+	clk.add(5 * time.Second)
+	it, _ := work.Get(s, "door-watch")
+	exec(&work.Change{ID: "door-watch", Expected: it.Version, Patch: work.Patch{Progress: true}, By: "agent:pi", At: clk.now()})
+	var ans []ledger.Stored
+	for deadline := time.Now().Add(time.Minute); len(ans) == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		ans, _ = s.Events(ledger.Filter{Types: []string{EventAnswered}})
+	}
+	var in Interruption
+	if len(ans) != 1 || ledger.UnmarshalPayload(ans[0].Payload, &in) != nil || in.Event != first.String() || in.AnsweredBy != "agent:pi" || in.AnsweredAfterMS != 25_000 {
+		t.Fatalf("the answer: %+v", in)
+	}
 	stop()
 
 	// Down: an event comes; then a restart, as after a kill.
-	clk.add(50 * time.Second) // 70 s after the first: past the cooldown
+	clk.add(45 * time.Second) // 70 s after the first: past the cooldown
 	third := motion(t, s, "door")
 	s.Close()
 	s = openGated(t, path, clk)
@@ -216,4 +228,44 @@ func TestConditionMatchesOnlyLaterEvents(t *testing.T) {
 		t.Fatalf("pushed %s, want %s (the one after the condition), not %s", d.Event, after, before)
 	}
 	noPush(t, p)
+}
+
+// TestUnansweredIsRecorded: an interruption nobody answers within the
+// answer window is recorded as unanswered (not as annoying), once, and
+// no longer merges what comes after it.
+func TestUnansweredIsRecorded(t *testing.T) {
+	clk := &clock{t: t0}
+	s := openGated(t, filepath.Join(t.TempDir(), "ledger.db"), clk)
+	defer s.Close()
+	for _, cmd := range []ledger.Command{
+		work.NewCreate(work.Spec{ID: "w", Goal: "g", DoneWhen: []string{"x"}}, "agent:pi", t0),
+		wait.NewAdd(wait.Condition{ID: "door", Owner: "w", Types: []string{"camera.motion_started"}, Priority: wait.High,
+			ExpiresAt: t0.Add(2 * time.Hour).UnixMilli()}, "agent:pi", t0),
+	} {
+		if _, err := s.Execute(context.Background(), cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := &pushes{c: make(chan Decision, 4)}
+	stop := runGate(t, s, clk, p)
+	defer stop()
+	first := motion(t, s, "door")
+	waitPush(t, p)
+	clk.add(31 * time.Minute)
+	motion(t, s, "door") // the gate looks at its open interruptions as it goes
+	d := waitPush(t, p)
+	var un []ledger.Stored
+	for deadline := time.Now().Add(time.Minute); len(un) == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		un, _ = s.Events(ledger.Filter{Types: []string{EventUnanswered}})
+	}
+	var in Interruption
+	if len(un) != 1 || ledger.UnmarshalPayload(un[0].Payload, &in) != nil || in.Event != first.String() || !in.Unanswered || in.AnsweredBy != "" {
+		t.Fatalf("unanswered: %d %+v", len(un), in)
+	}
+	if d.Outcome != Wake {
+		t.Errorf("the second, after the first went unanswered: %+v", d)
+	}
+	if rep, err := s.Verify(context.Background()); err != nil || !rep.OK() {
+		t.Fatalf("verify: %v %+v", err, rep)
+	}
 }

@@ -92,6 +92,19 @@ type Rules struct {
 	// MinTrust: a matched event below this trust is recorded, not woken
 	// (its source is not trusted enough to interrupt for).
 	MinTrust ledger.Level
+	// ItemBudget is a work item's interruptions unless it has its own
+	// budget; Global the body's, all items together. A critical band
+	// may exceed them.
+	ItemBudget, Global Budget
+	// Quiet are the quiet periods: nothing but a hard rule wakes then.
+	Quiet []Quiet
+	// Merge: a work item's match within this of its last interruption,
+	// still unanswered, is merged into it (recorded, not pushed again).
+	Merge time.Duration
+	// AnswerWithin: an interruption nobody answered (no change of its
+	// work item by the agent or a person) within this is recorded as
+	// unanswered.
+	AnswerWithin time.Duration
 }
 
 // DefaultRules are the rules a body starts with.
@@ -101,6 +114,10 @@ func DefaultRules() Rules {
 		NoveltyHalfLife: 10 * time.Minute,
 		Repeats:         5,
 		MinTrust:        ledger.Low,
+		ItemBudget:      Budget{Max: 6, Window: time.Hour},
+		Global:          Budget{Max: 30, Window: time.Hour},
+		Merge:           2 * time.Minute,
+		AnswerWithin:    30 * time.Minute,
 	}
 }
 
@@ -110,6 +127,8 @@ func DefaultRules() Rules {
 // then seem novel, which can only wake, never silence.
 type Salience struct {
 	Rules Rules
+	// State is what the budgets and merging count (nil: none).
+	State *Interrupts
 	// novelty: per source, a count of its events decayed by the half-life.
 	novelty map[source]*decayed
 }
@@ -228,6 +247,9 @@ func (s *Salience) decideOne(e *ledger.Stored, c *wait.Condition, items Items, n
 			novel.repeats, s.Rules.NoveltyHalfLife, d.Band))
 	}
 	step("novelty", "%s: %.1f recent repeats", novel.source, novel.repeats)
+	if why := s.budgetStep(c.Owner, it.Budget, d.Band, now, step); why != "" {
+		return out(Record, why)
+	}
 	d.Attention = attentionOf[d.Band]
 	if it.Status == work.AwaitingUser {
 		step("who", "work item %s awaits a person", c.Owner)

@@ -192,3 +192,76 @@ func BenchmarkGate(b *testing.B) {
 		})
 	}
 }
+
+// TestBudgetsQuietAndMerge: the interruption budgets (the item's, its
+// own, the body's), quiet periods and merging, each recorded with its
+// reason; critical exceeds the budgets but not a quiet period, and a
+// hard rule wakes through everything.
+func TestBudgetsQuietAndMerge(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.Local)
+	ago := func(d time.Duration) int64 { return now.Add(-d).UnixMilli() }
+	times := func(n int, d time.Duration) []int64 {
+		var out []int64
+		for i := range n {
+			out = append(out, ago(d+time.Duration(i)*time.Second))
+		}
+		return out
+	}
+	high := &wait.Condition{ID: "c", Owner: "watch", Priority: wait.High}
+	crit := &wait.Condition{ID: "k", Owner: "watch", Priority: wait.Max}
+	own := &wait.Condition{ID: "o", Owner: "frugal", Priority: wait.High}
+	items := itemsOf(work.Item{ID: "watch", Status: work.Running}, work.Item{ID: "frugal", Status: work.Running, Budget: &work.Budget{Max: 1, WindowS: 600}})
+	for _, c := range []struct {
+		name      string
+		st        func(*Interrupts)
+		rules     func(*Rules)
+		e         string
+		cond      *wait.Condition
+		outcome   Outcome
+		attention string
+		reason    string
+	}{
+		{"within the budgets", func(st *Interrupts) { st.byItem["watch"] = times(5, 10*time.Minute) }, nil, "camera.motion_started", high, Wake, "high", ""},
+		{"the item's budget spent", func(st *Interrupts) { st.byItem["watch"] = times(6, 10*time.Minute) }, nil, "camera.motion_started", high, Record, "", "budget: work item watch had 6 of its 6 interruptions in the last 1h0m0s"},
+		{"spent long ago", func(st *Interrupts) { st.byItem["watch"] = times(6, 2*time.Hour) }, nil, "camera.motion_started", high, Wake, "high", ""},
+		{"the item's own budget spent", func(st *Interrupts) { st.byItem["frugal"] = times(1, time.Minute) }, nil, "camera.motion_started", own, Record, "", "budget: work item frugal had 1 of its 1 interruptions in the last 10m0s"},
+		{"the body's budget spent", func(st *Interrupts) { st.all = times(30, time.Minute) }, nil, "camera.motion_started", high, Record, "", "budget: the body made 30 of its 30 interruptions in the last 1h0m0s"},
+		{"critical above the budgets", func(st *Interrupts) { st.byItem["watch"], st.all = times(6, time.Minute), times(30, time.Minute) }, nil, "camera.motion_started", crit, Wake, "max", ""},
+		{"a quiet period", nil, func(r *Rules) { r.Quiet = []Quiet{{"11:30", "13:00"}} }, "camera.motion_started", high, Record, "", "quiet period 11:30-13:00"},
+		{"a quiet period over midnight, not now", nil, func(r *Rules) { r.Quiet = []Quiet{{"22:00", "07:00"}} }, "camera.motion_started", high, Wake, "high", ""},
+		{"critical in a quiet period", nil, func(r *Rules) { r.Quiet = []Quiet{{"11:30", "13:00"}} }, "camera.motion_started", crit, Record, "", "quiet period"},
+		{"the e-stop in a quiet period", func(st *Interrupts) { st.all = times(30, time.Minute) }, func(r *Rules) { r.Quiet = []Quiet{{"00:00", "23:59"}} }, "estop.tripped", nil, Wake, "max", ""},
+		{"merged into an unanswered one", func(st *Interrupts) {
+			st.open["watch"] = Interruption{Event: "E0", WorkItem: "watch", At: ago(30 * time.Second)}
+		}, nil, "camera.motion_started", high, Record, "", "merged: work item watch was interrupted 30s ago for event E0, not yet answered"},
+		{"an unanswered one long ago", func(st *Interrupts) {
+			st.open["watch"] = Interruption{Event: "E0", WorkItem: "watch", At: ago(10 * time.Minute)}
+		}, nil, "camera.motion_started", high, Wake, "high", ""},
+		{"critical is not merged", func(st *Interrupts) {
+			st.open["watch"] = Interruption{Event: "E0", WorkItem: "watch", At: ago(30 * time.Second)}
+		}, nil, "camera.motion_started", crit, Wake, "max", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := DefaultRules()
+			if c.rules != nil {
+				c.rules(&r)
+			}
+			s := NewSalience(r)
+			s.State = newInterrupts()
+			if c.st != nil {
+				c.st(s.State)
+			}
+			var matches []*wait.Condition
+			if c.cond != nil {
+				matches = []*wait.Condition{c.cond}
+			}
+			d := s.Decide(stored(c.e, "camera.front", ledger.Medium), matches, items, now)
+			if d.Outcome != c.outcome || d.Attention != c.attention || !strings.HasPrefix(d.Reason, c.reason) || (c.reason == "") != (d.Reason == "") {
+				t.Fatalf("%s at %q, reason %q; want %s at %q, reason %q\n%+v", d.Outcome, d.Attention, d.Reason, c.outcome, c.attention, c.reason, d.Path)
+			}
+		})
+	}
+	if err := (Quiet{"22:00", "7"}).Check(); err == nil {
+		t.Error("a quiet period to \"7\" passed")
+	}
+}
