@@ -9,6 +9,7 @@ import (
 	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/ledger"
+	"github.com/tobe-body/tobe-body/ledger/gate"
 )
 
 // Observation is what the agent is told of an event, in the envelope of
@@ -164,6 +165,43 @@ func (o *Observer) Observe(e ledger.Stored) (Observation, bool) {
 			Timestamp: e.Event.Occurred(), Permissions: PermissionsOf(trust), Type: v.Type, Seq: e.Seq, Data: v.Payload, Privacy: e.Event.Privacy}, true
 	}
 	return Observation{}, false
+}
+
+// Woken is the observation of an event the gate decided to wake the
+// agent for (or to ask a person about): the text of the first rule for
+// its type and channel (whatever attention the rule has; its type and
+// channel when there is none), with the wait condition and work item that
+// wanted it, at the decision's attention.
+func (o *Observer) Woken(d gate.Decision, e ledger.Stored) Observation {
+	v := e.View()
+	payload, _ := v.Payload.(map[string]any)
+	text, actor, trust := "", "signal", ledger.Medium
+	for _, r := range o.rules {
+		if typeMatches(r.Type, e.Event.Type) && channelMatches(r.Channel, e.Event.ChannelID) && whenMatches(r.When, payload) {
+			text, actor, trust = r.Text, r.Actor, r.trust
+			break
+		}
+	}
+	if et := e.Event.Trust; et != 0 && et < trust {
+		trust = et
+	}
+	content := fill(text, v, payload)
+	if d.Condition != "" {
+		content += fmt.Sprintf(" (wait condition %s of work item %s)", d.Condition, d.WorkItem)
+	}
+	if d.Outcome == gate.Ask {
+		content += " A person is asked: the work item awaits one."
+	}
+	att, err := ledger.ParseLevel(d.Attention)
+	if err != nil {
+		att = ledger.High
+	}
+	source := v.ChannelID
+	if source == "" {
+		source, _, _ = strings.Cut(v.Type, ".")
+	}
+	return Observation{ID: v.ID, Source: source, Actor: actor, Content: content, Trust: trust, Attention: att,
+		Timestamp: e.Event.Occurred(), Permissions: PermissionsOf(trust), Type: v.Type, Seq: e.Seq, Data: v.Payload, Privacy: e.Event.Privacy}
 }
 
 func typeMatches(rule, typ string) bool {

@@ -13,6 +13,7 @@ import (
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/uplink"
 	"github.com/tobe-body/tobe-body/ledger"
+	"github.com/tobe-body/tobe-body/ledger/gate"
 	"github.com/tobe-body/tobe-body/sense"
 )
 
@@ -35,6 +36,9 @@ type Parts struct {
 	Store  *ledger.Store
 	// Relay is the MQTT uplink; nil when it does not run.
 	Relay *uplink.Relay
+	// Pool is the gate's noise pool, which explains what it ignored;
+	// nil without a gate.
+	Pool *gate.Pool
 	// Now is the clock of what is not a grant (a backup's time); nil
 	// means time.Now. Grants are judged by their own clock.
 	Now func() time.Time
@@ -134,6 +138,15 @@ func (b *Parts) Table() (*Table, error) {
 			return b.Store.Verify(ctx)
 		}),
 		Bind(OpLedgerBackup, b.backup),
+		Bind(OpWorkCreate, b.workCreate),
+		Bind(OpWorkUpdate, b.workUpdate),
+		Bind(OpWorkClose, b.workClose),
+		Bind(OpWorkList, b.workList),
+		Bind(OpWorkShow, b.workShow),
+		Bind(OpWaitAdd, b.waitAdd),
+		Bind(OpWaitRemove, b.waitRemove),
+		Bind(OpWaitList, b.waitList),
+		Bind(OpExplain, b.explain),
 	)
 }
 

@@ -31,8 +31,9 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 // allOps are the operation names the body offers; the table must hold
 // exactly these.
 var allOps = []string{"action.capabilities", "action.do", "action.result", "approval.approve", "approval.deny", "approval.list",
-	"channels", "estop.reset", "estop.status", "estop.trip", "events", "grant.add", "grant.list", "grant.revoke",
-	"ledger.backup", "ledger.stats", "ledger.verify", "self", "status"}
+	"channels", "estop.reset", "estop.status", "estop.trip", "events", "gate.explain", "grant.add", "grant.list", "grant.revoke",
+	"ledger.backup", "ledger.stats", "ledger.verify", "self", "status",
+	"wait.add", "wait.list", "wait.remove", "work.close", "work.create", "work.list", "work.show", "work.update"}
 
 // emptyTable is the table over no parts: a handler that ran would panic
 // on them, so a refused call shows it never reached its handler.

@@ -181,7 +181,8 @@ func TestAnAgentOverTheSocket(t *testing.T) {
 		names = append(names, tl.Name)
 		byName[tl.Name] = tl
 	}
-	want := []string{"action_result", "body_status", "capabilities", "drain", "estop_status", "estop_trip", "events", "gpio_pulse", "gpio_set", "list_channels", "self_state"}
+	want := []string{"action_result", "body_status", "capabilities", "drain", "estop_status", "estop_trip", "events", "explain", "gpio_pulse", "gpio_set",
+		"list_channels", "list_waits", "list_work", "self_state", "wait_add", "wait_remove", "work_close", "work_create", "work_update"}
 	if !slices.Equal(names, want) {
 		t.Errorf("tools %q, want %q", names, want)
 	}

@@ -32,6 +32,16 @@ var tableTools = []struct{ tool, op string }{
 	{"capabilities", awareness.OpCapabilities.Name},
 	{"action_result", awareness.OpResult.Name},
 	{"estop_trip", awareness.OpEStopTrip.Name},
+	// The control plane: what the agent leaves on the body to be woken
+	// for, and why it was or was not.
+	{"work_create", awareness.OpWorkCreate.Name},
+	{"work_update", awareness.OpWorkUpdate.Name},
+	{"work_close", awareness.OpWorkClose.Name},
+	{"list_work", awareness.OpWorkList.Name},
+	{"wait_add", awareness.OpWaitAdd.Name},
+	{"wait_remove", awareness.OpWaitRemove.Name},
+	{"list_waits", awareness.OpWaitList.Name},
+	{"explain", awareness.OpExplain.Name},
 }
 
 // Capabilities is what the tools need of the runner: the capabilities it

@@ -29,6 +29,8 @@ import (
 	"github.com/tobe-body/tobe-body/hal/probe"
 	"github.com/tobe-body/tobe-body/hal/sim"
 	"github.com/tobe-body/tobe-body/ledger"
+	"github.com/tobe-body/tobe-body/ledger/gate"
+	"github.com/tobe-body/tobe-body/ledger/sched"
 	"github.com/tobe-body/tobe-body/sense"
 )
 
@@ -43,6 +45,11 @@ func driversFor(p *board.Profile, seed uint64) (hal.Drivers, board.Finder) {
 	return hal.Drivers{Name: "linux", OpenChip: gpio.Open, OpenCamera: v4l2.Open, OpenCapture: audio.OpenCapture, OpenPlayback: audio.OpenPlayback,
 		OpenInput: input.Open, WatchInputs: input.Watch}, probe.Finder{Root: "/"}
 }
+
+// projections are the ledger projections the body keeps: the act
+// package's (the e-stop's latch, the people's holds, actions, grants) and
+// the control plane's (work items, wait conditions, the gate's).
+func projections() []ledger.Projection { return append(act.Projections(), gate.Projections()...) }
 
 // daemon is the body while it runs: it starts its components in one
 // explicit order (start) and stops them in the reverse order (stop).
@@ -156,7 +163,7 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 	// record.
 	safety := "normal"
 	var store *ledger.Store
-	lopts, err := body.LedgerOptions(cfg.Ledger, cfg.DataDir, id, log, act.Projections()...)
+	lopts, err := body.LedgerOptions(cfg.Ledger, cfg.DataDir, id, log, projections()...)
 	if err == nil {
 		lopts.RetainEvery = time.Duration(cfg.Ledger.RetentionIntervalMin) * time.Minute
 		lopts.Stamp = clock.LedgerStamp // audit records carry the boot, the monotonic time and the uncertainty
@@ -425,6 +432,23 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		Drivers: drivers.Name, Version: version, DataDir: cfg.DataDir, Config: cfg.Layers, Safety: safety,
 		Ledger: awareness.LedgerStatus{Path: lopts.Path}},
 		Started: started, Registry: reg, Self: senses.Self, Senses: senses.Stats, EStop: estop, Runner: runner, Grants: grants, Store: store, Relay: relay}
+	// The control plane's gate: what the agent's wait conditions want of
+	// what the body records, and whether it is worth waking the agent.
+	var gt *gate.Gate
+	if store != nil {
+		classes := ledger.DefaultClasses()
+		if lopts.Classes != nil {
+			classes = *lopts.Classes
+		}
+		gt = &gate.Gate{Store: store, Sal: gate.NewSalience(gate.DefaultRules()), Pool: &gate.Pool{Per: 8, TTL: 24 * time.Hour, MaxKeys: 1024},
+			Classes: classes, Log: log}
+		if err := gt.Load(); err != nil {
+			log.Error("the gate cannot read its state: no wait condition is matched", "err", err)
+			gt = nil
+		} else {
+			parts.Pool = gt.Pool
+		}
+	}
 	table, err := parts.Table()
 	if err != nil {
 		return nil, err
@@ -445,10 +469,33 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 	})
 
 	// The agent socket: the MCP server `tobe-body stdio` bridges to.
+	var hub *agent.Hub
+	var observer *awareness.Observer
 	if cfg.Agent.Enabled {
-		if err := d.startAgent(cfg, table, runner, store, startSeq, log); err != nil {
+		if hub, observer, err = d.startAgent(cfg, table, runner, store, gt, startSeq, log); err != nil {
 			return nil, err
 		}
+	}
+	if gt != nil {
+		// The gate's wakes and questions go to the agents' sessions; the
+		// scheduler wakes work items, marks stale ones and ends expired
+		// conditions.
+		if hub != nil {
+			// A condition's wake; the events no condition wanted (the
+			// e-stop's among them) are the observation rules' to push.
+			gt.Push = func(dec gate.Decision, e ledger.Stored) {
+				if dec.Condition != "" {
+					hub.Publish(observer.Woken(dec, e))
+				}
+			}
+		}
+		d.spawn(func(ctx context.Context) {
+			if err := gt.Run(ctx); err != nil && ctx.Err() == nil {
+				log.Error("the gate stopped", "err", err)
+			}
+		})
+		sc := &sched.Scheduler{Store: store, StaleAfter: awareness.StaleAfter, Log: log}
+		d.spawn(sc.Run)
 	}
 
 	log.Info("body started", "body", cfg.Body.Name, "board", profile.Name, "drivers", drivers.Name,
@@ -469,29 +516,30 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 // startAgent listens on the agent socket and serves it until the daemon
 // stops, with each connection a session of the runner's (E7): a silent
 // one is ended and its connection closed, and every end is recorded.
-func (d *daemon) startAgent(cfg *config.Loaded, table *awareness.Table, runner *act.Runner, store *ledger.Store, startSeq uint64, log *slog.Logger) error {
+func (d *daemon) startAgent(cfg *config.Loaded, table *awareness.Table, runner *act.Runner, store *ledger.Store, gt *gate.Gate, startSeq uint64,
+	log *slog.Logger) (*agent.Hub, *awareness.Observer, error) {
 	rules, err := agent.NewRules(cfg.Agent.Principals)
 	if err != nil {
-		return fmt.Errorf("config: %w", err)
+		return nil, nil, fmt.Errorf("config: %w", err)
 	}
 	oc := cfg.Agent.Observations
 	observer, err := awareness.NewObserver(append(slices.Clone(oc.Rules), awareness.DefaultObservationRules...))
 	if err != nil {
-		return fmt.Errorf("config: agent.observations.rules: %w", err)
+		return nil, nil, fmt.Errorf("config: agent.observations.rules: %w", err)
 	}
 	hub := &agent.Hub{Batch: time.Duration(oc.BatchMS) * time.Millisecond, Queue: oc.Queue}
 	gid := -1
 	if g := cfg.Agent.SocketGroup; g != "" {
 		grp, err := user.LookupGroup(g)
 		if err != nil {
-			return fmt.Errorf("config: agent.socket_group: no group %q on this body", g)
+			return nil, nil, fmt.Errorf("config: agent.socket_group: no group %q on this body", g)
 		}
 		gid, _ = strconv.Atoi(grp.Gid)
 	}
 	path := filepath.Join(cfg.DataDir, agent.SocketName)
 	ln, err := agent.Listen(path, gid)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	record := func(ev ledger.Event) {
 		if store == nil {
@@ -512,9 +560,13 @@ func (d *daemon) startAgent(cfg *config.Loaded, table *awareness.Table, runner *
 	d.spawn(func(ctx context.Context) { srv.Sessions.Run(ctx) })
 	d.spawn(func(ctx context.Context) { srv.Serve(ctx, ln) })
 	if store != nil {
-		// What this run records, from its start, observed for the agents.
+		// What this run records, from its start, observed for the agents;
+		// what a wait condition wants is the gate's to push or not.
 		d.spawn(func(ctx context.Context) {
 			store.Follow(ctx, ledger.Filter{After: startSeq}, func(e ledger.Stored) error {
+				if gt != nil && gt.Claims(&e.Event) {
+					return nil
+				}
 				if o, ok := observer.Observe(e); ok {
 					hub.Publish(o)
 				}
@@ -526,7 +578,7 @@ func (d *daemon) startAgent(cfg *config.Loaded, table *awareness.Table, runner *
 	if len(cfg.Agent.Principals) == 0 {
 		log.Info("agent socket: no agent.principals, so every peer is refused", "socket", path)
 	}
-	return nil
+	return hub, observer, nil
 }
 
 // speakerMic is what verifies the speaker: the microphone channel's taps

@@ -14,7 +14,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/awareness"
 	"github.com/tobe-body/tobe-body/awareness/admin"
 	"github.com/tobe-body/tobe-body/body"
@@ -270,7 +269,7 @@ func openLedgerAccess(ctx context.Context, c *common, offline bool) (*ledgerAcce
 	if offline {
 		return &ledgerAccess{path: path}, nil
 	}
-	store, err := body.LookAtLedger(cfg.Ledger, dataDir, act.Projections()...)
+	store, err := body.LookAtLedger(cfg.Ledger, dataDir, projections()...)
 	if err != nil {
 		return nil, err
 	}

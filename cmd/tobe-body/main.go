@@ -103,6 +103,9 @@ commands:
   estop <command>      status, trip (stop now), reset (a local administrator, line healthy)
   do CAP TARGET k=v    act as a local administrator through the runner (gpio.set, gpio.pulse; --list)
   grant <command>      add, list, revoke: what principals may do
+  work <command>       list, show, close: the work items the agent left on the body
+  wait <command>       list, add, remove: what the body waits for, for them
+  gate explain ID      why the agent was woken for an event, or was not
   approvals [--json]   the R3 actions waiting for a local administrator's approval
   approve ACTION_ID    approve one of them: it runs now, with the policy checked again
   deny ACTION_ID       deny it (--why TEXT): it is cancelled
@@ -144,6 +147,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runDo(ctx, rest, stdout, stderr)
 	case "grant":
 		return runGrant(ctx, rest, stdout, stderr)
+	case "work":
+		return runWork(ctx, rest, stdout, stderr)
+	case "wait":
+		return runWait(ctx, rest, stdout, stderr)
+	case "gate":
+		return runGate(ctx, rest, stdout, stderr)
 	case "approvals":
 		return runApprovals(ctx, rest, stdout, stderr)
 	case "approve", "deny":

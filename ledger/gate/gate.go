@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tobe-body/tobe-body/ledger"
@@ -114,7 +115,32 @@ type Gate struct {
 	Now  func() time.Time
 	Log  *slog.Logger
 
-	ix *Index
+	// mu orders the index's changes (the gate's goroutine) with Claims
+	// (another's); the gate's own reads need no lock.
+	mu     sync.RWMutex
+	ix     *Index
+	after  uint64
+	loaded bool
+}
+
+// Claims tells whether a wait condition matches e now (L0 only): the
+// agent boundary leaves to the gate what a condition wants, so that one
+// event is not pushed twice. Safe for concurrent use, once Load ran.
+func (g *Gate) Claims(e *ledger.Event) bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if g.ix == nil {
+		return false
+	}
+	var f wait.Fields
+	return len(g.ix.match(e, g.now().UnixMilli(), nil, &f)) > 0
+}
+
+func (g *Gate) now() time.Time {
+	if g.Now == nil {
+		return time.Now()
+	}
+	return g.Now()
 }
 
 // answered records the answer to an open interruption of a work item
@@ -162,16 +188,14 @@ func (g *Gate) unanswered(ctx context.Context, now time.Time) {
 // those of the control plane.
 var own = []string{"gate.", "wait.", "work."}
 
-// Run decides until ctx ends.
-func (g *Gate) Run(ctx context.Context) error {
-	if g.Now == nil {
-		g.Now = time.Now
-	}
+// Load reads where the gate is from the projections: the conditions
+// that wait, the last event decided, the recent interruptions. Run
+// loads when it was not.
+func (g *Gate) Load() error {
 	conds, err := wait.List(g.Store, func(c *wait.Condition) bool { return c.Removed == "" })
 	if err != nil {
 		return err
 	}
-	g.ix = Build(conds)
 	var after uint64
 	err = g.Store.ReadProjection(projCursor, func(kv ledger.ReadKV) error {
 		if b := kv.Get(keyCursor); len(b) == 8 {
@@ -182,9 +206,27 @@ func (g *Gate) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if g.Sal.State, err = loadInterrupts(g.Store); err != nil {
+	st, err := loadInterrupts(g.Store)
+	if err != nil {
 		return err
 	}
+	g.mu.Lock()
+	g.ix, g.after, g.Sal.State, g.loaded = Build(conds), after, st, true
+	g.mu.Unlock()
+	return nil
+}
+
+// Run decides until ctx ends.
+func (g *Gate) Run(ctx context.Context) error {
+	if g.Now == nil {
+		g.Now = time.Now
+	}
+	if !g.loaded {
+		if err := g.Load(); err != nil {
+			return err
+		}
+	}
+	after := g.after
 	if g.Log != nil {
 		g.Log.Info("gate", "conditions", g.ix.Len(), "after", after, "open_interruptions", len(g.Sal.State.open))
 	}
@@ -219,7 +261,9 @@ func (g *Gate) Run(ctx context.Context) error {
 			return nil // not pushed: what was not recorded did not happen
 		}
 		if c, ok := g.ix.Get(d.Condition); ok && (d.Outcome == Wake || d.Outcome == Ask) && !cmd.dup {
+			g.mu.Lock()
 			c.LastMatchedAt, c.LastEvent = now.UnixMilli(), d.Event
+			g.mu.Unlock()
 		}
 		if !cmd.dup && (d.Outcome == Wake || d.Outcome == Ask) {
 			g.Sal.State.pushed(Interruption{Event: d.Event, WorkItem: d.WorkItem, Condition: d.Condition, Kind: d.Outcome, At: now.UnixMilli()})
@@ -237,6 +281,8 @@ func (g *Gate) follow(e *ledger.Stored) {
 	if err != nil {
 		return
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if r.Condition.Removed != "" {
 		g.ix.Delete(r.Condition.ID)
 		return

@@ -54,17 +54,17 @@ func (q Quiet) Check() error {
 // how long it took (an agent's or a person's change of the work item),
 // or that nobody did.
 type Interruption struct {
-	Event     string  `cbor:"1,keyasint" json:"event_id"`
-	WorkItem  string  `cbor:"2,keyasint,omitempty" json:"work_item,omitempty"`
-	Condition string  `cbor:"3,keyasint,omitempty" json:"condition,omitempty"`
-	Kind      Outcome `cbor:"4,keyasint" json:"kind"`
-	At        int64   `cbor:"5,keyasint" json:"at"` // Unix ms
+	Event     string  `cbor:"event_id" json:"event_id"`
+	WorkItem  string  `cbor:"work_item,omitempty" json:"work_item,omitempty"`
+	Condition string  `cbor:"condition,omitempty" json:"condition,omitempty"`
+	Kind      Outcome `cbor:"kind" json:"kind"`
+	At        int64   `cbor:"at" json:"at"` // Unix ms
 	// AnsweredBy is the principal whose change of the work item answered
 	// it; AnsweredAfterMS how long after the push.
-	AnsweredBy      string `cbor:"6,keyasint,omitempty" json:"answered_by,omitempty"`
-	AnsweredAfterMS int64  `cbor:"7,keyasint,omitempty" json:"answered_after_ms,omitempty"`
+	AnsweredBy      string `cbor:"answered_by,omitempty" json:"answered_by,omitempty"`
+	AnsweredAfterMS int64  `cbor:"answered_after_ms,omitempty" json:"answered_after_ms,omitempty"`
 	// Unanswered: nobody answered within the answer window.
-	Unanswered bool `cbor:"8,keyasint,omitempty" json:"unanswered,omitempty"`
+	Unanswered bool `cbor:"unanswered,omitempty" json:"unanswered,omitempty"`
 }
 
 // The intervention events.

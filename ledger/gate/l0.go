@@ -247,7 +247,12 @@ func selectors(s string, fn func(sel string)) {
 // only when the event's field has that value. Each condition is
 // appended once.
 func (ix *Index) Match(e *ledger.Event, now int64, out []*wait.Condition) []*wait.Condition {
-	fields := &ix.fields
+	return ix.match(e, now, out, &ix.fields)
+}
+
+// match is Match reading the payload's fields with fields: a caller other
+// than the index's owner brings its own.
+func (ix *Index) match(e *ledger.Event, now int64, out []*wait.Condition, fields *wait.Fields) []*wait.Condition {
 	fields.Reset(e.Payload)
 	first := len(out)
 	try := func(list []*wait.Condition) {

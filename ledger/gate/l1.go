@@ -43,23 +43,23 @@ var bandOf = map[wait.Priority]Band{wait.Low: BandLow, wait.Medium: BandMedium, 
 
 // Step is one rule L1 applied, and what it said.
 type Step struct {
-	Rule string `cbor:"1,keyasint" json:"rule"`
-	Said string `cbor:"2,keyasint" json:"said"`
+	Rule string `cbor:"rule" json:"rule"`
+	Said string `cbor:"said" json:"said"`
 }
 
 // Decision is L1's decision on one event, with the path that led to it:
 // every decision not to wake says why (Reason).
 type Decision struct {
-	Event     string  `cbor:"1,keyasint" json:"event_id"`
-	Seq       uint64  `cbor:"2,keyasint" json:"seq"`
-	Type      string  `cbor:"3,keyasint" json:"event_type"`
-	Outcome   Outcome `cbor:"4,keyasint" json:"outcome"`
-	Attention string  `cbor:"5,keyasint,omitempty" json:"attention,omitempty"`
-	Band      Band    `cbor:"6,keyasint,omitempty" json:"band,omitempty"`
-	Condition string  `cbor:"7,keyasint,omitempty" json:"condition,omitempty"`
-	WorkItem  string  `cbor:"8,keyasint,omitempty" json:"work_item,omitempty"`
-	Reason    string  `cbor:"9,keyasint,omitempty" json:"reason,omitempty"`
-	Path      []Step  `cbor:"10,keyasint" json:"path"`
+	Event     string  `cbor:"event_id" json:"event_id"`
+	Seq       uint64  `cbor:"seq" json:"seq"`
+	Type      string  `cbor:"event_type" json:"event_type"`
+	Outcome   Outcome `cbor:"outcome" json:"outcome"`
+	Attention string  `cbor:"attention,omitempty" json:"attention,omitempty"`
+	Band      Band    `cbor:"band,omitempty" json:"band,omitempty"`
+	Condition string  `cbor:"condition,omitempty" json:"condition,omitempty"`
+	WorkItem  string  `cbor:"work_item,omitempty" json:"work_item,omitempty"`
+	Reason    string  `cbor:"reason,omitempty" json:"reason,omitempty"`
+	Path      []Step  `cbor:"path" json:"path"`
 }
 
 // HardTypes are the event types (or prefixes) that always wake, whatever
@@ -172,6 +172,9 @@ func (s *Salience) Decide(e *ledger.Stored, matches []*wait.Condition, items Ite
 	for _, h := range HardTypes {
 		if strings.HasPrefix(e.Type, h.Prefix) {
 			d.Attention, d.Band = h.Attention, BandCritical
+			if len(matches) > 0 { // a condition wanted it too: named, for whoever waits
+				d.Condition, d.WorkItem = matches[0].ID, matches[0].Owner
+			}
 			step("hard rule", "%s always wakes (%s), whatever else applies", h.What, h.Attention)
 			return settle(Wake, "hard rule: "+h.What)
 		}

@@ -22,19 +22,19 @@ import (
 // A zone clause reads "zone" and "box" unless Field names the zone's
 // field.
 type Clause struct {
-	Field  string   `cbor:"1,keyasint,omitempty" json:"field,omitempty"`
-	Equals any      `cbor:"2,keyasint,omitempty" json:"equals,omitempty"`
-	In     []any    `cbor:"3,keyasint,omitempty" json:"in,omitempty"`
-	Prefix string   `cbor:"4,keyasint,omitempty" json:"prefix,omitempty"`
-	Above  *float64 `cbor:"5,keyasint,omitempty" json:"above,omitempty"`
-	Below  *float64 `cbor:"6,keyasint,omitempty" json:"below,omitempty"`
-	Zone   *Zone    `cbor:"7,keyasint,omitempty" json:"zone,omitempty"`
+	Field  string   `cbor:"field,omitempty" json:"field,omitempty"`
+	Equals any      `cbor:"equals,omitempty" json:"equals,omitempty"`
+	In     []any    `cbor:"in,omitempty" json:"in,omitempty"`
+	Prefix string   `cbor:"prefix,omitempty" json:"prefix,omitempty"`
+	Above  *float64 `cbor:"above,omitempty" json:"above,omitempty"`
+	Below  *float64 `cbor:"below,omitempty" json:"below,omitempty"`
+	Zone   *Zone    `cbor:"zone,omitempty" json:"zone,omitempty"`
 }
 
 // Zone is a part of a camera's view: named zones, or a box.
 type Zone struct {
-	Names []string    `cbor:"1,keyasint,omitempty" json:"names,omitempty"`
-	Box   *[4]float64 `cbor:"2,keyasint,omitempty" json:"box,omitempty"`
+	Names []string    `cbor:"names,omitempty" json:"names,omitempty"`
+	Box   *[4]float64 `cbor:"box,omitempty" json:"box,omitempty"`
 }
 
 // Limits on a matcher.

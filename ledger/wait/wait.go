@@ -51,35 +51,35 @@ const (
 
 // Condition is a wait condition as it stands.
 type Condition struct {
-	ID string `cbor:"1,keyasint" json:"id"`
+	ID string `cbor:"id" json:"id"`
 	// Owner is the work item it belongs to: required.
-	Owner string `cbor:"2,keyasint" json:"owner"`
+	Owner string `cbor:"owner" json:"owner"`
 	// Types are the event types it waits for: a type, or a prefix
 	// ending in a dot ("camera.").
-	Types []string `cbor:"3,keyasint" json:"event_types"`
+	Types []string `cbor:"event_types" json:"event_types"`
 	// Channels select the channels: ids or prefixes ending in a dot;
 	// none: any channel.
-	Channels []string `cbor:"4,keyasint,omitempty" json:"channels,omitempty"`
-	Match    []Clause `cbor:"5,keyasint,omitempty" json:"match,omitempty"`
-	Priority Priority `cbor:"6,keyasint" json:"priority"`
+	Channels []string `cbor:"channels,omitempty" json:"channels,omitempty"`
+	Match    []Clause `cbor:"match,omitempty" json:"match,omitempty"`
+	Priority Priority `cbor:"priority" json:"priority"`
 	// CooldownMS: after a match, matches within this are suppressed.
-	CooldownMS  int64  `cbor:"7,keyasint,omitempty" json:"cooldown_ms,omitempty"`
-	Dedupe      Dedupe `cbor:"8,keyasint" json:"dedupe"`
-	DedupeField string `cbor:"9,keyasint,omitempty" json:"dedupe_field,omitempty"`
+	CooldownMS  int64  `cbor:"cooldown_ms,omitempty" json:"cooldown_ms,omitempty"`
+	Dedupe      Dedupe `cbor:"dedupe" json:"dedupe"`
+	DedupeField string `cbor:"dedupe_field,omitempty" json:"dedupe_field,omitempty"`
 	// ExpiresAt is when it ends, Unix milliseconds: required.
-	ExpiresAt     int64  `cbor:"10,keyasint" json:"expires_at"`
-	LastMatchedAt int64  `cbor:"11,keyasint,omitempty" json:"last_matched_at,omitempty"`
-	LastEvent     string `cbor:"12,keyasint,omitempty" json:"last_event,omitempty"`
-	Matches       uint64 `cbor:"13,keyasint,omitempty" json:"matches,omitempty"`
-	CreatedAt     int64  `cbor:"14,keyasint" json:"created_at"`
-	Version       uint64 `cbor:"15,keyasint" json:"version"`
+	ExpiresAt     int64  `cbor:"expires_at" json:"expires_at"`
+	LastMatchedAt int64  `cbor:"last_matched_at,omitempty" json:"last_matched_at,omitempty"`
+	LastEvent     string `cbor:"last_event,omitempty" json:"last_event,omitempty"`
+	Matches       uint64 `cbor:"matches,omitempty" json:"matches,omitempty"`
+	CreatedAt     int64  `cbor:"created_at" json:"created_at"`
+	Version       uint64 `cbor:"version" json:"version"`
 	// Removed is why it ended ("" while it waits).
-	Removed string `cbor:"16,keyasint,omitempty" json:"removed,omitempty"`
+	Removed string `cbor:"removed,omitempty" json:"removed,omitempty"`
 	// Since is when the ledger took its wait.added (its ingest time, Unix
 	// nanoseconds): it matches only events the ledger took after that,
 	// also when the gate decides again, after a restart, on events from
 	// before it.
-	Since int64 `cbor:"17,keyasint,omitempty" json:"since,omitempty"`
+	Since int64 `cbor:"since,omitempty" json:"since,omitempty"`
 }
 
 // Limits on a condition.
@@ -222,10 +222,10 @@ const (
 // Record is the payload of every wait event: the condition as it stands
 // after it.
 type Record struct {
-	Condition Condition `cbor:"1,keyasint" json:"condition"`
+	Condition Condition `cbor:"condition" json:"condition"`
 	// Event is the event it matched (wait.matched).
-	Event string `cbor:"2,keyasint,omitempty" json:"event,omitempty"`
-	By    string `cbor:"3,keyasint,omitempty" json:"by,omitempty"`
+	Event string `cbor:"event,omitempty" json:"event,omitempty"`
+	By    string `cbor:"by,omitempty" json:"by,omitempty"`
 }
 
 // Add is the command that adds a condition; its owner must be a work

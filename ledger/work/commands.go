@@ -21,15 +21,15 @@ const (
 // Record is the payload of every work event: the item as it is after
 // the change, and what the change was.
 type Record struct {
-	Item Item `cbor:"1,keyasint" json:"item"`
+	Item Item `cbor:"item" json:"item"`
 	// From is the status it left (work.moved).
-	From Status `cbor:"2,keyasint,omitempty" json:"from,omitempty"`
+	From Status `cbor:"from,omitempty" json:"from,omitempty"`
 	// Reason says why it moved.
-	Reason string `cbor:"3,keyasint,omitempty" json:"reason,omitempty"`
+	Reason string `cbor:"reason,omitempty" json:"reason,omitempty"`
 	// Changed names the fields a work.changed changed.
-	Changed []string `cbor:"4,keyasint,omitempty" json:"changed,omitempty"`
+	Changed []string `cbor:"changed,omitempty" json:"changed,omitempty"`
 	// By is who asked for the change.
-	By string `cbor:"5,keyasint,omitempty" json:"by,omitempty"`
+	By string `cbor:"by,omitempty" json:"by,omitempty"`
 }
 
 // Aggregate is the ledger aggregate of an item: its versions are the
@@ -117,6 +117,12 @@ type Patch struct {
 	Budget      *Budget      `json:"interrupt_budget,omitempty"`
 	NextCheckAt *int64       `json:"next_check_at,omitempty"`
 	Progress    bool         `json:"progress,omitempty"`
+}
+
+// IsZero tells whether the patch changes nothing.
+func (p *Patch) IsZero() bool {
+	return p.Goal == nil && p.DoneWhen == nil && p.Owner == nil && p.Requires == nil && p.BlockedOn == nil && p.DependsOn == nil &&
+		p.AuthProfile == nil && p.Budget == nil && p.NextCheckAt == nil && !p.Progress
 }
 
 // Change is the command that changes an item's fields, when it is at

@@ -89,44 +89,44 @@ const BlockedOnDependencies = "depends_on"
 // Requirement is what an item needs of a body: a capability (gpio.set),
 // or one of this body's devices by its channel id (camera.front).
 type Requirement struct {
-	Capability string `cbor:"1,keyasint,omitempty" json:"capability,omitempty"`
-	Device     string `cbor:"2,keyasint,omitempty" json:"device,omitempty"`
+	Capability string `cbor:"capability,omitempty" json:"capability,omitempty"`
+	Device     string `cbor:"device,omitempty" json:"device,omitempty"`
 }
 
 // Budget is how many interruptions an item may cause in a window.
 type Budget struct {
-	Max     int   `cbor:"1,keyasint" json:"max"`
-	WindowS int64 `cbor:"2,keyasint" json:"window_s"`
+	Max     int   `cbor:"max" json:"max"`
+	WindowS int64 `cbor:"window_s" json:"window_s"`
 }
 
 // Item is a work item as it stands.
 type Item struct {
-	ID       string   `cbor:"1,keyasint" json:"id"`
-	Goal     string   `cbor:"2,keyasint" json:"goal"`
-	DoneWhen []string `cbor:"3,keyasint" json:"done_when"`
-	Status   Status   `cbor:"4,keyasint" json:"status"`
+	ID       string   `cbor:"id" json:"id"`
+	Goal     string   `cbor:"goal" json:"goal"`
+	DoneWhen []string `cbor:"done_when" json:"done_when"`
+	Status   Status   `cbor:"status" json:"status"`
 	// Owner is who pursues it (a principal's name).
-	Owner     string       `cbor:"5,keyasint,omitempty" json:"owner,omitempty"`
-	Requires  *Requirement `cbor:"6,keyasint,omitempty" json:"requires,omitempty"`
-	BlockedOn string       `cbor:"7,keyasint,omitempty" json:"blocked_on,omitempty"`
-	Parent    string       `cbor:"8,keyasint,omitempty" json:"parent,omitempty"`
-	DependsOn []string     `cbor:"9,keyasint,omitempty" json:"depends_on,omitempty"`
+	Owner     string       `cbor:"owner,omitempty" json:"owner,omitempty"`
+	Requires  *Requirement `cbor:"requires,omitempty" json:"requires,omitempty"`
+	BlockedOn string       `cbor:"blocked_on,omitempty" json:"blocked_on,omitempty"`
+	Parent    string       `cbor:"parent,omitempty" json:"parent,omitempty"`
+	DependsOn []string     `cbor:"depends_on,omitempty" json:"depends_on,omitempty"`
 	// AuthProfile names the authorization profile its actions run under.
-	AuthProfile string  `cbor:"10,keyasint,omitempty" json:"auth_profile,omitempty"`
-	Budget      *Budget `cbor:"11,keyasint,omitempty" json:"interrupt_budget,omitempty"`
+	AuthProfile string  `cbor:"auth_profile,omitempty" json:"auth_profile,omitempty"`
+	Budget      *Budget `cbor:"interrupt_budget,omitempty" json:"interrupt_budget,omitempty"`
 	// Times are Unix milliseconds by the wall clock of the change (0:
 	// none): what decides on them (the scheduler) reads them with the
 	// body's clock and its steps.
-	NextCheckAt    int64 `cbor:"12,keyasint,omitempty" json:"next_check_at,omitempty"`
-	CreatedAt      int64 `cbor:"13,keyasint" json:"created_at"`
-	LastProgressAt int64 `cbor:"14,keyasint" json:"last_progress_at"`
+	NextCheckAt    int64 `cbor:"next_check_at,omitempty" json:"next_check_at,omitempty"`
+	CreatedAt      int64 `cbor:"created_at" json:"created_at"`
+	LastProgressAt int64 `cbor:"last_progress_at" json:"last_progress_at"`
 	// Version is the item's version: 1 when created, one more each change.
-	Version uint64 `cbor:"15,keyasint" json:"version"`
+	Version uint64 `cbor:"version" json:"version"`
 	// StaleSince is when the scheduler found it stale (0: it is not, or
 	// progress came since): it says so once.
-	StaleSince int64 `cbor:"16,keyasint,omitempty" json:"stale_since,omitempty"`
+	StaleSince int64 `cbor:"stale_since,omitempty" json:"stale_since,omitempty"`
 	// Source is the event a follow-up the body made was made for.
-	Source string `cbor:"17,keyasint,omitempty" json:"source,omitempty"`
+	Source string `cbor:"source,omitempty" json:"source,omitempty"`
 }
 
 // Stale tells whether an active item has made no progress for longer

@@ -1,0 +1,300 @@
+package awareness
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/ledger"
+	"github.com/tobe-body/tobe-body/ledger/gate"
+	"github.com/tobe-body/tobe-body/ledger/wait"
+	"github.com/tobe-body/tobe-body/ledger/work"
+)
+
+// The control plane's operations: the agent's work items and wait
+// conditions, and the gate's explanations. They change what the body
+// watches for and tells its agent, never what it may do: an agent or a
+// local administrator at low trust.
+var (
+	OpWorkCreate = Op[work.Spec, work.Item]{Name: "work.create", Kind: Interact, Least: AdminOrAgent,
+		Description: "Leave a work item on the body: a goal and at least one acceptance criterion (done_when); status draft or open (the default). parent and depends_on name other items (at most 3 deep, no cycle)."}
+	OpWorkUpdate = Op[WorkUpdateIn, work.Item]{Name: "work.update", Kind: Interact, Least: AdminOrAgent,
+		Description: "Change a work item at its version (a stale version is refused with the item as it is): its fields, progress (marks it fresh), and its status (with a reason; blocked names blocked_on)."}
+	OpWorkClose = Op[WorkCloseIn, work.Item]{Name: "work.close", Kind: Interact, Least: AdminOrAgent,
+		Description: "Close a running or verifiable work item at its version: its criteria met (through verifiable), with a reason. Cancel one instead with work.update status cancelled."}
+	OpWorkList = Op[WorkListIn, WorkList]{Name: "work.list", Kind: Observe, Least: AdminOrAgent,
+		Description: "The work items, with whether each is stale; all: closed and cancelled ones too."}
+	OpWorkShow = Op[IDIn, work.Item]{Name: "work.show", Kind: Observe, Least: AdminOrAgent,
+		Description: "One work item as it stands."}
+	OpWaitAdd = Op[WaitAddIn, wait.Condition]{Name: "wait.add", Kind: Interact, Least: AdminOrAgent,
+		Description: "Leave a wait condition for a work item: the event types and channels it waits for (a name, or a prefix ending in a dot), clauses over the event's payload (equals, in, prefix, above/below, zone), a priority hint, a cooldown and an expiry (expires_in, a duration, or expires_at, RFC 3339): required, at most 90 days."}
+	OpWaitRemove = Op[WaitRemoveIn, wait.Condition]{Name: "wait.remove", Kind: Interact, Least: AdminOrAgent,
+		Description: "Remove a wait condition."}
+	OpWaitList = Op[WaitListIn, WaitList]{Name: "wait.list", Kind: Observe, Least: AdminOrAgent,
+		Description: "The wait conditions that wait; all: removed ones too, with why they ended."}
+	OpExplain = Op[ExplainIn, gate.Decision]{Name: "gate.explain", Kind: Observe, Least: AdminOrAgent,
+		Description: "Why the body woke its agent for an event, or did not: the gate's decision and the path of rules that led to it."}
+)
+
+// WorkUpdateIn changes a work item.
+type WorkUpdateIn struct {
+	ID      string `json:"id"`
+	Version uint64 `json:"version"`
+	work.Patch
+	// Status moves it (after the fields change), for Reason; a move to
+	// blocked takes blocked_on for what it waits for.
+	Status work.Status `json:"status,omitempty"`
+	Reason string      `json:"reason,omitempty"`
+}
+
+// WorkCloseIn closes a work item.
+type WorkCloseIn struct {
+	ID      string `json:"id"`
+	Version uint64 `json:"version"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// WorkListIn selects work items.
+type WorkListIn struct {
+	All bool `json:"all,omitempty"`
+}
+
+// WorkList is the work items.
+type WorkList struct {
+	Items []WorkView `json:"items"`
+}
+
+// WorkView is an item with what is derived from it.
+type WorkView struct {
+	work.Item
+	Stale bool `json:"stale"`
+}
+
+// IDIn names one thing.
+type IDIn struct {
+	ID string `json:"id"`
+}
+
+// WaitAddIn is a new wait condition.
+type WaitAddIn struct {
+	ID          string        `json:"id,omitempty"`
+	Owner       string        `json:"owner"`
+	EventTypes  []string      `json:"event_types"`
+	Channels    []string      `json:"channels,omitempty"`
+	Match       []wait.Clause `json:"match,omitempty"`
+	Priority    wait.Priority `json:"priority,omitempty"`
+	CooldownMS  int64         `json:"cooldown_ms,omitempty"`
+	Dedupe      wait.Dedupe   `json:"dedupe,omitempty"`
+	DedupeField string        `json:"dedupe_field,omitempty"`
+	ExpiresIn   string        `json:"expires_in,omitempty"`
+	ExpiresAt   string        `json:"expires_at,omitempty"`
+}
+
+// WaitRemoveIn removes a wait condition.
+type WaitRemoveIn struct {
+	ID  string `json:"id"`
+	Why string `json:"why,omitempty"`
+}
+
+// WaitListIn selects wait conditions.
+type WaitListIn struct {
+	All bool `json:"all,omitempty"`
+}
+
+// WaitList is the wait conditions.
+type WaitList struct {
+	Conditions []wait.Condition `json:"conditions"`
+}
+
+// ExplainIn names the event to explain.
+type ExplainIn struct {
+	EventID string `json:"event_id"`
+}
+
+// StaleAfter is how long an active work item may go without progress
+// before it is stale.
+const StaleAfter = 24 * time.Hour
+
+// controlErr turns the control plane's errors into refusals that name
+// their reason.
+func controlErr(err error) error {
+	var stale *work.StaleError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &stale):
+		return refuse(ReasonConflict, "%v (it is at version %d, status %s)", stale, stale.Current.Version, stale.Current.Status)
+	case errors.Is(err, work.ErrNotFound), errors.Is(err, wait.ErrNotFound):
+		return refuse(ReasonNotFound, "%v", err)
+	case errors.Is(err, work.ErrInvalid), errors.Is(err, wait.ErrInvalid), errors.Is(err, work.ErrMove), errors.Is(err, work.ErrFinal),
+		errors.Is(err, work.ErrExists), errors.Is(err, wait.ErrExists), errors.Is(err, wait.ErrRemoved):
+		return refuse(ReasonInvalidParams, "%v", err)
+	}
+	return refuse(ReasonFailed, "%v", err)
+}
+
+// ReasonConflict: the caller's version of what it changes is not the
+// current one; Detail says what is.
+const ReasonConflict act.Reason = "conflict"
+
+func (b *Parts) exec(ctx context.Context, cmd ledger.Command) error {
+	if b.Store == nil {
+		return errNoLedger
+	}
+	_, err := b.Store.Execute(context.WithoutCancel(ctx), cmd)
+	return controlErr(err)
+}
+
+func (b *Parts) workCreate(ctx context.Context, p act.Principal, in work.Spec) (work.Item, error) {
+	in.FollowUp = false
+	c := work.NewCreate(in, p.Subject, b.Now())
+	return c.Item, b.exec(ctx, c)
+}
+
+func (b *Parts) workUpdate(ctx context.Context, p act.Principal, in WorkUpdateIn) (work.Item, error) {
+	now := b.Now()
+	it := work.Item{ID: in.ID, Version: in.Version}
+	blockedOn := ""
+	if in.Status == work.Blocked && in.Patch.BlockedOn != nil {
+		blockedOn, in.Patch.BlockedOn = *in.Patch.BlockedOn, nil
+	}
+	patched := !in.Patch.IsZero()
+	if !patched && in.Status == "" {
+		return it, refuse(ReasonInvalidParams, "nothing to change: fields, progress or a status")
+	}
+	if patched {
+		c := &work.Change{ID: in.ID, Expected: in.Version, Patch: in.Patch, By: p.Subject, At: now}
+		if err := b.exec(ctx, c); err != nil {
+			return it, err
+		}
+		it = c.Item
+	}
+	if in.Status != "" {
+		m := &work.Move{ID: in.ID, Expected: it.Version, To: in.Status, Reason: in.Reason, BlockedOn: blockedOn, By: p.Subject, At: now}
+		if err := b.exec(ctx, m); err != nil {
+			return it, err
+		}
+		it = m.Item
+	}
+	return it, nil
+}
+
+func (b *Parts) workClose(ctx context.Context, p act.Principal, in WorkCloseIn) (work.Item, error) {
+	if b.Store == nil {
+		return work.Item{}, errNoLedger
+	}
+	it, err := work.Get(b.Store, in.ID)
+	if err != nil {
+		return it, controlErr(err)
+	}
+	if it.Version != in.Version {
+		return it, controlErr(&work.StaleError{Expected: in.Version, Current: it})
+	}
+	var path []work.Status
+	switch it.Status {
+	case work.Running:
+		path = []work.Status{work.Verifiable, work.Closed}
+	case work.Verifiable:
+		path = []work.Status{work.Closed}
+	default:
+		return it, refuse(ReasonInvalidParams, "work item %s is %s: only a running or verifiable item closes (cancel it instead)", it.ID, it.Status)
+	}
+	for _, to := range path {
+		m := &work.Move{ID: it.ID, Expected: it.Version, To: to, Reason: in.Reason, By: p.Subject, At: b.Now()}
+		if err := b.exec(ctx, m); err != nil {
+			return it, err
+		}
+		it = m.Item
+	}
+	return it, nil
+}
+
+func (b *Parts) workList(_ context.Context, _ act.Principal, in WorkListIn) (WorkList, error) {
+	if b.Store == nil {
+		return WorkList{}, errNoLedger
+	}
+	items, err := work.List(b.Store, func(it *work.Item) bool { return in.All || !it.Status.Final() })
+	if err != nil {
+		return WorkList{}, controlErr(err)
+	}
+	out := WorkList{Items: []WorkView{}}
+	now := b.Now()
+	for _, it := range items {
+		out.Items = append(out.Items, WorkView{Item: it, Stale: it.Stale(now, StaleAfter)})
+	}
+	return out, nil
+}
+
+func (b *Parts) workShow(_ context.Context, _ act.Principal, in IDIn) (work.Item, error) {
+	if b.Store == nil {
+		return work.Item{}, errNoLedger
+	}
+	it, err := work.Get(b.Store, in.ID)
+	return it, controlErr(err)
+}
+
+func (b *Parts) waitAdd(ctx context.Context, p act.Principal, in WaitAddIn) (wait.Condition, error) {
+	now := b.Now()
+	c := wait.Condition{ID: in.ID, Owner: in.Owner, Types: in.EventTypes, Channels: in.Channels, Match: in.Match, Priority: in.Priority,
+		CooldownMS: in.CooldownMS, Dedupe: in.Dedupe, DedupeField: in.DedupeField}
+	switch {
+	case in.ExpiresIn != "" && in.ExpiresAt != "":
+		return c, refuse(ReasonInvalidParams, "expires_in or expires_at, not both")
+	case in.ExpiresIn != "":
+		d, err := time.ParseDuration(in.ExpiresIn)
+		if err != nil || d <= 0 {
+			return c, refuse(ReasonInvalidParams, "expires_in %q: a positive duration (90s, 10m, 2h)", in.ExpiresIn)
+		}
+		c.ExpiresAt = now.Add(d).UnixMilli()
+	case in.ExpiresAt != "":
+		t, err := time.Parse(time.RFC3339, in.ExpiresAt)
+		if err != nil {
+			return c, refuse(ReasonInvalidParams, "expires_at %q: an RFC 3339 time", in.ExpiresAt)
+		}
+		c.ExpiresAt = t.UnixMilli()
+	}
+	a := wait.NewAdd(c, p.Subject, now)
+	if err := b.exec(ctx, a); err != nil {
+		return a.Condition, err
+	}
+	return a.Condition, nil
+}
+
+func (b *Parts) waitRemove(ctx context.Context, p act.Principal, in WaitRemoveIn) (wait.Condition, error) {
+	why := in.Why
+	if why == "" {
+		why = "removed by " + p.Subject
+	}
+	r := &wait.Remove{ID: in.ID, Why: why, By: p.Subject, At: b.Now()}
+	err := b.exec(ctx, r)
+	return r.Condition, err
+}
+
+func (b *Parts) waitList(_ context.Context, _ act.Principal, in WaitListIn) (WaitList, error) {
+	if b.Store == nil {
+		return WaitList{}, errNoLedger
+	}
+	cs, err := wait.List(b.Store, func(c *wait.Condition) bool { return in.All || c.Removed == "" })
+	if err != nil {
+		return WaitList{}, controlErr(err)
+	}
+	if cs == nil {
+		cs = []wait.Condition{}
+	}
+	return WaitList{Conditions: cs}, nil
+}
+
+func (b *Parts) explain(_ context.Context, _ act.Principal, in ExplainIn) (gate.Decision, error) {
+	if b.Store == nil {
+		return gate.Decision{}, errNoLedger
+	}
+	if in.EventID == "" {
+		return gate.Decision{}, refuse(ReasonInvalidParams, "event_id: which event")
+	}
+	d, err := gate.Explain(b.Store, b.Pool, in.EventID, b.Now())
+	if err != nil {
+		return d, refuse(ReasonFailed, "%v", err)
+	}
+	return d, nil
+}
