@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/tobe-body/tobe-body/awareness"
 	"github.com/tobe-body/tobe-body/awareness/admin"
+	"github.com/tobe-body/tobe-body/ledger"
 	"github.com/tobe-body/tobe-body/ledger/gate"
 	"github.com/tobe-body/tobe-body/ledger/work"
 )
@@ -106,5 +108,99 @@ func TestControlPlaneThroughTheDaemon(t *testing.T) {
 	out, err = runCmd(t, "wait", "remove", "--data", d.data, "door")
 	if err != nil || !strings.Contains(out, "removed door: removed by admin:uid=") {
 		t.Errorf("wait remove: %v\n%s", err, out)
+	}
+}
+
+// gatePushes are the observations the gate pushed for wait condition
+// cond, from what the bridge received until the deadline. It pings the
+// session as a client does, within its heartbeat window.
+func gatePushes(t *testing.T, b *bridge, cond string, until time.Time, want int) []awareness.Observation {
+	t.Helper()
+	var got []awareness.Observation
+	for time.Now().Before(until) && len(got) < want {
+		select {
+		case o := <-b.obs:
+			if strings.Contains(o.Content, "(wait condition "+cond+" of work item ") {
+				got = append(got, o)
+			}
+		case <-time.After(500 * time.Millisecond):
+			if err := b.cs.Ping(context.Background(), nil); err != nil {
+				t.Fatalf("ping: %v", err)
+			}
+		}
+	}
+	return got
+}
+
+// TestAgentScenarioOnTheSimBoard: the agent, through its tools over
+// `tobe-body stdio` with the official MCP client, leaves "motion in zone
+// door within 10 minutes" on the sim board; the sim's moving object
+// produces exactly one wake at attention high with its work item named;
+// a second crossing inside the cooldown is recorded as suppressed with
+// the reason; explain shows both paths.
+func TestAgentScenarioOnTheSimBoard(t *testing.T) {
+	d := startDaemon(t, agentConfig()+zones)
+	defer d.stop(t)
+	// At high trust: a camera's events are sensitive, shown to an agent
+	// at medium trust or above.
+	b := startBridge(t, "--data", d.data, "--principal", "pi-high")
+	defer b.stdin.Close()
+	c := b.content(t, "work_create", map[string]any{"id": "door-watch", "goal": "know when someone comes to the door",
+		"done_when": []string{"told of motion at the door"}})
+	if c.Status != "success" {
+		t.Fatalf("work_create: %+v", c)
+	}
+	c = b.content(t, "wait_add", map[string]any{"id": "door", "owner": "door-watch", "event_types": []string{"camera.motion_started"},
+		"channels": []string{"camera.front"}, "match": []any{map[string]any{"zone": map[string]any{"names": []string{"door"}}}},
+		"priority": "high", "cooldown_ms": 3_600_000, "expires_in": "10m"})
+	if c.Status != "success" {
+		t.Fatalf("wait_add: %+v", c)
+	}
+	if c := b.content(t, "wait_add", map[string]any{"owner": "door-watch", "event_types": []string{"camera.motion_started"}}); c.Status != "error" ||
+		!strings.Contains(c.Error.Detail, "expires_at: a wait condition expires") {
+		t.Errorf("a condition without an expiry: %+v", c)
+	}
+
+	pushed := gatePushes(t, b, "door", time.Now().Add(2*time.Minute), 1)
+	if len(pushed) != 1 {
+		t.Fatalf("no wake for the door in two minutes; the body's log:\n%s", d.stderr)
+	}
+	first := pushed[0]
+	if first.Attention != ledger.High || first.Type != "camera.motion_started" || !strings.Contains(first.Content, "work item door-watch") {
+		t.Fatalf("the wake: %+v", first)
+	}
+	// The next crossing of the door, within the cooldown: decided, not
+	// pushed.
+	var second gate.Decision
+	for deadline := time.Now().Add(2 * time.Minute); second.Event == "" && time.Now().Before(deadline); {
+		if more := gatePushes(t, b, "door", time.Now().Add(500*time.Millisecond), 1); len(more) > 0 {
+			t.Fatalf("a second wake for the door: %+v", more[0])
+		}
+		ev := b.content(t, "events", map[string]any{"types": []string{"camera.motion_started"}, "after": first.Seq, "limit": 20})
+		raw, _ := json.Marshal(ev.Data)
+		var evs awareness.Events
+		json.Unmarshal(raw, &evs)
+		for _, e := range evs.Events {
+			if p, _ := e.Payload.(map[string]any); p["zone"] == "door" {
+				x := b.content(t, "explain", map[string]any{"event_id": e.ID})
+				raw, _ := json.Marshal(x.Data)
+				var dec gate.Decision
+				if json.Unmarshal(raw, &dec) == nil && dec.Condition == "door" {
+					second = dec
+				}
+			}
+		}
+	}
+	if second.Outcome != gate.Record || !strings.HasPrefix(second.Reason, "cooldown: condition door matched ") || !strings.Contains(second.Reason, first.ID) {
+		t.Fatalf("the second crossing: %+v", second)
+	}
+	x := b.content(t, "explain", map[string]any{"event_id": first.ID})
+	raw, _ := json.Marshal(x.Data)
+	var fd gate.Decision
+	if json.Unmarshal(raw, &fd) != nil || fd.Outcome != gate.Wake || fd.Attention != "high" || fd.WorkItem != "door-watch" || len(fd.Path) < 5 {
+		t.Errorf("explain the wake: %+v", x)
+	}
+	if more := gatePushes(t, b, "door", time.Now().Add(time.Second), 1); len(more) > 0 {
+		t.Errorf("a second wake for the door: %+v", more[0])
 	}
 }
