@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +16,7 @@ import (
 	"github.com/tobe-body/tobe-body/awareness/admin"
 	"github.com/tobe-body/tobe-body/ledger"
 	"github.com/tobe-body/tobe-body/ledger/gate"
+	"github.com/tobe-body/tobe-body/ledger/wait"
 	"github.com/tobe-body/tobe-body/ledger/work"
 )
 
@@ -202,5 +207,85 @@ func TestAgentScenarioOnTheSimBoard(t *testing.T) {
 	}
 	if more := gatePushes(t, b, "door", time.Now().Add(time.Second), 1); len(more) > 0 {
 		t.Errorf("a second wake for the door: %+v", more[0])
+	}
+}
+
+// TestGateAcrossAKill: conditions registered, the daemon killed with
+// SIGKILL and started again: the next matching event is pushed, once,
+// and no event decided before the kill is decided or pushed again.
+func TestGateAcrossAKill(t *testing.T) {
+	dir := t.TempDir()
+	data, cfg := filepath.Join(dir, "data"), filepath.Join(dir, "config.json")
+	if err := os.WriteFile(cfg, []byte(`{"version": 1, "monitor": {"interval_ms": 100}`+agentConfig()+zones+`}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := func() *exec.Cmd {
+		cmd, stdout, stderr := startProcess(t, "run", "--board", "sim", "--data", data, "--config", cfg)
+		lines := bufio.NewScanner(stdout)
+		if !lines.Scan() {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("the body printed nothing; stderr:\n%s", stderr)
+		}
+		go io.Copy(io.Discard, stdout)
+		return cmd
+	}
+	p := start()
+	cl := &admin.Client{Path: filepath.Join(data, adminSocket), Timeout: 30 * time.Second}
+	if _, err := admin.Call(t.Context(), cl, awareness.OpWorkCreate, work.Spec{ID: "door-watch", Goal: "g", DoneWhen: []string{"x"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Critical: every crossing wakes (no budget, novelty or merging).
+	if _, err := admin.Call(t.Context(), cl, awareness.OpWaitAdd, awareness.WaitAddIn{ID: "door", Owner: "door-watch", EventTypes: []string{"camera.motion_started"},
+		Match: []wait.Clause{{Zone: &wait.Zone{Names: []string{"door"}}}}, Priority: wait.Max, ExpiresIn: "10m"}); err != nil {
+		t.Fatal(err)
+	}
+	b := startBridge(t, "--data", data, "--principal", "pi-high")
+	if got := gatePushes(t, b, "door", time.Now().Add(2*time.Minute), 1); len(got) != 1 {
+		p.Process.Kill()
+		p.Wait()
+		t.Fatal("no wake before the kill")
+	}
+	if err := p.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	p.Wait()
+	b.stdin.Close()
+
+	decided := func() map[string]int {
+		out, err := runCmd(t, "ledger", "events", "--data", data, "--type", "gate.decided", "--json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := map[string]int{}
+		for line := range strings.Lines(out) {
+			var e struct {
+				Payload gate.Decision `json:"payload"`
+			}
+			if json.Unmarshal([]byte(line), &e) == nil && e.Payload.Event != "" {
+				n[e.Payload.Event]++
+			}
+		}
+		return n
+	}
+	before := decided() // read from the file the kill left
+	p = start()
+	defer func() {
+		p.Process.Signal(os.Interrupt)
+		p.Wait()
+	}()
+	b = startBridge(t, "--data", data, "--principal", "pi-high")
+	defer b.stdin.Close()
+	got := gatePushes(t, b, "door", time.Now().Add(2*time.Minute), 1)
+	if len(got) != 1 {
+		t.Fatal("no wake after the restart")
+	}
+	if before[got[0].ID] != 0 {
+		t.Fatalf("pushed again after the kill: %s was decided before it", got[0].ID)
+	}
+	for id, n := range decided() {
+		if n != 1 {
+			t.Errorf("event %s decided %d times", id, n)
+		}
 	}
 }
