@@ -161,7 +161,7 @@ func (g *Gate) answered(ctx context.Context, e *ledger.Stored) {
 		return
 	}
 	o.AnsweredBy, o.AnsweredAfterMS = r.By, at-o.At
-	if _, err := g.Store.Execute(context.WithoutCancel(ctx), &answer{in: o, at: g.Now()}); err == nil {
+	if _, err := g.Store.Execute(context.WithoutCancel(ctx), &answer{in: o, at: g.now()}); err == nil {
 		st.closed(o.WorkItem, o.Event)
 	}
 }
@@ -218,9 +218,6 @@ func (g *Gate) Load() error {
 
 // Run decides until ctx ends.
 func (g *Gate) Run(ctx context.Context) error {
-	if g.Now == nil {
-		g.Now = time.Now
-	}
 	if !g.loaded {
 		if err := g.Load(); err != nil {
 			return err
@@ -232,7 +229,7 @@ func (g *Gate) Run(ctx context.Context) error {
 	}
 	out := make([]*wait.Condition, 0, 16)
 	return g.Store.Follow(ctx, ledger.Filter{After: after}, func(e ledger.Stored) error {
-		g.unanswered(ctx, g.Now())
+		g.unanswered(ctx, g.now())
 		switch {
 		case strings.HasPrefix(e.Type, "wait."):
 			g.follow(&e)
@@ -244,7 +241,7 @@ func (g *Gate) Run(ctx context.Context) error {
 				return nil
 			}
 		}
-		now := g.Now()
+		now := g.now()
 		out = g.ix.Match(&e.Event, now.UnixMilli(), out[:0])
 		d := g.Sal.Decide(&e, out, g.items, now)
 		if d.Outcome == Ignore {
