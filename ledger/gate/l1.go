@@ -131,6 +131,14 @@ type Salience struct {
 	State *Interrupts
 	// novelty: per source, a count of its events decayed by the half-life.
 	novelty map[source]*decayed
+	// seen: for a condition that dedupes by a field, when each value
+	// last woke (Unix ms).
+	seen map[seenKey]int64
+}
+
+type seenKey struct {
+	cond  string
+	value any
 }
 
 // source is where events come from: a channel and an event type.
@@ -144,7 +152,9 @@ type decayed struct {
 }
 
 // NewSalience makes L1 with rules.
-func NewSalience(r Rules) *Salience { return &Salience{Rules: r, novelty: map[source]*decayed{}} }
+func NewSalience(r Rules) *Salience {
+	return &Salience{Rules: r, novelty: map[source]*decayed{}, seen: map[seenKey]int64{}}
+}
 
 // reasonNoCondition is the reason of an event nothing wanted.
 const reasonNoCondition = "no wait condition wants it: kept in the noise pool's sample"
@@ -230,7 +240,7 @@ func (s *Salience) decideOne(e *ledger.Stored, c *wait.Condition, items Items, n
 		step("relevance", "work item %s is %s", c.Owner, it.Status)
 		return out(Record, fmt.Sprintf("work item %s is %s", c.Owner, it.Status))
 	}
-	if c.CooldownMS > 0 && c.LastMatchedAt > 0 {
+	if c.CooldownMS > 0 && c.LastMatchedAt > 0 && c.Dedupe != wait.DedupeField { // by field: a cooldown per value, below
 		since := now.UnixMilli() - c.LastMatchedAt
 		if since >= 0 && since < c.CooldownMS {
 			step("cooldown", "matched %s %v ago; cooldown %v", c.LastEvent, time.Duration(since)*time.Millisecond, time.Duration(c.CooldownMS)*time.Millisecond)
@@ -238,6 +248,18 @@ func (s *Salience) decideOne(e *ledger.Stored, c *wait.Condition, items Items, n
 				time.Duration(since)*time.Millisecond, c.LastEvent, time.Duration(c.CooldownMS)*time.Millisecond))
 		}
 		step("cooldown", "last match %v ago, past the cooldown", time.Duration(since)*time.Millisecond)
+	}
+	var dedupe *seenKey
+	if c.Dedupe == wait.DedupeField {
+		v, ok := wait.DecodeFields(e.Payload).Get(c.DedupeField)
+		if k, kok := valueKey(v); ok && kok {
+			dedupe = &seenKey{c.ID, k}
+			if last, ok := s.seen[*dedupe]; ok && now.UnixMilli()-last < max(c.CooldownMS, 1) {
+				step("dedupe", "%s %v woke %v ago, within the cooldown", c.DedupeField, k, time.Duration(now.UnixMilli()-last)*time.Millisecond)
+				return out(Record, fmt.Sprintf("dedupe: condition %s already woke for %s %v %v ago, within its %v", c.ID, c.DedupeField, k,
+					time.Duration(now.UnixMilli()-last)*time.Millisecond, time.Duration(c.CooldownMS)*time.Millisecond))
+			}
+		}
 	}
 	if e.Trust < s.Rules.MinTrust && d.Band != BandCritical {
 		step("confidence", "trust %s, below %s", e.Trust, s.Rules.MinTrust)
@@ -254,6 +276,12 @@ func (s *Salience) decideOne(e *ledger.Stored, c *wait.Condition, items Items, n
 		return out(Record, why)
 	}
 	d.Attention = attentionOf[d.Band]
+	if dedupe != nil {
+		if len(s.seen) >= maxSources {
+			clear(s.seen)
+		}
+		s.seen[*dedupe] = now.UnixMilli()
+	}
 	if it.Status == work.AwaitingUser {
 		step("who", "work item %s awaits a person", c.Owner)
 		return out(Ask, fmt.Sprintf("work item %s awaits a person", c.Owner))

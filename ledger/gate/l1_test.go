@@ -265,3 +265,33 @@ func TestBudgetsQuietAndMerge(t *testing.T) {
 		t.Error("a quiet period to \"7\" passed")
 	}
 }
+
+// TestDedupeByField: a condition that dedupes by a field wakes once per
+// value of it in each cooldown, and for another value at once.
+func TestDedupeByField(t *testing.T) {
+	s := NewSalience(Rules{})
+	c := &wait.Condition{ID: "keys", Owner: "w", Priority: wait.Medium, CooldownMS: 60_000, Dedupe: wait.DedupeField, DedupeField: "key",
+		LastMatchedAt: t0.UnixMilli()}
+	items := itemsOf(work.Item{ID: "w", Status: work.Running})
+	key := func(k string, at time.Duration) Decision {
+		e := stored("input.pressed", "input.keypad", ledger.Medium)
+		e.Payload = payload(t, map[string]any{"key": k})
+		return s.Decide(e, []*wait.Condition{c}, items, t0.Add(at))
+	}
+	for _, step := range []struct {
+		key     string
+		at      time.Duration
+		outcome Outcome
+		reason  string
+	}{
+		{"KEY_1", 0, Wake, ""},
+		{"KEY_1", 10 * time.Second, Record, "dedupe: condition keys already woke for key KEY_1 10s ago, within its 1m0s"},
+		{"KEY_2", 11 * time.Second, Wake, ""},
+		{"KEY_1", 70 * time.Second, Wake, ""},
+	} {
+		d := key(step.key, step.at)
+		if d.Outcome != step.outcome || d.Reason != step.reason {
+			t.Fatalf("%s at %v: %s %q, want %s %q", step.key, step.at, d.Outcome, d.Reason, step.outcome, step.reason)
+		}
+	}
+}
