@@ -385,12 +385,20 @@ func TestRetainedStateAndSubscriptions(t *testing.T) {
 	retained("homeassistant/device/x/config", `{"dev":{}}`)
 	r.SetState("estop", map[string]any{"latched": true})
 	retained(topic, `{"latched":true}`)
+	// The broker retains a message before its subscriber is handed it:
+	// count once the subscriber has it too.
+	delivered := func(n int) bool {
+		ms := b.messages(topic)
+		return len(ms) >= n && string(ms[len(ms)-1].payload) == `{"latched":true}`
+	}
+	eventually(t, 5*time.Second, "the subscriber has the state", func() bool { return delivered(1) })
 	before := len(b.messages(topic))
 	r.SetState("estop", map[string]any{"latched": true}) // unchanged: not sent again
 	// The broker restarts with nothing retained; the next session sends it.
 	b.stop()
 	b.start()
 	retained(topic, `{"latched":true}`)
+	eventually(t, 5*time.Second, "the subscriber has the state again", func() bool { return delivered(before + 1) })
 	if n := len(b.messages(topic)); n != before+1 {
 		t.Errorf("%d publishes of the state, want %d (one more, after the restart)", n, before+1)
 	}
