@@ -1,4 +1,4 @@
-// Command sample is the system lab's output sampler: for the duration
+// Package main is sample, the system lab's output sampler: for the duration
 // given it reads the files named (gpio-sim's sim_gpioN/value) every
 // period and prints one line a sample, "UNIXNANOS VALUES", the values'
 // first characters side by side ("0010"): much finer than a shell loop,

@@ -1,4 +1,4 @@
-// Command uinput is the system lab's input device: it makes a uinput
+// Package main is uinput, the system lab's input device: it makes a uinput
 // keypad with the name given (the lab board profile matches
 // tobe-lab-keypad), then presses and releases each key named on a line
 // of its standard input (KEY_ENTER, KEY_1, ...), printing "pressed KEY"
