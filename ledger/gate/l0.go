@@ -97,23 +97,6 @@ func keyOf(c *wait.Condition) (field string, values []any, ok bool) {
 	return "", nil, false
 }
 
-// valueKey is a decoded payload value as the index files values: numbers
-// as float64 (as a clause holds them), strings and booleans as they are;
-// ok is false for what no clause's value can equal.
-func valueKey(v any) (any, bool) {
-	switch x := v.(type) {
-	case string, bool, float64:
-		return x, true
-	case float32:
-		return float64(x), true
-	case uint64:
-		return float64(x), true
-	case int64:
-		return float64(x), true
-	}
-	return nil, false
-}
-
 func (s *slot) add(c *wait.Condition) {
 	s.n++
 	field, values, ok := keyOf(c)
@@ -276,7 +259,7 @@ func (ix *Index) match(e *ledger.Event, now int64, out []*wait.Condition, fields
 			if !ok {
 				continue
 			}
-			if k, ok := valueKey(v); ok {
+			if k, ok := wait.Key(v); ok {
 				try(vi.conds[k])
 			}
 		}

@@ -252,7 +252,7 @@ func (s *Salience) decideOne(e *ledger.Stored, c *wait.Condition, items Items, n
 	var dedupe *seenKey
 	if c.Dedupe == wait.DedupeField {
 		v, ok := wait.DecodeFields(e.Payload).Get(c.DedupeField)
-		if k, kok := valueKey(v); ok && kok {
+		if k, kok := wait.Key(v); ok && kok {
 			dedupe = &seenKey{c.ID, k}
 			if last, ok := s.seen[*dedupe]; ok && now.UnixMilli()-last < max(c.CooldownMS, 1) {
 				step("dedupe", "%s %v woke %v ago, within the cooldown", c.DedupeField, k, time.Duration(now.UnixMilli()-last)*time.Millisecond)

@@ -165,14 +165,26 @@ func number(v any) (float64, bool) {
 	return 0, false
 }
 
+// Key is a decoded payload value in the form a clause's values are held
+// in (check): numbers as float64, strings and booleans as they are;
+// false for what no clause's value can equal. The gate's index files
+// values by it.
+func Key(v any) (any, bool) {
+	switch x := v.(type) {
+	case string, bool:
+		return x, true
+	}
+	if n, ok := number(v); ok {
+		return n, true
+	}
+	return nil, false
+}
+
 // same compares a decoded value with a clause's value (string, float64
 // or bool).
 func same(v, want any) bool {
-	if n, ok := number(v); ok {
-		w, ok := want.(float64)
-		return ok && n == w
-	}
-	return v == want
+	k, ok := Key(v)
+	return ok && k == want
 }
 
 // Holds tells whether the clause holds for an event's fields.
