@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tobe-body/tobe-body/ledger"
@@ -19,6 +18,12 @@ import (
 // ignore: a wake, a question to a person, or a match recorded with the
 // reason it did not wake.
 const EventDecided = "gate.decided"
+
+// EventBegan records where a gate that had decided nothing yet began:
+// the ledger's last event when it first started. What came before it was
+// never the gate's to decide, so a body whose ledger is older than its
+// gate does not wake its agent for a year of history.
+const EventBegan = "gate.began"
 
 // Projections are the gate's: where it is (gate_cursor), the decisions
 // by event (gate_decisions) and the recent interruptions
@@ -39,7 +44,7 @@ var keyCursor = []byte("seq")
 type cursor struct{}
 
 func (cursor) Name() string    { return projCursor }
-func (cursor) Types() []string { return []string{EventDecided} }
+func (cursor) Types() []string { return []string{EventDecided, EventBegan} }
 func (cursor) Apply(kv ledger.KV, e *ledger.Event) error {
 	var d Decision
 	if err := ledger.UnmarshalPayload(e.Payload, &d); err != nil {
@@ -115,25 +120,9 @@ type Gate struct {
 	Now  func() time.Time
 	Log  *slog.Logger
 
-	// mu orders the index's changes (the gate's goroutine) with Claims
-	// (another's); the gate's own reads need no lock.
-	mu     sync.RWMutex
 	ix     *Index
 	after  uint64
 	loaded bool
-}
-
-// Claims tells whether a wait condition matches e now (L0 only): the
-// agent boundary leaves to the gate what a condition wants, so that one
-// event is not pushed twice. Safe for concurrent use, once Load ran.
-func (g *Gate) Claims(e *ledger.Event) bool {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	if g.ix == nil {
-		return false
-	}
-	var f wait.Fields
-	return len(g.ix.match(e, g.now().UnixMilli(), nil, &f)) > 0
 }
 
 func (g *Gate) now() time.Time {
@@ -188,32 +177,64 @@ func (g *Gate) unanswered(ctx context.Context, now time.Time) {
 // those of the control plane.
 var own = []string{"gate.", "wait.", "work."}
 
+// began is the command that records where a new gate begins, unless a
+// cursor is already there.
+type began struct{ seq uint64 }
+
+func (c *began) Decide(v *ledger.View) ([]ledger.Event, error) {
+	if v.Get(projCursor, keyCursor) != nil {
+		return nil, nil
+	}
+	p, err := ledger.MarshalPayload(map[string]uint64{"seq": c.seq})
+	if err != nil {
+		return nil, err
+	}
+	return []ledger.Event{{ID: ledger.NewID(), Type: EventBegan, Provenance: ledger.Inferred, Trust: ledger.High,
+		Privacy: ledger.Internal, Payload: p}}, nil
+}
+
 // Load reads where the gate is from the projections: the conditions
-// that wait, the last event decided, the recent interruptions. Run
-// loads when it was not.
+// that wait, the last event decided, the recent interruptions. A gate
+// with no cursor yet begins after the ledger's last event, and records
+// that. Run loads when it was not.
 func (g *Gate) Load() error {
 	conds, err := wait.List(g.Store, func(c *wait.Condition) bool { return c.Removed == "" })
 	if err != nil {
 		return err
 	}
-	var after uint64
-	err = g.Store.ReadProjection(projCursor, func(kv ledger.ReadKV) error {
-		if b := kv.Get(keyCursor); len(b) == 8 {
-			after = binary.BigEndian.Uint64(b)
-		}
-		return nil
-	})
+	after, found, err := g.cursor()
 	if err != nil {
 		return err
+	}
+	if !found {
+		st, err := g.Store.Stats()
+		if err != nil {
+			return err
+		}
+		if _, err := g.Store.Execute(context.Background(), &began{seq: st.LastSeq}); err != nil {
+			return fmt.Errorf("gate: recording where it begins: %w", err)
+		}
+		if after, _, err = g.cursor(); err != nil {
+			return err
+		}
 	}
 	st, err := loadInterrupts(g.Store)
 	if err != nil {
 		return err
 	}
-	g.mu.Lock()
 	g.ix, g.after, g.Sal.State, g.loaded = Build(conds), after, st, true
-	g.mu.Unlock()
 	return nil
+}
+
+// cursor reads the seq of the last event decided.
+func (g *Gate) cursor() (after uint64, found bool, err error) {
+	err = g.Store.ReadProjection(projCursor, func(kv ledger.ReadKV) error {
+		if b := kv.Get(keyCursor); len(b) == 8 {
+			after, found = binary.BigEndian.Uint64(b), true
+		}
+		return nil
+	})
+	return after, found, err
 }
 
 // Run decides until ctx ends.
@@ -258,9 +279,7 @@ func (g *Gate) Run(ctx context.Context) error {
 			return nil // not pushed: what was not recorded did not happen
 		}
 		if c, ok := g.ix.Get(d.Condition); ok && (d.Outcome == Wake || d.Outcome == Ask) && !cmd.dup {
-			g.mu.Lock()
 			c.LastMatchedAt, c.LastEvent = now.UnixMilli(), d.Event
-			g.mu.Unlock()
 		}
 		if !cmd.dup && (d.Outcome == Wake || d.Outcome == Ask) {
 			g.Sal.State.pushed(Interruption{Event: d.Event, WorkItem: d.WorkItem, Condition: d.Condition, Kind: d.Outcome, At: now.UnixMilli()})
@@ -278,8 +297,6 @@ func (g *Gate) follow(e *ledger.Stored) {
 	if err != nil {
 		return
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	if r.Condition.Removed != "" {
 		g.ix.Delete(r.Condition.ID)
 		return

@@ -210,6 +210,7 @@ func TestConditionMatchesOnlyLaterEvents(t *testing.T) {
 	clk := &clock{t: t0}
 	s := openGated(t, filepath.Join(t.TempDir(), "ledger.db"), clk)
 	defer s.Close()
+	runGate(t, s, clk, &pushes{c: make(chan Decision, 4)})() // it began here, and is down from now
 	if _, err := s.Execute(context.Background(), work.NewCreate(work.Spec{ID: "w", Goal: "g", DoneWhen: []string{"x"}}, "agent:pi", t0)); err != nil {
 		t.Fatal(err)
 	}
@@ -228,6 +229,42 @@ func TestConditionMatchesOnlyLaterEvents(t *testing.T) {
 		t.Fatalf("pushed %s, want %s (the one after the condition), not %s", d.Event, after, before)
 	}
 	noPush(t, p)
+}
+
+// TestAGateBeginsAtTheHead: a gate that never decided begins after the
+// ledger's last event (an older ledger's history is not its to decide),
+// records where, and goes on from there after a restart.
+func TestAGateBeginsAtTheHead(t *testing.T) {
+	clk := &clock{t: t0}
+	s := openGated(t, filepath.Join(t.TempDir(), "ledger.db"), clk)
+	defer s.Close()
+	if _, err := s.Execute(context.Background(), work.NewCreate(work.Spec{ID: "w", Goal: "g", DoneWhen: []string{"x"}}, "agent:pi", t0)); err != nil {
+		t.Fatal(err)
+	}
+	old := ledger.Event{ID: ledger.NewID(), Type: "estop.tripped", Provenance: ledger.Observed, Payload: payload(t, map[string]any{"cause": "old"})}
+	if _, err := s.Append(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	p := &pushes{c: make(chan Decision, 4)}
+	stop := runGate(t, s, clk, p)
+	noPush(t, p)
+	stop()
+	began, err := s.Events(ledger.Filter{Types: []string{EventBegan}})
+	if err != nil || len(began) != 1 {
+		t.Fatalf("gate.began: %v %d", err, len(began))
+	}
+	later := ledger.Event{ID: ledger.NewID(), Type: "estop.tripped", Provenance: ledger.Observed, Payload: payload(t, map[string]any{"cause": "new"})}
+	if _, err := s.Append(context.Background(), later); err != nil {
+		t.Fatal(err)
+	}
+	stop = runGate(t, s, clk, p)
+	defer stop()
+	if d := waitPush(t, p); d.Event != later.ID.String() {
+		t.Fatalf("pushed %s, want the e-stop after the gate began (%s), never the older one (%s)", d.Event, later.ID, old.ID)
+	}
+	if began, _ = s.Events(ledger.Filter{Types: []string{EventBegan}}); len(began) != 1 {
+		t.Errorf("gate.began recorded %d times, want once", len(began))
+	}
 }
 
 // TestUnansweredIsRecorded: an interruption nobody answers within the

@@ -145,7 +145,7 @@ func (s *Salience) budgetStep(item string, budget *work.Budget, b Band, now time
 		if budget != nil {
 			ib = Budget{Max: budget.Max, Window: time.Duration(budget.WindowS) * time.Second}
 		}
-		if ib.Window > 0 {
+		if ib.Window > 0 && item != "" {
 			if n := count(st.byItem[item], now.Add(-ib.Window).UnixMilli()); n >= ib.Max {
 				step("budget", "work item %s: %d of %d interruptions in %v", item, n, ib.Max, ib.Window)
 				return fmt.Sprintf("budget: work item %s had %d of its %d interruptions in the last %v", item, n, ib.Max, ib.Window)

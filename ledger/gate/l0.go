@@ -40,9 +40,21 @@ type Index struct {
 	// by channel selector ("" for any channel).
 	slots map[string]map[string]*slot
 	conds map[string]*wait.Condition
+	// routes are, by an event's type and channel, the slots it visits:
+	// found once, through every selector of each, and kept until a
+	// condition is put or deleted. Events come from few pairs (the
+	// channels the registry holds and their types), so an event costs
+	// one lookup however many slots there are; maxRoutes bounds it.
+	routes map[route][]*slot
 	// fields is Match's, kept from one event to the next.
 	fields wait.Fields
 }
+
+// route is an event's type and channel.
+type route struct{ typ, channel string }
+
+// maxRoutes bounds the routes kept: past it they are found afresh.
+const maxRoutes = 4096
 
 // slot holds the conditions of one type selector and channel selector:
 // those with a clause that names the values it wants (equals, in, zone
@@ -134,7 +146,7 @@ func (s *slot) remove(c *wait.Condition) {
 
 // NewIndex makes an empty index.
 func NewIndex() *Index {
-	return &Index{slots: map[string]map[string]*slot{}, conds: map[string]*wait.Condition{}}
+	return &Index{slots: map[string]map[string]*slot{}, conds: map[string]*wait.Condition{}, routes: map[route][]*slot{}}
 }
 
 // Len is how many conditions the index holds.
@@ -150,6 +162,7 @@ func (ix *Index) Get(id string) (*wait.Condition, bool) {
 // condition is deleted instead.
 func (ix *Index) Put(c wait.Condition) {
 	ix.Delete(c.ID)
+	clear(ix.routes)
 	if c.Removed != "" {
 		return
 	}
@@ -183,6 +196,7 @@ func (ix *Index) Delete(id string) {
 		return
 	}
 	delete(ix.conds, id)
+	clear(ix.routes)
 	chans := old.Channels
 	if len(chans) == 0 {
 		chans = []string{""}
@@ -224,18 +238,16 @@ func selectors(s string, fn func(sel string)) {
 
 // Match appends to out the conditions that the event matches at now
 // (Unix milliseconds): they were added before the ledger took it, want
-// its type and channel, have not expired,
-// and every clause holds for its payload, whose fields are read only as
-// the clauses ask for them; a condition filed by a value is looked at
-// only when the event's field has that value. Each condition is
-// appended once.
+// its type and channel, have not expired, and every clause holds for its
+// payload, whose fields are read only as the clauses ask for them; a
+// condition filed by a value is looked at only when the event's field
+// has that value. Each condition is appended once.
 func (ix *Index) Match(e *ledger.Event, now int64, out []*wait.Condition) []*wait.Condition {
-	return ix.match(e, now, out, &ix.fields)
-}
-
-// match is Match reading the payload's fields with fields: a caller other
-// than the index's owner brings its own.
-func (ix *Index) match(e *ledger.Event, now int64, out []*wait.Condition, fields *wait.Fields) []*wait.Condition {
+	slots := ix.route(e.Type, e.ChannelID)
+	if len(slots) == 0 {
+		return out
+	}
+	fields := &ix.fields
 	fields.Reset(e.Payload)
 	first := len(out)
 	try := func(list []*wait.Condition) {
@@ -248,10 +260,7 @@ func (ix *Index) match(e *ledger.Event, now int64, out []*wait.Condition, fields
 			}
 		}
 	}
-	visit := func(sl *slot) {
-		if sl == nil {
-			return
-		}
+	for _, sl := range slots {
 		try(sl.scan)
 		for i := range sl.byValue {
 			vi := &sl.byValue[i]
@@ -264,17 +273,39 @@ func (ix *Index) match(e *ledger.Event, now int64, out []*wait.Condition, fields
 			}
 		}
 	}
-	selectors(e.Type, func(ts string) {
+	return out
+}
+
+// route returns the slots an event of a type and channel visits: those
+// of each selector of its type and, in each, of any channel and of each
+// selector of its channel.
+func (ix *Index) route(typ, channel string) []*slot {
+	k := route{typ, channel}
+	if slots, ok := ix.routes[k]; ok {
+		return slots
+	}
+	var slots []*slot
+	selectors(typ, func(ts string) {
 		byChan := ix.slots[ts]
 		if byChan == nil {
 			return
 		}
-		visit(byChan[""])
-		if e.ChannelID != "" {
-			selectors(e.ChannelID, func(cs string) { visit(byChan[cs]) })
+		if sl := byChan[""]; sl != nil {
+			slots = append(slots, sl)
+		}
+		if channel != "" {
+			selectors(channel, func(cs string) {
+				if sl := byChan[cs]; sl != nil {
+					slots = append(slots, sl)
+				}
+			})
 		}
 	})
-	return out
+	if len(ix.routes) >= maxRoutes {
+		clear(ix.routes)
+	}
+	ix.routes[k] = slots
+	return slots
 }
 
 // Sample is an event kept by the noise pool.

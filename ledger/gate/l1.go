@@ -58,8 +58,11 @@ type Decision struct {
 	Band      Band    `cbor:"band,omitempty" json:"band,omitempty"`
 	Condition string  `cbor:"condition,omitempty" json:"condition,omitempty"`
 	WorkItem  string  `cbor:"work_item,omitempty" json:"work_item,omitempty"`
-	Reason    string  `cbor:"reason,omitempty" json:"reason,omitempty"`
-	Path      []Step  `cbor:"path" json:"path"`
+	// Rule is the default rule that decided, for an event no wait
+	// condition wanted.
+	Rule   string `cbor:"rule,omitempty" json:"rule,omitempty"`
+	Reason string `cbor:"reason,omitempty" json:"reason,omitempty"`
+	Path   []Step `cbor:"path" json:"path"`
 }
 
 // HardTypes are the event types (or prefixes) that always wake, whatever
@@ -105,6 +108,129 @@ type Rules struct {
 	// work item by the agent or a person) within this is recorded as
 	// unanswered.
 	AnswerWithin time.Duration
+	// Defaults are the default rules, for the events no wait condition
+	// wanted (the first that matches decides).
+	Defaults []Default
+}
+
+// Default is a default rule: the attention an event that no wait
+// condition wanted wakes the agent at, with no work item. The config's
+// observation rules are the defaults. It matches events of Type (a type,
+// or a prefix ending in a dot), on Channel (a channel id, a prefix ending
+// in ".*", "*" or "" for any), whose payload has each field of When equal
+// to its value (compared as text). Attention "off" wakes nothing: the
+// event is left to the noise pool. A default's wake weighs confidence,
+// novelty, the quiet periods and the body's budget like a condition's;
+// an event a condition wanted is that condition's to decide, even when it
+// decides not to wake.
+type Default struct {
+	Name      string
+	Type      string
+	Channel   string
+	When      map[string]string
+	Attention string
+}
+
+// Check says what is wrong with the rules, or returns nil.
+func (r *Rules) Check() error {
+	for sel, b := range r.Bands {
+		if _, ok := bandRank[b]; !ok {
+			return fmt.Errorf("band of %s: %q is not low, medium, high or critical", sel, b)
+		}
+	}
+	for _, q := range r.Quiet {
+		if err := q.Check(); err != nil {
+			return err
+		}
+	}
+	for i, d := range r.Defaults {
+		if _, err := ledger.ParseLevel(d.Attention); err != nil {
+			return fmt.Errorf("default rule %d (%s): attention: %w", i, d.Type, err)
+		}
+		if d.Type == "" {
+			return fmt.Errorf("default rule %d: no type", i)
+		}
+	}
+	for _, b := range []Budget{r.ItemBudget, r.Global} {
+		if b.Window < 0 || b.Max < 0 {
+			return fmt.Errorf("budget %d in %v: negative", b.Max, b.Window)
+		}
+	}
+	return nil
+}
+
+// compiledDefault is a default rule as Decide uses it.
+type compiledDefault struct {
+	Default
+	attention ledger.Level
+	band      Band
+}
+
+// bandOfLevel is the band a default's attention stands for.
+var bandOfLevel = map[ledger.Level]Band{ledger.Low: BandLow, ledger.Medium: BandMedium, ledger.High: BandHigh, ledger.Max: BandCritical}
+
+func compileDefaults(ds []Default) []compiledDefault {
+	out := make([]compiledDefault, len(ds))
+	for i, d := range ds {
+		if d.Name == "" {
+			d.Name = fmt.Sprintf("default rule %d (%s)", i, d.Type)
+		}
+		lv, err := ledger.ParseLevel(d.Attention)
+		if err != nil { // Check refuses it; unchecked, it wakes nothing
+			lv = ledger.Off
+		}
+		out[i] = compiledDefault{Default: d, attention: lv, band: bandOfLevel[lv]}
+	}
+	return out
+}
+
+// standing returns the first default rule that matches e, or nil.
+func (s *Salience) standing(e *ledger.Stored) *compiledDefault {
+	reset := false
+	for i := range s.defaults {
+		r := &s.defaults[i]
+		if !typeSelects(r.Type, e.Type) || !channelSelects(r.Channel, e.ChannelID) {
+			continue
+		}
+		if len(r.When) > 0 && !reset {
+			s.fields.Reset(e.Payload)
+			reset = true
+		}
+		if whenHolds(r.When, &s.fields) {
+			return r
+		}
+	}
+	return nil
+}
+
+// typeSelects: a type selector is a type, or a prefix ending in a dot.
+func typeSelects(sel, typ string) bool {
+	if strings.HasSuffix(sel, ".") {
+		return strings.HasPrefix(typ, sel)
+	}
+	return sel == typ
+}
+
+// channelSelects: a channel selector is "" or "*" (any), a prefix ending
+// in ".*" (every channel under it, not the prefix itself), or an id.
+func channelSelects(sel, ch string) bool {
+	switch {
+	case sel == "" || sel == "*":
+		return true
+	case strings.HasSuffix(sel, ".*"):
+		return len(ch) > len(sel)-1 && strings.HasPrefix(ch, sel[:len(sel)-1])
+	}
+	return sel == ch
+}
+
+func whenHolds(when map[string]string, f *wait.Fields) bool {
+	for k, want := range when {
+		v, ok := f.Get(k)
+		if !ok || fmt.Sprint(v) != want {
+			return false
+		}
+	}
+	return true
 }
 
 // DefaultRules are the rules a body starts with.
@@ -134,6 +260,9 @@ type Salience struct {
 	// seen: for a condition that dedupes by a field, when each value
 	// last woke (Unix ms).
 	seen map[seenKey]int64
+	// defaults are Rules.Defaults compiled; fields reads their payloads.
+	defaults []compiledDefault
+	fields   wait.Fields
 }
 
 type seenKey struct {
@@ -153,7 +282,7 @@ type decayed struct {
 
 // NewSalience makes L1 with rules.
 func NewSalience(r Rules) *Salience {
-	return &Salience{Rules: r, novelty: map[source]*decayed{}, seen: map[seenKey]int64{}}
+	return &Salience{Rules: r, novelty: map[source]*decayed{}, seen: map[seenKey]int64{}, defaults: compileDefaults(r.Defaults)}
 }
 
 // reasonNoCondition is the reason of an event nothing wanted.
@@ -196,6 +325,9 @@ func (s *Salience) Decide(e *ledger.Stored, matches []*wait.Condition, items Ite
 			step("system rule", "%s matches a fixed rule", e.Type)
 			return settle(Wake, "system event")
 		}
+		if r := s.standing(e); r != nil && r.attention > ledger.Off {
+			return s.decideDefault(e, r, now, novel, d)
+		}
 		// The most common decision by far: no formatting.
 		d.Outcome, d.Reason = Ignore, reasonNoCondition
 		d.Path = []Step{{"L0", "no wait condition wants its type and channel, or its payload"}, {"decision", "ignore: " + reasonNoCondition}}
@@ -218,6 +350,44 @@ func (s *Salience) Decide(e *ledger.Stored, matches []*wait.Condition, items Ite
 	}
 	d.Band, d.Condition, d.WorkItem = first.Band, first.Condition, first.WorkItem
 	return settle(Record, first.Reason)
+}
+
+// decideDefault weighs the default rule r for an event no condition
+// wanted: its band (the higher of its attention's and the rules' for the
+// type), confidence, novelty, the quiet periods and the body's budget.
+func (s *Salience) decideDefault(e *ledger.Stored, r *compiledDefault, now time.Time, novel noveltyNote, d Decision) Decision {
+	step := func(rule, format string, a ...any) { d.Path = append(d.Path, Step{rule, fmt.Sprintf(format, a...)}) }
+	settle := func(o Outcome, reason string) Decision {
+		d.Outcome = o
+		if o != Wake {
+			d.Reason = reason
+		}
+		step("decision", "%s: %s", o, reason)
+		return d
+	}
+	d.Rule, d.Band, d.Attention = r.Name, r.band, r.attention.String()
+	if b := ruleBand(s.Rules.Bands, e.Type); b != "" && bandRank[b] > bandRank[d.Band] {
+		d.Band, d.Attention = b, attentionOf[b]
+	}
+	step("L0", "no wait condition wants it")
+	step("default rule", "%s: attention %s, band %s", r.Name, r.attention, d.Band)
+	if e.Trust < s.Rules.MinTrust && d.Band != BandCritical {
+		step("confidence", "trust %s, below %s", e.Trust, s.Rules.MinTrust)
+		d.Attention = ""
+		return settle(Record, fmt.Sprintf("low confidence: the event's trust %s is below %s", e.Trust, s.Rules.MinTrust))
+	}
+	if novel.repeats >= s.Rules.Repeats && s.Rules.Repeats > 0 && d.Band != BandCritical {
+		step("novelty", "%s repeated %.1f times within a half-life of %v", novel.source, novel.repeats, s.Rules.NoveltyHalfLife)
+		d.Attention = ""
+		return settle(Record, fmt.Sprintf("not novel: %s repeated %.1f times within a half-life (%v), at band %s", novel.source,
+			novel.repeats, s.Rules.NoveltyHalfLife, d.Band))
+	}
+	step("novelty", "%s: %.1f recent repeats", novel.source, novel.repeats)
+	if why := s.budgetStep("", nil, d.Band, now, step); why != "" {
+		d.Attention = ""
+		return settle(Record, why)
+	}
+	return settle(Wake, "default rule "+r.Name)
 }
 
 // decideOne weighs one matched condition.
@@ -343,18 +513,23 @@ func bandFor(c *wait.Condition, bands map[string]Band, typ string) Band {
 	if b == "" {
 		b = BandMedium
 	}
-	// The most specific rule for the type.
-	var rule Band
-	best := -1
-	for sel, rb := range bands {
-		if (sel == typ || strings.HasSuffix(sel, ".") && strings.HasPrefix(typ, sel)) && len(sel) > best {
-			best, rule = len(sel), rb
-		}
-	}
-	if rule != "" && bandRank[rule] > bandRank[b] {
+	if rule := ruleBand(bands, typ); rule != "" && bandRank[rule] > bandRank[b] {
 		b = rule
 	}
 	return b
+}
+
+// ruleBand is the band the most specific of the rules' bands gives a
+// type, or "".
+func ruleBand(bands map[string]Band, typ string) Band {
+	var rule Band
+	best := -1
+	for sel, rb := range bands {
+		if typeSelects(sel, typ) && len(sel) > best {
+			best, rule = len(sel), rb
+		}
+	}
+	return rule
 }
 
 // byWeight orders matched conditions by band, highest first, then by id.
