@@ -129,6 +129,17 @@ func NewObserver(rules []ObservationRule) (*Observer, error) {
 	return o, nil
 }
 
+// Defaults are the rules as the gate's default rules (L1): the gate
+// decides which events no wait condition wanted wake the agent, at the
+// rules' attention, and Woken says them in the rules' words.
+func (o *Observer) Defaults() []gate.Default {
+	out := make([]gate.Default, len(o.rules))
+	for i, r := range o.rules {
+		out[i] = gate.Default{Name: fmt.Sprintf("observation rule %d (%s)", i, r.Type), Type: r.Type, Channel: r.Channel, When: r.When, Attention: r.Attention}
+	}
+	return out
+}
+
 // Observe is the observation of e, or false when no rule observes it.
 // It runs for every event the body records: the payload is decoded only
 // once a rule's type and channel match.

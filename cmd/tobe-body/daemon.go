@@ -432,6 +432,12 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		Drivers: drivers.Name, Version: version, DataDir: cfg.DataDir, Config: cfg.Layers, Safety: safety,
 		Ledger: awareness.LedgerStatus{Path: lopts.Path}},
 		Started: started, Registry: reg, Self: senses.Self, Senses: senses.Stats, EStop: estop, Runner: runner, Grants: grants, Store: store, Relay: relay}
+	// What the agent is told, and when: the observation rules are the
+	// gate's default rules, their texts the observations' words.
+	observer, err := awareness.NewObserver(append(slices.Clone(cfg.Agent.Observations.Rules), awareness.DefaultObservationRules...))
+	if err != nil {
+		return nil, fmt.Errorf("config: agent.observations.rules: %w", err)
+	}
 	// The control plane's gate: what the agent's wait conditions want of
 	// what the body records, and whether it is worth waking the agent.
 	var gt *gate.Gate
@@ -440,10 +446,12 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		if lopts.Classes != nil {
 			classes = *lopts.Classes
 		}
-		gt = &gate.Gate{Store: store, Sal: gate.NewSalience(gate.DefaultRules()), Pool: &gate.Pool{Per: 8, TTL: 24 * time.Hour, MaxKeys: 1024},
+		rules := gate.DefaultRules()
+		rules.Defaults = observer.Defaults()
+		gt = &gate.Gate{Store: store, Sal: gate.NewSalience(rules), Pool: &gate.Pool{Per: 8, TTL: 24 * time.Hour, MaxKeys: 1024},
 			Classes: classes, Log: log}
 		if err := gt.Load(); err != nil {
-			log.Error("the gate cannot read its state: no wait condition is matched", "err", err)
+			log.Error("the gate cannot read its state: no wait condition is matched, and the observation rules alone say what the agent is told", "err", err)
 			gt = nil
 		} else {
 			parts.Pool = gt.Pool
@@ -470,9 +478,8 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 
 	// The agent socket: the MCP server `tobe-body stdio` bridges to.
 	var hub *agent.Hub
-	var observer *awareness.Observer
 	if cfg.Agent.Enabled {
-		if hub, observer, err = d.startAgent(cfg, table, runner, store, gt, startSeq, log); err != nil {
+		if hub, err = d.startAgent(cfg, table, runner, store, observer, gt, startSeq, log); err != nil {
 			return nil, err
 		}
 	}
@@ -481,13 +488,9 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		// scheduler wakes work items, marks stale ones and ends expired
 		// conditions.
 		if hub != nil {
-			// A condition's wake; the events no condition wanted (the
-			// e-stop's among them) are the observation rules' to push.
-			gt.Push = func(dec gate.Decision, e ledger.Stored) {
-				if dec.Condition != "" {
-					hub.Publish(observer.Woken(dec, e))
-				}
-			}
+			// Every wake and question, of a condition, a hard rule or a
+			// default rule: the gate is the one that pushes.
+			gt.Push = func(dec gate.Decision, e ledger.Stored) { hub.Publish(observer.Woken(dec, e)) }
 		}
 		d.spawn(func(ctx context.Context) {
 			if err := gt.Run(ctx); err != nil && ctx.Err() == nil {
@@ -516,30 +519,26 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 // startAgent listens on the agent socket and serves it until the daemon
 // stops, with each connection a session of the runner's (E7): a silent
 // one is ended and its connection closed, and every end is recorded.
-func (d *daemon) startAgent(cfg *config.Loaded, table *awareness.Table, runner *act.Runner, store *ledger.Store, gt *gate.Gate, startSeq uint64,
-	log *slog.Logger) (*agent.Hub, *awareness.Observer, error) {
+func (d *daemon) startAgent(cfg *config.Loaded, table *awareness.Table, runner *act.Runner, store *ledger.Store, observer *awareness.Observer,
+	gt *gate.Gate, startSeq uint64, log *slog.Logger) (*agent.Hub, error) {
 	rules, err := agent.NewRules(cfg.Agent.Principals)
 	if err != nil {
-		return nil, nil, fmt.Errorf("config: %w", err)
+		return nil, fmt.Errorf("config: %w", err)
 	}
 	oc := cfg.Agent.Observations
-	observer, err := awareness.NewObserver(append(slices.Clone(oc.Rules), awareness.DefaultObservationRules...))
-	if err != nil {
-		return nil, nil, fmt.Errorf("config: agent.observations.rules: %w", err)
-	}
 	hub := &agent.Hub{Batch: time.Duration(oc.BatchMS) * time.Millisecond, Queue: oc.Queue}
 	gid := -1
 	if g := cfg.Agent.SocketGroup; g != "" {
 		grp, err := user.LookupGroup(g)
 		if err != nil {
-			return nil, nil, fmt.Errorf("config: agent.socket_group: no group %q on this body", g)
+			return nil, fmt.Errorf("config: agent.socket_group: no group %q on this body", g)
 		}
 		gid, _ = strconv.Atoi(grp.Gid)
 	}
 	path := filepath.Join(cfg.DataDir, agent.SocketName)
 	ln, err := agent.Listen(path, gid)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	record := func(ev ledger.Event) {
 		if store == nil {
@@ -559,14 +558,11 @@ func (d *daemon) startAgent(cfg *config.Loaded, table *awareness.Table, runner *
 	})
 	d.spawn(func(ctx context.Context) { srv.Sessions.Run(ctx) })
 	d.spawn(func(ctx context.Context) { srv.Serve(ctx, ln) })
-	if store != nil {
-		// What this run records, from its start, observed for the agents;
-		// what a wait condition wants is the gate's to push or not.
+	if store != nil && gt == nil {
+		// Without the gate (its state could not be read), what this run
+		// records is observed for the agents by the rules alone.
 		d.spawn(func(ctx context.Context) {
 			store.Follow(ctx, ledger.Filter{After: startSeq}, func(e ledger.Stored) error {
-				if gt != nil && gt.Claims(&e.Event) {
-					return nil
-				}
 				if o, ok := observer.Observe(e); ok {
 					hub.Publish(o)
 				}
@@ -578,7 +574,7 @@ func (d *daemon) startAgent(cfg *config.Loaded, table *awareness.Table, runner *
 	if len(cfg.Agent.Principals) == 0 {
 		log.Info("agent socket: no agent.principals, so every peer is refused", "socket", path)
 	}
-	return hub, observer, nil
+	return hub, nil
 }
 
 // speakerMic is what verifies the speaker: the microphone channel's taps
