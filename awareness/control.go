@@ -113,7 +113,7 @@ type ExplainIn struct {
 }
 
 // StaleAfter is how long an active work item may go without progress
-// before it is stale.
+// before it is stale, unless the parts say otherwise.
 const StaleAfter = 24 * time.Hour
 
 // controlErr turns the control plane's errors into refusals that name
@@ -219,9 +219,12 @@ func (b *Parts) workList(_ context.Context, _ act.Principal, in WorkListIn) (Wor
 		return WorkList{}, controlErr(err)
 	}
 	out := WorkList{Items: []WorkView{}}
-	now := b.Now()
+	now, after := b.Now(), b.StaleAfter
+	if after <= 0 {
+		after = StaleAfter
+	}
 	for _, it := range items {
-		out.Items = append(out.Items, WorkView{Item: it, Stale: it.Stale(now, StaleAfter)})
+		out.Items = append(out.Items, WorkView{Item: it, Stale: it.Stale(now, after)})
 	}
 	return out, nil
 }

@@ -39,6 +39,9 @@ type Parts struct {
 	// Pool is the gate's noise pool, which explains what it ignored;
 	// nil without a gate.
 	Pool *gate.Pool
+	// StaleAfter is how long an active work item may go without
+	// progress before it is stale (gate.stale_after_s); 0: a day.
+	StaleAfter time.Duration
 	// Now is the clock of what is not a grant (a backup's time); nil
 	// means time.Now. Grants are judged by their own clock.
 	Now func() time.Time

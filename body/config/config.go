@@ -58,7 +58,44 @@ type Config struct {
 	Sense   Sense   `json:"sense"`
 	Act     Act     `json:"act"`
 	Agent   Agent   `json:"agent"`
+	Gate    Gate    `json:"gate"`
 	MQTT    MQTT    `json:"mqtt"`
+}
+
+// Gate configures the control plane's gate: which events wake the agent
+// (see the schema).
+type Gate struct {
+	ItemBudget       Budget            `json:"item_budget"`
+	GlobalBudget     Budget            `json:"global_budget"`
+	Quiet            []QuietPeriod     `json:"quiet"`
+	MergeS           int               `json:"merge_s"`
+	AnswerWithinS    int               `json:"answer_within_s"`
+	NoveltyHalfLifeS int               `json:"novelty_half_life_s"`
+	NoveltyRepeats   float64           `json:"novelty_repeats"`
+	MinTrust         string            `json:"min_trust"`
+	Bands            map[string]string `json:"bands"`
+	NoisePool        NoisePool         `json:"noise_pool"`
+	StaleAfterS      int               `json:"stale_after_s"`
+	TickS            int               `json:"tick_s"`
+}
+
+// Budget bounds interruptions: at most Max in any window of WindowS.
+type Budget struct {
+	Max     int `json:"max"`
+	WindowS int `json:"window_s"`
+}
+
+// QuietPeriod is a quiet period of each day, HH:MM to HH:MM local time.
+type QuietPeriod struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// NoisePool sizes the gate's sample of what no rule wanted.
+type NoisePool struct {
+	Per     int `json:"per"`
+	TTLS    int `json:"ttl_s"`
+	MaxKeys int `json:"max_keys"`
 }
 
 // Agent configures the agent socket: the MCP server an agent reaches
@@ -446,6 +483,10 @@ func Default() Config {
 			HumanControls: []HumanControl{}, Speakers: map[string]Speaker{}},
 		Agent: Agent{Enabled: true, HeartbeatMS: 2000, Principals: []AgentPrincipal{},
 			Observations: Observations{BatchMS: 5000, Queue: 1000, Rules: []ObservationRule{}}},
+		Gate: Gate{ItemBudget: Budget{Max: 6, WindowS: 3600}, GlobalBudget: Budget{Max: 30, WindowS: 3600}, Quiet: []QuietPeriod{},
+			MergeS: 120, AnswerWithinS: 1800, NoveltyHalfLifeS: 600, NoveltyRepeats: 5, MinTrust: "low",
+			Bands:     map[string]string{"body.hot": "medium", "body.throttled": "medium", "body.disk_low": "high"},
+			NoisePool: NoisePool{Per: 8, TTLS: 86400, MaxKeys: 1024}, StaleAfterS: 86400, TickS: 60},
 		MQTT: MQTT{Broker: "tcp://127.0.0.1:1883", KeepaliveS: 30, TopicPrefix: "tobe", Window: 64, AckCommitMS: 200,
 			Reconnect: Reconnect{MinMS: 1000, MaxMS: 120000}, JSONMirror: []string{}, EmbeddedPort: 1883,
 			HomeAssistant: HomeAssistant{Enabled: true, Prefix: "homeassistant", Buttons: []HAButton{}},
@@ -567,6 +608,11 @@ func (c *Config) check() error {
 	}
 	errs = append(errs, c.Act.check()...)
 	errs = append(errs, c.Agent.check()...)
+	for i, q := range c.Gate.Quiet {
+		if q.From == q.To {
+			bad(fmt.Sprintf("$.gate.quiet[%d]", i), "from and to are both %s: the period is empty", q.From)
+		}
+	}
 	errs = append(errs, c.MQTT.check()...)
 	if len(errs) > 0 {
 		return errs

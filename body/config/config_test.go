@@ -366,3 +366,41 @@ func TestActSectionSemantics(t *testing.T) {
 		t.Errorf("human control %+v", h)
 	}
 }
+
+// TestGateSection: the gate's settings, each wrong one named by its path;
+// a layer's bands add to the built-in ones, its quiet periods replace
+// theirs.
+func TestGateSection(t *testing.T) {
+	for _, tc := range []struct {
+		name, gate, want string
+	}{
+		{"quiet time", `{"quiet": [{"from": "22:00", "to": "7:00"}]}`, `$.gate.quiet[0].to: does not match the pattern`},
+		{"quiet without to", `{"quiet": [{"from": "22:00"}]}`, `$.gate.quiet[0]: missing required key "to"`},
+		{"an empty quiet period", `{"quiet": [{"from": "22:00", "to": "22:00"}]}`, `$.gate.quiet[0]: from and to are both 22:00: the period is empty`},
+		{"band", `{"bands": {"camera.": "urgent"}}`, `$.gate.bands["camera."]: not one of the allowed values "low", "medium", "high", "critical"`},
+		{"band selector", `{"bands": {"Camera": "high"}}`, `does not match the pattern`},
+		{"budget", `{"item_budget": {"max": -1}}`, `$.gate.item_budget.max: out of range: -1 is less than the minimum 0`},
+		{"budget key", `{"global_budget": {"per_hour": 3}}`, `$.gate.global_budget.per_hour: unknown key "per_hour"`},
+		{"trust", `{"min_trust": "some"}`, `$.gate.min_trust: not one of the allowed values`},
+		{"tick", `{"tick_s": 0}`, `$.gate.tick_s: out of range: 0 is less than the minimum 1`},
+		{"pool", `{"noise_pool": {"per": 0}}`, `$.gate.noise_pool.per: out of range: 0 is less than the minimum 1`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(Sources{File: write(t, "config.json", `{"version": 1, "gate": `+tc.gate+`}`)})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
+	l, err := Load(Sources{File: write(t, "config.json", `{"version": 1, "gate": {"bands": {"camera.": "high"}, "quiet": [{"from": "22:00", "to": "07:00"}], "global_budget": {"max": 10}}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := l.Config.Gate
+	if len(g.Bands) != 4 || g.Bands["camera."] != "high" || g.Bands["body.disk_low"] != "high" {
+		t.Errorf("bands %v: want the built-in three and camera.", g.Bands)
+	}
+	if len(g.Quiet) != 1 || g.GlobalBudget != (Budget{Max: 10, WindowS: 3600}) || g.ItemBudget.Max != 6 {
+		t.Errorf("quiet %v, budgets %+v %+v", g.Quiet, g.GlobalBudget, g.ItemBudget)
+	}
+}

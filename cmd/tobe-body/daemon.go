@@ -446,10 +446,14 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		if lopts.Classes != nil {
 			classes = *lopts.Classes
 		}
-		rules := gate.DefaultRules()
-		rules.Defaults = observer.Defaults()
-		gt = &gate.Gate{Store: store, Sal: gate.NewSalience(rules), Pool: &gate.Pool{Per: 8, TTL: 24 * time.Hour, MaxKeys: 1024},
+		rules, err := gateRules(cfg.Gate, observer)
+		if err != nil {
+			return nil, err
+		}
+		np := cfg.Gate.NoisePool
+		gt = &gate.Gate{Store: store, Sal: gate.NewSalience(rules), Pool: &gate.Pool{Per: np.Per, TTL: time.Duration(np.TTLS) * time.Second, MaxKeys: np.MaxKeys},
 			Classes: classes, Log: log}
+		parts.StaleAfter = time.Duration(cfg.Gate.StaleAfterS) * time.Second
 		if err := gt.Load(); err != nil {
 			log.Error("the gate cannot read its state: no wait condition is matched, and the observation rules alone say what the agent is told", "err", err)
 			gt = nil
@@ -497,7 +501,7 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 				log.Error("the gate stopped", "err", err)
 			}
 		})
-		sc := &sched.Scheduler{Store: store, StaleAfter: awareness.StaleAfter, Log: log}
+		sc := &sched.Scheduler{Store: store, StaleAfter: parts.StaleAfter, Every: time.Duration(cfg.Gate.TickS) * time.Second, Log: log}
 		d.spawn(sc.Run)
 	}
 
@@ -514,6 +518,37 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		d.onStop(store.Hurry)
 	}
 	return mon, nil
+}
+
+// gateRules are the gate's rules from its config, with the observation
+// rules as its default rules.
+func gateRules(c config.Gate, observer *awareness.Observer) (gate.Rules, error) {
+	s := func(n int) time.Duration { return time.Duration(n) * time.Second }
+	trust, err := ledger.ParseLevel(c.MinTrust)
+	if err != nil {
+		return gate.Rules{}, fmt.Errorf("config: gate.min_trust: %w", err)
+	}
+	r := gate.Rules{
+		Bands:           map[string]gate.Band{},
+		NoveltyHalfLife: s(c.NoveltyHalfLifeS),
+		Repeats:         c.NoveltyRepeats,
+		MinTrust:        trust,
+		ItemBudget:      gate.Budget{Max: c.ItemBudget.Max, Window: s(c.ItemBudget.WindowS)},
+		Global:          gate.Budget{Max: c.GlobalBudget.Max, Window: s(c.GlobalBudget.WindowS)},
+		Merge:           s(c.MergeS),
+		AnswerWithin:    s(c.AnswerWithinS),
+		Defaults:        observer.Defaults(),
+	}
+	for sel, b := range c.Bands {
+		r.Bands[sel] = gate.Band(b)
+	}
+	for _, q := range c.Quiet {
+		r.Quiet = append(r.Quiet, gate.Quiet{From: q.From, To: q.To})
+	}
+	if err := r.Check(); err != nil {
+		return gate.Rules{}, fmt.Errorf("config: gate: %w", err)
+	}
+	return r, nil
 }
 
 // startAgent listens on the agent socket and serves it until the daemon
