@@ -26,6 +26,29 @@ type Projection interface {
 	Apply(kv KV, e *Event) error
 }
 
+// SeqOf returns the sequence the event being applied takes in the
+// ledger, when kv is the bucket Apply was given (the writer's, a rebuild's
+// or verify's): a projection that must order what it keeps by the ledger
+// and not by a wall clock that can step reads it here.
+func SeqOf(kv KV) (uint64, bool) {
+	s, ok := kv.(sequenced)
+	if !ok {
+		return 0, false
+	}
+	return s.seq(), true
+}
+
+// sequenced is a bucket that knows the sequence of the event applied.
+type sequenced interface{ seq() uint64 }
+
+// seqKV is a bucket of a rebuild, with the sequence of the event applied.
+type seqKV struct {
+	MemKV
+	at uint64
+}
+
+func (kv seqKV) seq() uint64 { return kv.at }
+
 // KV is a projection's bucket: a sorted key-value map.
 type KV interface {
 	Get(key []byte) []byte
@@ -122,7 +145,7 @@ func (s *Store) openProjections(tx *bolt.Tx) (created bool, err error) {
 				continue
 			}
 			applied++
-			if err := p.Apply(kvs[p.Name()], &e); err != nil {
+			if err := p.Apply(seqKV{kvs[p.Name()], getU64(k)}, &e); err != nil {
 				return true, fmt.Errorf("ledger: building projection %s: event %d (%s): %w", p.Name(), getU64(k), e.Type, err)
 			}
 		}
@@ -152,9 +175,12 @@ func follows(p Projection, eventType string) bool {
 // boltKV is a projection bucket inside a write transaction; what it is
 // given to keep is copied into the writer's arena.
 type boltKV struct {
-	b *bolt.Bucket
-	w *writer
+	b  *bolt.Bucket
+	w  *writer
+	at uint64 // the sequence of the event applied
 }
+
+func (kv boltKV) seq() uint64 { return kv.at }
 
 func (kv boltKV) Get(k []byte) []byte                      { return kv.b.Get(k) }
 func (kv boltKV) Put(k, v []byte) error                    { return kv.b.Put(kv.w.keep(k), kv.w.keep(v)) }

@@ -100,3 +100,55 @@ func TestOpenRefusesTwoProjectionsOfOneName(t *testing.T) {
 		t.Errorf("got %v, want a refusal naming the projection", err)
 	}
 }
+
+// seqs is a projection that keeps, by event id, the sequence SeqOf gave.
+type seqs struct{}
+
+func (seqs) Name() string    { return "seqs" }
+func (seqs) Types() []string { return []string{"estop."} }
+func (seqs) Apply(kv KV, e *Event) error {
+	seq, ok := SeqOf(kv)
+	if !ok {
+		return errors.New("no sequence")
+	}
+	return kv.Put(e.ID[:], u64(seq))
+}
+
+// TestSeqOf: Apply is told the sequence of the event it applies, as the
+// writer appends it, as a build at open applies it, and as verify does
+// (a projection that differs would be reported).
+func TestSeqOf(t *testing.T) {
+	path := tempPath(t)
+	s := openTest(t, path, func(o *Options) { o.Projections = nil })
+	s.Append(t.Context(), Event{Type: "estop.tripped", Provenance: Observed}, motion(1), Event{Type: "estop.reset", Provenance: Observed})
+	s.Close()
+	check := func(s *Store) {
+		t.Helper()
+		evs, err := s.Events(Filter{Types: []string{"estop."}})
+		if err != nil || len(evs) < 2 {
+			t.Fatalf("events: %v %d", err, len(evs))
+		}
+		err = s.ReadProjection("seqs", func(kv ReadKV) error {
+			for _, e := range evs {
+				if got := kv.Get(e.ID[:]); len(got) != 8 || getU64(got) != e.Seq {
+					t.Errorf("%s: seq %v, want %d", e.Type, got, e.Seq)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	withSeqs := func(o *Options) { o.Projections = append(o.Projections, seqs{}) }
+	s = openTest(t, path, withSeqs) // built at open
+	check(s)
+	s.Append(t.Context(), Event{Type: "estop.tripped", Provenance: Observed}) // by the writer
+	check(s)
+	if r, err := s.Verify(t.Context()); err != nil || !r.OK() {
+		t.Errorf("verify: %+v %v", r, err)
+	}
+	if _, ok := SeqOf(MemKV{}); ok {
+		t.Error("a bucket of no ledger has a sequence")
+	}
+}

@@ -124,7 +124,7 @@ func (s *Store) Verify(ctx context.Context) (VerifyReport, error) {
 			}
 			for _, p := range s.opts.Projections {
 				if follows(p, e.Type) {
-					if err := p.Apply(rebuilt[p.Name()], &e); err != nil {
+					if err := p.Apply(seqKV{rebuilt[p.Name()], seq}, &e); err != nil {
 						problem("event %d: projection %s: %v", seq, p.Name(), err)
 					}
 				}

@@ -312,7 +312,7 @@ func (w *writer) write(e *Event) (uint64, error) {
 		if !follows(p, e.Type) {
 			continue
 		}
-		if err := p.Apply(boltKV{w.projs.Bucket([]byte(p.Name())), w}, e); err != nil {
+		if err := p.Apply(boltKV{w.projs.Bucket([]byte(p.Name())), w, seq}, e); err != nil {
 			return 0, fmt.Errorf("projection %s on %s: %w", p.Name(), e.Type, err)
 		}
 	}

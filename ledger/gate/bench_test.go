@@ -31,7 +31,7 @@ func BenchmarkGateAsTheDaemonRunsIt(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				e := &evs[i%len(evs)]
-				out = ix.Match(&e.Event, now.UnixMilli(), out[:0])
+				out = ix.Match(e, now.UnixMilli(), out[:0])
 				if d := s.Decide(e, out, items, now); d.Outcome == gate.Wake {
 					woke++
 				}

@@ -163,7 +163,10 @@ func (g *Gate) unanswered(ctx context.Context, now time.Time) {
 		return
 	}
 	for _, o := range st.open {
-		if now.UnixMilli()-o.At < within.Milliseconds() {
+		// After the wall clock stepped back past the push, it cannot be
+		// told how long the interruption waited: it is closed as
+		// unanswered, not kept open until the clock comes back.
+		if d := now.UnixMilli() - o.At; d >= 0 && d < within.Milliseconds() {
 			continue
 		}
 		o.Unanswered = true
@@ -263,7 +266,7 @@ func (g *Gate) Run(ctx context.Context) error {
 			}
 		}
 		now := g.now()
-		out = g.ix.Match(&e.Event, now.UnixMilli(), out[:0])
+		out = g.ix.Match(&e, now.UnixMilli(), out[:0])
 		d := g.Sal.Decide(&e, out, g.items, now)
 		if d.Outcome == Ignore {
 			if g.Pool != nil {
@@ -293,7 +296,7 @@ func (g *Gate) Run(ctx context.Context) error {
 
 // follow keeps the index in step with a wait event.
 func (g *Gate) follow(e *ledger.Stored) {
-	r, err := wait.Read(&e.Event)
+	r, err := wait.Read(&e.Event, e.Seq)
 	if err != nil {
 		return
 	}

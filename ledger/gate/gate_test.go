@@ -58,6 +58,9 @@ func runGate(t *testing.T, s *ledger.Store, clk *clock, p *pushes) (stop func())
 	t.Helper()
 	g := &Gate{Store: s, Sal: NewSalience(DefaultRules()), Pool: &Pool{Per: 4, TTL: time.Hour, MaxKeys: 64},
 		Classes: ledger.DefaultClasses(), Push: p.push, Now: clk.now}
+	if err := g.Load(); err != nil { // before Run, so that a gate that begins here begins before what the test appends next
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- g.Run(ctx) }()
@@ -304,5 +307,60 @@ func TestUnansweredIsRecorded(t *testing.T) {
 	}
 	if rep, err := s.Verify(context.Background()); err != nil || !rep.OK() {
 		t.Fatalf("verify: %v %+v", err, rep)
+	}
+}
+
+// TestAClockThatStepsBack: a board without a real-time clock steps its
+// wall clock. After a step back past the last interruption, what was
+// pushed before the step spends no budget, merges nothing and holds no
+// dedupe for longer than its span: the open interruption is closed as
+// unanswered at once, and the next match wakes. Every budget and
+// interruption being in the future would otherwise silence the agent
+// until the clock came back.
+func TestAClockThatStepsBack(t *testing.T) {
+	clk := &clock{t: t0}
+	s := openGated(t, filepath.Join(t.TempDir(), "ledger.db"), clk)
+	defer s.Close()
+	for _, cmd := range []ledger.Command{
+		work.NewCreate(work.Spec{ID: "w", Goal: "g", DoneWhen: []string{"x"}, Budget: &work.Budget{Max: 1, WindowS: 3600}}, "agent:pi", t0),
+		wait.NewAdd(wait.Condition{ID: "door", Owner: "w", Types: []string{"camera.motion_started"}, Priority: wait.High,
+			Dedupe: wait.DedupeField, DedupeField: "zone", CooldownMS: 600_000, ExpiresAt: t0.Add(48 * time.Hour).UnixMilli()}, "agent:pi", t0),
+	} {
+		if _, err := s.Execute(context.Background(), cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := &pushes{c: make(chan Decision, 4)}
+	stop := runGate(t, s, clk, p)
+	defer stop()
+	first := motion(t, s, "door")
+	if d := decided(t, s, first); d.Outcome != Wake {
+		t.Fatalf("the first: %+v", d)
+	}
+	if d := waitPush(t, p); d.Event != first.String() {
+		t.Fatalf("pushed %+v", d)
+	}
+	clk.add(time.Minute)
+	if d := decided(t, s, motion(t, s, "door")); d.Outcome != Record || !strings.HasPrefix(d.Reason, "dedupe:") {
+		t.Fatalf("before the step, the same zone: %+v", d)
+	}
+	clk.add(-2 * time.Hour)
+	second := motion(t, s, "door")
+	if d := decided(t, s, second); d.Outcome != Wake {
+		t.Fatalf("after the step back: %+v", d)
+	}
+	d := waitPush(t, p)
+	if d.Event != second.String() || d.Outcome != Wake {
+		t.Fatalf("after the step back: %+v", d)
+	}
+	un, err := s.Events(ledger.Filter{Types: []string{EventUnanswered}})
+	var in Interruption
+	if err != nil || len(un) != 1 || ledger.UnmarshalPayload(un[0].Payload, &in) != nil || in.Event != first.String() {
+		t.Fatalf("the interruption from before the step: %v %d %+v", err, len(un), in)
+	}
+	// From the step on, the budget counts again: one in its hour.
+	clk.add(time.Minute)
+	if d := decided(t, s, motion(t, s, "yard")); d.Outcome != Record || !strings.HasPrefix(d.Reason, "budget: work item w had 1 of its 1") {
+		t.Errorf("after the step, past the item's budget: %+v", d)
 	}
 }

@@ -91,11 +91,13 @@ func newInterrupts() *Interrupts {
 	return &Interrupts{byItem: map[string][]int64{}, open: map[string]Interruption{}}
 }
 
-// count is how many of times fall after since.
-func count(times []int64, since int64) int {
+// count is how many of times fall after since and not after now: a time
+// after now is of before the wall clock stepped back, and does not count
+// (a budget is never spent for longer than its window by a step).
+func count(times []int64, since, now int64) int {
 	n := 0
 	for _, t := range times {
-		if t > since {
+		if t > since && t <= now {
 			n++
 		}
 	}
@@ -109,6 +111,11 @@ func push(times []int64, at int64) []int64 {
 	}
 	return times
 }
+
+// within tells whether an age (now minus a time, in ms) is within a
+// span: a negative age, of a time the wall clock stepped back past, is
+// not.
+func within(age, span int64) bool { return age >= 0 && age < span }
 
 // pushed notes an interruption.
 func (st *Interrupts) pushed(in Interruption) {
@@ -146,13 +153,13 @@ func (s *Salience) budgetStep(item string, budget *work.Budget, b Band, now time
 			ib = Budget{Max: budget.Max, Window: time.Duration(budget.WindowS) * time.Second}
 		}
 		if ib.Window > 0 && item != "" {
-			if n := count(st.byItem[item], now.Add(-ib.Window).UnixMilli()); n >= ib.Max {
+			if n := count(st.byItem[item], now.Add(-ib.Window).UnixMilli(), now.UnixMilli()); n >= ib.Max {
 				step("budget", "work item %s: %d of %d interruptions in %v", item, n, ib.Max, ib.Window)
 				return fmt.Sprintf("budget: work item %s had %d of its %d interruptions in the last %v", item, n, ib.Max, ib.Window)
 			}
 		}
 		if g := r.Global; g.Window > 0 {
-			if n := count(st.all, now.Add(-g.Window).UnixMilli()); n >= g.Max {
+			if n := count(st.all, now.Add(-g.Window).UnixMilli(), now.UnixMilli()); n >= g.Max {
 				step("budget", "the body: %d of %d interruptions in %v", n, g.Max, g.Window)
 				return fmt.Sprintf("budget: the body made %d of its %d interruptions in the last %v", n, g.Max, g.Window)
 			}
@@ -161,7 +168,7 @@ func (s *Salience) budgetStep(item string, budget *work.Budget, b Band, now time
 	} else {
 		step("budget", "critical: above the ordinary budgets")
 	}
-	if o, ok := st.open[item]; ok && r.Merge > 0 && now.UnixMilli()-o.At < r.Merge.Milliseconds() && b != BandCritical {
+	if o, ok := st.open[item]; ok && r.Merge > 0 && within(now.UnixMilli()-o.At, r.Merge.Milliseconds()) && b != BandCritical {
 		step("merge", "work item %s has an interruption unanswered since %v ago (event %s)", item, time.Duration(now.UnixMilli()-o.At)*time.Millisecond, o.Event)
 		return fmt.Sprintf("merged: work item %s was interrupted %v ago for event %s, not yet answered", item,
 			time.Duration(now.UnixMilli()-o.At)*time.Millisecond, o.Event)

@@ -237,12 +237,13 @@ func selectors(s string, fn func(sel string)) {
 }
 
 // Match appends to out the conditions that the event matches at now
-// (Unix milliseconds): they were added before the ledger took it, want
+// (Unix milliseconds): they were added before the ledger took it (by its
+// sequence), want
 // its type and channel, have not expired, and every clause holds for its
 // payload, whose fields are read only as the clauses ask for them; a
 // condition filed by a value is looked at only when the event's field
 // has that value. Each condition is appended once.
-func (ix *Index) Match(e *ledger.Event, now int64, out []*wait.Condition) []*wait.Condition {
+func (ix *Index) Match(e *ledger.Stored, now int64, out []*wait.Condition) []*wait.Condition {
 	slots := ix.route(e.Type, e.ChannelID)
 	if len(slots) == 0 {
 		return out
@@ -252,7 +253,7 @@ func (ix *Index) Match(e *ledger.Event, now int64, out []*wait.Condition) []*wai
 	first := len(out)
 	try := func(list []*wait.Condition) {
 		for _, c := range list {
-			if c.ExpiresAt <= now || c.Since > e.IngestedAt || slices.Contains(out[first:], c) {
+			if c.ExpiresAt <= now || c.Since >= e.Seq || slices.Contains(out[first:], c) {
 				continue
 			}
 			if c.Holds(fields) {

@@ -74,7 +74,7 @@ func TestIndexMatch(t *testing.T) {
 		{"a payload that is not a map", "input.pressed", "input.keypad", []int{1}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			e := &ledger.Event{Type: c.typ, ChannelID: c.ch, Payload: payload(t, c.payload)}
+			e := &ledger.Stored{Seq: 1, Event: ledger.Event{Type: c.typ, ChannelID: c.ch, Payload: payload(t, c.payload)}}
 			if got := ids(ix.Match(e, t0.UnixMilli(), nil)); !slices.Equal(got, c.want) {
 				t.Errorf("matched %v, want %v", got, c.want)
 			}
@@ -82,7 +82,7 @@ func TestIndexMatch(t *testing.T) {
 	}
 	ix.Delete("overlap")
 	ix.Put(cond("any-motion", []string{"camera.motion_ended"}, nil))
-	e := &ledger.Event{Type: "camera.motion_started", ChannelID: "camera.front", Payload: payload(t, map[string]any{"zone": "door"})}
+	e := &ledger.Stored{Seq: 2, Event: ledger.Event{Type: "camera.motion_started", ChannelID: "camera.front", Payload: payload(t, map[string]any{"zone": "door"})}}
 	if got := ids(ix.Match(e, t0.UnixMilli(), nil)); !slices.Equal(got, []string{"camera-anything", "door"}) {
 		t.Errorf("after a delete and a replace: %v", got)
 	}
@@ -101,7 +101,7 @@ func TestIndexIsAScan(t *testing.T) {
 	ix := Build(w.conds)
 	now := t0.UnixMilli()
 	for i := range 5000 {
-		e := w.event(r)
+		e := ledger.Stored{Seq: uint64(i + 1), Event: w.event(r)}
 		got := ids(ix.Match(&e, now, nil))
 		var want []string
 		f := wait.DecodeFields(e.Payload)
@@ -323,9 +323,9 @@ func BenchmarkL0Spread(b *testing.B) {
 }
 
 func benchMatch(b *testing.B, ix *Index, w *world, r *rand.Rand) {
-	evs := make([]ledger.Event, 4096)
+	evs := make([]ledger.Stored, 4096)
 	for i := range evs {
-		evs[i] = w.event(r)
+		evs[i] = ledger.Stored{Seq: uint64(i + 1), Event: w.event(r)}
 	}
 	now := t0.UnixMilli()
 	out := make([]*wait.Condition, 0, 64)

@@ -412,19 +412,23 @@ func (s *Salience) decideOne(e *ledger.Stored, c *wait.Condition, items Items, n
 	}
 	if c.CooldownMS > 0 && c.LastMatchedAt > 0 && c.Dedupe != wait.DedupeField { // by field: a cooldown per value, below
 		since := now.UnixMilli() - c.LastMatchedAt
-		if since >= 0 && since < c.CooldownMS {
+		if since < 0 {
+			step("cooldown", "the last match (%s) is %v after now: the wall clock stepped back; no cooldown is held", c.LastEvent, time.Duration(-since)*time.Millisecond)
+		} else if since < c.CooldownMS {
 			step("cooldown", "matched %s %v ago; cooldown %v", c.LastEvent, time.Duration(since)*time.Millisecond, time.Duration(c.CooldownMS)*time.Millisecond)
 			return out(Record, fmt.Sprintf("cooldown: condition %s matched %v ago (event %s), within its %v", c.ID,
 				time.Duration(since)*time.Millisecond, c.LastEvent, time.Duration(c.CooldownMS)*time.Millisecond))
 		}
-		step("cooldown", "last match %v ago, past the cooldown", time.Duration(since)*time.Millisecond)
+		if since >= 0 {
+			step("cooldown", "last match %v ago, past the cooldown", time.Duration(since)*time.Millisecond)
+		}
 	}
 	var dedupe *seenKey
 	if c.Dedupe == wait.DedupeField {
 		v, ok := wait.DecodeFields(e.Payload).Get(c.DedupeField)
 		if k, kok := wait.Key(v); ok && kok {
 			dedupe = &seenKey{c.ID, k}
-			if last, ok := s.seen[*dedupe]; ok && now.UnixMilli()-last < max(c.CooldownMS, 1) {
+			if last, ok := s.seen[*dedupe]; ok && within(now.UnixMilli()-last, max(c.CooldownMS, 1)) {
 				step("dedupe", "%s %v woke %v ago, within the cooldown", c.DedupeField, k, time.Duration(now.UnixMilli()-last)*time.Millisecond)
 				return out(Record, fmt.Sprintf("dedupe: condition %s already woke for %s %v %v ago, within its %v", c.ID, c.DedupeField, k,
 					time.Duration(now.UnixMilli()-last)*time.Millisecond, time.Duration(c.CooldownMS)*time.Millisecond))

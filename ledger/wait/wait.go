@@ -75,11 +75,12 @@ type Condition struct {
 	Version       uint64 `cbor:"version" json:"version"`
 	// Removed is why it ended ("" while it waits).
 	Removed string `cbor:"removed,omitempty" json:"removed,omitempty"`
-	// Since is when the ledger took its wait.added (its ingest time, Unix
-	// nanoseconds): it matches only events the ledger took after that,
-	// also when the gate decides again, after a restart, on events from
-	// before it.
-	Since int64 `cbor:"since,omitempty" json:"since,omitempty"`
+	// Since is the ledger's sequence of its wait.added: it matches only
+	// events the ledger took after that, also when the gate decides
+	// again, after a restart, on events from before it. A sequence, not
+	// a time: a wall clock that steps back would make every later event
+	// look older than the condition.
+	Since uint64 `cbor:"since_seq,omitempty" json:"since_seq,omitempty"`
 }
 
 // Limits on a condition.
@@ -347,15 +348,16 @@ func record(typ string, r Record, at time.Time) ([]ledger.Event, error) {
 		Privacy: ledger.Internal, AggregateID: Aggregate(r.Condition.ID), AggregateVersion: r.Condition.Version, Payload: p}}, nil
 }
 
-// Read decodes a wait event's record; a wait.added's condition gets its
-// Since from the event.
-func Read(e *ledger.Event) (Record, error) {
+// Read decodes a wait event's record, the event's sequence in the ledger
+// being seq; a wait.added's condition gets its Since from it, and the
+// later records keep the condition's.
+func Read(e *ledger.Event, seq uint64) (Record, error) {
 	var r Record
 	if err := ledger.UnmarshalPayload(e.Payload, &r); err != nil {
 		return Record{}, fmt.Errorf("wait: %s %s: %w", e.Type, e.ID, err)
 	}
 	if e.Type == EventAdded {
-		r.Condition.Since = e.IngestedAt
+		r.Condition.Since = seq
 	}
 	return r, nil
 }
@@ -372,7 +374,11 @@ func (Conditions) Name() string    { return Projection }
 func (Conditions) Types() []string { return []string{EventAdded, EventMatched, EventRemoved} }
 
 func (Conditions) Apply(kv ledger.KV, e *ledger.Event) error {
-	r, err := Read(e)
+	seq, ok := ledger.SeqOf(kv)
+	if !ok {
+		return fmt.Errorf("wait: %s %s: applied outside a ledger (no sequence)", e.Type, e.ID)
+	}
+	r, err := Read(e, seq)
 	if err != nil {
 		return err
 	}
