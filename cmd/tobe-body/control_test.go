@@ -319,3 +319,74 @@ func TestGateRulesFromTheConfig(t *testing.T) {
 		t.Errorf("changed: %+v %v", r, err)
 	}
 }
+
+// TestTheGatePushesWhatTheObservationRulesWant: with no wait condition,
+// the gate pushes what the observation rules (its default rules) want,
+// in their words, once each, and explain names the rule; the e-stop's
+// trip is the hard rule's.
+func TestTheGatePushesWhatTheObservationRulesWant(t *testing.T) {
+	d := startDaemon(t, agentConfig()+zones)
+	defer d.stop(t)
+	b := startBridge(t, "--data", d.data, "--principal", "pi-high")
+	defer b.stdin.Close()
+	explain := func(id string) gate.Decision {
+		t.Helper()
+		x := b.content(t, "explain", map[string]any{"event_id": id})
+		raw, _ := json.Marshal(x.Data)
+		var dec gate.Decision
+		if err := json.Unmarshal(raw, &dec); err != nil {
+			t.Fatalf("explain %s: %+v", id, x)
+		}
+		return dec
+	}
+	seen := map[string]int{}
+	var motion awareness.Observation
+	for deadline := time.Now().Add(2 * time.Minute); motion.ID == "" && time.Now().Before(deadline); {
+		select {
+		case o := <-b.obs:
+			seen[o.ID]++
+			if o.Type == "camera.motion_started" {
+				motion = o
+			}
+		case <-time.After(500 * time.Millisecond):
+			if err := b.cs.Ping(context.Background(), nil); err != nil {
+				t.Fatalf("ping: %v", err)
+			}
+		}
+	}
+	if motion.ID == "" {
+		t.Fatalf("no motion pushed in two minutes; the body's log:\n%s", d.stderr)
+	}
+	if motion.Attention != ledger.Medium || !strings.HasPrefix(motion.Content, "Motion in ") || strings.Contains(motion.Content, "wait condition") {
+		t.Errorf("the motion's observation: %+v", motion)
+	}
+	if dec := explain(motion.ID); dec.Outcome != gate.Wake || dec.Attention != "medium" || !strings.HasSuffix(dec.Rule, "(camera.motion_started)") || dec.Condition != "" {
+		t.Errorf("explain the motion: %+v", dec)
+	}
+	if c := b.content(t, "estop_trip", nil); c.Status != "success" {
+		t.Fatalf("estop_trip: %+v", c)
+	}
+	var trip awareness.Observation
+	for deadline := time.Now().Add(30 * time.Second); trip.ID == "" && time.Now().Before(deadline); {
+		select {
+		case o := <-b.obs:
+			seen[o.ID]++
+			if o.Type == "estop.tripped" {
+				trip = o
+			}
+		case <-time.After(500 * time.Millisecond):
+			b.cs.Ping(context.Background(), nil)
+		}
+	}
+	if trip.Attention != ledger.Max || !strings.HasPrefix(trip.Content, "E-stop tripped") {
+		t.Fatalf("the trip's observation: %+v", trip)
+	}
+	if dec := explain(trip.ID); dec.Outcome != gate.Wake || dec.Reason != "" || dec.Path[0].Rule != "hard rule" {
+		t.Errorf("explain the trip: %+v", dec)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("event %s pushed %d times", id, n)
+		}
+	}
+}
