@@ -146,8 +146,47 @@ func (b *Parts) exec(ctx context.Context, cmd ledger.Command) error {
 	return controlErr(err)
 }
 
+// An agent's work items are its own: one it creates is owned by it
+// unless it names no other owner (it may not), and it changes, closes and
+// leaves or removes wait conditions only for the items it owns or that
+// have no owner. A local administrator may do all of it. Items are
+// checked as they stand before the command: an owner changes only by its
+// owner, so the check cannot be overtaken by another's change.
+func mayChange(p act.Principal, it work.Item) error {
+	if p.Kind == act.LocalAdmin || it.Owner == "" || it.Owner == p.Subject {
+		return nil
+	}
+	return refuse(ReasonNotAuthorized, "work item %s belongs to %s, not %s: only its owner or a local administrator changes it", it.ID, it.Owner, p.Subject)
+}
+
+// mayOwn refuses an agent's giving an item to another owner.
+func mayOwn(p act.Principal, owner *string) error {
+	if p.Kind == act.LocalAdmin || owner == nil || *owner == p.Subject {
+		return nil
+	}
+	return refuse(ReasonNotAuthorized, "owner %q: an agent's work items are its own (%s); a local administrator gives them to another", *owner, p.Subject)
+}
+
+// ownedItem reads the item id for a change by p: nil when p may change
+// it or it is not there (the command then says so).
+func (b *Parts) ownedItem(p act.Principal, id string) error {
+	it, err := work.Get(b.Store, id)
+	if err != nil {
+		return nil
+	}
+	return mayChange(p, it)
+}
+
 func (b *Parts) workCreate(ctx context.Context, p act.Principal, in work.Spec) (work.Item, error) {
 	in.FollowUp = false
+	if in.Owner == "" && p.Kind != act.LocalAdmin {
+		in.Owner = p.Subject
+	}
+	if in.Owner != "" {
+		if err := mayOwn(p, &in.Owner); err != nil {
+			return work.Item{}, err
+		}
+	}
 	c := work.NewCreate(in, p.Subject, b.Now())
 	return c.Item, b.exec(ctx, c)
 }
@@ -162,6 +201,15 @@ func (b *Parts) workUpdate(ctx context.Context, p act.Principal, in WorkUpdateIn
 	patched := !in.Patch.IsZero()
 	if !patched && in.Status == "" {
 		return it, refuse(ReasonInvalidParams, "nothing to change: fields, progress or a status")
+	}
+	if b.Store == nil {
+		return it, errNoLedger
+	}
+	if err := b.ownedItem(p, in.ID); err != nil {
+		return it, err
+	}
+	if err := mayOwn(p, in.Patch.Owner); err != nil {
+		return it, err
 	}
 	if patched {
 		c := &work.Change{ID: in.ID, Expected: in.Version, Patch: in.Patch, By: p.Subject, At: now}
@@ -187,6 +235,9 @@ func (b *Parts) workClose(ctx context.Context, p act.Principal, in WorkCloseIn) 
 	it, err := work.Get(b.Store, in.ID)
 	if err != nil {
 		return it, controlErr(err)
+	}
+	if err := mayChange(p, it); err != nil {
+		return it, err
 	}
 	if it.Version != in.Version {
 		return it, controlErr(&work.StaleError{Expected: in.Version, Current: it})
@@ -257,6 +308,12 @@ func (b *Parts) waitAdd(ctx context.Context, p act.Principal, in WaitAddIn) (wai
 		}
 		c.ExpiresAt = t.UnixMilli()
 	}
+	if b.Store == nil {
+		return c, errNoLedger
+	}
+	if err := b.ownedItem(p, c.Owner); err != nil {
+		return c, err
+	}
 	a := wait.NewAdd(c, p.Subject, now)
 	if err := b.exec(ctx, a); err != nil {
 		return a.Condition, err
@@ -269,8 +326,20 @@ func (b *Parts) waitRemove(ctx context.Context, p act.Principal, in WaitRemoveIn
 	if why == "" {
 		why = "removed by " + p.Subject
 	}
+	if b.Store == nil {
+		return wait.Condition{}, errNoLedger
+	}
+	cs, err := wait.List(b.Store, func(c *wait.Condition) bool { return c.ID == in.ID })
+	if err != nil {
+		return wait.Condition{}, controlErr(err)
+	}
+	if len(cs) == 1 {
+		if err := b.ownedItem(p, cs[0].Owner); err != nil {
+			return cs[0], err
+		}
+	}
 	r := &wait.Remove{ID: in.ID, Why: why, By: p.Subject, At: b.Now()}
-	err := b.exec(ctx, r)
+	err = b.exec(ctx, r)
 	return r.Condition, err
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/tobe-body/tobe-body/hal/haltest"
 	"github.com/tobe-body/tobe-body/hal/haltest/stepclock"
 	"github.com/tobe-body/tobe-body/ledger"
+	"github.com/tobe-body/tobe-body/ledger/gate"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -190,7 +191,7 @@ var (
 
 func newTestBody(t *testing.T) *testBody {
 	t.Helper()
-	store, err := ledger.Open(ledger.Options{Path: filepath.Join(t.TempDir(), "ledger.db"), Projections: act.Projections()})
+	store, err := ledger.Open(ledger.Options{Path: filepath.Join(t.TempDir(), "ledger.db"), Projections: append(act.Projections(), gate.Projections()...)})
 	if err != nil {
 		t.Fatal(err)
 	}
