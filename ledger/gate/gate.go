@@ -240,6 +240,9 @@ func (g *Gate) cursor() (after uint64, found bool, err error) {
 	return after, found, err
 }
 
+// poolExpiry is how often Run drops the noise pool's expired samples.
+const poolExpiry = time.Minute
+
 // Run decides until ctx ends.
 func (g *Gate) Run(ctx context.Context) error {
 	if !g.loaded {
@@ -252,8 +255,13 @@ func (g *Gate) Run(ctx context.Context) error {
 		g.Log.Info("gate", "conditions", g.ix.Len(), "after", after, "open_interruptions", len(g.Sal.State.open))
 	}
 	out := make([]*wait.Condition, 0, 16)
+	var expired time.Time
 	return g.Store.Follow(ctx, ledger.Filter{After: after}, func(e ledger.Stored) error {
 		g.unanswered(ctx, g.now())
+		if now := g.now(); g.Pool != nil && now.Sub(expired) >= poolExpiry {
+			g.Pool.Expire(now) // what is past its TTL leaves the pool's memory, not only its answers
+			expired = now
+		}
 		switch {
 		case strings.HasPrefix(e.Type, "wait."):
 			g.follow(&e)

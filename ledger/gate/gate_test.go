@@ -364,3 +364,51 @@ func TestAClockThatStepsBack(t *testing.T) {
 		t.Errorf("after the step, past the item's budget: %+v", d)
 	}
 }
+
+// TestThePoolForgetsWhatExpired: the gate drops the noise pool's samples
+// past their TTL from memory as it goes, not only from its answers.
+func TestThePoolForgetsWhatExpired(t *testing.T) {
+	clk := &clock{t: t0}
+	s := openGated(t, filepath.Join(t.TempDir(), "ledger.db"), clk)
+	defer s.Close()
+	pool := &Pool{Per: 4, TTL: time.Minute, MaxKeys: 64}
+	g := &Gate{Store: s, Sal: NewSalience(DefaultRules()), Pool: pool, Classes: ledger.DefaultClasses(), Now: clk.now}
+	if err := g.Load(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	kept := func(ch string) int {
+		pool.mu.Lock()
+		defer pool.mu.Unlock()
+		n := 0
+		for k, list := range pool.samples {
+			if k.Channel == ch {
+				n += len(list)
+			}
+		}
+		return n
+	}
+	noise := func(ch string) ledger.UUID {
+		e := ledger.Event{ID: ledger.NewID(), Type: "gpio.changed", ChannelID: ch, Provenance: ledger.Observed, Payload: payload(t, map[string]any{"level": 1})}
+		if _, err := s.Append(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+		return e.ID
+	}
+	eventually := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); !ok(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal(what)
+			}
+		}
+	}
+	noise("gpio.a")
+	eventually("the first sample never came", func() bool { return kept("gpio.a") == 1 })
+	clk.add(2 * time.Minute)
+	noise("gpio.b")
+	eventually("the expired sample stayed in memory", func() bool { return kept("gpio.b") == 1 && kept("gpio.a") == 0 })
+}
