@@ -120,11 +120,18 @@ func TestNovelty(t *testing.T) {
 // a path that ends in the decision.
 func TestEverySuppressionHasAReason(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	s := NewSalience(DefaultRules())
+	rules := DefaultRules()
+	// Default rules, for the events no condition matched: some wake, some
+	// are off; a budget and a quiet hour that a default's wake meets too.
+	rules.Defaults = []Default{{Type: "camera.motion_started", Attention: "medium"}, {Type: "input.pressed", Attention: "high"},
+		{Type: "gpio.changed", Attention: "off"}, {Type: "body.hot", Attention: "low"}}
+	rules.Quiet = []Quiet{{"08:30", "08:45"}}
+	s := NewSalience(rules)
+	s.State = newInterrupts()
 	types := []string{"camera.motion_started", "gpio.changed", "estop.tripped", "body.hot", "input.pressed", "lease.human_takeover", "body.offline"}
 	statuses := work.Statuses
 	now := t0
-	counts := map[Outcome]int{}
+	counts, byRule := map[Outcome]int{}, map[Outcome]int{}
 	for i := range 20000 {
 		now = now.Add(time.Duration(r.IntN(5000)) * time.Millisecond)
 		var items []work.Item
@@ -143,6 +150,12 @@ func TestEverySuppressionHasAReason(t *testing.T) {
 		e := stored(types[r.IntN(len(types))], fmt.Sprintf("dev.%d", r.IntN(3)), ledger.Level(r.IntN(5)))
 		d := s.Decide(e, matches, itemsOf(items...), now)
 		counts[d.Outcome]++
+		if d.Rule != "" {
+			byRule[d.Outcome]++
+		}
+		if d.Outcome == Wake || d.Outcome == Ask {
+			s.State.pushed(Interruption{Event: d.Event, WorkItem: d.WorkItem, Kind: d.Outcome, At: now.UnixMilli()})
+		}
 		if d.Outcome != Wake && d.Reason == "" {
 			t.Fatalf("event %d: %s without a reason: %+v", i, d.Outcome, d)
 		}
@@ -158,6 +171,10 @@ func TestEverySuppressionHasAReason(t *testing.T) {
 			t.Errorf("no %s among 20,000 decisions: %v", o, counts)
 		}
 	}
+	if byRule[Wake] == 0 || byRule[Record] == 0 {
+		t.Errorf("the default rules decided %v", byRule)
+	}
+	t.Logf("%v; by default rules %v", counts, byRule)
 }
 
 // BenchmarkGate is L0 and L1 together, on one core (-cpu 1): the
