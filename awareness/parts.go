@@ -50,6 +50,13 @@ type Parts struct {
 	reads chan struct{}
 }
 
+// Projections are the projections of the body's ledger: the action
+// runner's and the control plane's, which the table's operations read.
+// The daemon opens its ledger with them, and so does whatever fills a
+// ledger for it (a projection missing from a ledger is built from its
+// whole history at the next open).
+func Projections() []ledger.Projection { return append(act.Projections(), gate.Projections()...) }
+
 // Table binds every operation to the parts.
 func (b *Parts) Table() (*Table, error) {
 	if b.Now == nil {

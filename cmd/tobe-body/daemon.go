@@ -49,7 +49,7 @@ func driversFor(p *board.Profile, seed uint64) (hal.Drivers, board.Finder) {
 // projections are the ledger projections the body keeps: the act
 // package's (the e-stop's latch, the people's holds, actions, grants) and
 // the control plane's (work items, wait conditions, the gate's).
-func projections() []ledger.Projection { return append(act.Projections(), gate.Projections()...) }
+func projections() []ledger.Projection { return awareness.Projections() }
 
 // daemon is the body while it runs: it starts its components in one
 // explicit order (start) and stops them in the reverse order (stop).

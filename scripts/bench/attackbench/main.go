@@ -112,7 +112,7 @@ func fill(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	opts, err := body.LedgerOptions(config.Default().Ledger, dir, id, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})), act.Projections()...)
+	opts, err := body.LedgerOptions(config.Default().Ledger, dir, id, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})), awareness.Projections()...)
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/awareness"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/ledger"
@@ -24,7 +24,7 @@ func TestFill(t *testing.T) {
 	if err != nil || created {
 		t.Fatalf("got the identity %+v, created %v, %v; want the one fill made", id, created, err)
 	}
-	opts, err := body.LedgerOptions(config.Default().Ledger, dir, id, nil, act.Projections()...)
+	opts, err := body.LedgerOptions(config.Default().Ledger, dir, id, nil, awareness.Projections()...)
 	if err != nil {
 		t.Fatal(err)
 	}

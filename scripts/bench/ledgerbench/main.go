@@ -26,7 +26,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/awareness"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/ledger"
@@ -43,7 +43,7 @@ func main() {
 // projections included: a look with `tobe-body ledger` then finds the
 // file as it left it, and builds nothing.
 func options(path string) ledger.Options {
-	opts, err := body.LedgerOptions(config.Default().Ledger, filepath.Dir(path), body.Identity{}, slog.New(slog.DiscardHandler), act.Projections()...)
+	opts, err := body.LedgerOptions(config.Default().Ledger, filepath.Dir(path), body.Identity{}, slog.New(slog.DiscardHandler), awareness.Projections()...)
 	if err != nil {
 		panic(err) // the defaults are tested
 	}

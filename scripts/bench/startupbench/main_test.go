@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/awareness"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/ledger"
@@ -56,7 +57,7 @@ func TestFill(t *testing.T) {
 		t.Fatalf("identity %+v created %v: %v", id, created, err)
 	}
 	var log bytes.Buffer
-	opts, err := body.LedgerOptions(config.Default().Ledger, dir, id, slog.New(slog.NewTextHandler(&log, nil)), act.Projections()...)
+	opts, err := body.LedgerOptions(config.Default().Ledger, dir, id, slog.New(slog.NewTextHandler(&log, nil)), awareness.Projections()...)
 	if err != nil {
 		t.Fatal(err)
 	}
