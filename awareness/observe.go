@@ -148,7 +148,7 @@ func (o *Observer) Observe(e ledger.Stored) (Observation, bool) {
 	var payload map[string]any
 	decoded := false
 	for _, r := range o.rules {
-		if !typeMatches(r.Type, e.Event.Type) || !channelMatches(r.Channel, e.Event.ChannelID) {
+		if !gate.SelectsType(r.Type, e.Event.Type) || !gate.SelectsChannel(r.Channel, e.Event.ChannelID) {
 			continue
 		}
 		if len(r.When) == 0 && r.attention <= ledger.Off {
@@ -188,7 +188,7 @@ func (o *Observer) Woken(d gate.Decision, e ledger.Stored) Observation {
 	payload, _ := v.Payload.(map[string]any)
 	text, actor, trust := "", "signal", ledger.Medium
 	for _, r := range o.rules {
-		if typeMatches(r.Type, e.Event.Type) && channelMatches(r.Channel, e.Event.ChannelID) && whenMatches(r.When, payload) {
+		if gate.SelectsType(r.Type, e.Event.Type) && gate.SelectsChannel(r.Channel, e.Event.ChannelID) && whenMatches(r.When, payload) {
 			text, actor, trust = r.Text, r.Actor, r.trust
 			break
 		}
@@ -214,15 +214,6 @@ func (o *Observer) Woken(d gate.Decision, e ledger.Stored) Observation {
 	return Observation{ID: v.ID, Source: source, Actor: actor, Content: content, Trust: trust, Attention: att,
 		Timestamp: e.Event.Occurred(), Permissions: PermissionsOf(trust), Type: v.Type, Seq: e.Seq, Data: v.Payload, Privacy: e.Event.Privacy}
 }
-
-func typeMatches(rule, typ string) bool {
-	if strings.HasSuffix(rule, ".") {
-		return strings.HasPrefix(typ, rule)
-	}
-	return rule == typ
-}
-
-func channelMatches(rule, ch string) bool { return rule == "" || act.MatchPattern(rule, ch) }
 
 func whenMatches(when map[string]string, payload map[string]any) bool {
 	for k, want := range when {

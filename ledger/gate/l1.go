@@ -189,7 +189,7 @@ func (s *Salience) standing(e *ledger.Stored) *compiledDefault {
 	reset := false
 	for i := range s.defaults {
 		r := &s.defaults[i]
-		if !typeSelects(r.Type, e.Type) || !channelSelects(r.Channel, e.ChannelID) {
+		if !SelectsType(r.Type, e.Type) || !SelectsChannel(r.Channel, e.ChannelID) {
 			continue
 		}
 		if len(r.When) > 0 && !reset {
@@ -203,17 +203,20 @@ func (s *Salience) standing(e *ledger.Stored) *compiledDefault {
 	return nil
 }
 
-// typeSelects: a type selector is a type, or a prefix ending in a dot.
-func typeSelects(sel, typ string) bool {
+// SelectsType tells whether a type selector (a type, or a prefix ending
+// in a dot) selects an event type.
+func SelectsType(sel, typ string) bool {
 	if strings.HasSuffix(sel, ".") {
 		return strings.HasPrefix(typ, sel)
 	}
 	return sel == typ
 }
 
-// channelSelects: a channel selector is "" or "*" (any), a prefix ending
-// in ".*" (every channel under it, not the prefix itself), or an id.
-func channelSelects(sel, ch string) bool {
+// SelectsChannel tells whether a channel selector selects a channel: ""
+// or "*" select any, a prefix ending in ".*" every channel under it (not
+// the prefix itself), an id itself. The config's patterns are checked
+// where they are read.
+func SelectsChannel(sel, ch string) bool {
 	switch {
 	case sel == "" || sel == "*":
 		return true
@@ -529,7 +532,7 @@ func ruleBand(bands map[string]Band, typ string) Band {
 	var rule Band
 	best := -1
 	for sel, rb := range bands {
-		if typeSelects(sel, typ) && len(sel) > best {
+		if SelectsType(sel, typ) && len(sel) > best {
 			best, rule = len(sel), rb
 		}
 	}
