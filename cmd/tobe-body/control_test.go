@@ -340,20 +340,25 @@ func TestTheGatePushesWhatTheObservationRulesWant(t *testing.T) {
 		return dec
 	}
 	seen := map[string]int{}
-	var motion awareness.Observation
-	for deadline := time.Now().Add(2 * time.Minute); motion.ID == "" && time.Now().Before(deadline); {
-		select {
-		case o := <-b.obs:
-			seen[o.ID]++
-			if o.Type == "camera.motion_started" {
-				motion = o
-			}
-		case <-time.After(500 * time.Millisecond):
-			if err := b.cs.Ping(context.Background(), nil); err != nil {
-				t.Fatalf("ping: %v", err)
+	// next is the next observation of an event type within a while,
+	// counting every observation pushed; it pings as a client does.
+	next := func(typ string, within time.Duration) awareness.Observation {
+		t.Helper()
+		for deadline := time.Now().Add(within); time.Now().Before(deadline); {
+			select {
+			case o := <-b.obs:
+				if seen[o.ID]++; o.Type == typ {
+					return o
+				}
+			case <-time.After(500 * time.Millisecond):
+				if err := b.cs.Ping(context.Background(), nil); err != nil {
+					t.Fatalf("ping: %v", err)
+				}
 			}
 		}
+		return awareness.Observation{}
 	}
+	motion := next("camera.motion_started", 2*time.Minute)
 	if motion.ID == "" {
 		t.Fatalf("no motion pushed in two minutes; the body's log:\n%s", d.stderr)
 	}
@@ -366,18 +371,7 @@ func TestTheGatePushesWhatTheObservationRulesWant(t *testing.T) {
 	if c := b.content(t, "estop_trip", nil); c.Status != "success" {
 		t.Fatalf("estop_trip: %+v", c)
 	}
-	var trip awareness.Observation
-	for deadline := time.Now().Add(30 * time.Second); trip.ID == "" && time.Now().Before(deadline); {
-		select {
-		case o := <-b.obs:
-			seen[o.ID]++
-			if o.Type == "estop.tripped" {
-				trip = o
-			}
-		case <-time.After(500 * time.Millisecond):
-			b.cs.Ping(context.Background(), nil)
-		}
-	}
+	trip := next("estop.tripped", 30*time.Second)
 	if trip.Attention != ledger.Max || !strings.HasPrefix(trip.Content, "E-stop tripped") {
 		t.Fatalf("the trip's observation: %+v", trip)
 	}

@@ -21,3 +21,7 @@ func BenchWorld(n int) ([]wait.Condition, []ledger.Stored, time.Time) {
 	}
 	return conds, evs, t0
 }
+
+// BenchDecide is BenchmarkGate's loop, for the benchmarks outside the
+// package: BenchWorld's n conditions and events, decided with rules.
+var BenchDecide = benchDecide

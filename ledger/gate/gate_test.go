@@ -72,6 +72,16 @@ func runGate(t *testing.T, s *ledger.Store, clk *clock, p *pushes) (stop func())
 	}
 }
 
+// execute runs commands on s, failing the test at the first refused.
+func execute(t *testing.T, s *ledger.Store, cmds ...ledger.Command) {
+	t.Helper()
+	for _, cmd := range cmds {
+		if _, err := s.Execute(context.Background(), cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func motion(t *testing.T, s *ledger.Store, zone string) ledger.UUID {
 	t.Helper()
 	e := ledger.Event{ID: ledger.NewID(), Type: "camera.motion_started", ChannelID: "camera.front", Provenance: ledger.Observed, Trust: ledger.Medium,
@@ -277,15 +287,11 @@ func TestUnansweredIsRecorded(t *testing.T) {
 	clk := &clock{t: t0}
 	s := openGated(t, filepath.Join(t.TempDir(), "ledger.db"), clk)
 	defer s.Close()
-	for _, cmd := range []ledger.Command{
+	execute(t, s,
 		work.NewCreate(work.Spec{ID: "w", Goal: "g", DoneWhen: []string{"x"}}, "agent:pi", t0),
 		wait.NewAdd(wait.Condition{ID: "door", Owner: "w", Types: []string{"camera.motion_started"}, Priority: wait.High,
 			ExpiresAt: t0.Add(2 * time.Hour).UnixMilli()}, "agent:pi", t0),
-	} {
-		if _, err := s.Execute(context.Background(), cmd); err != nil {
-			t.Fatal(err)
-		}
-	}
+	)
 	p := &pushes{c: make(chan Decision, 4)}
 	stop := runGate(t, s, clk, p)
 	defer stop()
@@ -321,15 +327,11 @@ func TestAClockThatStepsBack(t *testing.T) {
 	clk := &clock{t: t0}
 	s := openGated(t, filepath.Join(t.TempDir(), "ledger.db"), clk)
 	defer s.Close()
-	for _, cmd := range []ledger.Command{
+	execute(t, s,
 		work.NewCreate(work.Spec{ID: "w", Goal: "g", DoneWhen: []string{"x"}, Budget: &work.Budget{Max: 1, WindowS: 3600}}, "agent:pi", t0),
 		wait.NewAdd(wait.Condition{ID: "door", Owner: "w", Types: []string{"camera.motion_started"}, Priority: wait.High,
 			Dedupe: wait.DedupeField, DedupeField: "zone", CooldownMS: 600_000, ExpiresAt: t0.Add(48 * time.Hour).UnixMilli()}, "agent:pi", t0),
-	} {
-		if _, err := s.Execute(context.Background(), cmd); err != nil {
-			t.Fatal(err)
-		}
-	}
+	)
 	p := &pushes{c: make(chan Decision, 4)}
 	stop := runGate(t, s, clk, p)
 	defer stop()

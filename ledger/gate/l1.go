@@ -65,6 +65,22 @@ type Decision struct {
 	Path   []Step `cbor:"path" json:"path"`
 }
 
+// step appends a rule and what it said to the decision's path.
+func (d *Decision) step(rule, format string, a ...any) {
+	d.Path = append(d.Path, Step{rule, fmt.Sprintf(format, a...)})
+}
+
+// settle decides: the outcome, the reason of any but a wake, and the
+// path's last step.
+func (d *Decision) settle(o Outcome, reason string) Decision {
+	d.Outcome = o
+	if o != Wake {
+		d.Reason = reason
+	}
+	d.step("decision", "%s: %s", o, reason)
+	return *d
+}
+
 // HardTypes are the event types (or prefixes) that always wake, whatever
 // any other rule says: the e-stop, safety (a person's takeover, the body
 // degraded) and permissions (grants, approvals).
@@ -300,15 +316,7 @@ type Items func(id string) (work.Item, bool)
 // outcome but Wake carries its Reason; Path lists every rule applied.
 func (s *Salience) Decide(e *ledger.Stored, matches []*wait.Condition, items Items, now time.Time) Decision {
 	d := Decision{Event: e.ID.String(), Seq: e.Seq, Type: e.Type}
-	step := func(rule, format string, a ...any) { d.Path = append(d.Path, Step{rule, fmt.Sprintf(format, a...)}) }
-	settle := func(o Outcome, reason string) Decision {
-		d.Outcome = o
-		if o != Wake {
-			d.Reason = reason
-		}
-		step("decision", "%s: %s", o, reason)
-		return d
-	}
+	step, settle := d.step, d.settle
 
 	// The hard rules first: nothing below can silence them.
 	for _, h := range HardTypes {
@@ -359,15 +367,7 @@ func (s *Salience) Decide(e *ledger.Stored, matches []*wait.Condition, items Ite
 // wanted: its band (the higher of its attention's and the rules' for the
 // type), confidence, novelty, the quiet periods and the body's budget.
 func (s *Salience) decideDefault(e *ledger.Stored, r *compiledDefault, now time.Time, novel noveltyNote, d Decision) Decision {
-	step := func(rule, format string, a ...any) { d.Path = append(d.Path, Step{rule, fmt.Sprintf(format, a...)}) }
-	settle := func(o Outcome, reason string) Decision {
-		d.Outcome = o
-		if o != Wake {
-			d.Reason = reason
-		}
-		step("decision", "%s: %s", o, reason)
-		return d
-	}
+	step, settle := d.step, d.settle
 	d.Rule, d.Band, d.Attention = r.Name, r.band, r.attention.String()
 	if b := ruleBand(s.Rules.Bands, e.Type); b != "" && bandRank[b] > bandRank[d.Band] {
 		d.Band, d.Attention = b, attentionOf[b]
@@ -396,7 +396,7 @@ func (s *Salience) decideDefault(e *ledger.Stored, r *compiledDefault, now time.
 // decideOne weighs one matched condition.
 func (s *Salience) decideOne(e *ledger.Stored, c *wait.Condition, items Items, now time.Time, novel noveltyNote) Decision {
 	d := Decision{Condition: c.ID, WorkItem: c.Owner}
-	step := func(rule, format string, a ...any) { d.Path = append(d.Path, Step{rule, fmt.Sprintf(format, a...)}) }
+	step := d.step
 	out := func(o Outcome, reason string) Decision {
 		d.Outcome, d.Reason = o, reason
 		return d

@@ -182,131 +182,29 @@ func TestEverySuppressionHasAReason(t *testing.T) {
 // and decided.
 func BenchmarkGate(b *testing.B) {
 	for _, n := range []int{10, 1000, 10000} {
-		b.Run(fmt.Sprintf("conditions=%d", n), func(b *testing.B) {
-			r := rand.New(rand.NewPCG(3, 4))
-			w, conds := benchWorld(r, n)
-			ix := Build(conds)
-			s := NewSalience(DefaultRules())
-			items := itemsOf(work.Item{ID: "w", Status: work.Running})
-			evs := make([]ledger.Stored, 4096)
-			for i := range evs {
-				evs[i] = ledger.Stored{Seq: uint64(i + 1), Event: w.event(r)}
-				evs[i].Trust = ledger.Medium
-			}
-			now := t0
-			out := make([]*wait.Condition, 0, 64)
-			woke := 0
-			b.ResetTimer()
-			for i := range b.N {
-				e := &evs[i%len(evs)]
-				out = ix.Match(e, now.UnixMilli(), out[:0])
-				if d := s.Decide(e, out, items, now); d.Outcome == Wake {
-					woke++
-				}
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
-			b.ReportMetric(float64(woke)/float64(b.N), "wakes/event")
-		})
+		b.Run(fmt.Sprintf("conditions=%d", n), func(b *testing.B) { benchDecide(b, n, DefaultRules()) })
 	}
 }
 
-// TestDefaultRules: the default rules (the config's observation rules)
-// decide what no condition wanted: the first that matches, by type,
-// channel and payload; off leaves it to the noise pool; a wake weighs
-// confidence, novelty, the quiet periods and the body's budget, and says
-// which rule; what a condition wanted is the condition's to decide.
-func TestDefaultRules(t *testing.T) {
-	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.Local)
-	defaults := []Default{
-		{Name: "muted", Type: "input.pressed", Channel: "input.kbd", Attention: "off"},
-		{Name: "presses", Type: "input.pressed", Attention: "medium"},
-		{Name: "critical", Type: "body.degradation", When: map[string]string{"level": "critical"}, Attention: "high"},
-		{Name: "hot", Type: "body.hot", When: map[string]string{"active": "true"}, Attention: "low"},
-		{Name: "disk", Type: "body.disk_low", When: map[string]string{"active": "true"}, Attention: "medium"},
-		{Name: "pins", Type: "gpio.", Channel: "gpio.*", Attention: "high"},
-		{Name: "levels", Type: "audio.level", Attention: "off"},
+// benchDecide matches and decides BenchWorld's events against its n
+// conditions with rules, reporting events/s and wakes/event.
+func benchDecide(b *testing.B, n int, rules Rules) {
+	conds, evs, now := BenchWorld(n)
+	ix := Build(conds)
+	s := NewSalience(rules)
+	items := itemsOf(work.Item{ID: "w", Status: work.Running})
+	out := make([]*wait.Condition, 0, 64)
+	woke := 0
+	b.ResetTimer()
+	for i := range b.N {
+		e := &evs[i%len(evs)]
+		out = ix.Match(e, now.UnixMilli(), out[:0])
+		if d := s.Decide(e, out, items, now); d.Outcome == Wake {
+			woke++
+		}
 	}
-	with := func(e *ledger.Stored, p map[string]any) *ledger.Stored {
-		e.Payload, _ = ledger.MarshalPayload(p)
-		return e
-	}
-	door := &wait.Condition{ID: "door", Owner: "watch", Priority: wait.High, CooldownMS: 60_000, LastMatchedAt: now.Add(-time.Second).UnixMilli(), LastEvent: "E1"}
-	items := itemsOf(work.Item{ID: "watch", Status: work.Running})
-	for _, c := range []struct {
-		name      string
-		rules     func(*Rules)
-		before    int // events of the same source just before
-		e         *ledger.Stored
-		matches   []*wait.Condition
-		outcome   Outcome
-		attention string
-		rule      string
-		reason    string
-	}{
-		{"the first rule that matches", nil, 0, stored("input.pressed", "input.pad", ledger.Medium), nil, Wake, "medium", "presses", ""},
-		{"off for one channel", nil, 0, stored("input.pressed", "input.kbd", ledger.Medium), nil, Ignore, "", "", "no wait condition wants it"},
-		{"off for a type", nil, 0, stored("audio.level", "audio.mic", ledger.Medium), nil, Ignore, "", "", "no wait condition wants it"},
-		{"no rule", nil, 0, stored("camera.frame", "camera.front", ledger.Medium), nil, Ignore, "", "", "no wait condition wants it"},
-		{"by a payload field", nil, 0, with(stored("body.hot", "body.self", ledger.High), map[string]any{"active": true}), nil, Wake, "medium", "hot", ""},
-		{"a payload field that differs", nil, 0, with(stored("body.hot", "body.self", ledger.High), map[string]any{"active": false}), nil, Ignore, "", "", "no wait condition wants it"},
-		{"a band from the rules raises the attention", nil, 0, with(stored("body.disk_low", "body.self", ledger.High), map[string]any{"active": true}), nil, Wake, "high", "disk", ""},
-		{"a prefix of types and channels", nil, 0, stored("gpio.long_press", "gpio.button", ledger.Medium), nil, Wake, "high", "pins", ""},
-		{"a hard rule first", nil, 0, with(stored("body.degradation", "body.self", ledger.High), map[string]any{"level": "critical"}), nil, Wake, "high", "", ""},
-		{"untrusted", nil, 0, stored("input.pressed", "input.pad", ledger.Off), nil, Record, "", "presses", "low confidence"},
-		{"not novel", nil, 6, stored("input.pressed", "input.pad", ledger.Medium), nil, Record, "", "presses", "not novel: input.pad input.pressed repeated 6.0 times"},
-		{"a quiet period", func(r *Rules) { r.Quiet = []Quiet{{"11:00", "13:00"}} }, 0, stored("input.pressed", "input.pad", ledger.Medium), nil, Record, "", "presses", "quiet period 11:00-13:00"},
-		{"the body's budget", func(r *Rules) { r.Global = Budget{Max: 3, Window: time.Hour} }, 3, stored("gpio.pressed", "gpio.button", ledger.Medium), nil, Record, "", "pins", "budget: the body made 3 of its 3"},
-		{"a condition in its cooldown keeps it", nil, 0, stored("input.pressed", "input.pad", ledger.Medium), []*wait.Condition{door}, Record, "", "", "cooldown: condition door"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			r := DefaultRules()
-			r.Defaults = defaults
-			if c.rules != nil {
-				c.rules(&r)
-			}
-			if err := r.Check(); err != nil {
-				t.Fatal(err)
-			}
-			s := NewSalience(r)
-			s.State = newInterrupts()
-			for i := range c.before {
-				at := now.Add(time.Duration(i-c.before) * time.Second)
-				s.noteNovelty(c.e, at)
-				s.State.pushed(Interruption{Event: fmt.Sprint(i), At: at.UnixMilli()})
-			}
-			d := s.Decide(c.e, c.matches, items, now)
-			if d.Outcome != c.outcome || d.Attention != c.attention || d.Rule != c.rule || !strings.HasPrefix(d.Reason, c.reason) || (c.reason == "") != (d.Reason == "") {
-				t.Fatalf("%s at %q by %q, reason %q; want %s at %q by %q, reason %q\n%+v", d.Outcome, d.Attention, d.Rule, d.Reason, c.outcome, c.attention, c.rule, c.reason, d.Path)
-			}
-		})
-	}
-}
-
-// TestRulesCheck: what is wrong with the rules is named.
-func TestRulesCheck(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		edit func(*Rules)
-		want string
-	}{
-		{"a band", func(r *Rules) { r.Bands["camera."] = "urgent" }, `band of camera.: "urgent" is not low, medium, high or critical`},
-		{"a quiet period", func(r *Rules) { r.Quiet = []Quiet{{"22:00", "7"}} }, `quiet period 22:00-7: "7" is not HH:MM`},
-		{"an attention", func(r *Rules) { r.Defaults = []Default{{Type: "input.pressed", Attention: "loud"}} }, "default rule 0 (input.pressed): attention"},
-		{"no type", func(r *Rules) { r.Defaults = []Default{{Attention: "low"}} }, "default rule 0: no type"},
-		{"a budget", func(r *Rules) { r.Global.Max = -1 }, "budget -1 in 1h0m0s: negative"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			r := DefaultRules()
-			c.edit(&r)
-			if err := r.Check(); err == nil || !strings.HasPrefix(err.Error(), c.want) {
-				t.Errorf("%v, want %q", err, c.want)
-			}
-		})
-	}
-	r := DefaultRules()
-	if err := r.Check(); err != nil {
-		t.Errorf("the default rules: %v", err)
-	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(woke)/float64(b.N), "wakes/event")
 }
 
 // TestBudgetsQuietAndMerge: the interruption budgets (the item's, its
