@@ -329,17 +329,13 @@ func (b *Parts) waitRemove(ctx context.Context, p act.Principal, in WaitRemoveIn
 	if b.Store == nil {
 		return wait.Condition{}, errNoLedger
 	}
-	cs, err := wait.List(b.Store, func(c *wait.Condition) bool { return c.ID == in.ID })
-	if err != nil {
-		return wait.Condition{}, controlErr(err)
-	}
-	if len(cs) == 1 {
-		if err := b.ownedItem(p, cs[0].Owner); err != nil {
-			return cs[0], err
+	if c, err := wait.Get(b.Store, in.ID); err == nil { // none: the command says so
+		if err := b.ownedItem(p, c.Owner); err != nil {
+			return c, err
 		}
 	}
 	r := &wait.Remove{ID: in.ID, Why: why, By: p.Subject, At: b.Now()}
-	err = b.exec(ctx, r)
+	err := b.exec(ctx, r)
 	return r.Condition, err
 }
 

@@ -389,6 +389,28 @@ func (Conditions) Apply(kv ledger.KV, e *ledger.Event) error {
 	return kv.Put([]byte(r.Condition.ID), b)
 }
 
+// Get returns a condition as it stands, a removed one too; ErrNotFound
+// when there is none of that id.
+func Get(r work.Reader, id string) (Condition, error) {
+	var c Condition
+	found := false
+	err := r.ReadProjection(Projection, func(kv ledger.ReadKV) error {
+		b := kv.Get([]byte(id))
+		if b == nil {
+			return nil
+		}
+		found = true
+		return ledger.UnmarshalPayload(b, &c)
+	})
+	switch {
+	case err != nil:
+		return Condition{}, fmt.Errorf("wait: %w", err)
+	case !found:
+		return Condition{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	return c, nil
+}
+
 // List returns the conditions as they stand, by id; keep selects (nil:
 // all, removed ones too).
 func List(r work.Reader, keep func(*Condition) bool) ([]Condition, error) {

@@ -211,6 +211,12 @@ func TestConditionLife(t *testing.T) {
 	if err := exec(s, r); err != nil || r.Condition.Removed != "expired" {
 		t.Fatalf("removed: %v %+v", err, r.Condition)
 	}
+	if got, err := Get(s, "door"); err != nil || !reflect.DeepEqual(got, r.Condition) {
+		t.Errorf("Get after the removal: %+v %v", got, err)
+	}
+	if _, err := Get(s, "nobody"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "nobody") {
+		t.Errorf("Get of no condition: %v", err)
+	}
 	if err := exec(s, &Matched{ID: "door", Event: "e2", At: t0.Add(11 * time.Minute)}); !errors.Is(err, ErrRemoved) || !strings.Contains(err.Error(), "expired") {
 		t.Errorf("a match after the removal: %v", err)
 	}
