@@ -118,6 +118,24 @@ type Trip struct {
 	// Folded counts the stops while latched before this one that were
 	// not recorded one by one (see StopAgainEvery).
 	Folded int `cbor:"folded,omitempty" json:"folded,omitempty"`
+	// By, Reason, Key and Note are the asker's when a principal asked for
+	// the stop (TripAsked): its subject, why, the idempotency key that
+	// makes a repeat of its request return this stop, and a note for the
+	// record.
+	By     string `cbor:"by,omitempty" json:"by,omitempty"`
+	Reason string `cbor:"reason,omitempty" json:"reason,omitempty"`
+	Key    string `cbor:"key,omitempty" json:"idempotency_key,omitempty"`
+	Note   string `cbor:"note,omitempty" json:"note,omitempty"`
+	// Recorded tells whether this stop has a record of its own in the
+	// ledger; false: it was folded into the next (StopAgainEvery).
+	Recorded bool `cbor:"-" json:"recorded"`
+}
+
+// Ask is a stop a principal asked for: who (its subject), why, its
+// idempotency key and a note, each already bounded and cleaned by the
+// caller (a stop is never refused for what its asker wrote).
+type Ask struct {
+	By, Reason, Key, Note string
 }
 
 // StopAgainEvery bounds the records of stops while latched: every stop
@@ -127,6 +145,14 @@ type Trip struct {
 // that asks to stop again and again (any principal may) cannot fill the
 // disk with records of it.
 const StopAgainEvery = time.Minute
+
+// KeyedStopsAgain is how many stops with an idempotency key are recorded
+// one by one in a StopAgainEvery while latched, beyond the fold: a key is
+// found again in its record (a repeat of the request, even after a
+// restart, returns that stop and stops nothing), so the record is the
+// key's promise. Past it they fold like any other, and their keys are
+// remembered only by whoever asked.
+const KeyedStopsAgain = 5
 
 // Record is something the e-stop did or refused, for the ledger. Type is
 // the event type (estop.tripped, estop.reset, estop.reset_refused,
@@ -220,6 +246,7 @@ type EStop struct {
 	// againFolded how many came since without a record; under tripMu.
 	againAt     hal.Mono
 	againFolded int
+	againKeyed  int             // keyed stops recorded since againAt (KeyedStopsAgain)
 	covered     map[string]bool // outputs a line's tripwire halts
 	path        string
 	spare       []OutputState // the next trip's read-backs, allocated ahead
@@ -312,14 +339,24 @@ func levelName(l hal.Level) string {
 // "requested by agent:pi", ...) and edge is when it happened (the line's
 // edge time, or now). It returns what it did; the same is queued for the
 // ledger.
-func (e *EStop) Trip(cause string, edge hal.Mono) Trip { return e.trip(cause, edge, nil) }
+func (e *EStop) Trip(cause string, edge hal.Mono) Trip { return e.trip(cause, Ask{}, edge, nil) }
 
 // TripNow is Trip asked for now: by a person or a caller, not an edge.
-func (e *EStop) TripNow(cause string) Trip { return e.trip(cause, hal.MonoNow(), nil) }
+func (e *EStop) TripNow(cause string) Trip { return e.trip(cause, Ask{}, hal.MonoNow(), nil) }
+
+// TripAsked is TripNow for a principal's request: the cause is
+// "requested by SUBJECT" and its reason, and the record carries the ask.
+func (e *EStop) TripAsked(a Ask) Trip {
+	cause := "requested by " + a.By
+	if a.Reason != "" {
+		cause += ": " + a.Reason
+	}
+	return e.trip(cause, a, hal.MonoNow(), nil)
+}
 
 // trip is Trip with what a line's tripwire already did (rep, or nil): the
 // outputs it covered are not driven again.
-func (e *EStop) trip(cause string, edge hal.Mono, rep *hal.HaltReport) Trip {
+func (e *EStop) trip(cause string, ask Ask, edge hal.Mono, rep *hal.HaltReport) Trip {
 	e.stops.Add(1)
 	already := e.latched.Swap(true) // 1. latch: new requests are refused from here
 	e.tripMu.Lock()
@@ -331,7 +368,8 @@ func (e *EStop) trip(cause string, edge hal.Mono, rep *hal.HaltReport) Trip {
 	if cap(e.spare) < len(e.cfg.Outputs) {
 		e.spare = make([]OutputState, 0, len(e.cfg.Outputs))
 	}
-	t := Trip{Cause: cause, Edge: edge, Already: already, AllSafe: true, Outputs: e.spare[:0], Attention: "max"}
+	t := Trip{Cause: cause, Edge: edge, Already: already, AllSafe: true, Outputs: e.spare[:0], Attention: "max",
+		By: ask.By, Reason: ask.Reason, Key: ask.Key, Note: ask.Note}
 	var done map[string]hal.HaltedOutput
 	if rep != nil {
 		done = make(map[string]hal.HaltedOutput, len(rep.Outputs))
@@ -393,13 +431,18 @@ func (e *EStop) trip(cause string, edge hal.Mono, rep *hal.HaltReport) Trip {
 	if !already {
 		e.why = cause
 		e.trips.Add(1)
-		e.againAt, e.againFolded = 0, 0
+		e.againAt, e.againFolded, e.againKeyed = 0, 0, 0
 	} else if e.againAt != 0 && t.Safe.Sub(e.againAt) < StopAgainEvery {
-		e.againFolded++
-		recorded = false
+		if ask.Key != "" && e.againKeyed < KeyedStopsAgain {
+			e.againKeyed++ // recorded, and the window goes on
+		} else {
+			e.againFolded++
+			recorded = false
+		}
 	} else {
-		t.Folded, e.againAt, e.againFolded = e.againFolded, t.Safe, 0
+		t.Folded, e.againAt, e.againFolded, e.againKeyed = e.againFolded, t.Safe, 0, 0
 	}
+	t.Recorded = recorded
 	if edge != 0 && t.Safe >= edge {
 		t.LatencyNS = int64(t.Safe.Sub(edge))
 	}
@@ -477,7 +520,7 @@ func (e *EStop) reset(by string, press time.Duration) error {
 		e.latched.Store(false)
 	}
 	folded := e.againFolded
-	e.againAt, e.againFolded = 0, 0
+	e.againAt, e.againFolded, e.againKeyed = 0, 0, 0
 	e.tripMu.Unlock()
 	if !wasLatched {
 		return nil
@@ -689,7 +732,7 @@ func (e *EStop) watchStop(ctx context.Context, line hal.LineIn, stop hal.Level, 
 		}
 		isStop := ev.Level == stop
 		if isStop {
-			e.trip(cause, ev.Time, ev.Halted) // first: nothing else before the outputs are safe
+			e.trip(cause, Ask{}, ev.Time, ev.Halted) // first: nothing else before the outputs are safe
 		}
 		e.mu.Lock()
 		if main {

@@ -3,6 +3,7 @@ package act
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -513,6 +514,50 @@ func TestDisagreementAtStart(t *testing.T) {
 			t.Errorf("status %+v, want latched with a wiring fault", st)
 		}
 		r.stop(t)
+	})
+}
+
+// Stops with idempotency keys are recorded one by one while latched, so
+// that each key is found again in its record, up to KeyedStopsAgain in a
+// StopAgainEvery; past that they fold like any other, and say so.
+func TestKeyedStopsWhileLatchedAreBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, false)
+		r.e.Check()
+		r.records()
+		first := r.e.TripAsked(Ask{By: "agent:pi", Reason: "provider_error", Key: "k0", Note: "onward"})
+		if !first.Recorded || first.Cause != "requested by agent:pi: provider_error" || first.Key != "k0" {
+			t.Fatalf("the first keyed stop: %+v", first)
+		}
+		var recorded, folded int
+		for i := range 100 {
+			trip := r.e.TripAsked(Ask{By: "agent:pi", Key: fmt.Sprintf("k%d", i+1)})
+			if !trip.AllSafe || !trip.Already {
+				t.Fatalf("stop %d: %+v, want every output safe, latched already", i, trip)
+			}
+			if trip.Recorded {
+				recorded++
+			} else {
+				folded++
+			}
+		}
+		if recorded != KeyedStopsAgain+1 || folded != 100-KeyedStopsAgain-1 {
+			t.Fatalf("of 100 keyed stops while latched, %d recorded and %d folded; want %d recorded (the first stop again, then %d keyed)",
+				recorded, folded, KeyedStopsAgain+1, KeyedStopsAgain)
+		}
+		recs := r.records()
+		if len(recs) != KeyedStopsAgain+2 {
+			t.Fatalf("%d records, want the trip and %d stops again", len(recs), KeyedStopsAgain+1)
+		}
+		for i, rec := range recs {
+			if tr := rec.Payload.(Trip); tr.Key != fmt.Sprintf("k%d", i) || tr.By != "agent:pi" {
+				t.Errorf("record %d: %+v, want key k%d", i, tr, i)
+			}
+		}
+		time.Sleep(StopAgainEvery)
+		if trip := r.e.TripAsked(Ask{By: "agent:pi", Key: "later"}); !trip.Recorded || trip.Folded != 100-KeyedStopsAgain-1 {
+			t.Fatalf("a minute later: %+v, want it recorded, folding the rest", trip)
+		}
 	})
 }
 

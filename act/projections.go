@@ -1,6 +1,7 @@
 package act
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -28,7 +29,9 @@ import (
 //   - action_keys: per principal and idempotency key, the action it
 //     named (Runner.LookupKey);
 //   - grants: every grant as it stands, its recorded expiry included
-//     (LoadGrants).
+//     (LoadGrants);
+//   - estop_keys: per asker's subject and idempotency key, the sequence
+//     of the e-stop's record of that stop (TripOfKey).
 //
 // Each is a pure function of its events in order: `ledger verify`
 // rebuilds them and compares, and a ledger written before them builds them
@@ -40,6 +43,7 @@ const (
 	projResults = "action_results"
 	projGrants  = "grants"
 	projKeys    = "action_keys"
+	projTrips   = "estop_keys"
 )
 
 // Projections are the projections the act package restores its state
@@ -47,7 +51,73 @@ const (
 // ledger.Options.Projections), so they are kept by whoever appends and
 // rebuilt by verify.
 func Projections() []ledger.Projection {
-	return []ledger.Projection{estopLatch{}, humanHolds{}, openActions{}, actionResults{}, actionKeys{}, grantsState{}}
+	return []ledger.Projection{estopLatch{}, humanHolds{}, openActions{}, actionResults{}, actionKeys{}, grantsState{}, tripKeys{}}
+}
+
+// tripKeys keeps, per asker's subject and idempotency key, the sequence
+// of the e-stop's own record of the stop it asked for: subject, NUL, key
+// → 8 bytes. The first record of a key stays (a repeat is answered from
+// it and stops nothing, so there is never a second, but a ledger might
+// hold one).
+type tripKeys struct{}
+
+func (tripKeys) Name() string    { return projTrips }
+func (tripKeys) Types() []string { return []string{"estop.tripped", "estop.stop_again"} }
+
+func (tripKeys) Apply(kv ledger.KV, e *ledger.Event) error {
+	if e.ChannelID != EStopChannel || e.Provenance != ledger.Observed {
+		return nil
+	}
+	var t Trip
+	if ledger.UnmarshalPayload(e.Payload, &t) != nil || t.By == "" || t.Key == "" {
+		return nil
+	}
+	k := keyOf(t.By, t.Key)
+	if kv.Get(k) != nil {
+		return nil
+	}
+	seq, ok := ledger.SeqOf(kv)
+	if !ok {
+		return fmt.Errorf("estop_keys: the sequence of the record of %s's key %q is not known", t.By, t.Key)
+	}
+	v := make([]byte, 8)
+	binary.BigEndian.PutUint64(v, seq)
+	return kv.Put(k, v)
+}
+
+// TripOfKey finds the stop subject asked for with idempotency key: the
+// e-stop's record of it, as the Trip it recorded (its Edge and Safe are
+// not kept), and true; false when there is none.
+func TripOfKey(store *ledger.Store, subject, key string) (Trip, bool, error) {
+	if store == nil {
+		return Trip{}, false, ErrNoLedger
+	}
+	var seq uint64
+	err := store.ReadProjection(projTrips, func(kv ledger.ReadKV) error {
+		if v := kv.Get(keyOf(subject, key)); v != nil {
+			if len(v) != 8 {
+				return fmt.Errorf("the record of key %q is %x", key, v)
+			}
+			seq = binary.BigEndian.Uint64(v)
+		}
+		return nil
+	})
+	if err != nil || seq == 0 {
+		return Trip{}, false, err
+	}
+	evs, err := store.Events(ledger.Filter{After: seq - 1, Limit: 1})
+	if err != nil {
+		return Trip{}, false, err
+	}
+	var t Trip
+	if len(evs) != 1 || evs[0].Seq != seq {
+		return Trip{}, false, fmt.Errorf("the record of key %q, event %d, is not in the ledger", key, seq)
+	}
+	if err := ledger.UnmarshalPayload(evs[0].Payload, &t); err != nil {
+		return Trip{}, false, fmt.Errorf("the record of key %q, event %d: %w", key, seq, err)
+	}
+	t.Recorded = true
+	return t, true, nil
 }
 
 // EStopChannel is the channel id the e-stop's records carry. Only the

@@ -1,9 +1,14 @@
 package awareness
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"io"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/body"
@@ -29,8 +34,8 @@ var (
 		Description: "Events from the ledger after a sequence, by type and time; wait_ms waits for the first new one (at most 60 s). A reply holds at most limit events and about 256 KiB of them, from at most 4 MiB of the ledger: more says there are events after last_seq still to read (perhaps none in this reply), by calling again with after set to it. An agent sees no restricted event, and sensitive ones (camera, microphone) only at medium trust or above."}
 	OpEStopStatus = Op[None, act.EStopStatus]{Name: "estop.status", Kind: Observe, Least: Anyone,
 		Description: "The e-stop: latched or not and why, the lines, a wiring fault."}
-	OpEStopTrip = Op[None, act.Trip]{Name: "estop.trip", Kind: Interact, Least: Anyone, Stop: true,
-		Description: "Stop now: every output to its safe level, every action cancelled, latched until a local reset."}
+	OpEStopTrip = Op[TripIn, TripOut]{Name: "estop.trip", Kind: Interact, Least: Anyone, Stop: true,
+		Description: "Stop now: every output to its safe level, every action cancelled, latched until a local reset. Optional: reason (why, in the record and the cause; at most 200 bytes are kept), note (for the record; 1024) and idempotency_key: a repeat of the same key by the same caller, even after the body restarted, returns the first stop (repeated: true) and stops nothing. A stop is never refused for what these say: text that is too long is cut, control characters become spaces, and params that cannot be read are left out."}
 	OpEStopReset = Op[None, act.EStopStatus]{Name: "estop.reset", Kind: Admin, Least: HighAdmin,
 		Description: "Clear the e-stop's latch: a local administrator, with the line healthy. Restarts nothing."}
 	OpCapabilities = Op[None, Capabilities]{Name: "action.capabilities", Kind: Observe, Least: Anyone,
@@ -63,6 +68,115 @@ var (
 
 // None is the input of an operation that takes none: {}.
 type None struct{}
+
+// TripIn is what a stop may say about itself. Every field is optional and
+// none can refuse the stop: its JSON is read leniently (UnmarshalJSON),
+// and the handler cleans and bounds what it reads (CleanTripIn).
+type TripIn struct {
+	// Reason is why, in a few words (a failure's kind): it ends the
+	// cause ("requested by agent:pi: provider_error").
+	Reason string `json:"reason,omitempty"`
+	// IdempotencyKey makes a repeat of this request by the same caller
+	// return the first stop and stop nothing, even after a restart.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// Note is for the record (who asked on whose behalf, the episode).
+	Note string `json:"note,omitempty"`
+}
+
+// Bounds of TripIn's text, in bytes, after cleaning.
+const (
+	MaxTripReason = 200
+	MaxTripNote   = 1024
+	MaxTripKey    = 128
+)
+
+// UnmarshalJSON reads what it can: a string field as it is, any other
+// JSON value in its place as its text; unknown keys and a value that is
+// not an object are passed over. It fails only on JSON that does not
+// parse at all, so a stop's params never refuse it.
+func (in *TripIn) UnmarshalJSON(b []byte) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		if json.Valid(b) {
+			return nil // not an object: nothing to read
+		}
+		return err
+	}
+	text := func(k string) string {
+		raw, ok := m[k]
+		if !ok {
+			return ""
+		}
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return s
+		}
+		if string(raw) == "null" {
+			return ""
+		}
+		return string(raw)
+	}
+	*in = TripIn{Reason: text("reason"), IdempotencyKey: text("idempotency_key"), Note: text("note")}
+	return nil
+}
+
+// CleanTripIn bounds and cleans a stop's text without refusing any of
+// it: invalid UTF-8 and control characters become spaces (a note keeps
+// its newlines and tabs), runs of space in a reason become one, and text
+// over its bound is cut at a character with "…". A key that is too long
+// or holds a control character is replaced by "sha256:" and the hex of
+// its hash, which a repeat of the same key gives again.
+func CleanTripIn(in TripIn) TripIn {
+	out := TripIn{Reason: cleanText(in.Reason, MaxTripReason, false), Note: cleanText(in.Note, MaxTripNote, true), IdempotencyKey: in.IdempotencyKey}
+	k := in.IdempotencyKey
+	if len(k) > MaxTripKey || !utf8.ValidString(k) || strings.ContainsFunc(k, unicode.IsControl) {
+		sum := sha256.Sum256([]byte(k))
+		out.IdempotencyKey = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	return out
+}
+
+// cleanText is s as valid UTF-8 without control characters (but tabs and
+// newlines when multiline), trimmed, and cut to max bytes at a character.
+func cleanText(s string, max int, multiline bool) string {
+	var b strings.Builder
+	space := false
+	for _, r := range strings.ToValidUTF8(s, " ") {
+		if r == utf8.RuneError || unicode.IsControl(r) && !(multiline && (r == '\n' || r == '\t')) {
+			r = ' '
+		}
+		if !multiline && unicode.IsSpace(r) {
+			if space {
+				continue
+			}
+			r, space = ' ', true
+		} else {
+			space = false
+		}
+		b.WriteRune(r)
+	}
+	t := strings.TrimSpace(b.String())
+	if len(t) <= max {
+		return t
+	}
+	const more = "…"
+	cut := max - len(more)
+	for cut > 0 && !utf8.RuneStart(t[cut]) {
+		cut--
+	}
+	return strings.TrimSpace(t[:cut]) + more
+}
+
+// TripOut is what a stop did: the trip, or with Repeated the first stop
+// of its idempotency key (nothing was stopped this time), and whether
+// the e-stop is latched now.
+type TripOut struct {
+	act.Trip
+	Repeated bool `json:"repeated,omitempty"`
+	// LatchedNow is the latch when the answer was made: a repeat's stop
+	// may have been reset since.
+	LatchedNow bool `json:"latched_now"`
+}
 
 // Status is how the body is. It holds nothing secret: no config values
 // beyond names and paths.

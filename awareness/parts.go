@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/tobe-body/tobe-body/act"
@@ -48,6 +50,58 @@ type Parts struct {
 
 	// reads are the turns to read the ledger for events (MaxReads).
 	reads chan struct{}
+
+	// tripMu serialises the stops that carry an idempotency key, and
+	// tripKeys remembers the last of them (subject, NUL, key → the stop)
+	// until the e-stop's record of each is in the ledger's projection, or
+	// for good when it was folded (MaxTripKeys of them).
+	tripMu   sync.Mutex
+	tripKeys map[string]act.Trip
+	tripFIFO []string
+}
+
+// MaxTripKeys bounds the stops' idempotency keys remembered in memory.
+const MaxTripKeys = 1024
+
+// trip stops the body for p. A stop with an idempotency key that p used
+// before returns that stop and stops nothing: its record in the ledger
+// answers after a restart, memory before the record is written. Nothing
+// refuses a stop: a key that cannot be looked up (the ledger unreadable)
+// stops, and says so in the trip's note.
+func (b *Parts) trip(_ context.Context, p act.Principal, in TripIn) (TripOut, error) {
+	if b.EStop == nil {
+		return TripOut{}, errNoEStop
+	}
+	in = CleanTripIn(in)
+	ask := act.Ask{By: p.Subject, Reason: in.Reason, Key: in.IdempotencyKey, Note: in.Note}
+	if ask.Key == "" {
+		t := b.EStop.TripAsked(ask)
+		return TripOut{Trip: t, LatchedNow: b.EStop.Latched()}, nil
+	}
+	k := p.Subject + "\x00" + ask.Key
+	b.tripMu.Lock()
+	defer b.tripMu.Unlock()
+	if t, ok := b.tripKeys[k]; ok {
+		return TripOut{Trip: t, Repeated: true, LatchedNow: b.EStop.Latched()}, nil
+	}
+	t, ok, err := act.TripOfKey(b.Store, p.Subject, ask.Key)
+	if ok {
+		return TripOut{Trip: t, Repeated: true, LatchedNow: b.EStop.Latched()}, nil
+	}
+	if err != nil {
+		ask.Note = strings.TrimSpace(ask.Note + "\n(the key could not be looked up, so this may repeat a stop: " + err.Error() + ")")
+	}
+	t = b.EStop.TripAsked(ask)
+	if b.tripKeys == nil {
+		b.tripKeys = map[string]act.Trip{}
+	}
+	if len(b.tripFIFO) >= MaxTripKeys {
+		delete(b.tripKeys, b.tripFIFO[0])
+		b.tripFIFO = b.tripFIFO[1:]
+	}
+	b.tripKeys[k] = t
+	b.tripFIFO = append(b.tripFIFO, k)
+	return TripOut{Trip: t, LatchedNow: b.EStop.Latched()}, nil
 }
 
 // Projections are the projections of the body's ledger: the action
@@ -81,12 +135,7 @@ func (b *Parts) Table() (*Table, error) {
 			}
 			return b.EStop.Status(), nil
 		}),
-		Bind(OpEStopTrip, func(_ context.Context, p act.Principal, _ None) (act.Trip, error) {
-			if b.EStop == nil {
-				return act.Trip{}, errNoEStop
-			}
-			return b.EStop.TripNow("requested by " + p.Subject), nil
-		}),
+		Bind(OpEStopTrip, b.trip),
 		Bind(OpEStopReset, func(_ context.Context, p act.Principal, _ None) (act.EStopStatus, error) {
 			if b.EStop == nil {
 				return act.EStopStatus{}, errNoEStop

@@ -208,8 +208,10 @@ func Bind[In, Out any](op Op[In, Out], h Handler[In, Out]) *Entry {
 		In: reflect.TypeFor[In](), Out: reflect.TypeFor[Out](),
 		call: func(ctx context.Context, p act.Principal, params json.RawMessage) (any, error) {
 			var in In
-			if err := DecodeParams(params, &in); err != nil {
+			if err := DecodeParams(params, &in); err != nil && !op.Stop {
 				return nil, refuse(ReasonInvalidParams, "%v", err)
+			} else if err != nil {
+				in = *new(In) // a stop is never refused: it goes on without what could not be read
 			}
 			out, err := h(ctx, p, in)
 			if err != nil {

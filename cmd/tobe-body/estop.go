@@ -15,6 +15,7 @@ const estopUsage = `usage: tobe-body estop <command> [flags]
 
   status [--json]   latched or not, why, the lines, a wiring fault
   trip              stop now: every output to its safe level, actions cancelled
+                    (--reason TEXT, --note TEXT, --key KEY: a repeat stops nothing)
   reset             clear the latch (a local administrator; the line must be healthy)
 
 The agent and MQTT may trip the e-stop but never reset it.
@@ -29,6 +30,12 @@ func runEStop(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var c common
 	fs := newFlagSet("estop "+sub, stderr, &c, true)
 	asJSON := fs.Bool("json", false, "print JSON")
+	var trip awareness.TripIn
+	if sub == "trip" {
+		fs.StringVar(&trip.Reason, "reason", "", "why, for the record and the cause (trip)")
+		fs.StringVar(&trip.Note, "note", "", "a note for the record (trip)")
+		fs.StringVar(&trip.IdempotencyKey, "key", "", "an idempotency key: a repeat returns the first stop and stops nothing (trip)")
+	}
 	if _, err := parse(fs, rest, 0); err != nil {
 		return err
 	}
@@ -52,12 +59,15 @@ func runEStop(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		printEStop(stdout, st)
 		return nil
 	case "trip":
-		t, err := admin.Call(ctx, cl, awareness.OpEStopTrip, awareness.None{})
+		t, err := admin.Call(ctx, cl, awareness.OpEStopTrip, trip)
 		if err != nil {
 			return err
 		}
 		if *asJSON {
 			return json.NewEncoder(stdout).Encode(t)
+		}
+		if t.Repeated {
+			fmt.Fprintf(stdout, "a repeat of key %q: nothing stopped now; latched now: %v. The first stop:\n", t.Key, t.LatchedNow)
 		}
 		fmt.Fprintf(stdout, "tripped: %s; outputs safe: %v\n", t.Cause, t.AllSafe)
 		for _, o := range t.Outputs {
