@@ -3,7 +3,8 @@
 #   make run     build and run the body on the sim board, data under ./var
 #   make test    the whole test suite with the race detector, the audio
 #                driver included (scripts/deps.sh installs PortAudio), and
-#                the ToBe adapter's tests on Node (npm ci from its lockfile)
+#                the ToBe adapter's and the onward provider's tests on Node
+#                (npm ci from their lockfiles)
 #   make cross   builds for linux/arm64, linux/arm (GOARM=7), amd64, each
 #                with the audio driver (cgo, Debian's cross compilers);
 #                tests run under qemu-user (installed by scripts/deps.sh)
@@ -55,14 +56,18 @@ run: build
 test: deps test-adapter
 	$(CGO) $(HOSTGO) test -race -tags '$(TAGS)' ./...
 
-# The ToBe adapter (awareness/tobe/body-adapter): TypeScript on Node, tested
-# against a fake body on stdio and against the binary just built, on the
-# sim board through tobe-body stdio (BODY_BIN). npm ci installs its dev
-# dependencies (tsx, @types/node) from its lockfile into its own
-# node_modules.
-ADAPTER := awareness/tobe/body-adapter
+# The ToBe adapter (awareness/tobe/body-adapter) and the onward action
+# provider beside it (awareness/tobe/onward-provider): TypeScript on Node,
+# type-checked (tsc) and tested against fakes and against the binary just
+# built, on the sim board through tobe-body stdio (BODY_BIN). npm ci
+# installs each one's dev dependencies (typescript, tsx, @types/node) from
+# its lockfile into its own node_modules.
+NODE_PKGS := awareness/tobe/body-adapter awareness/tobe/onward-provider
 test-adapter: deps build
-	cd $(ADAPTER) && npm ci --no-audit --no-fund --loglevel=error && BODY_BIN=$(CURDIR)/$(BIN) npm test
+	@set -e; for d in $(NODE_PKGS); do \
+		echo "== $$d"; \
+		(cd $$d && npm ci --no-audit --no-fund --loglevel=error && npm run --silent check && BODY_BIN=$(CURDIR)/$(BIN) npm test); \
+	done
 
 cross:
 	@scripts/deps.sh cross

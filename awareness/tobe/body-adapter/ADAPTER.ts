@@ -7,10 +7,9 @@
 // Runtime code uses Node built-ins only.
 
 import { randomUUID } from "node:crypto";
-import { copyFileSync, existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { Link, LinkError } from "./link.ts";
+import { errorContent, isObject, Link, LinkError, readConfigFile, toolContent } from "./link.ts";
 import { ACTORS, LEVELS } from "./types.ts";
 import type {
   AdapterAction,
@@ -71,35 +70,13 @@ export interface AdapterOptions {
 
 const ID_RE = /^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$/;
 
-function readJSON(path: string): Record<string, unknown> | undefined {
-  if (!existsSync(path)) return undefined;
-  const value: unknown = JSON.parse(readFileSync(path, "utf8"));
-  if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    throw new TypeError(`${path}: the config is not a JSON object`);
-  }
-  return value as Record<string, unknown>;
-}
-
 /**
  * Reads the config: the defaults, then dir's config.json (made from
  * config.default.json on first use), then options.config. Throws a
  * TypeError naming the key on a value of the wrong kind.
  */
 export function loadConfig(options: AdapterOptions = {}): Config {
-  const dir = options.dir ?? HERE;
-  const file = join(dir, "config.json");
-  const defaults = join(dir, "config.default.json");
-  let fromFile = readJSON(file);
-  if (fromFile === undefined) {
-    fromFile = readJSON(defaults);
-    if (fromFile !== undefined) {
-      try {
-        copyFileSync(defaults, file);
-      } catch {
-        // A read-only folder: run from the defaults.
-      }
-    }
-  }
+  const fromFile = readConfigFile(options.dir ?? HERE);
   const merged: Record<string, unknown> = { ...DEFAULT_CONFIG, ...(fromFile ?? {}), ...(options.config ?? {}) };
   const reconnect = {
     ...DEFAULT_CONFIG.reconnect,
@@ -137,37 +114,6 @@ export function loadConfig(options: AdapterOptions = {}): Config {
 
 function now(): string {
   return new Date().toISOString();
-}
-
-function errorContent(reason: string, detail: string): string {
-  return JSON.stringify({ status: "error", error: { reason, detail } });
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
-/** The text of a tools/call result, as the call's content. */
-function toolContent(result: unknown): string {
-  if (!isObject(result) || !Array.isArray(result.content)) {
-    return errorContent("bad_response", "the body's tools/call result has no content");
-  }
-  const text = result.content.find((c: unknown) => isObject(c) && c.type === "text" && typeof c.text === "string") as
-    | { text: string }
-    | undefined;
-  if (!text) return errorContent("bad_response", "the body's tools/call result has no text content");
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text.text);
-  } catch {
-    parsed = undefined;
-  }
-  if (isObject(parsed) && (parsed.status === "success" || parsed.status === "error")) {
-    // The body's own result: handed on exactly as it was sent.
-    return text.text;
-  }
-  if (result.isError === true) return errorContent("failed", text.text.slice(0, 2000));
-  return errorContent("bad_response", "the body's tools/call text is not a result object");
 }
 
 /** The data of a successful tools/call result, or undefined. */

@@ -1,9 +1,12 @@
 // One MCP session with the body: a spawned command whose stdin and stdout
 // carry newline-delimited JSON-RPC 2.0, one JSON object a line. The
 // command's stderr is the body's (or ssh's) log: its last lines are kept
-// for health, never parsed. Node built-ins only.
+// for health, never parsed. Node built-ins only. The onward provider
+// (../onward-provider) shares this file through a symbolic link.
 
 import { spawn } from "node:child_process";
+import { copyFileSync, existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import type { ChildProcessWithoutNullStreams } from "node:child_process";
 
 /** A line longer than this (bytes, without its newline) is dropped. */
@@ -84,6 +87,78 @@ export class LineSplitter {
   }
 }
 
+/**
+ * Reads dir's config.json, made from config.default.json on first use
+ * (when the folder is writable; otherwise the defaults are read as they
+ * are); undefined when neither is there. Throws on a file that is not a
+ * JSON object. The adapter and the onward provider read their configs
+ * alike.
+ */
+export function readConfigFile(dir: string): Record<string, unknown> | undefined {
+  const file = join(dir, "config.json");
+  const defaults = join(dir, "config.default.json");
+  const fromFile = readJSON(file);
+  if (fromFile !== undefined) return fromFile;
+  const fromDefaults = readJSON(defaults);
+  if (fromDefaults !== undefined) {
+    try {
+      copyFileSync(defaults, file);
+    } catch {
+      // A read-only folder: run from the defaults.
+    }
+  }
+  return fromDefaults;
+}
+
+function readJSON(path: string): Record<string, unknown> | undefined {
+  if (!existsSync(path)) return undefined;
+  const value: unknown = JSON.parse(readFileSync(path, "utf8"));
+  if (!isObject(value)) throw new TypeError(`${path}: the config is not a JSON object`);
+  return value;
+}
+
+/** What an aborted signal says, as text. */
+export function abortReason(signal: AbortSignal): string {
+  const r: unknown = signal.reason;
+  if (r instanceof Error) return r.name === "TimeoutError" ? `the deadline passed (${r.message})` : r.message;
+  return r === undefined ? "aborted" : String(r);
+}
+
+export function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+export function errorContent(reason: string, detail: string): string {
+  return JSON.stringify({ status: "error", error: { reason, detail } });
+}
+
+/**
+ * The text of a tools/call result: the body's own result object
+ * ({"status":"success",...} or {"status":"error",...}) as it was sent, or
+ * an error object saying what was wrong with the result.
+ */
+export function toolContent(result: unknown): string {
+  if (!isObject(result) || !Array.isArray(result.content)) {
+    return errorContent("bad_response", "the body's tools/call result has no content");
+  }
+  const text = result.content.find((c: unknown) => isObject(c) && c.type === "text" && typeof c.text === "string") as
+    | { text: string }
+    | undefined;
+  if (!text) return errorContent("bad_response", "the body's tools/call result has no text content");
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text.text);
+  } catch {
+    parsed = undefined;
+  }
+  if (isObject(parsed) && (parsed.status === "success" || parsed.status === "error")) {
+    // The body's own result: handed on exactly as it was sent.
+    return text.text;
+  }
+  if (result.isError === true) return errorContent("failed", text.text.slice(0, 2000));
+  return errorContent("bad_response", "the body's tools/call text is not a result object");
+}
+
 /** One spawned command and the JSON-RPC session over its stdio. */
 export class Link {
   private readonly child: ChildProcessWithoutNullStreams;
@@ -99,6 +174,8 @@ export class Link {
   readonly exited: Promise<void>;
   private exitedFlag = false;
   private processExited = false;
+  /** How the command ended, once it has; null while it runs. */
+  exitDetail: string | null = null;
   private ending: Promise<void> | undefined;
 
   constructor(command: readonly string[], handlers: LinkHandlers) {
@@ -127,7 +204,8 @@ export class Link {
     });
     this.child.on("exit", (code, signal) => {
       this.processExited = true;
-      this.close(signal ? `the command ended by ${signal}` : `the command exited with code ${code}`);
+      this.exitDetail = signal ? `the command ended by ${signal}` : `the command exited with code ${code}`;
+      this.close(this.exitDetail);
     });
     // Writes after the far end went away fail with EPIPE: that is a close.
     this.child.stdin.on("error", (err) => this.close(`writing to the command failed: ${err.message}`));
@@ -163,20 +241,42 @@ export class Link {
     return tail;
   }
 
-  /** Sends a request; resolves to its result, rejects with a LinkError. */
-  request(method: string, params: unknown, timeoutMs: number): Promise<unknown> {
+  /**
+   * Sends a request; resolves to its result, rejects with a LinkError. An
+   * aborted signal gives up on it (reason cancelled) and tells the body,
+   * as a timeout does; one aborted before the call sends nothing.
+   */
+  request(method: string, params: unknown, timeoutMs: number, signal?: AbortSignal): Promise<unknown> {
     if (this.closedDetail !== null) {
       return Promise.reject(new LinkError("link_lost", this.closedDetail));
     }
+    if (signal?.aborted) {
+      return Promise.reject(new LinkError("cancelled", `${method} was not sent: ${abortReason(signal)}`));
+    }
     const id = this.nextId++;
     return new Promise<unknown>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        if (!this.pending.delete(id)) return;
+      const giveUp = (reason: string, err: LinkError): void => {
+        const p = this.pending.get(id);
+        if (!p) return;
+        this.pending.delete(id);
+        clearTimeout(p.timer);
+        signal?.removeEventListener("abort", onAbort);
         // Tell the body to stop working on it; it may have acted already.
-        this.send({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: id, reason: "timeout" } });
-        reject(new LinkError("timeout", `no answer to ${method} from the body in ${timeoutMs} ms`));
-      }, timeoutMs);
-      this.pending.set(id, { method, resolve, reject, timer });
+        this.send({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: id, reason } });
+        reject(err);
+      };
+      const onAbort = (): void =>
+        giveUp("aborted", new LinkError("cancelled", `${method} was cancelled while the body had it: ${abortReason(signal!)}`));
+      const timer = setTimeout(
+        () => giveUp("timeout", new LinkError("timeout", `no answer to ${method} from the body in ${timeoutMs} ms`)),
+        timeoutMs,
+      );
+      const settle = <T,>(f: (v: T) => void) => (v: T): void => {
+        signal?.removeEventListener("abort", onAbort);
+        f(v);
+      };
+      this.pending.set(id, { method, resolve: settle(resolve), reject: settle(reject), timer });
+      signal?.addEventListener("abort", onAbort, { once: true });
       const msg: Record<string, unknown> = { jsonrpc: "2.0", id, method };
       if (params !== undefined) msg.params = params;
       this.send(msg);

@@ -1,0 +1,1 @@
+../body-adapter/link.ts
