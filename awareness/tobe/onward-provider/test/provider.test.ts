@@ -3,11 +3,12 @@
 // answers when the body cannot be reached. A command that would leave a
 // file behind stands for the body, so "nothing was asked of it" is seen.
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { after, test } from "node:test";
-import tobeBodyOnward, { CALL_PERSON, createProvider, loadConfig, MAKE_SAFE, stepKey } from "../index.ts";
+import tobeBodyOnward, { CALL_PERSON, createProvider, DEFAULT_CONFIG, loadConfig, MAKE_SAFE, stepKey } from "../index.ts";
 import { Onward, Pi } from "./onward.ts";
 
 const tmp = mkdtempSync(join(tmpdir(), "onward-provider-"));
@@ -156,6 +157,19 @@ test("the config: defaults from config.default.json, a wrong value or an unknown
     assert.equal(r.result.kind, "failed");
     assert.match(r.result.message ?? "", /ping_ms must be an integer >= 50; nothing was asked of the body/);
   });
+});
+
+test("config.default.json, DEFAULT_CONFIG and the schema's defaults agree, key for key", () => {
+  const here = fileURLToPath(new URL("..", import.meta.url));
+  const file = JSON.parse(readFileSync(join(here, "config.default.json"), "utf8"));
+  const schema = JSON.parse(readFileSync(join(here, "config.schema.json"), "utf8"));
+  assert.deepEqual(file, DEFAULT_CONFIG);
+  const defaults = Object.fromEntries(
+    Object.entries(schema.properties as Record<string, { default?: unknown }>)
+      .filter(([k]) => k !== "$schema")
+      .map(([k, v]) => [k, v.default]),
+  );
+  assert.deepEqual(defaults, DEFAULT_CONFIG);
 });
 
 test("step keys: the invocation id, or its hash when it would not fit the body's 128 bytes", () => {
