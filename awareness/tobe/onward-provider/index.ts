@@ -281,6 +281,7 @@ export class Provider {
       return { kind: "cancelled", message: `${action}: ${abortReason(signal)} before anything was asked of the body` };
     }
     let session: BodySession;
+    const began = performance.now();
     try {
       session = await BodySession.open(this.config, signal);
     } catch (err) {
@@ -291,20 +292,23 @@ export class Provider {
     }
     try {
       const result =
-        action === MAKE_SAFE ? await this.makeSafe(session, ctx, signal) : await this.callPerson(session, params, ctx, signal);
+        action === MAKE_SAFE
+          ? await this.makeSafe(session, ctx, signal, performance.now() - began)
+          : await this.callPerson(session, params, ctx, signal);
       return checked(result);
     } finally {
       await session.end(signal.aborted ? `cancelled: ${abortReason(signal)}` : "the action is done");
     }
   }
 
-  private async makeSafe(session: BodySession, ctx: ActionContext, signal: AbortSignal): Promise<ActionResult> {
+  private async makeSafe(session: BodySession, ctx: ActionContext, signal: AbortSignal, reachMs: number): Promise<ActionResult> {
     if (!session.tools.has("estop_trip")) {
       return { kind: "failed", message: `${MAKE_SAFE}: the body offers no estop_trip to this principal; nothing was done` };
     }
     if (signal.aborted) return { kind: "cancelled", message: `${MAKE_SAFE}: ${abortReason(signal)} before the stop was asked for` };
     const kind = typeof ctx.failure?.kind === "string" && ctx.failure.kind !== "" ? ctx.failure.kind : "agent_failure";
     let answer: ToolAnswer;
+    const asked = performance.now();
     try {
       answer = await session.call(
         "estop_trip",
@@ -325,18 +329,19 @@ export class Provider {
     const repeat = t.repeated === true;
     const cancelled = Array.isArray(t.cancelled) ? t.cancelled.length : 0;
     const allSafe = t.all_safe === true;
+    const took = `reached the body in ${reachMs.toFixed(0)} ms, the stop answered in ${(performance.now() - asked).toFixed(0)} ms`;
     const first = repeat
       ? `a repeat of invocation ${ctx.invocationId}: the body stopped once, at its first call (${t.cause}), and stopped nothing now; latched now: ${latched ? "yes" : "no, a person has reset it since"}`
       : `the e-stop is latched (${t.cause}); ${cancelled} action(s) cancelled`;
     if (allSafe && (latched || repeat)) {
       return {
         kind: "stopped",
-        message: `${MAKE_SAFE}: ${first}; every output read back safe (${read || "no outputs"}). Only a person at the device can reset it.`,
+        message: `${MAKE_SAFE}: ${first}; every output read back safe (${read || "no outputs"}); ${took}. Only a person at the device can reset it.`,
       };
     }
     return {
       kind: "unknown",
-      message: `${MAKE_SAFE}: ${first}; but not every output read back safe (${read || "no outputs"}): the body may not be safe`,
+      message: `${MAKE_SAFE}: ${first}; but not every output read back safe (${read || "no outputs"}): the body may not be safe (${took})`,
     };
   }
 

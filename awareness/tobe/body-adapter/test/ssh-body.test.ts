@@ -5,20 +5,17 @@
 // in as this user) and /usr/sbin/sshd (scripts/deps.sh installs it);
 // skipped by name without them.
 import assert from "node:assert/strict";
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
 import { createAdapter } from "../ADAPTER.ts";
 import type { EnvAdapter, Observation } from "../types.ts";
+import { sshdSkip, startSshd } from "./sshd.ts";
 
 const BIN = process.env.BODY_BIN ?? "";
-const skip =
-  BIN === "" ? "BODY_BIN is not set (make test-adapter sets it)" :
-  process.getuid?.() !== 0 ? "sshd needs root here (it logs in as this user with a forced command)" :
-  !existsSync("/usr/sbin/sshd") ? "no /usr/sbin/sshd (scripts/deps.sh installs openssh-server)" : false;
+const skip = sshdSkip(BIN);
 
 const tmp = mkdtempSync(join(tmpdir(), "body-adapter-ssh-"));
 const data = join(tmp, "data");
@@ -49,16 +46,6 @@ async function waitFor<T>(what: string, f: () => T | undefined | false, ms = 200
   }
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
 async function startDaemon(config: string): Promise<void> {
   let log = "";
   daemon = spawn(BIN, ["run", "--board", "sim", "--data", data, "--config", config], { stdio: ["ignore", "ignore", "pipe"] });
@@ -67,18 +54,8 @@ async function startDaemon(config: string): Promise<void> {
 }
 
 test("through a real sshd: the adapter starts, calls, hears the body, and survives the daemon restarting", { skip, timeout: 120000 }, async () => {
-  for (const k of ["host", "client"]) execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", k, "-f", join(tmp, k)]);
-  const forced = `exec ${BIN} stdio --data ${data} --principal pi`;
-  writeFileSync(join(tmp, "authorized_keys"), `restrict,command="${forced}" ${readFileSync(join(tmp, "client.pub"), "utf8")}`, { mode: 0o600 });
-  const port = await freePort();
-  writeFileSync(join(tmp, "sshd_config"), [
-    `Port ${port}`, "ListenAddress 127.0.0.1", `HostKey ${join(tmp, "host")}`, `AuthorizedKeysFile ${join(tmp, "authorized_keys")}`,
-    "PidFile none", "StrictModes no", "UsePAM no", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
-    "PermitRootLogin prohibit-password", "LogLevel ERROR", "",
-  ].join("\n"));
-  mkdirSync("/run/sshd", { recursive: true });
-  const sshd = spawn("/usr/sbin/sshd", ["-D", "-e", "-f", join(tmp, "sshd_config")], { stdio: "ignore" });
-  children.push(sshd);
+  const ssh = await startSshd(tmp, `exec ${BIN} stdio --data ${data} --principal pi`);
+  children.push(ssh.sshd);
 
   const config = join(tmp, "config.json");
   writeFileSync(config, JSON.stringify({
@@ -90,8 +67,7 @@ test("through a real sshd: the adapter starts, calls, hears the body, and surviv
   const a = createAdapter({
     dir: join(tmp, "adapter"),
     config: {
-      command: ["ssh", "-T", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-        "-o", "LogLevel=ERROR", "-i", join(tmp, "client"), "-p", String(port), "root@127.0.0.1"],
+      command: ssh.command,
       request_timeout_ms: 10000, ping_ms: 500, reconnect: { initial_ms: 100, max_ms: 1000 },
     },
   });

@@ -173,7 +173,7 @@ test("call-person and make-safe on the sim board: results, once per invocation (
   const safe = await onward.run(MAKE_SAFE, {}, { invocationId: "inv-safe-1", failure: { kind: "crash_loop", text: "the agent crashed 5 times in 2 minutes" } });
   assert.ok(safe.ran);
   t.diagnostic(`make-safe: ${safe.result.kind} in ${safe.ms.toFixed(0)} ms from the call to the result: ${safe.result.message}`);
-  console.log(`make-safe on the sim board: ${safe.result.kind} in ${safe.ms.toFixed(1)} ms from the call to the result`);
+  console.log(`make-safe on the sim board: ${safe.result.kind} in ${safe.ms.toFixed(1)} ms from the call to the result: ${safe.result.message}`);
   assert.equal(safe.result.kind, "stopped", safe.result.message);
   assert.match(safe.result.message ?? "", /latched \(requested by agent:pi: crash_loop\)/);
   assert.match(safe.result.message ?? "", /RELAY1 low/);
