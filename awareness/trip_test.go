@@ -199,3 +199,22 @@ func sha(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
 }
+
+// TestAStopWithAKeyStopsWhenTheLedgerCannotBeRead: a key that cannot be
+// looked up does not hold a stop back; the trip says why it may repeat.
+func TestAStopWithAKeyStopsWhenTheLedgerCannotBeRead(t *testing.T) {
+	b := newTestBody(t)
+	if err := b.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := b.trip(t, agent, `{"reason":"crash_loop","idempotency_key":"k","note":"onward"}`)
+	if got.Repeated || !got.LatchedNow || !got.AllSafe {
+		t.Fatalf("%+v: want a stop", got)
+	}
+	if !strings.HasPrefix(got.Note, "onward\n(the key could not be looked up, so this may repeat a stop: ") {
+		t.Fatalf("note %q: want it to say the key could not be looked up", got.Note)
+	}
+	if again := b.trip(t, agent, `{"idempotency_key":"k"}`); !again.Repeated {
+		t.Fatalf("a repeat while the ledger is closed: %+v, want the first stop from memory", again)
+	}
+}
