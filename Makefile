@@ -102,12 +102,14 @@ footprint:
 # lab-deps has run (git among what it installs); none found is an error,
 # not a run of scripts/lab/run.sh's default package alone.
 LAB_PKGS ?= $(sort $(dir $(shell git ls-files '*lab_test.go' 2>/dev/null)))
+# The lab's machine: amd64, arm64 or armv7 (scripts/lab/run.sh).
+LAB_ARCH ?= amd64
 lab-deps:
 	@scripts/deps.sh lab
 
 lab: lab-deps
 	@[ -n "$(strip $(LAB_PKGS))" ] || { echo "lab: no packages with lab tests (git ls-files '*lab_test.go' found none)" >&2; exit 1; }
-	scripts/lab/run.sh $(addprefix ./,$(LAB_PKGS))
+	LAB_ARCH=$(LAB_ARCH) scripts/lab/run.sh $(addprefix ./,$(LAB_PKGS))
 
 # The system lab: the body installed by install.sh and run by a real
 # systemd on a Debian root (mmdebstrap), in the lab's VM and kernel.

@@ -17,6 +17,9 @@
 #   scripts/deps.sh            for make test
 #   scripts/deps.sh cross      for make cross
 #   scripts/deps.sh lab        for make lab (scripts/lab/run.sh runs it)
+#   scripts/deps.sh lab-arm64  and for make lab LAB_ARCH=arm64 (armv7 alike):
+#                              QEMU's ARM machines, the architecture's
+#                              cross compiler, C library and PortAudio
 #   scripts/deps.sh -n lab     lists what is missing and what apt-get
 #                              would install for it (apt-get --simulate),
 #                              and changes nothing
@@ -29,8 +32,8 @@ if [ "${1:-}" = -n ]; then
 fi
 what=${1:-}
 case $what in
-"" | cross | lab) ;;
-*) echo "deps: unknown set \"$what\" (none, cross or lab)" >&2; exit 2 ;;
+"" | cross | lab | lab-arm64 | lab-armv7) ;;
+*) echo "deps: unknown set \"$what\" (none, cross, lab, lab-arm64 or lab-armv7)" >&2; exit 2 ;;
 esac
 
 SUDO=""
@@ -50,9 +53,16 @@ fi
 
 missing=""
 arches=""
-if [ "$what" = cross ]; then
+# The cross builds' targets; an ARM lab needs its own architecture's.
+case $what in
+cross) targets="arm64:aarch64-linux-gnu armhf:arm-linux-gnueabihf" ;;
+lab-arm64) targets="arm64:aarch64-linux-gnu" ;;
+lab-armv7) targets="armhf:arm-linux-gnueabihf" ;;
+*) targets="" ;;
+esac
+if [ -n "$targets" ]; then
 	command -v qemu-aarch64-static >/dev/null 2>&1 || missing="$missing qemu-user-static"
-	for a in arm64:aarch64-linux-gnu armhf:arm-linux-gnueabihf; do
+	for a in $targets; do
 		arch=${a%%:*} triplet=${a#*:}
 		# The compiler with its C library (only recommended by the compiler,
 		# so named here), and the architecture's PortAudio and ALSA
@@ -65,6 +75,13 @@ if [ "$what" = cross ]; then
 		fi
 	done
 fi
+# An ARM lab: QEMU's ARM machines (both in qemu-system-arm); the kernel
+# packages of the architecture, which prepare.sh downloads, need it added
+# (the loop above adds it with its development files).
+case $what in
+lab-arm64) command -v qemu-system-aarch64 >/dev/null 2>&1 || missing="$missing qemu-system-arm" ;;
+lab-armv7) command -v qemu-system-arm >/dev/null 2>&1 || missing="$missing qemu-system-arm" ;;
+esac
 if [ "$what" = lab ]; then
 	command -v qemu-system-x86_64 >/dev/null 2>&1 || missing="$missing qemu-system-x86"
 	# The initramfs has no C library: its busybox must be static.

@@ -3,17 +3,36 @@
 # Debian's 6.1 kernel and its modules (downloaded, not installed), and the
 # out-of-tree gpio-sim module built against the same kernel's headers from
 # two files of Debian's linux-source package (Debian does not build it).
-# What that runs is installed first when missing (scripts/deps.sh lab).
+# LAB_ARCH names the machine: amd64 (the default), arm64 (Debian's arm64
+# kernel) or armv7 (Debian's armhf armmp-lpae kernel). For an ARM machine
+# the module is built by Debian's cross compiler with the host's kbuild
+# tools, and the architecture's static busybox is kept for its initramfs.
+# What that runs is installed first when missing (scripts/deps.sh lab, and
+# lab-arm64 or lab-armv7).
 # A second run finds everything in the cache and returns at once; a run
 # beside it (another checkout's) waits for it.
 #
 #   scripts/lab/prepare.sh               # cache in ~/.cache/tobe-body-lab
+#   LAB_ARCH=arm64 scripts/lab/prepare.sh   # in ~/.cache/tobe-body-lab/arm64
 #   LAB_CACHE=/var/cache/lab scripts/lab/prepare.sh
 #
 # Prints the cache's path on its last line.
 set -eu
 
+arch=${LAB_ARCH:-amd64}
+# Debian's architecture, its kernel flavour, and how a module is built for
+# it from here.
+case $arch in
+amd64) deb=amd64 flavour=amd64 cross="" karch="" user="" ;;
+arm64) deb=arm64 flavour=arm64 cross=aarch64-linux-gnu- karch=arm64 user="qemu-aarch64-static -L /" ;;
+armv7) deb=armhf flavour=armmp-lpae cross=arm-linux-gnueabihf- karch=arm user="qemu-arm-static -L /" ;;
+*)
+	echo "lab: LAB_ARCH=$arch: want amd64, arm64 or armv7" >&2
+	exit 2
+	;;
+esac
 cache=${LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tobe-body-lab}
+[ "$arch" = amd64 ] || cache="$cache/$arch"
 mkdir -p "$cache"
 # One preparation at a time: another checkout's run waits for this one
 # and then finds the cache ready.
@@ -28,45 +47,82 @@ fi
 
 # What downloading the kernel and building gpio-sim runs.
 "$(dirname "$0")/../deps.sh" lab >&2
+[ "$arch" = amd64 ] || "$(dirname "$0")/../deps.sh" "lab-$arch" >&2
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-# The kernel Debian's linux-image-amd64 points at now, and its source. On a
-# machine whose package indexes were never fetched apt knows no kernel.
-kernel() { apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-/ {print $2; exit}'; }
+# The kernel Debian's linux-image-FLAVOUR points at now, and its source. On
+# a machine whose package indexes were never fetched (or fetched before
+# the architecture was added) apt knows no kernel.
+meta="linux-image-$flavour:$deb"
+kernel() { apt-cache depends "$meta" 2>/dev/null | awk '/Depends: linux-image-/ {sub(/:.*/, "", $2); print $2; exit}'; }
 kpkg=$(kernel)
 if [ -z "$kpkg" ]; then
-	echo "lab: apt knows no linux-image-amd64; fetching the package indexes" >&2
+	echo "lab: apt knows no $meta; fetching the package indexes" >&2
 	$SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq || true
 	kpkg=$(kernel)
 fi
 if [ -z "$kpkg" ]; then
-	echo "lab: apt knows no linux-image-amd64 (Debian bookworm's main in the sources?)" >&2
+	echo "lab: apt knows no $meta (Debian bookworm's main in the sources, and the $deb architecture added?)" >&2
 	exit 1
 fi
 kver=${kpkg#linux-image-}                      # 6.1.0-48-amd64
-abi=${kver%-amd64}                              # 6.1.0-48
-ver=$(apt-cache show "$kpkg" | awk '/^Version:/ {print $2; exit}')
-echo "lab: kernel $kver ($ver)" >&2
+abi=${kver%-"$flavour"}                         # 6.1.0-48
+ver=$(apt-cache show "$kpkg:$deb" | awk '/^Version:/ {print $2; exit}')
+echo "lab: kernel $kver ($ver, $deb)" >&2
 
+host=$(dpkg --print-architecture)
 dl="$cache/deb"
 mkdir -p "$dl"
 (
 	cd "$dl"
-	for p in "$kpkg" "linux-headers-$kver" "linux-headers-$abi-common" "linux-kbuild-6.1" "linux-source-6.1"; do
-		ls "${p}"_*.deb >/dev/null 2>&1 || apt-get download "$p=$ver" >&2 2>/dev/null || apt-get download "$p" >&2
+	# The kernel and its headers are the machine's; the kbuild tools
+	# (fixdep, modpost) run here, so they are this host's, of the same
+	# version. An ARM machine's initramfs takes its own static busybox.
+	pkgs="$kpkg:$deb linux-headers-$kver:$deb linux-headers-$abi-common linux-kbuild-6.1:$host linux-source-6.1"
+	[ "$arch" = amd64 ] || pkgs="$pkgs busybox-static:$deb linux-kbuild-6.1:$deb"
+	for p in $pkgs; do
+		name=${p%%:*}
+		a=${p#"$name"}
+		ls "${name}"_*"${a:+_${a#:}}".deb >/dev/null 2>&1 || apt-get download "$p=$ver" >&2 2>/dev/null || apt-get download "$p" >&2 || {
+			echo "lab: $p could not be downloaded for the $arch lab" >&2
+			exit 1
+		}
 	done
 )
 root="$cache/root"
 rm -rf "$root" && mkdir -p "$root"
-for p in "$dl/$kpkg"_*.deb "$dl/linux-headers-$kver"_*.deb "$dl/linux-headers-$abi-common"_*.deb "$dl"/linux-kbuild-6.1_*.deb; do
+for p in "$dl/$kpkg"_*.deb "$dl/linux-headers-$kver"_*.deb "$dl/linux-headers-$abi-common"_*.deb "$dl"/linux-kbuild-6.1_*_"$host".deb; do
 	dpkg -x "$p" "$root"
 done
+if [ "$arch" != amd64 ]; then
+	# modpost checks a module's device tables against the sizes of the
+	# kernel's structures, which are compiled into it: the host's knows
+	# amd64's, and on an armhf module fails ("sizeof(struct
+	# of_device_id)=200 is not a modulo of the size of section
+	# __mod_of__..._device_table=392": ARM's is 196). The architecture's
+	# own modpost, from its linux-kbuild, runs under qemu-user instead
+	# (called directly: its wrapper would exec it, which qemu-user cannot).
+	kb="$cache/kbuild"
+	rm -rf "$kb" && mkdir -p "$kb"
+	dpkg -x "$dl"/linux-kbuild-6.1_*_"$deb".deb "$kb"
+	bits=64
+	[ "$deb" = armhf ] && bits=32
+	mod="$root/usr/lib/linux-kbuild-6.1/scripts/mod"
+	printf '#!/bin/sh\nexec %s "%s" "$@"\n' "$user" "$kb/usr/lib/linux-kbuild-6.1/scripts/mod/modpost.real-lsb-$bits" > "$mod/modpost"
+	chmod +x "$mod/modpost"
+fi
 cp "$root/boot/vmlinuz-$kver" "$cache/vmlinuz"
-# The headers name their compiler (gcc-12 for 6.1, which deps.sh installs).
+if [ "$arch" != amd64 ]; then
+	rm -rf "$cache/busybox" && mkdir -p "$cache/busybox"
+	dpkg -x "$dl"/busybox-static_*.deb "$cache/busybox"
+	cp "$cache/busybox/bin/busybox" "$cache/busybox.static" && rm -rf "$cache/busybox"
+fi
+# The headers name their compiler (gcc-12 for 6.1, which deps.sh installs;
+# for ARM, Debian's cross compiler of that version).
 cc=$(sed -n 's/^CC = .*(CROSS_COMPILE)\([^ ]*\)$/\1/p' "$root/usr/src/linux-headers-$kver/.kernelvariables")
-if ! command -v "${cc:-gcc}" >/dev/null 2>&1; then
-	echo "lab: Debian's kernel headers build with ${cc:-gcc}, which is not installed" >&2
+if ! command -v "$cross${cc:-gcc}" >/dev/null 2>&1; then
+	echo "lab: Debian's $flavour kernel headers build with $cross${cc:-gcc}, which is not installed" >&2
 	exit 1
 fi
 # The headers' Makefile names the common headers by their installed path.
@@ -92,7 +148,8 @@ cat > "$src/Makefile" <<'MK'
 obj-m := gpio-simlab.o
 gpio-simlab-y := gpio-sim.o irq_sim.o
 MK
-make -s -C "$root/usr/src/linux-headers-$kver" M="$src" modules >&2
+# shellcheck disable=SC2086
+make -s -C "$root/usr/src/linux-headers-$kver" M="$src" ${karch:+ARCH=$karch CROSS_COMPILE=$cross} modules >&2
 # The module goes in the kernel's tree, and modules.dep is made for the
 # initramfs's modprobe.
 mkdir -p "$root/lib/modules/$kver/extra"

@@ -10,38 +10,93 @@
 # the e-stop's reader needs a P that CPU-heavy work leaves free) and an
 # ext4 disk on virtio at /data (LAB_DISK in the tests' environment): an
 # fsync there reaches a block device, unlike one in the initramfs.
+# LAB_ARCH names the machine (scripts/lab/prepare.sh): amd64 (the default,
+# qemu-system-x86_64's pc machine), arm64 (qemu-system-aarch64's virt
+# machine with a Cortex-A72, a Raspberry Pi 4's core) or armv7
+# (qemu-system-arm's virt with a Cortex-A15 and Debian's armmp-lpae
+# kernel). An ARM machine's test binaries are the cross builds, cgo and
+# PortAudio included, made with Debian's cross compilers; its busybox is
+# the architecture's.
 #
 #   scripts/lab/run.sh ./hal/probe
 #   LAB_SMP=1 scripts/lab/run.sh ./act
 #   LAB_RUN=ClockSteps scripts/lab/run.sh ./cmd/tobe-body
+#   LAB_ARCH=arm64 scripts/lab/run.sh ./hal/gpio
 set -eu
 cd "$(dirname "$0")/../.."
 [ $# -gt 0 ] || set -- ./hal/probe
+arch=${LAB_ARCH:-amd64}
+# Go's target, the C cross compiler's triplet, the dynamic loader, the
+# emulator that runs a binary here, and the machine.
+case $arch in
+amd64)
+	goenv="GOARCH=amd64" triplet=x86_64-linux-gnu user="" console=ttyS0 limit=600
+	qemu="qemu-system-x86_64 -accel tcg"
+	;;
+arm64)
+	goenv="GOARCH=arm64" triplet=aarch64-linux-gnu user="qemu-aarch64-static -L /" console=ttyAMA0 limit=1800
+	qemu="qemu-system-aarch64 -accel tcg,thread=multi -M virt -cpu cortex-a72"
+	;;
+armv7)
+	goenv="GOARCH=arm GOARM=7" triplet=arm-linux-gnueabihf user="qemu-arm-static -L /" console=ttyAMA0 limit=1800
+	qemu="qemu-system-arm -accel tcg,thread=multi -M virt,highmem=off -cpu cortex-a15"
+	;;
+*)
+	echo "lab: LAB_ARCH=$arch: want amd64, arm64 or armv7" >&2
+	exit 2
+	;;
+esac
 # What the lab runs on the host, PortAudio's development files for the
 # audio tests included: installed when missing, quiet when there.
 scripts/deps.sh lab
-cache=$(scripts/lab/prepare.sh | tail -n 1)
+[ "$arch" = amd64 ] || scripts/deps.sh "lab-$arch"
+cache=$(LAB_ARCH=$arch scripts/lab/prepare.sh | tail -n 1)
 kver=$(cut -d' ' -f1 "$cache/prepared")
+cc="CC=$triplet-gcc"
+[ "$arch" = amd64 ] && cc=""
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 ir="$work/initramfs"
 mkdir -p "$ir/bin" "$ir/lab" "$ir/proc" "$ir/sys" "$ir/dev" "$ir/tmp" "$ir/lib/modules/$kver"
 
-cp /bin/busybox "$ir/bin/busybox"
+if [ "$arch" = amd64 ]; then
+	cp /bin/busybox "$ir/bin/busybox"
+else
+	cp "$cache/busybox.static" "$ir/bin/busybox"
+fi
 install -m 0755 scripts/lab/gpio-sim.sh "$ir/bin/lab-gpio-sim"
 for a in sh mount mkdir echo cat ls modprobe poweroff sleep grep; do ln -s busybox "$ir/bin/$a"; done
 
 # The modules the lab loads, with what they depend on.
-mods="gpio-simlab evdev uinput vivid snd-aloop softdog virtio_pci virtio_blk crc32c_generic ext4"
+mods="gpio-simlab evdev uinput vivid snd-aloop softdog virtio_pci virtio_mmio virtio_blk crc32c_generic ext4"
 kdir="$cache/root/lib/modules/$kver"
 cp "$kdir"/modules.dep "$kdir"/modules.dep.bin "$kdir"/modules.alias "$kdir"/modules.builtin "$kdir"/modules.order "$ir/lib/modules/$kver/" 2>/dev/null || true
 for m in $mods; do
-	line=$(grep -E "(^|/)${m}\.ko(\.xz)?:" "$kdir/modules.dep")
+	if ! line=$(grep -E "(^|/)${m}\.ko(\.xz)?:" "$kdir/modules.dep"); then
+		if grep -qE "(^|/)${m}\.ko$" "$kdir/modules.builtin"; then
+			continue # built into this kernel
+		fi
+		echo "lab: the $kver kernel has no module $m" >&2
+		exit 1
+	fi
 	for f in $(echo "$line" | tr -d ':'); do
 		mkdir -p "$ir/lib/modules/$kver/$(dirname "$f")"
 		cp "$kdir/$f" "$ir/lib/modules/$kver/$f"
 	done
 done
+
+# The shared libraries a binary loads, as ldd lists them: for another
+# architecture its own dynamic loader lists them, under qemu-user.
+libs() {
+	if [ -z "$user" ]; then
+		ldd "$1"
+		return
+	fi
+	# shellcheck disable=SC2086
+	loader=$(file -b "$1" | sed -n 's/.*interpreter \([^,]*\),.*/\1/p')
+	# shellcheck disable=SC2086
+	$user "$loader" --list "$1"
+}
 
 # The tests, one binary per package, with cgo and static where they can be
 # (the e-stop's tripwire thread in hal/gpio is C). A package
@@ -58,8 +113,10 @@ for pkg in "$@"; do
 			echo "lab: $pkg needs PortAudio's development files for its lab tests, and scripts/deps.sh lab did not install them" >&2
 			exit 1
 		fi
-		CGO_ENABLED=1 go test -c -tags lab,portaudio -o "$bin" "$pkg"
-		for lib in $(ldd "$bin" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'); do
+		# shellcheck disable=SC2086
+		env -u GOARM CGO_ENABLED=1 $goenv $cc PKG_CONFIG_LIBDIR="/usr/lib/$triplet/pkgconfig:/usr/share/pkgconfig" \
+			go test -c -tags lab,portaudio -o "$bin" "$pkg"
+		for lib in $(libs "$bin" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'); do
 			mkdir -p "$ir$(dirname "$lib")"
 			cp -L "$lib" "$ir$lib"
 		done
@@ -69,9 +126,11 @@ for pkg in "$@"; do
 		fi
 	else
 		# cgo, linked statically: the e-stop's tripwire thread is C.
-		CGO_ENABLED=1 go test -c -tags lab,netgo,osusergo -ldflags '-linkmode external -extldflags -static' -o "$bin" "$pkg"
+		# shellcheck disable=SC2086
+		env -u GOARM CGO_ENABLED=1 $goenv $cc go test -c -tags lab,netgo,osusergo -ldflags '-linkmode external -extldflags -static' -o "$bin" "$pkg"
 	fi
-	if ! "$bin" -test.list '^TestLab' | grep -q '^TestLab'; then
+	# shellcheck disable=SC2086
+	if ! $user "$bin" -test.list '^TestLab' | grep -q '^TestLab'; then
 		echo "lab: $pkg has no lab tests in its binary (build tags?)" >&2
 		exit 1
 	fi
@@ -111,10 +170,11 @@ echo "^TestLab${LAB_RUN:+.*(}${LAB_RUN:-}${LAB_RUN:+)}" > "$ir/lab/run"
 vm() {
 	PATH="$PATH:/usr/sbin:/sbin" mkfs.ext4 -q -F "$work/data.img" 64M
 	: > "$work/console.log"
-	timeout 600 qemu-system-x86_64 -accel tcg -m 768 -smp "${LAB_SMP:-2}" -nographic -no-reboot \
+	# shellcheck disable=SC2086
+	timeout "${LAB_TIMEOUT:-$limit}" $qemu -m 768 -smp "${LAB_SMP:-2}" -nographic -no-reboot \
 		-kernel "$cache/vmlinuz" -initrd "$work/initrd.gz" \
 		-drive file="$work/data.img",format=raw,if=virtio \
-		-append "console=ttyS0 quiet panic=-1" > "$work/console.log" 2>&1 &
+		-append "console=$console quiet panic=-1" > "$work/console.log" 2>&1 &
 	qemu=$!
 	lockup=0
 	while kill -0 "$qemu" 2>/dev/null; do
@@ -144,5 +204,5 @@ pass=$(tr -d '\r' < "$work/console.log" | grep -c -- '^--- PASS' || true)
 fail=$(tr -d '\r' < "$work/console.log" | grep -c -- '^--- FAIL' || true)
 bad=$(tr -d '\r' < "$work/console.log" | grep -c '^lab: exit [1-9]' || true)
 ran=$(tr -d '\r' < "$work/console.log" | grep -c '^lab: exit' || true)
-echo "lab: $pass passed, $fail failed, $ran test binaries ($bad failed) in a ${took}s VM run"
+echo "lab: $pass passed, $fail failed, $ran test binaries ($bad failed) in a ${took}s VM run ($arch, Linux $kver)"
 [ "$fail" -eq 0 ] && [ "$bad" -eq 0 ] && [ "$ran" -eq "$#" ] && [ "$lockup" -eq 0 ]
