@@ -14,7 +14,8 @@
 #   make lint    gofmt, go vet, staticcheck, systemd-analyze verify
 #   make docs    regenerate the README's config reference from the schema
 #   make lab     the hardware tests in a VM with real kernel drivers;
-#                installs what the lab needs (scripts/deps.sh lab)
+#                installs what the lab needs (scripts/deps.sh lab);
+#                LAB_ARCH=arm64 or armv7 runs it on an ARM kernel
 #   make lab-system  the body installed by install.sh and run by systemd
 #                on a Debian root in that VM (scripts/lab/system.sh)
 

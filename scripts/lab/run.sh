@@ -148,7 +148,7 @@ for m in configfs gpio-simlab evdev uinput vivid snd-aloop softdog virtio_pci vi
 mkdir -p /data && mount -t ext4 /dev/vda /data && export LAB_DISK=/data || echo "lab: no data disk"
 mount -t configfs none /sys/kernel/config
 /bin/lab-gpio-sim || echo "lab: the gpio-sim chip could not be made"
-echo "lab: devices ready"
+echo "lab: devices ready on $(uname -srm)"
 for t in /lab/*.test; do
 	echo "lab: run $t"
 	$t -test.v -test.count=1 -test.run "$(cat /lab/run)" 2>&1
@@ -199,6 +199,8 @@ if [ "$lockup" -eq 1 ]; then
 	fi
 fi
 took=$(( $(date +%s) - start ))
+# LAB_LOG keeps the console's log (scripts/lab/figures.sh reads it).
+[ -z "${LAB_LOG:-}" ] || tr -d '\r' < "$work/console.log" > "$LAB_LOG"
 tr -d '\r' < "$work/console.log" | sed -n '/^lab: /,$p' | grep -v '^lab: run' || true
 pass=$(tr -d '\r' < "$work/console.log" | grep -c -- '^--- PASS' || true)
 fail=$(tr -d '\r' < "$work/console.log" | grep -c -- '^--- FAIL' || true)
