@@ -199,12 +199,15 @@ if [ "$lockup" -eq 1 ]; then
 	fi
 fi
 took=$(( $(date +%s) - start ))
-# LAB_LOG keeps the console's log (scripts/lab/figures.sh reads it).
-[ -z "${LAB_LOG:-}" ] || tr -d '\r' < "$work/console.log" > "$LAB_LOG"
-tr -d '\r' < "$work/console.log" | sed -n '/^lab: /,$p' | grep -v '^lab: run' || true
-pass=$(tr -d '\r' < "$work/console.log" | grep -c -- '^--- PASS' || true)
-fail=$(tr -d '\r' < "$work/console.log" | grep -c -- '^--- FAIL' || true)
-bad=$(tr -d '\r' < "$work/console.log" | grep -c '^lab: exit [1-9]' || true)
-ran=$(tr -d '\r' < "$work/console.log" | grep -c '^lab: exit' || true)
+# The console as text: without carriage returns and the terminal resets
+# the PC's firmware writes before the kernel's first line.
+tr -d '\r' < "$work/console.log" | sed 's/\x1bc//g; s/\x1b\[[0-9;?]*[A-Za-z]//g' > "$work/console.txt"
+# LAB_LOG keeps it (scripts/lab/figures.sh reads it).
+[ -z "${LAB_LOG:-}" ] || cp "$work/console.txt" "$LAB_LOG"
+sed -n '/^lab: /,$p' "$work/console.txt" | grep -v '^lab: run' || true
+pass=$(grep -c -- '^--- PASS' "$work/console.txt" || true)
+fail=$(grep -c -- '^--- FAIL' "$work/console.txt" || true)
+bad=$(grep -c '^lab: exit [1-9]' "$work/console.txt" || true)
+ran=$(grep -c '^lab: exit' "$work/console.txt" || true)
 echo "lab: $pass passed, $fail failed, $ran test binaries ($bad failed) in a ${took}s VM run ($arch, Linux $kver)"
 [ "$fail" -eq 0 ] && [ "$bad" -eq 0 ] && [ "$ran" -eq "$#" ] && [ "$lockup" -eq 0 ]
