@@ -9,7 +9,7 @@
 import { randomUUID } from "node:crypto";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { errorContent, isObject, Link, LinkError, readConfigFile, toolContent } from "./link.ts";
+import { errorContent, isObject, Link, LinkError, readConfigFile, readLinkConfig, toolContent } from "./link.ts";
 import { ACTORS, LEVELS } from "./types.ts";
 import type {
   AdapterAction,
@@ -77,38 +77,20 @@ const ID_RE = /^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$/;
  */
 export function loadConfig(options: AdapterOptions = {}): Config {
   const fromFile = readConfigFile(options.dir ?? HERE);
-  const merged: Record<string, unknown> = { ...DEFAULT_CONFIG, ...(fromFile ?? {}), ...(options.config ?? {}) };
-  const reconnect = {
-    ...DEFAULT_CONFIG.reconnect,
-    ...((fromFile?.reconnect as object | undefined) ?? {}),
-    ...((options.config?.reconnect as object | undefined) ?? {}),
-  } as Record<string, unknown>;
+  const layers = [DEFAULT_CONFIG as unknown as Record<string, unknown>, fromFile, options.config as Record<string, unknown> | undefined];
+  const merged: Record<string, unknown> = Object.assign({}, ...layers);
   const bad = (key: string, want: string): never => {
     throw new TypeError(`body-adapter config: ${key} must be ${want}`);
   };
-  const int = (v: unknown, key: string, min: number): number =>
-    typeof v === "number" && Number.isInteger(v) && v >= min ? v : bad(key, `an integer >= ${min}`);
   const c: Config = {
     id: typeof merged.id === "string" && ID_RE.test(merged.id) ? merged.id : bad("id", `a string matching ${ID_RE}`),
     name: typeof merged.name === "string" && merged.name !== "" ? merged.name : bad("name", "a non-empty string"),
-    command:
-      Array.isArray(merged.command) &&
-      merged.command.length > 0 &&
-      merged.command.every((a) => typeof a === "string" && a !== "")
-        ? [...(merged.command as string[])]
-        : bad("command", "a non-empty array of non-empty strings"),
-    request_timeout_ms: int(merged.request_timeout_ms, "request_timeout_ms", 1),
-    ping_ms: int(merged.ping_ms, "ping_ms", 1),
-    reconnect: {
-      initial_ms: int(reconnect.initial_ms, "reconnect.initial_ms", 1),
-      max_ms: int(reconnect.max_ms, "reconnect.max_ms", 1),
-    },
+    ...readLinkConfig(layers, bad, { request_timeout_ms: 1, ping_ms: 1, reconnect: 1 }),
     autoStart: typeof merged.autoStart === "boolean" ? merged.autoStart : bad("autoStart", "a boolean"),
     permission: LEVELS.includes(merged.permission as Level)
       ? (merged.permission as Level)
       : bad("permission", LEVELS.join(", ")),
   };
-  if (c.reconnect.max_ms < c.reconnect.initial_ms) bad("reconnect.max_ms", "at least reconnect.initial_ms");
   return c;
 }
 

@@ -117,6 +117,45 @@ function readJSON(path: string): Record<string, unknown> | undefined {
   return value;
 }
 
+/** How to reach the body: the keys the adapter's and the provider's configs share. */
+export interface LinkConfig {
+  command: string[];
+  request_timeout_ms: number;
+  ping_ms: number;
+  reconnect: { initial_ms: number; max_ms: number };
+}
+
+/**
+ * Reads the shared keys from a config's layers, defaults first (reconnect
+ * is merged key by key); bad throws naming a key; min bounds the numbers.
+ */
+export function readLinkConfig(
+  layers: Array<Record<string, unknown> | undefined>,
+  bad: (key: string, want: string) => never,
+  min: { request_timeout_ms: number; ping_ms: number; reconnect: number },
+): LinkConfig {
+  const merged: Record<string, unknown> = Object.assign({}, ...layers);
+  const reconnect: Record<string, unknown> = Object.assign({}, ...layers.map((l) => (isObject(l?.reconnect) ? l.reconnect : {})));
+  const int = (v: unknown, key: string, least: number): number =>
+    typeof v === "number" && Number.isInteger(v) && v >= least ? v : bad(key, `an integer >= ${least}`);
+  const c: LinkConfig = {
+    command:
+      Array.isArray(merged.command) &&
+      merged.command.length > 0 &&
+      merged.command.every((a) => typeof a === "string" && a !== "")
+        ? [...(merged.command as string[])]
+        : bad("command", "a non-empty array of non-empty strings"),
+    request_timeout_ms: int(merged.request_timeout_ms, "request_timeout_ms", min.request_timeout_ms),
+    ping_ms: int(merged.ping_ms, "ping_ms", min.ping_ms),
+    reconnect: {
+      initial_ms: int(reconnect.initial_ms, "reconnect.initial_ms", min.reconnect),
+      max_ms: int(reconnect.max_ms, "reconnect.max_ms", min.reconnect),
+    },
+  };
+  if (c.reconnect.max_ms < c.reconnect.initial_ms) bad("reconnect.max_ms", "at least reconnect.initial_ms");
+  return c;
+}
+
 /** What an aborted signal says, as text. */
 export function abortReason(signal: AbortSignal): string {
   const r: unknown = signal.reason;

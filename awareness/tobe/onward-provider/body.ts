@@ -6,18 +6,14 @@
 
 import { randomUUID } from "node:crypto";
 import { abortReason, isObject, Link, LinkError, toolContent } from "./link.ts";
+import type { LinkConfig } from "./link.ts";
 
 export const PROTOCOL_VERSION = "2025-06-18";
 export const PROVIDER_VERSION = "0.1.0";
 /** How long ending a session waits after closing stdin, and after SIGTERM. */
 export const END_GRACE_MS = 1000;
 
-export interface SessionConfig {
-  command: string[];
-  request_timeout_ms: number;
-  ping_ms: number;
-  reconnect: { initial_ms: number; max_ms: number };
-}
+export type SessionConfig = LinkConfig;
 
 /** The body's answer to a tool call: its own result object. */
 export type ToolAnswer =

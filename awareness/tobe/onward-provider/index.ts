@@ -16,7 +16,7 @@ import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { BodySession, Unreachable } from "./body.ts";
 import type { SessionConfig, ToolAnswer } from "./body.ts";
-import { abortReason, isObject, LinkError, readConfigFile } from "./link.ts";
+import { abortReason, isObject, LinkError, readConfigFile, readLinkConfig } from "./link.ts";
 import { DISCOVER, KINDS_WITH_MESSAGE, RESULT_KINDS } from "./types.ts";
 import type { ActionContext, ActionDefinition, ActionResult, DiscoverEvent, PiLike } from "./types.ts";
 
@@ -78,36 +78,18 @@ export function loadConfig(options: ProviderOptions = {}): Config {
   for (const k of [...Object.keys(fromFile), ...Object.keys(options.config ?? {})]) {
     if (!KEYS.has(k) && k !== "$schema") bad(k, `one of the known keys (${[...KEYS].join(", ")}), not an unknown one`);
   }
-  const merged: Record<string, unknown> = { ...DEFAULT_CONFIG, ...fromFile, ...(options.config ?? {}) };
-  const reconnect = {
-    ...DEFAULT_CONFIG.reconnect,
-    ...(isObject(fromFile.reconnect) ? fromFile.reconnect : {}),
-    ...(isObject(options.config?.reconnect) ? options.config.reconnect : {}),
-  } as Record<string, unknown>;
-  const int = (v: unknown, key: string, min: number): number =>
-    typeof v === "number" && Number.isInteger(v) && v >= min ? v : bad(key, `an integer >= ${min}`);
+  const layers = [DEFAULT_CONFIG as unknown as Record<string, unknown>, fromFile, options.config as Record<string, unknown> | undefined];
+  const merged: Record<string, unknown> = Object.assign({}, ...layers);
   const bool = (v: unknown, key: string): boolean => (typeof v === "boolean" ? v : bad(key, "a boolean"));
   const target = (v: unknown, key: string): string | null =>
     v === null || (typeof v === "string" && v !== "") ? (v as string | null) : bad(key, "null or a non-empty string");
   const c: Config = {
-    command:
-      Array.isArray(merged.command) &&
-      merged.command.length > 0 &&
-      merged.command.every((a) => typeof a === "string" && a !== "")
-        ? [...(merged.command as string[])]
-        : bad("command", "a non-empty array of non-empty strings"),
-    request_timeout_ms: int(merged.request_timeout_ms, "request_timeout_ms", 100),
-    ping_ms: int(merged.ping_ms, "ping_ms", 50),
-    reconnect: {
-      initial_ms: int(reconnect.initial_ms, "reconnect.initial_ms", 10),
-      max_ms: int(reconnect.max_ms, "reconnect.max_ms", 10),
-    },
+    ...readLinkConfig(layers, bad, { request_timeout_ms: 100, ping_ms: 50, reconnect: 10 }),
     tone: bool(merged.tone, "tone"),
     light: bool(merged.light, "light"),
     tone_target: target(merged.tone_target, "tone_target"),
     light_target: target(merged.light_target, "light_target"),
   };
-  if (c.reconnect.max_ms < c.reconnect.initial_ms) bad("reconnect.max_ms", "at least reconnect.initial_ms");
   return c;
 }
 

@@ -3,13 +3,14 @@
 // command would run it. BODY_BIN names the binary (make test-adapter
 // builds it and sets it); without it these tests are skipped by name.
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import type { ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
 import { createAdapter } from "../ADAPTER.ts";
 import type { EnvAdapter, Observation } from "../types.ts";
+import { startBody, stop, waitFor } from "./body.ts";
 
 const BIN = process.env.BODY_BIN ?? "";
 const skip = BIN === "" ? "BODY_BIN is not set (make test-adapter sets it to the binary it builds)" : false;
@@ -25,35 +26,14 @@ after(async () => {
   rmSync(tmp, { recursive: true, force: true });
 });
 
-async function waitFor<T>(what: string, f: () => T | undefined | false | Promise<T | undefined | false>, ms = 20000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await f();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 async function startDaemon(): Promise<void> {
-  daemon = spawn(BIN, ["run", "--board", "sim", "--data", data, "--config", config], { stdio: ["ignore", "ignore", "pipe"] });
-  let log = "";
-  daemon.stderr!.on("data", (b) => (log += b));
-  const d = daemon;
-  d.on("exit", (code) => {
-    if (code !== 0 && code !== null) console.error(`the daemon exited ${code}:\n${log}`);
-  });
-  // Ready once its agent socket answers.
-  await waitFor("the daemon's agent socket", () => existsSync(join(data, "agent.sock")) && log.includes("body started"));
+  daemon = await startBody(BIN, data, config);
 }
 
 async function stopDaemon(): Promise<void> {
   const d = daemon;
   daemon = undefined;
-  if (!d || d.exitCode !== null) return;
-  const gone = new Promise((r) => d.once("exit", r));
-  d.kill("SIGTERM");
-  await gone;
+  await stop(d);
 }
 
 function content(r: { content: string }): any {

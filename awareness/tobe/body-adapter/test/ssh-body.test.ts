@@ -5,13 +5,14 @@
 // in as this user) and /usr/sbin/sshd (scripts/deps.sh installs it);
 // skipped by name without them.
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import type { ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
 import { createAdapter } from "../ADAPTER.ts";
 import type { EnvAdapter, Observation } from "../types.ts";
+import { startBody, stop, waitFor } from "./body.ts";
 import { sshdSkip, startSshd } from "./sshd.ts";
 
 const BIN = process.env.BODY_BIN ?? "";
@@ -29,28 +30,8 @@ after(async () => {
   rmSync(tmp, { recursive: true, force: true });
 });
 
-async function stop(c: ChildProcess | undefined): Promise<void> {
-  if (!c || c.exitCode !== null || c.signalCode !== null) return;
-  const gone = new Promise((r) => c.once("exit", r));
-  c.kill("SIGTERM");
-  await gone;
-}
-
-async function waitFor<T>(what: string, f: () => T | undefined | false, ms = 20000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = f();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 async function startDaemon(config: string): Promise<void> {
-  let log = "";
-  daemon = spawn(BIN, ["run", "--board", "sim", "--data", data, "--config", config], { stdio: ["ignore", "ignore", "pipe"] });
-  daemon.stderr!.on("data", (b) => (log += b));
-  await waitFor("the daemon", () => existsSync(join(data, "agent.sock")) && log.includes("body started"));
+  daemon = await startBody(BIN, data, config);
 }
 
 test("through a real sshd: the adapter starts, calls, hears the body, and survives the daemon restarting", { skip, timeout: 120000 }, async () => {

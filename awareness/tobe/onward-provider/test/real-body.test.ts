@@ -4,12 +4,13 @@
 // the binary (make test-adapter builds it and sets it); without it these
 // tests are skipped by name.
 import assert from "node:assert/strict";
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
 import { CALL_PERSON, createProvider, MAKE_SAFE, stepKey } from "../index.ts";
+import { startBody, stop, waitFor } from "../../body-adapter/test/body.ts";
 import { Onward, Pi } from "./onward.ts";
 
 const BIN = process.env.BODY_BIN ?? "";
@@ -24,33 +25,14 @@ after(async () => {
   rmSync(tmp, { recursive: true, force: true });
 });
 
-async function waitFor<T>(what: string, f: () => T | undefined | false, ms = 20000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = f();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 async function startDaemon(): Promise<void> {
-  daemon = spawn(BIN, ["run", "--board", "sim", "--data", data, "--config", config], { stdio: ["ignore", "ignore", "pipe"] });
-  let log = "";
-  daemon.stderr!.on("data", (b) => (log += b));
-  daemon.on("exit", (code) => {
-    if (code !== 0 && code !== null) console.error(`the daemon exited ${code}:\n${log}`);
-  });
-  await waitFor("the daemon's agent socket", () => existsSync(join(data, "agent.sock")) && log.includes("body started"));
+  daemon = await startBody(BIN, data, config);
 }
 
 async function stopDaemon(): Promise<void> {
   const d = daemon;
   daemon = undefined;
-  if (!d || d.exitCode !== null) return;
-  const gone = new Promise((r) => d.once("exit", r));
-  d.kill("SIGTERM");
-  await gone;
+  await stop(d);
 }
 
 /** Runs the CLI as the local administrator (this user). */

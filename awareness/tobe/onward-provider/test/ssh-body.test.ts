@@ -3,11 +3,12 @@
 // the agent's key. Needs BODY_BIN, root and /usr/sbin/sshd, as the
 // adapter's test through sshd; skipped by name without them.
 import assert from "node:assert/strict";
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
+import { startBody, stop } from "../../body-adapter/test/body.ts";
 import { sshdSkip, startSshd } from "../../body-adapter/test/sshd.ts";
 import { CALL_PERSON, createProvider, MAKE_SAFE } from "../index.ts";
 import { Onward, Pi } from "./onward.ts";
@@ -23,23 +24,6 @@ after(async () => {
   rmSync(tmp, { recursive: true, force: true });
 });
 
-async function stop(c: ChildProcess): Promise<void> {
-  if (c.exitCode !== null || c.signalCode !== null) return;
-  const gone = new Promise((r) => c.once("exit", r));
-  c.kill("SIGTERM");
-  await gone;
-}
-
-async function waitFor<T>(what: string, f: () => T | undefined | false, ms = 20000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = f();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 function cli(...args: string[]): string {
   return execFileSync(BIN, [...args, "--data", data, "--config", config], { encoding: "utf8" });
 }
@@ -51,11 +35,7 @@ test("through a real sshd: call-person, then make-safe timed from the call to th
     version: 1, monitor: { quiet: true },
     agent: { principals: [{ name: "pi", subject: "agent:pi", uid: 0, trust: "high" }] },
   }));
-  let log = "";
-  const daemon = spawn(BIN, ["run", "--board", "sim", "--data", data, "--config", config], { stdio: ["ignore", "ignore", "pipe"] });
-  daemon.stderr!.on("data", (b) => (log += b));
-  children.push(daemon);
-  await waitFor("the daemon", () => existsSync(join(data, "agent.sock")) && log.includes("body started"));
+  children.push(await startBody(BIN, data, config));
   for (const [cap, scope] of [["body.notify", "home"], ["audio.tone", "*"], ["gpio.pulse", "gpio.led"]]) {
     cli("grant", "add", "--subject", "agent:pi", "--capability", cap, "--scope", scope);
   }
