@@ -89,6 +89,9 @@ type WaitAddIn struct {
 	DedupeField string        `json:"dedupe_field,omitempty"`
 	ExpiresIn   string        `json:"expires_in,omitempty"`
 	ExpiresAt   string        `json:"expires_at,omitempty"`
+	// FollowUp: each wake of the condition makes a work item under
+	// Owner with this goal and these criteria, naming the event.
+	FollowUp *wait.FollowUp `json:"follow_up,omitempty"`
 }
 
 // WaitRemoveIn removes a wait condition.
@@ -291,7 +294,7 @@ func (b *Parts) workShow(_ context.Context, _ act.Principal, in IDIn) (work.Item
 func (b *Parts) waitAdd(ctx context.Context, p act.Principal, in WaitAddIn) (wait.Condition, error) {
 	now := b.Now()
 	c := wait.Condition{ID: in.ID, Owner: in.Owner, Types: in.EventTypes, Channels: in.Channels, Match: in.Match, Priority: in.Priority,
-		CooldownMS: in.CooldownMS, Dedupe: in.Dedupe, DedupeField: in.DedupeField}
+		CooldownMS: in.CooldownMS, Dedupe: in.Dedupe, DedupeField: in.DedupeField, FollowUp: in.FollowUp}
 	switch {
 	case in.ExpiresIn != "" && in.ExpiresAt != "":
 		return c, refuse(ReasonInvalidParams, "expires_in or expires_at, not both")

@@ -200,6 +200,9 @@ func (o *Observer) Woken(d gate.Decision, e ledger.Stored) Observation {
 	if d.Condition != "" {
 		content += fmt.Sprintf(" (wait condition %s of work item %s)", d.Condition, d.WorkItem)
 	}
+	if d.FollowUp != "" {
+		content += fmt.Sprintf(" Follow-up work item %s was made for it.", d.FollowUp)
+	}
 	if d.Outcome == gate.Ask {
 		content += " A person is asked: the work item awaits one."
 	}

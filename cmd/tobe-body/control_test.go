@@ -42,7 +42,8 @@ func TestControlPlaneThroughTheDaemon(t *testing.T) {
 		t.Fatalf("work.create: %+v %v", it, err)
 	}
 	out, err := runCmd(t, "wait", "add", "--data", d.data, "--id", "door", "--owner", "door-watch", "--type", "camera.motion_started",
-		"--channel", "camera.front", "--match", `[{"zone": {"names": ["door"]}}]`, "--priority", "high", "--cooldown", "1h", "--expires-in", "10m")
+		"--channel", "camera.front", "--match", `[{"zone": {"names": ["door"]}}]`, "--priority", "high", "--cooldown", "1h", "--expires-in", "10m",
+		"--follow-up", "look at who came to the door", "--done-when", "the person is named")
 	if err != nil || !strings.HasPrefix(out, "waiting: door for work item door-watch, until ") {
 		t.Fatalf("wait add: %v\n%s", err, out)
 	}
@@ -56,6 +57,8 @@ func TestControlPlaneThroughTheDaemon(t *testing.T) {
 		{[]string{"--owner", "door-watch", "--type", "Camera", "--expires-in", "10m"}, `event_types[0]: "Camera"`},
 		{[]string{"--owner", "door-watch", "--type", "camera.motion_started", "--expires-in", "10m", "--match", `[{"field": "zone"}]`}, "match[0]: no test"},
 		{[]string{"--owner", "door-watch", "--type", "camera.motion_started", "--expires-in", "soon"}, `expires_in "soon"`},
+		{[]string{"--owner", "door-watch", "--type", "camera.motion_started", "--expires-in", "10m", "--follow-up", "look"}, "follow_up: done_when: at least one acceptance criterion"},
+		{[]string{"--owner", "door-watch", "--type", "camera.motion_started", "--expires-in", "10m", "--done-when", "seen"}, "--done-when is the criterion of a --follow-up"},
 	} {
 		out, err := runCmd(t, append([]string{"wait", "add", "--data", d.data}, c.args...)...)
 		if err == nil || !strings.Contains(out+err.Error(), c.says) {
@@ -84,8 +87,17 @@ func TestControlPlaneThroughTheDaemon(t *testing.T) {
 		t.Fatalf("%d decisions for the door in two minutes", len(decided))
 	}
 	first, second := decided[0], decided[1]
-	if first.Outcome != gate.Wake || first.Attention != "high" || first.WorkItem != "door-watch" {
+	if first.Outcome != gate.Wake || first.Attention != "high" || first.WorkItem != "door-watch" || first.FollowUp != gate.FollowUpID(first.Event) {
 		t.Errorf("the first crossing: %+v", first)
+	}
+	if second.FollowUp != "" {
+		t.Errorf("the second crossing made a follow-up: %+v", second)
+	}
+	out, err = runCmd(t, "work", "show", "--data", d.data, first.FollowUp)
+	var fu work.Item
+	if err != nil || json.Unmarshal([]byte(out), &fu) != nil || fu.Parent != "door-watch" || fu.Source != first.Event ||
+		fu.Goal != "look at who came to the door" || fu.Status != work.Open {
+		t.Errorf("work show of the follow-up: %v\n%s", err, out)
 	}
 	if second.Outcome != gate.Record || !strings.HasPrefix(second.Reason, "cooldown: condition door matched ") {
 		t.Errorf("the second crossing: %+v", second)
@@ -97,7 +109,8 @@ func TestControlPlaneThroughTheDaemon(t *testing.T) {
 		t.Errorf("gate explain: %v\n%s", err, out)
 	}
 	out, err = runCmd(t, "gate", "explain", "--data", d.data, first.Event)
-	if err != nil || !strings.Contains(out, "decision  wake at high") || !strings.Contains(out, "relevance") {
+	if err != nil || !strings.Contains(out, "decision  wake at high") || !strings.Contains(out, "relevance") ||
+		!strings.Contains(out, "made work item "+first.FollowUp) {
 		t.Errorf("gate explain the first: %v\n%s", err, out)
 	}
 	out, err = runCmd(t, "wait", "list", "--data", d.data)

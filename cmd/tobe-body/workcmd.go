@@ -33,10 +33,12 @@ const waitUsage = `usage: tobe-body wait <command> [flags]
   list [--all] [--json]          the wait conditions that wait; --all adds removed ones
   add --owner ITEM --type T [--type T...] [--channel C...] [--match JSON]
       [--priority P] [--cooldown D] (--expires-in D | --expires-at TIME) [--id ID]
+      [--follow-up GOAL --done-when CRITERION...]
                                  wait for events of types T (a name, or a prefix ending
                                  in a dot) on channels C for work item ITEM; JSON is a list
                                  of clauses ([{"zone":{"names":["door"]}}], equals, in,
-                                 prefix, above, below); P low, medium, high or max
+                                 prefix, above, below); P low, medium, high or max; each
+                                 wake makes a follow-up work item under ITEM with GOAL
   remove ID [--why TEXT]         remove a wait condition
 `
 
@@ -130,9 +132,9 @@ func runWait(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlagSet("wait "+sub, stderr, &c, true)
 	asJSON := fs.Bool("json", false, "print JSON")
 	var all *bool
-	var why, match, cooldown *string
+	var why, match, cooldown, followUp *string
 	var add awareness.WaitAddIn
-	var types, chans typesFlag
+	var types, chans, doneWhen typesFlag
 	maxArgs := 0
 	switch sub {
 	case "list":
@@ -147,6 +149,8 @@ func runWait(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		cooldown = fs.String("cooldown", "", "matches within `D` of the last are recorded, not woken (30s, 5m)")
 		fs.StringVar(&add.ExpiresIn, "expires-in", "", "it ends after `D` (10m, 2h)")
 		fs.StringVar(&add.ExpiresAt, "expires-at", "", "it ends at `TIME` (RFC 3339)")
+		followUp = fs.String("follow-up", "", "each wake makes a work item under the owner with this `GOAL`")
+		fs.Var(&doneWhen, "done-when", "the follow-up's acceptance `CRITERION`; may repeat (at least one with --follow-up)")
 	case "remove":
 		why = fs.String("why", "", "why, for the record")
 		maxArgs = 1
@@ -167,6 +171,12 @@ func runWait(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			if err := json.Unmarshal([]byte(*match), &add.Match); err != nil {
 				return usageError("wait add: --match: a JSON list of clauses: %v", err)
 			}
+		}
+		switch {
+		case *followUp != "":
+			add.FollowUp = &wait.FollowUp{Goal: *followUp, DoneWhen: doneWhen}
+		case len(doneWhen) > 0:
+			return usageError("wait add: --done-when is the criterion of a --follow-up")
 		}
 		if *cooldown != "" {
 			d, err := time.ParseDuration(*cooldown)

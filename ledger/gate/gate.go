@@ -85,22 +85,66 @@ func (c *decide) Decide(v *ledger.View) ([]ledger.Event, error) {
 		c.dup = true
 		return nil, nil
 	}
+	var more []ledger.Event
+	if c.d.Condition != "" && (c.d.Outcome == Wake || c.d.Outcome == Ask) {
+		m := &wait.Matched{ID: c.d.Condition, Event: c.d.Event, At: c.at}
+		evs, err := m.Decide(v)
+		if err != nil && !errors.Is(err, wait.ErrRemoved) {
+			return nil, err
+		}
+		more = append(more, evs...)
+		if m.Condition.FollowUp != nil && err == nil {
+			evs, err := c.followUp(v, &m.Condition)
+			if err != nil {
+				return nil, err
+			}
+			more = append(more, evs...)
+		}
+	}
 	p, err := ledger.MarshalPayload(c.d)
 	if err != nil {
 		return nil, err
 	}
-	evs := []ledger.Event{{ID: ledger.NewID(), Type: EventDecided, OccurredAt: c.at.UnixNano(), Provenance: ledger.Inferred,
-		Trust: ledger.High, Privacy: ledger.Internal, CausationID: c.cause, DedupeKey: "gate/" + c.d.Event, Payload: p}}
-	if c.d.Condition != "" && (c.d.Outcome == Wake || c.d.Outcome == Ask) {
-		m := &wait.Matched{ID: c.d.Condition, Event: c.d.Event, At: c.at}
-		more, err := m.Decide(v)
-		if err != nil && !errors.Is(err, wait.ErrRemoved) {
-			return nil, err
-		}
-		evs = append(evs, more...)
+	return append([]ledger.Event{{ID: ledger.NewID(), Type: EventDecided, OccurredAt: c.at.UnixNano(), Provenance: ledger.Inferred,
+		Trust: ledger.High, Privacy: ledger.Internal, CausationID: c.cause, DedupeKey: "gate/" + c.d.Event, Payload: p}}, more...), nil
+}
+
+// FollowUpID is the id of the follow-up work item a wake for the event
+// makes: one event wakes for one condition at most, so one id an event.
+func FollowUpID(eventID string) string { return "follow-" + eventID }
+
+// followUp makes the follow-up work item of condition cond for the
+// decision's event: a child of the condition's work item, with its owner
+// and authorization profile, naming the event. A follow-up the item's
+// place does not allow (too deep, the parent gone) is not made, and the
+// decision's path says why; the decision stands.
+func (c *decide) followUp(v *ledger.View, cond *wait.Condition) ([]ledger.Event, error) {
+	parent, ok, err := work.Lookup(v, cond.Owner)
+	if err != nil {
+		return nil, err
 	}
+	if !ok {
+		c.d.step("follow-up", "not made: work item %s is not there", cond.Owner)
+		return nil, nil
+	}
+	spec := work.Spec{ID: FollowUpID(c.d.Event), Goal: cond.FollowUp.Goal, DoneWhen: cond.FollowUp.DoneWhen, Owner: parent.Owner,
+		Parent: parent.ID, AuthProfile: parent.AuthProfile, Source: c.d.Event, FollowUp: true}
+	cr := work.NewCreate(spec, FollowUpBy, c.at)
+	evs, err := cr.Decide(v)
+	switch {
+	case errors.Is(err, work.ErrInvalid), errors.Is(err, work.ErrExists):
+		c.d.step("follow-up", "not made: %v", err)
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	c.d.FollowUp = spec.ID
+	c.d.step("follow-up", "made work item %s, a child of %s", spec.ID, parent.ID)
 	return evs, nil
 }
+
+// FollowUpBy is who the record of a follow-up says made it: the body.
+const FollowUpBy = "body"
 
 // Gate follows the ledger and decides on every event after the last it
 // decided: L0 against the wait conditions (kept in step with the wait
@@ -141,7 +185,7 @@ func (g *Gate) answered(ctx context.Context, e *ledger.Stored) {
 		return
 	}
 	var r work.Record
-	if ledger.UnmarshalPayload(e.Payload, &r) != nil || r.By == "" || r.By == "scheduler" || r.By == "body" {
+	if ledger.UnmarshalPayload(e.Payload, &r) != nil || r.By == "" || r.By == "scheduler" || r.By == FollowUpBy {
 		return
 	}
 	o, ok := st.open[r.Item.ID]
@@ -289,6 +333,7 @@ func (g *Gate) Run(ctx context.Context) error {
 			}
 			return nil // not pushed: what was not recorded did not happen
 		}
+		d = cmd.d // as recorded: with the follow-up it made
 		if c, ok := g.ix.Get(d.Condition); ok && (d.Outcome == Wake || d.Outcome == Ask) && !cmd.dup {
 			c.LastMatchedAt, c.LastEvent = now.UnixMilli(), d.Event
 		}

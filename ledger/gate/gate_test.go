@@ -414,3 +414,75 @@ func TestThePoolForgetsWhatExpired(t *testing.T) {
 	noise("gpio.b")
 	eventually("the expired sample stayed in memory", func() bool { return kept("gpio.b") == 1 && kept("gpio.a") == 0 })
 }
+
+// TestFollowUps: a condition with a follow-up makes, with each wake, a
+// work item under its own, naming the event, in the transaction that
+// records the decision; a match recorded without a wake makes none; a
+// follow-up its place does not allow (deeper than work.MaxDepth) is not
+// made, and the decision says why and still wakes.
+func TestFollowUps(t *testing.T) {
+	clk := &clock{t: t0}
+	s := openGated(t, filepath.Join(t.TempDir(), "ledger.db"), clk)
+	defer s.Close()
+	spec := func(id, parent string) *work.Create {
+		return work.NewCreate(work.Spec{ID: id, Goal: "watch " + id, DoneWhen: []string{"seen"}, Parent: parent, Owner: "agent:pi", AuthProfile: "household"}, "agent:pi", t0)
+	}
+	cond := func(id, owner, zone string) *wait.Add {
+		return wait.NewAdd(wait.Condition{ID: id, Owner: owner, Types: []string{"camera.motion_started"}, Match: []wait.Clause{{Zone: &wait.Zone{Names: []string{zone}}}},
+			Priority: wait.High, CooldownMS: 60_000, ExpiresAt: t0.Add(time.Hour).UnixMilli(),
+			FollowUp: &wait.FollowUp{Goal: "look at who came to the " + zone, DoneWhen: []string{"the person is named", "or the motion explained"}}}, "agent:pi", t0)
+	}
+	// door-watch is at depth 1; deep is at depth 3, so its follow-up
+	// would be at 4.
+	execute(t, s, spec("door-watch", ""), spec("mid", "door-watch"), spec("deep", "mid"),
+		cond("door", "door-watch", "door"), cond("yard", "deep", "yard"))
+
+	p := &pushes{c: make(chan Decision, 16)}
+	stop := runGate(t, s, clk, p)
+	defer stop()
+	first := motion(t, s, "door")
+	d := waitPush(t, p)
+	if d.Event != first.String() || d.FollowUp != FollowUpID(first.String()) {
+		t.Fatalf("the wake: %+v", d)
+	}
+	it, err := work.Get(s, d.FollowUp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it.Parent != "door-watch" || it.Source != first.String() || it.Owner != "agent:pi" || it.AuthProfile != "household" ||
+		it.Status != work.Open || it.Goal != "look at who came to the door" || len(it.DoneWhen) != 2 {
+		t.Errorf("the follow-up: %+v", it)
+	}
+	if last := d.Path[len(d.Path)-1]; last.Rule != "follow-up" || !strings.Contains(last.Said, "made work item "+d.FollowUp) {
+		t.Errorf("the path's last step: %+v", last)
+	}
+	made, _ := s.Events(ledger.Filter{Types: []string{work.EventCreated}})
+	var r work.Record
+	if ledger.UnmarshalPayload(made[len(made)-1].Payload, &r) != nil || r.By != FollowUpBy || r.Item.ID != d.FollowUp {
+		t.Errorf("the follow-up's record: %+v", r)
+	}
+
+	clk.add(10 * time.Second)
+	second := motion(t, s, "door")
+	if sd := decided(t, s, second); sd.Outcome != Record || sd.FollowUp != "" {
+		t.Errorf("within the cooldown: %+v", sd)
+	}
+	if _, err := work.Get(s, FollowUpID(second.String())); err == nil {
+		t.Error("a match within the cooldown made a follow-up")
+	}
+
+	deep := motion(t, s, "yard")
+	d = waitPush(t, p)
+	if d.Event != deep.String() || d.Outcome != Wake || d.FollowUp != "" {
+		t.Fatalf("the wake of the deep item's condition: %+v", d)
+	}
+	if last := d.Path[len(d.Path)-1]; last.Rule != "follow-up" || !strings.Contains(last.Said, "not made") || !strings.Contains(last.Said, "depth 4") {
+		t.Errorf("the path's last step: %+v", last)
+	}
+	if _, err := work.Get(s, FollowUpID(deep.String())); err == nil {
+		t.Error("a follow-up deeper than allowed was made")
+	}
+	if rep, err := s.Verify(context.Background()); err != nil || !rep.OK() {
+		t.Fatalf("verify: %v %+v", err, rep)
+	}
+}

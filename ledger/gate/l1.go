@@ -60,9 +60,12 @@ type Decision struct {
 	WorkItem  string  `cbor:"work_item,omitempty" json:"work_item,omitempty"`
 	// Rule is the default rule that decided, for an event no wait
 	// condition wanted.
-	Rule   string `cbor:"rule,omitempty" json:"rule,omitempty"`
-	Reason string `cbor:"reason,omitempty" json:"reason,omitempty"`
-	Path   []Step `cbor:"path" json:"path"`
+	Rule string `cbor:"rule,omitempty" json:"rule,omitempty"`
+	// FollowUp is the work item the condition's wake made (its
+	// FollowUp), when one was made.
+	FollowUp string `cbor:"follow_up,omitempty" json:"follow_up,omitempty"`
+	Reason   string `cbor:"reason,omitempty" json:"reason,omitempty"`
+	Path     []Step `cbor:"path" json:"path"`
 }
 
 // step appends a rule and what it said to the decision's path.

@@ -66,6 +66,11 @@ type Condition struct {
 	CooldownMS  int64  `cbor:"cooldown_ms,omitempty" json:"cooldown_ms,omitempty"`
 	Dedupe      Dedupe `cbor:"dedupe" json:"dedupe"`
 	DedupeField string `cbor:"dedupe_field,omitempty" json:"dedupe_field,omitempty"`
+	// FollowUp, when set, is the work item the body makes each time the
+	// condition wakes the agent or asks a person: a child of Owner, made
+	// for the event, so that what the match calls for is tracked even
+	// when nobody answers at once.
+	FollowUp *FollowUp `cbor:"follow_up,omitempty" json:"follow_up,omitempty"`
 	// ExpiresAt is when it ends, Unix milliseconds: required.
 	ExpiresAt     int64  `cbor:"expires_at" json:"expires_at"`
 	LastMatchedAt int64  `cbor:"last_matched_at,omitempty" json:"last_matched_at,omitempty"`
@@ -81,6 +86,13 @@ type Condition struct {
 	// a time: a wall clock that steps back would make every later event
 	// look older than the condition.
 	Since uint64 `cbor:"since_seq,omitempty" json:"since_seq,omitempty"`
+}
+
+// FollowUp is the goal and acceptance criteria of the work item a
+// condition's wake makes.
+type FollowUp struct {
+	Goal     string   `cbor:"goal" json:"goal"`
+	DoneWhen []string `cbor:"done_when" json:"done_when"`
 }
 
 // Limits on a condition.
@@ -170,6 +182,11 @@ func (c *Condition) check(now time.Time) error {
 	}
 	if c.CooldownMS < 0 {
 		return invalid("cooldown_ms", "negative")
+	}
+	if f := c.FollowUp; f != nil {
+		if err := work.CheckGoal(f.Goal, f.DoneWhen); err != nil {
+			return invalid("follow_up", "%s", strings.TrimPrefix(err.Error(), work.ErrInvalid.Error()+": "))
+		}
 	}
 	switch c.Dedupe {
 	case "":

@@ -159,6 +159,9 @@ func TestAddRefused(t *testing.T) {
 		{"a bad dedupe", func(c *Condition) { c.Dedupe = "twice" }, `dedupe: "twice"`},
 		{"dedupe by no field", func(c *Condition) { c.Dedupe = DedupeField }, "dedupe_field"},
 		{"an id with a slash", func(c *Condition) { c.ID = "a/b" }, "id:"},
+		{"a follow-up without a goal", func(c *Condition) { c.FollowUp = &FollowUp{DoneWhen: []string{"x"}} }, "follow_up: goal: empty"},
+		{"a follow-up without criteria", func(c *Condition) { c.FollowUp = &FollowUp{Goal: "look"} }, "follow_up: done_when: at least one acceptance criterion"},
+		{"a follow-up with a blank criterion", func(c *Condition) { c.FollowUp = &FollowUp{Goal: "look", DoneWhen: []string{"x", " "}} }, "follow_up: done_when[1]: empty"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cond := door("watch")

@@ -202,24 +202,33 @@ func checkText(field, s string) error {
 	return nil
 }
 
+// CheckGoal checks an item's goal and its acceptance criteria (at
+// least one); the error names the field.
+func CheckGoal(goal string, doneWhen []string) error {
+	if err := checkText("goal", goal); err != nil {
+		return err
+	}
+	if len(doneWhen) == 0 {
+		return invalid("done_when", "at least one acceptance criterion")
+	}
+	if len(doneWhen) > MaxCriteria {
+		return invalid("done_when", "%d criteria, at most %d", len(doneWhen), MaxCriteria)
+	}
+	for i, c := range doneWhen {
+		if err := checkText(fmt.Sprintf("done_when[%d]", i), c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // check checks the item's own fields (not its references).
 func (it *Item) check() error {
 	if err := checkID("id", it.ID); err != nil {
 		return err
 	}
-	if err := checkText("goal", it.Goal); err != nil {
+	if err := CheckGoal(it.Goal, it.DoneWhen); err != nil {
 		return err
-	}
-	if len(it.DoneWhen) == 0 {
-		return invalid("done_when", "at least one acceptance criterion")
-	}
-	if len(it.DoneWhen) > MaxCriteria {
-		return invalid("done_when", "%d criteria, at most %d", len(it.DoneWhen), MaxCriteria)
-	}
-	for i, c := range it.DoneWhen {
-		if err := checkText(fmt.Sprintf("done_when[%d]", i), c); err != nil {
-			return err
-		}
 	}
 	if !it.Status.Valid() {
 		return invalid("status", "%q is not a status", it.Status)
