@@ -859,9 +859,7 @@ var ErrNoLedger = errors.New("act: the ledger is not open")
 var ErrNoSuchAction = errors.New("act: no such action")
 
 // projections is the ledger as the runner reads its projections back.
-type projections interface {
-	ReadProjection(name string, fn func(ledger.ReadKV) error) error
-}
+type projections = ledger.ProjectionReader
 
 // Lookup returns what became of the action id, as the ledger holds it:
 // its last status and result (ErrNoSuchAction when the ledger has none).
@@ -870,16 +868,7 @@ func (r *Runner) Lookup(id string) (Result, error) {
 	if !ok {
 		return Result{}, ErrNoLedger
 	}
-	var ar actionResult
-	var found bool
-	err := store.ReadProjection(projResults, func(kv ledger.ReadKV) error {
-		v := kv.Get([]byte(id))
-		if v == nil {
-			return nil
-		}
-		found = true
-		return ledger.UnmarshalPayload(v, &ar)
-	})
+	ar, found, err := ledger.ReadRecord[actionResult](store, projResults, []byte(id))
 	switch {
 	case err != nil:
 		return Result{}, fmt.Errorf("act: the result of %s: %w", id, err)

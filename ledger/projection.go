@@ -95,6 +95,25 @@ func (s *Store) ReadProjection(name string, fn func(ReadKV) error) error {
 	})
 }
 
+// ProjectionReader reads projections: a Store does.
+type ProjectionReader interface {
+	ReadProjection(name string, fn func(ReadKV) error) error
+}
+
+// ReadRecord reads the record a projection keeps under key, decoded
+// (UnmarshalPayload) into a T; found is false when there is none.
+func ReadRecord[T any](r ProjectionReader, projection string, key []byte) (v T, found bool, err error) {
+	err = r.ReadProjection(projection, func(kv ReadKV) error {
+		b := kv.Get(key)
+		if b == nil {
+			return nil
+		}
+		found = true
+		return UnmarshalPayload(b, &v)
+	})
+	return v, found, err
+}
+
 // openProjections makes the bucket of every projection the store keeps. A
 // projection new to a file that already holds events (the file was
 // written by a body without it) is built from those events here, once,

@@ -368,16 +368,7 @@ func (g *Gate) items(id string) (work.Item, bool) {
 // Explain returns the decision recorded for an event, or, when there is
 // none, why: the noise pool's sample of it, or that nothing wanted it.
 func Explain(r work.Reader, pool *Pool, eventID string, now time.Time) (Decision, error) {
-	var d Decision
-	found := false
-	err := r.ReadProjection(projDecisions, func(kv ledger.ReadKV) error {
-		b := kv.Get([]byte(eventID))
-		if b == nil {
-			return nil
-		}
-		found = true
-		return ledger.UnmarshalPayload(b, &d)
-	})
+	d, found, err := ledger.ReadRecord[Decision](r, projDecisions, []byte(eventID))
 	if err != nil {
 		return Decision{}, fmt.Errorf("gate: %w", err)
 	}

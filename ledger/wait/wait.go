@@ -409,16 +409,7 @@ func (Conditions) Apply(kv ledger.KV, e *ledger.Event) error {
 // Get returns a condition as it stands, a removed one too; ErrNotFound
 // when there is none of that id.
 func Get(r work.Reader, id string) (Condition, error) {
-	var c Condition
-	found := false
-	err := r.ReadProjection(Projection, func(kv ledger.ReadKV) error {
-		b := kv.Get([]byte(id))
-		if b == nil {
-			return nil
-		}
-		found = true
-		return ledger.UnmarshalPayload(b, &c)
-	})
+	c, found, err := ledger.ReadRecord[Condition](r, Projection, []byte(id))
 	switch {
 	case err != nil:
 		return Condition{}, fmt.Errorf("wait: %w", err)

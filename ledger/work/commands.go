@@ -422,22 +422,11 @@ func (Items) Apply(kv ledger.KV, e *ledger.Event) error {
 }
 
 // Reader reads projections: a ledger.Store.
-type Reader interface {
-	ReadProjection(name string, fn func(ledger.ReadKV) error) error
-}
+type Reader = ledger.ProjectionReader
 
 // Get returns one item as it stands.
 func Get(r Reader, id string) (Item, error) {
-	var it Item
-	found := false
-	err := r.ReadProjection(Projection, func(kv ledger.ReadKV) error {
-		b := kv.Get([]byte(id))
-		if b == nil {
-			return nil
-		}
-		found = true
-		return ledger.UnmarshalPayload(b, &it)
-	})
+	it, found, err := ledger.ReadRecord[Item](r, Projection, []byte(id))
 	switch {
 	case err != nil:
 		return Item{}, fmt.Errorf("work: %w", err)
