@@ -268,6 +268,30 @@ func TestDamageBelowTheQuickCheck(t *testing.T) {
 		s.Close()
 		movedAside(t, path)
 	})
+	// A later commit may copy the damaged page anew (bbolt copies a page
+	// it writes), leaving nothing a whole read would find: the damage
+	// the run met is noted in the file, and the next Open moves it aside
+	// all the same, saying so.
+	t.Run("the page written anew after", func(t *testing.T) {
+		path := damaged(t, mid)
+		s := openQuick(t, path)
+		isDamage(t, "CheckAll", s.CheckAll(t.Context()))
+		data, _ := os.ReadFile(good)
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteAt(data[int(mid)*ps:int(mid+1)*ps], int64(mid)*int64(ps)) // the page as it was
+		f.Close()
+		if err := s.checkAll(t.Context()); err != nil {
+			t.Fatalf("the page restored, a whole read still finds %v", err)
+		}
+		s.Close()
+		s = openQuick(t, path)
+		if d := s.Damage(); d == nil || !strings.Contains(d.Reason, "the last run met damage") || !strings.Contains(d.Reason, fmt.Sprint(mid)) {
+			t.Fatalf("reopened: damage %+v, want the file moved aside for the damage the last run met", d)
+		}
+	})
 	t.Run("append", func(t *testing.T) {
 		// An append whose dedupe key's check reads the damaged page.
 		// bbolt's db.Update would roll it back by reading every page

@@ -62,6 +62,7 @@ var (
 	kIDsThrough = []byte("ids_through")      // every event up to this sequence has its id in the ids bucket
 	kClosed     = []byte("closed")           // the close record: see closeRecord
 	kRunning    = []byte("running")          // the running clock at the last Close, ns
+	kDamaged    = []byte("damaged")          // damage a running store met: the next Open moves the file aside
 )
 
 // counts are what the outbox's budget and Stats need to know of the whole
@@ -652,6 +653,11 @@ var errUnchanged = errors.New("ledger: nothing to commit")
 // ledger leaves a cleanly closed file as it was.
 func (s *Store) init(st fileState) error {
 	err := s.write(func(tx *bolt.Tx) error {
+		if meta := tx.Bucket(bMeta); meta != nil {
+			if note := meta.Get(kDamaged); note != nil {
+				return fmt.Errorf("%w: the last run met damage: %s", ErrDamaged, note)
+			}
+		}
 		changed, migrated, err := migrate(tx, s.opts.Now())
 		if err != nil {
 			return err
@@ -915,10 +921,27 @@ func (s *Store) noteFault(err error, attrs ...any) {
 		return
 	}
 	s.opts.Log.Error("ledger damaged; the next start reads every page and moves the file aside", append([]any{"err", err}, attrs...)...)
-	if err := s.write(func(tx *bolt.Tx) error { return tx.Bucket(bMeta).Delete(kClosed) }); err != nil {
-		s.opts.Log.Error("ledger: forgetting the clean stop", "err", err)
+	// The note, not only a whole read, makes the next start move the file
+	// aside: a later commit may copy the damaged page anew (bbolt copies
+	// a page on write), and a whole read would then find nothing wrong
+	// with what is left.
+	note := err.Error()
+	if len(note) > maxDamageNote {
+		note = note[:maxDamageNote]
+	}
+	if err := s.write(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bMeta)
+		if err := meta.Delete(kClosed); err != nil {
+			return err
+		}
+		return meta.Put(kDamaged, []byte(note))
+	}); err != nil {
+		s.opts.Log.Error("ledger: noting the damage for the next start", "err", err)
 	}
 }
+
+// maxDamageNote bounds the note of damage kept for the next start.
+const maxDamageNote = 1024
 
 // CheckAll reads every page of the file with plain reads and checks what
 // bbolt trusts of them, as Open does when the last writer did not Close
