@@ -16,4 +16,7 @@ type Drivers struct {
 	OpenInput    func(InputConfig) (InputDevice, error)
 	// WatchInputs reports input devices as they are plugged and unplugged.
 	WatchInputs func() (InputWatcher, error)
+	// OpenI2C opens an I²C bus by its name or number ("1", "I2C1",
+	// "/dev/i2c-1").
+	OpenI2C func(bus string) (I2CBus, error)
 }

@@ -1,7 +1,8 @@
 // Package uapi holds the Linux kernel's userspace structures and ioctl
 // request numbers that hal's drivers use, once: the GPIO character device
 // (linux/gpio.h, uAPI v2, and the chip info of v1), V4L2
-// (linux/videodev2.h) and evdev (linux/input.h). A structure is laid out
+// (linux/videodev2.h), evdev (linux/input.h) and i2c-dev's SMBus
+// transfers (linux/i2c-dev.h). A structure is laid out
 // byte for byte as the C compiler lays out the kernel's header for the
 // ABI Go builds for (amd64, arm64 and 32-bit ARM differ where a long or a
 // pointer is in it), and a request number is computed from the size of

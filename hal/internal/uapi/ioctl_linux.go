@@ -30,6 +30,32 @@ func Ioctl(fd int, req uintptr, arg unsafe.Pointer) error {
 	}
 }
 
+// FileIoctlValue issues a request whose argument is a value, not a
+// pointer (I2C_SLAVE's address), on f as FileIoctl does.
+func FileIoctlValue(f *os.File, req, val uintptr) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ierr error
+	err = rc.Control(func(fd uintptr) {
+		for {
+			_, _, e := unix.Syscall(unix.SYS_IOCTL, fd, req, val)
+			if e == unix.EINTR {
+				continue
+			}
+			if e != 0 {
+				ierr = e
+			}
+			return
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return ierr
+}
+
 // FileIoctl issues Ioctl on a file the runtime polls, through
 // SyscallConn: f.Fd() would put the descriptor in blocking mode for good,
 // and a read would then sit in the kernel where neither a deadline, Halt

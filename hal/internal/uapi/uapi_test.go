@@ -74,6 +74,10 @@ func TestLayout(t *testing.T) {
 		{"VIDIOC_QUERYCTRL", VIDIOCQueryCtrl, 0xc0445624},
 		{"VIDIOC_QUERYMENU", VIDIOCQueryMenu, 0xc02c5625},
 
+		{"i2c_smbus_ioctl_data", unsafe.Sizeof(I2CSMBusIoctlData{}), pick(16, 12)},
+		{"i2c_smbus_ioctl_data.data offset", unsafe.Offsetof(I2CSMBusIoctlData{}.Data), 8},
+		{"i2c_smbus_data", unsafe.Sizeof(I2CSMBusData{}), 34},
+
 		{"input_event", unsafe.Sizeof(InputEvent{}), pick(24, 16)},
 		{"input_event.type offset", unsafe.Offsetof(InputEvent{}.Type), pick(16, 8)},
 		{"EVIOCGRAB", EVIOCGrab, 0x40044590},
