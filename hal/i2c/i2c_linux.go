@@ -80,6 +80,9 @@ func Open(name string) (hal.I2CBus, error) {
 // alias, or the adapter's name.
 func find(refs []*i2creg.Ref, name string) *i2creg.Ref {
 	want := strings.TrimSpace(name)
+	if want == "" {
+		return nil
+	}
 	if n, err := strconv.Atoi(strings.TrimPrefix(want, "i2c-")); err == nil {
 		for _, r := range refs {
 			if r.Number == n {
