@@ -273,6 +273,24 @@ type Sense struct {
 	Inputs      Inputs                `json:"inputs"`
 	Cameras     map[string]Camera     `json:"cameras"`
 	Microphones map[string]Microphone `json:"microphones"`
+	Env         Env                   `json:"env"`
+}
+
+// Env configures the environment sensors' channels (see the schema).
+type Env struct {
+	IntervalS  int            `json:"interval_s"`
+	SummaryS   int            `json:"summary_s"`
+	Thresholds []EnvThreshold `json:"thresholds"`
+}
+
+// EnvThreshold is a value of a quantity that env.changed reports the
+// crossing of: Above or Below it (one of them), and back past it by
+// Hysteresis before it counts as crossed again.
+type EnvThreshold struct {
+	Quantity   string   `json:"quantity"`
+	Above      *float64 `json:"above,omitempty"`
+	Below      *float64 `json:"below,omitempty"`
+	Hysteresis float64  `json:"hysteresis"`
 }
 
 // SelfState configures the self-state channel and the limits it judges by.
@@ -475,7 +493,11 @@ func Default() Config {
 			CompactFreeMB: 64, Classes: map[string]string{}},
 		Sense: Sense{Queue: 256, Self: SelfState{IntervalS: 5, HotC: 80, CriticalC: 85, DiskLowMB: 256, DiskCriticalMB: 32},
 			Buttons: Buttons{LongPressMS: 1000, DoublePressMS: 400}, Inputs: Inputs{ActivityWindowS: 10},
-			Cameras: map[string]Camera{}, Microphones: map[string]Microphone{}},
+			Cameras: map[string]Camera{}, Microphones: map[string]Microphone{},
+			Env: Env{IntervalS: 10, SummaryS: 300, Thresholds: []EnvThreshold{
+				{Quantity: "humidity_pct", Above: ptr(70.0), Hysteresis: 5},
+				{Quantity: "temperature_c", Above: ptr(30.0), Hysteresis: 1},
+				{Quantity: "temperature_c", Below: ptr(10.0), Hysteresis: 1}}}},
 		Act: Act{Safety: Safety{Forbidden: []Forbidden{}, UnsyncedClockRefuseFrom: "R3"},
 			RateLimits: RateLimits{PerPrincipal: RateLimit{Burst: 30, PerSecond: 2}, Default: RateLimit{Burst: 20, PerSecond: 10}, ByCapability: map[string]RateLimit{}},
 			Outputs:    map[string]Output{}, ChannelModes: map[string]string{}, CapabilityModes: map[string]string{},
@@ -576,6 +598,11 @@ func Load(src Sources) (*Loaded, error) {
 	if a, ok := merged["agent"].(map[string]any); ok && a["principals"] != nil {
 		l.Config.Agent.Principals = nil
 	}
+	if s, ok := merged["sense"].(map[string]any); ok {
+		if e, ok := s["env"].(map[string]any); ok && e["thresholds"] != nil {
+			l.Config.Sense.Env.Thresholds = nil
+		}
+	}
 	if err := strictjson.Into(&strictjson.Doc{File: "merged config", Value: merged}, &l.Config); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -596,6 +623,11 @@ func (c *Config) check() error {
 	}
 	if s := c.Sense.Self; s.DiskCriticalMB > s.DiskLowMB {
 		bad("$.sense.self.disk_critical_mb", "%d MiB is above disk_low_mb (%d MiB); critical must be at most low", s.DiskCriticalMB, s.DiskLowMB)
+	}
+	for i, th := range c.Sense.Env.Thresholds {
+		if (th.Above == nil) == (th.Below == nil) {
+			bad(fmt.Sprintf("$.sense.env.thresholds[%d]", i), "a threshold is above or below a value: one of them")
+		}
 	}
 	for name, cam := range c.Sense.Cameras {
 		seen := map[string]bool{}

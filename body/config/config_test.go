@@ -258,6 +258,9 @@ func TestLoadRefusesLimitsOutOfOrder(t *testing.T) {
 	for _, tc := range []struct{ doc, want string }{
 		{`{"version": 1, "sense": {"self": {"hot_c": 90, "critical_c": 85}}}`, `$.sense.self.critical_c: 85 °C is below hot_c (90 °C)`},
 		{`{"version": 1, "sense": {"self": {"disk_low_mb": 10, "disk_critical_mb": 32}}}`, `$.sense.self.disk_critical_mb: 32 MiB is above disk_low_mb (10 MiB)`},
+		{`{"version": 1, "sense": {"env": {"thresholds": [{"quantity": "humidity_pct", "hysteresis": 5}]}}}`, `$.sense.env.thresholds[0]: a threshold is above or below a value: one of them`},
+		{`{"version": 1, "sense": {"env": {"thresholds": [{"quantity": "humidity_pct", "above": 70, "below": 20, "hysteresis": 5}]}}}`, `$.sense.env.thresholds[0]: a threshold is above or below a value`},
+		{`{"version": 1, "sense": {"env": {"thresholds": [{"quantity": "lux", "above": 70, "hysteresis": 5}]}}}`, `$.sense.env.thresholds[0].quantity`},
 		{`{"version": 1, "sense": {"cameras": {"front": {"zones": [{"name": "a", "polygon": [[0,0],[1,0],[1,1]]}, {"name": "a", "polygon": [[0,0],[1,0],[0,1]]}]}}}}`, `$.sense.cameras.front.zones[1].name: zone name "a" is used twice`},
 		{`{"version": 1, "mqtt": {"reconnect": {"min_ms": 5000, "max_ms": 2000}}}`, `$.mqtt.reconnect.min_ms: 5000 ms is above max_ms (2000 ms)`},
 		{`{"version": 1, "mqtt": {"broker": "ssl://hub:8883", "tls": {"cert_file": "/etc/c.pem"}}}`, `$.mqtt.tls: cert_file and key_file go together`},
