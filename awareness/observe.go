@@ -63,7 +63,8 @@ type ObservationRule = config.ObservationRule
 // DefaultObservationRules are what a body tells its agent unless the
 // config says otherwise: the e-stop at max; a person taking over, the
 // body reaching critical and long presses at high; motion, voice,
-// buttons and conditions of the board at medium; the rest off.
+// buttons, conditions of the board and the air crossing a threshold at
+// medium (back clear of it at low); the rest off.
 var DefaultObservationRules = []ObservationRule{
 	{Type: "estop.tripped", Actor: "system", Attention: "max", Trust: "high", Text: "E-stop tripped ({cause}): every output is at its safe level, and the body refuses to act until a person resets it at the device."},
 	{Type: "estop.reset", Actor: "user", Attention: "high", Trust: "high", Text: "The e-stop was reset by {by}: the body may act again; nothing restarted by itself."},
@@ -80,6 +81,9 @@ var DefaultObservationRules = []ObservationRule{
 	{Type: "input.pressed", Actor: "signal", Attention: "medium", Trust: "medium", Text: "{key} pressed on {device}."},
 	{Type: "camera.motion_started", Actor: "signal", Attention: "medium", Trust: "medium", Text: "Motion in {zone} seen by {channel}."},
 	{Type: "audio.voice_started", Actor: "signal", Attention: "medium", Trust: "medium", Text: "A voice on {channel}."},
+	{Type: "env.changed", When: map[string]string{"crossed": "true"}, Actor: "signal", Attention: "medium", Trust: "high", Text: "{quantity} reached {value}, past {threshold} ({sensor})."},
+	{Type: "env.changed", When: map[string]string{"crossed": "false"}, Actor: "signal", Attention: "low", Trust: "high", Text: "{quantity} is back at {value}, clear of {threshold} ({sensor})."},
+	{Type: "env.reading", Actor: "signal", Attention: "off", Trust: "high"},
 	{Type: "audio.level", Actor: "signal", Attention: "off", Trust: "medium"},
 	{Type: "input.activity", Actor: "signal", Attention: "off", Trust: "medium"},
 	{Type: "gpio.changed", Actor: "signal", Attention: "off", Trust: "medium"},

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -59,6 +60,8 @@ type Profile struct {
 	Cameras     []Camera `json:"cameras,omitempty"`
 	Audio       Audio    `json:"audio"`
 	Inputs      []Input  `json:"inputs,omitempty"`
+	I2C         *I2C     `json:"i2c,omitempty"`
+	LEDs        []LED    `json:"leds,omitempty"`
 	Thermal     Thermal  `json:"thermal"`
 	// Source is where the profile was read from ("built-in" or a path).
 	Source string `json:"-"`
@@ -190,6 +193,39 @@ type Input struct {
 	Grab  bool   `json:"grab,omitempty"`
 }
 
+// I2C is what the body reads on I²C buses.
+type I2C struct {
+	Sensors []I2CSensor `json:"sensors"`
+}
+
+// I2CSensor is a sensor on an I²C bus.
+type I2CSensor struct {
+	Name string `json:"name"`
+	// Chip is the driver: bme280 (a BME280 or a BMP280).
+	Chip string `json:"chip"`
+	// Bus is the bus's number, periph's name for it, or its adapter's.
+	Bus string `json:"bus"`
+	// Address is the 7-bit address in hex ("0x76").
+	Address string `json:"address"`
+}
+
+// Addr is the sensor's address as a number (the schema checked its form).
+func (s I2CSensor) Addr() uint16 {
+	v, _ := strconv.ParseUint(strings.TrimPrefix(s.Address, "0x"), 16, 8)
+	return uint16(v)
+}
+
+// LED is one of the board's own LEDs that the body may take over.
+type LED struct {
+	Name string `json:"name"`
+	// LED is its name under /sys/class/leds.
+	LED string `json:"led"`
+	// Take: the body takes it unless the config says otherwise.
+	Take bool `json:"take,omitempty"`
+	// Note says what it shows while the system keeps it.
+	Note string `json:"note,omitempty"`
+}
+
 // Thermal says where temperatures and throttling are read.
 type Thermal struct {
 	Zones    []string `json:"zones"`
@@ -296,6 +332,27 @@ func (p *Profile) check(file string) error {
 	}
 	for i, in := range p.Inputs {
 		name(fmt.Sprintf("$.inputs[%d].name", i), in.Name)
+	}
+	if p.I2C != nil {
+		at := map[string]string{}
+		for i, sn := range p.I2C.Sensors {
+			path := fmt.Sprintf("$.i2c.sensors[%d]", i)
+			name(path+".name", sn.Name)
+			k := sn.Bus + " " + strings.ToLower(sn.Address)
+			if prev, dup := at[k]; dup {
+				bad(path+".address", "bus %s address %s is already used at %s", sn.Bus, sn.Address, prev)
+			}
+			at[k] = path
+		}
+	}
+	leds := map[string]string{}
+	for i, l := range p.LEDs {
+		path := fmt.Sprintf("$.leds[%d]", i)
+		name(path+".name", l.Name)
+		if prev, dup := leds[l.LED]; dup {
+			bad(path+".led", "LED %q is already used at %s", l.LED, prev)
+		}
+		leds[l.LED] = path
 	}
 	if t := p.Thermal.Throttle; t.Source != "none" && t.Path == "" {
 		bad("$.thermal.throttle", "source %q needs a path", t.Source)

@@ -9,6 +9,7 @@ import (
 	"periph.io/x/conn/v3/physic"
 
 	"github.com/tobe-body/tobe-body/hal"
+	"github.com/tobe-body/tobe-body/hal/i2c/bme280"
 )
 
 // Status is how a device a profile names fared.
@@ -24,7 +25,7 @@ const (
 
 // Report is the state of one device of a profile.
 type Report struct {
-	Kind   string `json:"kind"`   // gpio-chip, gpio-in, gpio-out, estop, camera, audio-capture, audio-playback, input, thermal-zone, throttle
+	Kind   string `json:"kind"`   // gpio-chip, gpio-in, gpio-out, estop, camera, audio-capture, audio-playback, input, env-sensor, led, thermal-zone, throttle
 	Name   string `json:"name"`   // the profile's name for it (main, second, reset for the e-stop lines)
 	Target string `json:"target"` // what was looked for
 	Status Status `json:"status"`
@@ -44,6 +45,10 @@ type Finder interface {
 	Audio(device string, pcm int, capture bool) (string, error)
 	Input(match string) (string, error)
 	ThermalZone(typ string) (string, error)
+	// I2C finds an I²C bus by number or name.
+	I2C(bus string) (string, error)
+	// LED finds one of the board's LEDs by its name in /sys/class/leds.
+	LED(name string) (string, error)
 	Throttle(source, glob string) (string, error)
 }
 
@@ -65,8 +70,9 @@ func statusOf(err error) (Status, string) {
 // Opened is a device a Walk opened, with its report. Exactly one of the
 // device fields is set, by Report.Kind: Chip (gpio-chip), LineIn (estop,
 // gpio-in; Line says how it was requested), LineOut (gpio-out), Camera,
-// Capture, Playback, Input (a named input device) or Watcher (an input
-// that takes every device as it is plugged, "match": "*").
+// Capture, Playback, Input (a named input device), Watcher (an input
+// that takes every device as it is plugged, "match": "*"), Env (an
+// environment sensor) or LED (one of the board's own LEDs).
 type Opened struct {
 	Report
 	Line     *LineSpec
@@ -79,6 +85,8 @@ type Opened struct {
 	Input    hal.InputDevice
 	InputCfg *Input
 	Watcher  hal.InputWatcher
+	Env      hal.EnvSensor
+	LED      hal.LED
 }
 
 // Check opens, or finds, every device p names and reports each. Devices are
@@ -96,7 +104,7 @@ func Check(p *Profile, d hal.Drivers, f Finder) []Report { return Walk(p, d, f, 
 // keeps every line it opened. Only a caller that keeps what it opens
 // grabs an input device its profile says to grab: a check does not. Reports come in the order the devices
 // are walked: the GPIO chip and its lines (the e-stop's first), cameras,
-// audio, input devices, thermal zones, throttling.
+// audio, input devices, I²C sensors, LEDs, thermal zones, throttling.
 func Walk(p *Profile, d hal.Drivers, f Finder, keep func(Opened) bool) []Report {
 	var out []Report
 	report := func(kind, name, target, found string, err error) Report {
@@ -264,6 +272,54 @@ func Walk(p *Profile, d hal.Drivers, f Finder, keep func(Opened) bool) []Report 
 		}
 	}
 
+	if p.I2C != nil {
+		for _, sn := range p.I2C.Sensors {
+			o := Opened{Report: Report{Kind: "env-sensor", Name: sn.Name, Target: fmt.Sprintf("%s at %s on I²C bus %s", sn.Chip, sn.Address, sn.Bus)}}
+			switch {
+			case d.OpenI2C == nil && f != nil:
+				found, err := f.I2C(sn.Bus)
+				if err == nil {
+					found, err = "bus "+found, fmt.Errorf("bus %s found; this build has no I²C driver to ask for the sensor: %w", found, hal.ErrUnsupported)
+				}
+				add(o.Kind, o.Name, o.Target, found, err)
+				continue
+			case d.OpenI2C == nil:
+				add(o.Kind, o.Name, o.Target, "", noDriver("I²C"))
+				continue
+			}
+			sensor, err := openSensor(d, sn)
+			var found string
+			if err == nil {
+				found = sensor.Name()
+			}
+			if o.Env = sensor; !opened(o, found, err) && err == nil {
+				sensor.Close()
+			}
+		}
+	}
+
+	for _, l := range p.LEDs {
+		tgt := "LED " + l.LED
+		switch {
+		case !l.Take:
+			why := "left to the system"
+			if l.Note != "" {
+				why += " (" + l.Note + ")"
+			}
+			out = append(out, Report{Kind: "led", Name: l.Name, Target: tgt, Status: Skipped, Reason: why + "; act.leds." + l.Name + ": true takes it"})
+		case d.OpenLED != nil:
+			led, err := d.OpenLED(l.LED)
+			if !opened(Opened{Report: Report{Kind: "led", Name: l.Name, Target: tgt}, LED: led}, "/sys/class/leds/"+l.LED, err) && err == nil {
+				led.Close()
+			}
+		case f != nil:
+			found, err := f.LED(l.LED)
+			add("led", l.Name, tgt, found, err)
+		default:
+			add("led", l.Name, tgt, "", noDriver("LED"))
+		}
+	}
+
 	for _, z := range p.Thermal.Zones {
 		var found string
 		err := noDriver("thermal")
@@ -281,6 +337,20 @@ func Walk(p *Profile, d hal.Drivers, f Finder, keep func(Opened) bool) []Report 
 		add("throttle", t.Source, t.Path, found, err)
 	}
 	return out
+}
+
+// openSensor opens an I²C sensor's bus and the sensor on it.
+func openSensor(d hal.Drivers, sn I2CSensor) (hal.EnvSensor, error) {
+	bus, err := d.OpenI2C(sn.Bus)
+	if err != nil {
+		return nil, err
+	}
+	switch sn.Chip {
+	case "bme280":
+		return bme280.Open(bus, sn.Addr(), nil)
+	}
+	bus.Close()
+	return nil, fmt.Errorf("chip %q: %w", sn.Chip, hal.ErrUnsupported)
 }
 
 // CameraConfig converts a profile camera to what a driver is asked for.

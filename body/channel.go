@@ -19,6 +19,10 @@ func ChannelID(kind, name string) string {
 		return "audio." + name
 	case "thermal-zone":
 		return "thermal." + name
+	case "env-sensor":
+		return "env." + name
+	case "led":
+		return "light." + name
 	}
 	return kind + "." + name
 }

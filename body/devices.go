@@ -47,6 +47,19 @@ type Hotplug struct {
 	Open    func(hal.InputConfig) (hal.InputDevice, error)
 }
 
+// EnvDevice is an environment sensor the body opened.
+type EnvDevice struct {
+	ID  string
+	Dev hal.EnvSensor
+}
+
+// LightDevice is one of the board's own LEDs the body took over.
+type LightDevice struct {
+	ID   string // light.NAME
+	Name string // the profile's name
+	LED  hal.LED
+}
+
 // Devices are the hal devices the body opened for its board's profile.
 type Devices struct {
 	Chip      hal.Chip
@@ -59,6 +72,8 @@ type Devices struct {
 	SpeakerID string
 	Inputs    []InputDevice
 	Hotplug   []Hotplug
+	Envs      []EnvDevice
+	Lights    []LightDevice
 }
 
 // OpenDevices opens every device p names with d (found with f where d
@@ -90,6 +105,10 @@ func OpenDevices(p *board.Profile, d hal.Drivers, f board.Finder, reg *Registry,
 			ds.Inputs = append(ds.Inputs, InputDevice{ID: id, Role: o.InputCfg.Role, Dev: o.Input})
 		case o.Watcher != nil:
 			ds.Hotplug = append(ds.Hotplug, Hotplug{ID: id, Watcher: o.Watcher, Open: d.OpenInput})
+		case o.Env != nil:
+			ds.Envs = append(ds.Envs, EnvDevice{ID: id, Dev: o.Env})
+		case o.LED != nil:
+			ds.Lights = append(ds.Lights, LightDevice{ID: id, Name: o.Name, LED: o.LED})
 		default:
 			return false
 		}
@@ -105,15 +124,18 @@ func OpenDevices(p *board.Profile, d hal.Drivers, f board.Finder, reg *Registry,
 		ch := Channel{ID: id, Kind: kind, Device: device(r), Driver: string(r.Status)}
 		switch {
 		case r.Status == board.Skipped:
-			log.Info("device absent on this board", "channel", id, "why", r.Reason)
+			log.Info("device skipped", "channel", id, "why", r.Reason)
 			continue
 		case r.Status == board.Failed:
 			log.Warn("device failed", "channel", id, "err", r.Reason)
 			ch.State, ch.Health = Error, r.Reason
 		case taken[id]:
 			ch.State = Enabled
-			if r.Kind == "gpio-out" {
+			switch r.Kind {
+			case "gpio-out":
 				ch.Device = fmt.Sprintf("%s, safe %s", r.Target, safeOf(p, r.Name))
+			case "led":
+				ch.Device = r.Target + ", safe off"
 			}
 		case r.Kind == "gpio-chip":
 			if d.OpenChip != nil {
@@ -164,6 +186,11 @@ func (ds *Devices) Halt() error {
 			first = fmt.Errorf("halt %s: %w", o.ID, err)
 		}
 	}
+	for _, l := range ds.Lights {
+		if err := l.LED.Halt(); err != nil && first == nil {
+			first = fmt.Errorf("halt %s: %w", l.ID, err)
+		}
+	}
 	if ds.Speaker != nil {
 		ds.Speaker.Halt()
 	}
@@ -181,6 +208,9 @@ func (ds *Devices) Halt() error {
 	}
 	for _, h := range ds.Hotplug {
 		h.Watcher.Close()
+	}
+	for _, e := range ds.Envs {
+		e.Dev.Halt()
 	}
 	return first
 }
@@ -200,6 +230,12 @@ func (ds *Devices) Close() error {
 	}
 	for _, in := range ds.Inputs {
 		errs = append(errs, in.Dev.Close())
+	}
+	for _, e := range ds.Envs {
+		errs = append(errs, e.Dev.Close())
+	}
+	for _, l := range ds.Lights {
+		errs = append(errs, l.LED.Close())
 	}
 	if ds.Chip != nil {
 		errs = append(errs, ds.Chip.Close())

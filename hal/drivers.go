@@ -19,4 +19,7 @@ type Drivers struct {
 	// OpenI2C opens an I²C bus by its name or number ("1", "I2C1",
 	// "/dev/i2c-1").
 	OpenI2C func(bus string) (I2CBus, error)
+	// OpenLED takes over one of the board's own LEDs by its name in
+	// /sys/class/leds ("ACT").
+	OpenLED func(name string) (LED, error)
 }

@@ -183,3 +183,12 @@ type Chip interface {
 	// Close halts and releases every line requested from the chip.
 	Close() error
 }
+
+// LED is one of the board's own LEDs (/sys/class/leds) that the body took
+// over: an output whose High is on and whose safe level is off (Low).
+// Close switches it off and gives it back to the system (its kernel
+// trigger).
+type LED interface {
+	LineOut
+	Close() error
+}

@@ -78,7 +78,7 @@ func DefaultClasses() Classes {
 			// are kept.
 			"work.": ClassAudit, "wait.": ClassAudit,
 			"estop.": ClassSafety, "lease.human_": ClassSafety, "body.degradation": ClassSafety,
-			"camera.": ClassTelemetry, "audio.": ClassTelemetry, "input.": ClassTelemetry, "gpio.": ClassTelemetry,
+			"camera.": ClassTelemetry, "audio.": ClassTelemetry, "input.": ClassTelemetry, "gpio.": ClassTelemetry, "env.": ClassTelemetry,
 			"body.": ClassState, "channel.": ClassState,
 			// A setting of the wall clock explains the times around it
 			// and the grants it ended: kept with the audit records.

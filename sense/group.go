@@ -99,6 +99,7 @@ var channelDefaults = map[string]struct {
 	"camera":   {ledger.Low, ledger.Sensitive},
 	"audio":    {ledger.Low, ledger.Sensitive},
 	"self":     {ledger.High, ledger.Internal},
+	"env":      {ledger.High, ledger.Internal},
 }
 
 // NewGroup makes the channels for what ds opened, and the self-state
@@ -126,7 +127,7 @@ func NewGroup(ds *body.Devices, gc GroupConfig) *Group {
 			snaps = Snapshots{Dir: filepath.Join(dataDir, "evidence", c.ID), TTL: time.Duration(cmp.Or(sn.TTLHours, 24)) * time.Hour, Width: cmp.Or(sn.Width, 160)}
 			s.snaps = append(s.snaps, snaps)
 		}
-		ch, err := NewCameraChannel(outletWith(c.ID, "camera", cc.Privacy), c.Cam, motionConfig(cc), snaps, s.cameraState(c.ID))
+		ch, err := NewCameraChannel(outletWith(c.ID, "camera", cc.Privacy), c.Cam, motionConfig(cc), snaps, s.onlineState(c.ID, "camera"))
 		if err != nil {
 			s.fail(c.ID, err)
 			continue
@@ -184,6 +185,15 @@ func NewGroup(ds *body.Devices, gc GroupConfig) *Group {
 		s.runs = append(s.runs, senseRun{h.ID, c.Run})
 	}
 
+	for _, e := range ds.Envs {
+		c, err := NewEnvChannel(outlet(e.ID, "env"), e.Dev, envConfig(cfg.Env), s.onlineState(e.ID, "environment sensor"))
+		if err != nil {
+			s.fail(e.ID, err)
+			continue
+		}
+		s.runs = append(s.runs, senseRun{e.ID, c.Run})
+	}
+
 	sampler := &body.Sampler{Root: "/", DataDir: dataDir, Zones: gc.Zones,
 		ThrottleSource: gc.ThrottleSource, ThrottlePath: gc.ThrottlePath,
 		Clock: clock, Registry: reg, Shed: s.shed, Limits: limits(cfg.Self), Outbox: gc.Outbox}
@@ -235,6 +245,21 @@ func soundConfig(c config.Microphone) sound.Config {
 	return s
 }
 
+func envConfig(c config.Env) EnvConfig {
+	ec := EnvConfig{Every: time.Duration(c.IntervalS) * time.Second, Summary: time.Duration(c.SummaryS) * time.Second}
+	for _, t := range c.Thresholds {
+		th := EnvThreshold{Quantity: t.Quantity, Hysteresis: t.Hysteresis}
+		switch {
+		case t.Above != nil:
+			th.Value, th.Above = *t.Above, true
+		case t.Below != nil:
+			th.Value = *t.Below
+		}
+		ec.Thresholds = append(ec.Thresholds, th)
+	}
+	return ec
+}
+
 func limits(c config.SelfState) body.Limits {
 	l := body.DefaultLimits
 	l.HotC, l.CriticalC = c.HotC, c.CriticalC
@@ -242,16 +267,17 @@ func limits(c config.SelfState) body.Limits {
 	return l
 }
 
-// cameraState marks a camera's channel offline while its driver reopens
-// it, and enabled again when frames come.
-func (s *Group) cameraState(id string) CameraState {
+// onlineState marks a channel offline while its device does not answer
+// (a camera its driver reopens, a sensor that stopped answering), and
+// enabled again when it does; what names the device in the log.
+func (s *Group) onlineState(id, what string) func(online bool, err error) {
 	return func(online bool, err error) {
 		state, health := body.Enabled, "ok"
 		if !online {
 			state, health = body.Offline, err.Error()
-			s.log.Warn("camera offline", "channel", id, "err", err)
+			s.log.Warn(what+" offline", "channel", id, "err", err)
 		} else {
-			s.log.Info("camera back", "channel", id)
+			s.log.Info(what+" back", "channel", id)
 		}
 		if serr := s.reg.Set(id, state, health); serr != nil {
 			s.log.Error("channel state", "channel", id, "err", serr)

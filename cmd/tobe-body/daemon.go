@@ -25,7 +25,9 @@ import (
 	"github.com/tobe-body/tobe-body/hal/audio"
 	v4l2 "github.com/tobe-body/tobe-body/hal/camera"
 	"github.com/tobe-body/tobe-body/hal/gpio"
+	"github.com/tobe-body/tobe-body/hal/i2c"
 	"github.com/tobe-body/tobe-body/hal/input"
+	"github.com/tobe-body/tobe-body/hal/led"
 	"github.com/tobe-body/tobe-body/hal/probe"
 	"github.com/tobe-body/tobe-body/hal/sim"
 	"github.com/tobe-body/tobe-body/ledger"
@@ -43,7 +45,7 @@ func driversFor(p *board.Profile, seed uint64) (hal.Drivers, board.Finder) {
 		return sim.New(seed).Drivers(), nil
 	}
 	return hal.Drivers{Name: "linux", OpenChip: gpio.Open, OpenCamera: v4l2.Open, OpenCapture: audio.OpenCapture, OpenPlayback: audio.OpenPlayback,
-		OpenInput: input.Open, WatchInputs: input.Watch}, probe.Finder{Root: "/"}
+		OpenInput: input.Open, WatchInputs: input.Watch, OpenI2C: i2c.Open, OpenLED: led.Open}, probe.Finder{Root: "/"}
 }
 
 // projections are the ledger projections the body keeps: the act

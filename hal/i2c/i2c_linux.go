@@ -42,7 +42,7 @@ func Open(name string) (hal.I2CBus, error) {
 		if len(have) > 0 {
 			why = strings.Join(have, ", ")
 		}
-		return nil, fmt.Errorf("I²C bus %q: %w; buses here: %s", name, hal.ErrAbsent, why)
+		return nil, fmt.Errorf("I²C bus %q: not on this machine (buses here: %s): %w", name, why, hal.ErrAbsent)
 	}
 	n := ref.Number
 	label := fmt.Sprintf("I2C%d", n)
@@ -52,7 +52,7 @@ func Open(name string) (hal.I2CBus, error) {
 	f, err := os.OpenFile(fmt.Sprintf("/dev/i2c-%d", n), os.O_RDWR, 0)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("I²C bus %s: %w: %w", label, err, hal.ErrAbsent)
+			return nil, fmt.Errorf("I²C bus %s: %v: %w", label, err, hal.ErrAbsent)
 		}
 		return nil, fmt.Errorf("I²C bus %s: %w", label, err)
 	}

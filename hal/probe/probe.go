@@ -118,6 +118,36 @@ func (f Finder) ThermalZone(typ string) (string, error) {
 	return "", fmt.Errorf("no thermal zone of type %q (present: %s): %w", typ, list(types), hal.ErrAbsent)
 }
 
+// I2C finds an I²C bus by number ("1", "I2C1", "/dev/i2c-1") or by its
+// adapter's name, among the kernel's i2c-dev buses; it opens nothing.
+func (f Finder) I2C(bus string) (string, error) {
+	want := strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(bus), "/dev/"), "I2C"), "i2c-")
+	var have []string
+	for _, dev := range f.glob("dev/i2c-*") {
+		n := strings.TrimPrefix(filepath.Base(dev), "i2c-")
+		name, _ := os.ReadFile(f.path("sys/bus/i2c/devices/i2c-" + n + "/name"))
+		adapter := strings.TrimSpace(string(name))
+		have = append(have, fmt.Sprintf("%s (%s)", n, adapter))
+		if n == want || adapter != "" && adapter == strings.TrimSpace(bus) {
+			return fmt.Sprintf("/dev/i2c-%s (%s)", n, adapter), nil
+		}
+	}
+	return "", fmt.Errorf("no I²C bus %q (present: %s; is i2c-dev loaded and the bus enabled?): %w", bus, list(have), hal.ErrAbsent)
+}
+
+// LED finds one of the board's LEDs by its name in /sys/class/leds.
+func (f Finder) LED(name string) (string, error) {
+	dir := f.path("sys/class/leds/" + name)
+	if _, err := os.Stat(filepath.Join(dir, "brightness")); err == nil && !strings.Contains(name, "/") {
+		return "/sys/class/leds/" + name, nil
+	}
+	var have []string
+	for _, d := range f.glob("sys/class/leds/*") {
+		have = append(have, filepath.Base(d))
+	}
+	return "", fmt.Errorf("no LED %q in /sys/class/leds (present: %s): %w", name, list(have), hal.ErrAbsent)
+}
+
 // Throttle finds the throttling source and reads it once.
 func (f Finder) Throttle(source, glob string) (string, error) {
 	matches := f.glob(strings.TrimPrefix(glob, "/"))

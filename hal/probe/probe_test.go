@@ -107,3 +107,26 @@ func TestChipOnThisMachine(t *testing.T) {
 		t.Error("found a chip labelled no-such-label-here")
 	}
 }
+
+func TestI2C(t *testing.T) {
+	root := t.TempDir()
+	for _, n := range []string{"1", "7"} {
+		os.MkdirAll(filepath.Join(root, "dev"), 0o755)
+		os.WriteFile(filepath.Join(root, "dev", "i2c-"+n), nil, 0o644)
+		os.MkdirAll(filepath.Join(root, "sys/bus/i2c/devices/i2c-"+n), 0o755)
+	}
+	os.WriteFile(filepath.Join(root, "sys/bus/i2c/devices/i2c-1/name"), []byte("bcm2835 (i2c@7e804000)\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "sys/bus/i2c/devices/i2c-7/name"), []byte("SMBus stub driver\n"), 0o644)
+	f := Finder{Root: root}
+	for _, c := range []struct{ bus, want string }{
+		{"1", "/dev/i2c-1 (bcm2835 (i2c@7e804000))"}, {"I2C1", "/dev/i2c-1 (bcm2835 (i2c@7e804000))"}, {"/dev/i2c-7", "/dev/i2c-7 (SMBus stub driver)"},
+		{"SMBus stub driver", "/dev/i2c-7 (SMBus stub driver)"},
+	} {
+		if got, err := f.I2C(c.bus); err != nil || got != c.want {
+			t.Errorf("I2C(%q) = %q, %v; want %q", c.bus, got, err, c.want)
+		}
+	}
+	if _, err := f.I2C("3"); !errors.Is(err, hal.ErrAbsent) || !strings.Contains(err.Error(), `no I²C bus "3" (present: "1 (bcm2835 (i2c@7e804000))", "7 (SMBus stub driver)"`) {
+		t.Errorf("an absent bus: %v", err)
+	}
+}

@@ -60,6 +60,9 @@ func New(seed uint64) *Board {
 		add(&line{name: n, level: hal.Low})
 	}
 	add(&line{name: LineRelay1Feed, mirror: LineRelay1})
+	for _, n := range LEDNames {
+		add(&line{name: "led:" + n, level: hal.Low})
+	}
 	return b
 }
 
@@ -78,6 +81,8 @@ func (b *Board) Drivers() hal.Drivers {
 		OpenPlayback: b.openPlayback,
 		OpenInput:    b.openInput,
 		WatchInputs:  b.watchInputs,
+		OpenI2C:      b.openI2C,
+		OpenLED:      b.openLED,
 	}
 }
 
