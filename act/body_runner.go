@@ -36,7 +36,8 @@ type BodyParts struct {
 }
 
 // NewBodyRunner builds the runner over the outputs the devices opened:
-// gpio.set and gpio.pulse, each output at its kind's risk unless the
+// gpio.set and gpio.pulse, light.on, light.off and light.blink on the
+// board's own LEDs, each output at its kind's risk unless the
 // settings raise it, with their limits per output, each verified by
 // read-back and by its feedback input where one is wired, and a
 // simulated twin of each for simulation mode; audio.tone and audio.play
@@ -51,15 +52,23 @@ func NewBodyRunner(b BodyParts) (*Runner, error) {
 	if b.Clock == nil {
 		return nil, errors.New("act: a body's runner needs the body's clock")
 	}
-	var outs []*GPIOOutput
-	for _, o := range ds.Outs {
-		g := &GPIOOutput{Name: o.Name, Channel: o.ID, Line: o.Line, Risk: OutputRisk(o.Kind)}
-		if st, ok := s.Outputs[o.Name]; ok {
+	var outs, lights []*GPIOOutput
+	limit := func(g *GPIOOutput) {
+		if st, ok := s.Outputs[g.Name]; ok {
 			if st.Raised {
 				g.Risk = st.Risk
 			}
 			g.MaxOn, g.MinInterval = st.Config.MaxOn(), st.Config.MinInterval()
 		}
+	}
+	for _, l := range ds.Lights {
+		g := &GPIOOutput{Name: l.Name, Channel: l.ID, Line: l.LED, Risk: R1}
+		limit(g)
+		lights = append(lights, g)
+	}
+	for _, o := range ds.Outs {
+		g := &GPIOOutput{Name: o.Name, Channel: o.ID, Line: o.Line, Risk: OutputRisk(o.Kind)}
+		limit(g)
 		for _, in := range ds.Ins {
 			if fb, ok := b.Feedback[o.Name]; ok && in.ID == body.ChannelID("gpio-in", fb) {
 				g.Feedback, g.FeedbackActive = in.Line, in.Active
@@ -81,8 +90,10 @@ func NewBodyRunner(b BodyParts) (*Runner, error) {
 		env.Grants = b.Grants.All
 	}
 	r := NewRunner(env, b.Journal)
-	set, pulse := NewGPIOActions(outs, nil)
-	actions := []Action{set, pulse}
+	actions := gpioActions(outs)
+	if len(lights) > 0 {
+		actions = append(actions, lightActions(lights)...)
+	}
 	if ds.Speaker != nil {
 		name := body.ChannelName(ds.SpeakerID)
 		c := s.Speaker(name)
@@ -102,8 +113,11 @@ func NewBodyRunner(b BodyParts) (*Runner, error) {
 			return nil, err
 		}
 	}
-	if err := registerSimulatedGPIO(r, outs); err != nil {
+	if err := registerSimulated(r, outs, gpioActions); err != nil {
 		return nil, fmt.Errorf("the GPIO outputs' simulated twins: %w", err)
+	}
+	if err := registerSimulated(r, lights, lightActions); err != nil {
+		return nil, fmt.Errorf("the lights' simulated twins: %w", err)
 	}
 	if b.EStop != nil {
 		b.EStop.SetRunner(r, s.Leases)
@@ -118,7 +132,7 @@ type EStopTiming struct {
 }
 
 // NewBodyEStop builds the e-stop over the lines the devices opened: it
-// halts every output and the speaker. It returns nil when the board has
+// halts every output, the board's LEDs it took and the speaker. It returns nil when the board has
 // no e-stop line (then nothing above R0 may act).
 func NewBodyEStop(ds *body.Devices, t EStopTiming) (*EStop, error) {
 	cfg := EStopConfig{Discrepancy: t.Discrepancy, MinPress: t.MinPress, MaxPress: t.MaxPress}
@@ -137,6 +151,9 @@ func NewBodyEStop(ds *body.Devices, t EStopTiming) (*EStop, error) {
 	}
 	for _, o := range ds.Outs {
 		cfg.Outputs = append(cfg.Outputs, o.Line)
+	}
+	for _, l := range ds.Lights {
+		cfg.Outputs = append(cfg.Outputs, l.LED)
 	}
 	if ds.Speaker != nil {
 		cfg.Speakers = append(cfg.Speakers, ds.Speaker)

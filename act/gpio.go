@@ -306,14 +306,20 @@ func (a *GPIOPulse) Do(ctx context.Context, inv *Invocation) (string, error) {
 	case <-ctx.Done():
 		cut = context.Cause(ctx)
 	}
-	off := o.Line.Out(o.Line.Safe())
-	if errors.Is(off, hal.ErrHalted) {
-		off = nil // the e-stop already drove it safe
-	}
+	off := backToSafe(o)
 	if cut != nil {
 		return fmt.Sprintf("%s pulsed, cut short", o.Name), errors.Join(cut, off)
 	}
 	return fmt.Sprintf("%s on for %v", o.Name, d), off
+}
+
+// backToSafe drives o back to its safe level, after a pulse or a blink
+// or when one is cut short; a line the e-stop halted is safe already.
+func backToSafe(o *GPIOOutput) error {
+	if err := o.Line.Out(o.Line.Safe()); err != nil && !errors.Is(err, hal.ErrHalted) {
+		return err
+	}
+	return nil
 }
 
 func (a *GPIOPulse) Verify(ctx context.Context, inv *Invocation) Verification {

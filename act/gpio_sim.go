@@ -7,12 +7,13 @@ import (
 	"github.com/tobe-body/tobe-body/hal/sim"
 )
 
-// registerSimulatedGPIO gives the runner a simulated twin of every GPIO
-// output, so that a request in simulation mode runs through the same
-// policy, records and verification against a simulated line of the same
-// name and never reaches the hardware. The twins have no feedback
-// contact; they are verified by read-back.
-func registerSimulatedGPIO(r *Runner, outs []*GPIOOutput) error {
+// registerSimulated gives the runner a simulated twin of every output,
+// so that a request in simulation mode runs through the same policy,
+// records and verification against a simulated line of the same name and
+// never reaches the hardware: actions makes the capabilities over the
+// twins (gpio.set and gpio.pulse, or the light channel's). The twins have
+// no feedback contact; they are verified by read-back.
+func registerSimulated(r *Runner, outs []*GPIOOutput, actions func(twins []*GPIOOutput) []Action) error {
 	if len(outs) == 0 {
 		return nil
 	}
@@ -23,7 +24,7 @@ func registerSimulatedGPIO(r *Runner, outs []*GPIOOutput) error {
 	}
 	twins := make([]*GPIOOutput, 0, len(outs))
 	for _, o := range outs {
-		name := "twin/" + o.Name
+		name := "twin/" + o.Channel
 		if err := b.AddLine(name, o.Line.Safe()); err != nil {
 			return err
 		}
@@ -35,9 +36,22 @@ func registerSimulatedGPIO(r *Runner, outs []*GPIOOutput) error {
 		tw.Line, tw.Feedback = l, nil
 		twins = append(twins, &tw)
 	}
-	set, pulse := NewGPIOActions(twins, nil)
-	if err := r.RegisterSimulated(set); err != nil {
-		return err
+	for _, a := range actions(twins) {
+		if err := r.RegisterSimulated(a); err != nil {
+			return err
+		}
 	}
-	return r.RegisterSimulated(pulse)
+	return nil
+}
+
+// gpioActions are gpio.set and gpio.pulse over outs.
+func gpioActions(outs []*GPIOOutput) []Action {
+	set, pulse := NewGPIOActions(outs, nil)
+	return []Action{set, pulse}
+}
+
+// lightActions are light.on, light.off and light.blink over lights.
+func lightActions(lights []*GPIOOutput) []Action {
+	on, off, blink := NewLightActions(lights, nil)
+	return []Action{on, off, blink}
 }

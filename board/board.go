@@ -226,6 +226,29 @@ type LED struct {
 	Note string `json:"note,omitempty"`
 }
 
+// TakeLEDs returns the profile with its LEDs' Take set from take, by the
+// profile's name, where take names them (the config's act.leds); a name
+// the profile has no LED of is an error naming those it has.
+func (p *Profile) TakeLEDs(take map[string]bool) (*Profile, error) {
+	if len(take) == 0 {
+		return p, nil
+	}
+	q := *p
+	q.LEDs = slices.Clone(p.LEDs)
+	for name, t := range take {
+		i := slices.IndexFunc(q.LEDs, func(l LED) bool { return l.Name == name })
+		if i < 0 {
+			names := make([]string, len(q.LEDs))
+			for j, l := range q.LEDs {
+				names[j] = l.Name
+			}
+			return nil, fmt.Errorf("act.leds.%s: board %s has no LED named %s (its LEDs: %s)", name, p.Name, name, strings.Join(names, ", "))
+		}
+		q.LEDs[i].Take = t
+	}
+	return &q, nil
+}
+
 // Thermal says where temperatures and throttling are read.
 type Thermal struct {
 	Zones    []string `json:"zones"`

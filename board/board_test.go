@@ -256,3 +256,19 @@ func TestCheckUnsupportedIsSkippedWithTheReason(t *testing.T) {
 		t.Errorf("%d audio reports, devices asked %q; want 2, Loopback,1 and Loopback", n, asked)
 	}
 }
+
+func TestTakeLEDs(t *testing.T) {
+	s, _ := Builtin()
+	p, _ := s.Get("pi5")
+	q, err := p.TakeLEDs(map[string]bool{"act": true})
+	if err != nil || !q.LEDs[0].Take || q.LEDs[1].Take || p.LEDs[0].Take {
+		t.Fatalf("take act: %v %+v (the profile itself: %+v)", err, q.LEDs, p.LEDs)
+	}
+	if _, err := p.TakeLEDs(map[string]bool{"blue": true}); err == nil || err.Error() != "act.leds.blue: board pi5 has no LED named blue (its LEDs: act, pwr)" {
+		t.Errorf("an LED the board has not: %v", err)
+	}
+	sim, _ := s.Get("sim")
+	if q, _ := sim.TakeLEDs(map[string]bool{"act": false}); q.LEDs[0].Take {
+		t.Error("act.leds.act: false left the sim board's ACT taken")
+	}
+}

@@ -159,6 +159,9 @@ type Act struct {
 	HumanControls   []HumanControl    `json:"human_controls"`
 	// Speakers configure audio.tone and audio.play, by speaker.
 	Speakers map[string]Speaker `json:"speakers"`
+	// LEDs take over (true) or leave to the system (false) the board's
+	// own LEDs, by the profile's name, above the profile's take.
+	LEDs map[string]bool `json:"leds"`
 }
 
 // Speaker configures audio.tone and audio.play on one speaker. Absent
@@ -502,7 +505,7 @@ func Default() Config {
 			RateLimits: RateLimits{PerPrincipal: RateLimit{Burst: 30, PerSecond: 2}, Default: RateLimit{Burst: 20, PerSecond: 10}, ByCapability: map[string]RateLimit{}},
 			Outputs:    map[string]Output{}, ChannelModes: map[string]string{}, CapabilityModes: map[string]string{},
 			Principals:    []Principal{{UID: ptr(0), Trust: "max"}, {User: DaemonIdentity, Trust: "max"}, {Group: DaemonIdentity, Trust: "max"}},
-			HumanControls: []HumanControl{}, Speakers: map[string]Speaker{}},
+			HumanControls: []HumanControl{}, Speakers: map[string]Speaker{}, LEDs: map[string]bool{}},
 		Agent: Agent{Enabled: true, HeartbeatMS: 2000, Principals: []AgentPrincipal{},
 			Observations: Observations{BatchMS: 5000, Queue: 1000, Rules: []ObservationRule{}}},
 		Gate: Gate{ItemBudget: Budget{Max: 6, WindowS: 3600}, GlobalBudget: Budget{Max: 30, WindowS: 3600}, Quiet: []QuietPeriod{},

@@ -21,7 +21,7 @@ func runBoard(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	p, why, err := board.Resolve(cfg.Board)
+	p, why, err := resolveBoard(&cfg.Config)
 	if err != nil {
 		return err
 	}

@@ -39,6 +39,17 @@ import (
 // adminSocket is the admin socket's name in the data directory.
 const adminSocket = "admin.sock"
 
+// resolveBoard picks the board's profile (cfg.Board) and applies the
+// config's choice of the LEDs the body takes (act.leds).
+func resolveBoard(cfg *config.Config) (*board.Profile, string, error) {
+	p, why, err := board.Resolve(cfg.Board)
+	if err != nil {
+		return nil, "", err
+	}
+	p, err = p.TakeLEDs(cfg.Act.LEDs)
+	return p, why, err
+}
+
 // driversFor returns the driver set a profile asks for.
 func driversFor(p *board.Profile, seed uint64) (hal.Drivers, board.Finder) {
 	if p.Drivers == "sim" {
@@ -139,7 +150,7 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 	if created {
 		log.Info("new identity", "body_id", id.BodyID, "agent_id", id.AgentID, "file", filepath.Join(cfg.DataDir, body.IdentityFile))
 	}
-	profile, why, err := board.Resolve(cfg.Board)
+	profile, why, err := resolveBoard(&cfg.Config)
 	if err != nil {
 		return nil, err
 	}
