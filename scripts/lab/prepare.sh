@@ -1,8 +1,9 @@
 #!/bin/sh
 # Prepares what the hardware lab VM needs, once, into a cache directory:
 # Debian's 6.1 kernel and its modules (downloaded, not installed), and the
-# out-of-tree gpio-sim module built against the same kernel's headers from
-# two files of Debian's linux-source package (Debian does not build it).
+# out-of-tree gpio-sim and uleds modules built against the same kernel's
+# headers from files of Debian's linux-source package (Debian builds
+# neither).
 # LAB_ARCH names the machine: amd64 (the default), arm64 (Debian's arm64
 # kernel) or armv7 (Debian's armhf armmp-lpae kernel). For an ARM machine
 # the module is built by Debian's cross compiler with the host's kbuild
@@ -39,7 +40,10 @@ mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9
 stamp="$cache/prepared"
-if [ -f "$stamp" ]; then
+# What the cache holds changes with the recipe: a cache made by an older
+# one is made again.
+recipe=2 # 2: uleds beside gpio-sim
+if [ -f "$stamp" ] && grep -q " recipe=$recipe\$" "$stamp"; then
 	echo "lab: cache ready: $(cat "$stamp")" >&2
 	echo "$cache"
 	exit 0
@@ -134,9 +138,9 @@ rm -rf "$src" && mkdir -p "$src"
 dpkg -x "$dl"/linux-source-6.1_*.deb "$cache/source"
 tarball=$(ls "$cache"/source/usr/src/linux-source-6.1.tar.xz)
 tar -xJf "$tarball" -C "$src" --strip-components=1 --wildcards \
-	'*/drivers/gpio/gpio-sim.c' '*/drivers/gpio/gpiolib.h' '*/kernel/irq/irq_sim.c'
+	'*/drivers/gpio/gpio-sim.c' '*/drivers/gpio/gpiolib.h' '*/kernel/irq/irq_sim.c' '*/drivers/leds/uleds.c'
 rm -rf "$cache/source"
-mv "$src/drivers/gpio/gpio-sim.c" "$src/drivers/gpio/gpiolib.h" "$src/kernel/irq/irq_sim.c" "$src/"
+mv "$src/drivers/gpio/gpio-sim.c" "$src/drivers/gpio/gpiolib.h" "$src/kernel/irq/irq_sim.c" "$src/drivers/leds/uleds.c" "$src/"
 rm -rf "$src/drivers" "$src/kernel"
 # irq_to_desc is not exported by Debian's kernel.
 sed -i 's/handle_simple_irq(irq_to_desc(\([a-z_]*\)))/generic_handle_irq(\1)/' "$src/irq_sim.c"
@@ -144,8 +148,11 @@ if grep -q 'irq_to_desc' "$src/irq_sim.c"; then
 	echo "lab: irq_sim.c still calls irq_to_desc; the patch for Debian's kernel no longer applies" >&2
 	exit 1
 fi
+# uleds makes LED class devices from user space (/dev/uleds): a real LED
+# for the lab, with the kernel's LED core behind it (brightness, triggers),
+# since the VM has no LED and Debian builds no uleds (CONFIG_LEDS_USER).
 cat > "$src/Makefile" <<'MK'
-obj-m := gpio-simlab.o
+obj-m := gpio-simlab.o uleds.o
 gpio-simlab-y := gpio-sim.o irq_sim.o
 MK
 # shellcheck disable=SC2086
@@ -153,12 +160,12 @@ make -s -C "$root/usr/src/linux-headers-$kver" M="$src" ${karch:+ARCH=$karch CRO
 # The module goes in the kernel's tree, and modules.dep is made for the
 # initramfs's modprobe.
 mkdir -p "$root/lib/modules/$kver/extra"
-cp "$src/gpio-simlab.ko" "$root/lib/modules/$kver/extra/"
+cp "$src/gpio-simlab.ko" "$src/uleds.ko" "$root/lib/modules/$kver/extra/"
 PATH="$PATH:/sbin:/usr/sbin" depmod -b "$root" "$kver"
 
-# The source package (139 MB) served its two files.
+# The source package (139 MB) served its files.
 rm -f "$dl"/linux-source-6.1_*.deb
 
-echo "$kver $(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$stamp"
+echo "$kver $(date -u +%Y-%m-%dT%H:%M:%SZ) recipe=$recipe" > "$stamp"
 echo "lab: cache ready in $cache" >&2
 echo "$cache"

@@ -77,6 +77,7 @@ func TestLayout(t *testing.T) {
 		{"i2c_smbus_ioctl_data", unsafe.Sizeof(I2CSMBusIoctlData{}), pick(16, 12)},
 		{"i2c_smbus_ioctl_data.data offset", unsafe.Offsetof(I2CSMBusIoctlData{}.Data), 8},
 		{"i2c_smbus_data", unsafe.Sizeof(I2CSMBusData{}), 34},
+		{"uleds_user_dev", unsafe.Sizeof(ULedsUserDev{}), 68},
 
 		{"input_event", unsafe.Sizeof(InputEvent{}), pick(24, 16)},
 		{"input_event.type offset", unsafe.Offsetof(InputEvent{}.Type), pick(16, 8)},

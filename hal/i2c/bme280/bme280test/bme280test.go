@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"sync"
 
+	"periph.io/x/conn/v3/i2c"
 	"periph.io/x/conn/v3/physic"
 
 	"github.com/tobe-body/tobe-body/hal/i2c/bme280"
@@ -270,17 +271,50 @@ func (c *Chip) latch() {
 	if c.osrsH == 0 {
 		h = bme280.SkippedH
 	}
-	put20 := func(at int, v int32) {
-		c.regs[at] = byte(v >> 12)
-		c.regs[at+1] = byte(v >> 4)
-		c.regs[at+2] = byte(v<<4) & 0xF0
-	}
-	put20(regData, p)
-	put20(regData+3, t)
+	d := DataRegisters(t, p, h)
+	n := 6
 	if c.humidity {
-		c.regs[regData+6] = byte(h >> 8)
-		c.regs[regData+7] = byte(h)
+		n = 8
 	}
+	copy(c.regs[regData:regData+n], d[:n])
+}
+
+// DataRegisters are the data registers 0xF7 to 0xFE as a chip shows the
+// raw readings t and p (20 bits each) and h (16 bits): pressure,
+// temperature, humidity, most significant byte first, the last four bits
+// of the 20-bit values in the high half of their third byte.
+func DataRegisters(t, p, h int32) [8]byte {
+	return [8]byte{byte(p >> 12), byte(p >> 4), byte(p<<4) & 0xF0, byte(t >> 12), byte(t >> 4), byte(t<<4) & 0xF0, byte(h >> 8), byte(h)}
+}
+
+// Program writes the registers of a chip of chip id id with calibration
+// cal, at rest (status 0: no measurement running, the calibration
+// copied), at addr on a bus of plain registers (the kernel's i2c-stub,
+// which keeps what is written): what the driver then reads there, through
+// a real adapter, is such a chip. Writes of a register and its bytes go
+// 32 at most at a time.
+func Program(bus i2c.Bus, addr uint16, id byte, cal bme280.Calibration) error {
+	b26, h7 := cal.Bytes()
+	writes := [][]byte{{regID, id}, {regStatus, 0}, append([]byte{regCalib}, b26...)}
+	if id == IDBME280 {
+		writes = append(writes, append([]byte{regCalibH}, h7...))
+	}
+	for _, w := range writes {
+		if err := bus.Tx(addr, w, nil); err != nil {
+			return fmt.Errorf("bme280test: programming register %#02x: %w", w[0], err)
+		}
+	}
+	return nil
+}
+
+// SetRawOn writes raw readings into the data registers of a chip that
+// Program wrote at addr on bus.
+func SetRawOn(bus i2c.Bus, addr uint16, t, p, h int32) error {
+	d := DataRegisters(t, p, h)
+	if err := bus.Tx(addr, append([]byte{regData}, d[:]...), nil); err != nil {
+		return fmt.Errorf("bme280test: writing the data registers: %w", err)
+	}
+	return nil
 }
 
 // SetRaw sets the raw readings the next measurements return: 20-bit

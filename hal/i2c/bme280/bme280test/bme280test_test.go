@@ -355,3 +355,55 @@ func Example() {
 		float64(e.Pressure)/float64(physic.Pascal), float64(e.Humidity)/float64(physic.PercentRH))
 	// Output: BME280 21.50 °C 101325 Pa 45.0 %RH
 }
+
+// regFile is a bus of plain registers at one address, as the kernel's
+// i2c-stub is: a write sets the pointer and writes on from it, a read
+// reads on from it, and nothing else happens (no reset, no measurement).
+type regFile struct {
+	addr uint16
+	regs [256]byte
+}
+
+func (f *regFile) String() string                  { return "regfile" }
+func (f *regFile) SetSpeed(physic.Frequency) error { return nil }
+func (f *regFile) Tx(addr uint16, w, r []byte) error {
+	if addr != f.addr {
+		return errors.New("no acknowledge")
+	}
+	if len(w) > 0 {
+		copy(f.regs[w[0]:], w[1:])
+		if len(r) > 0 {
+			copy(r, f.regs[w[0]:])
+		}
+	}
+	return nil
+}
+
+// TestProgramAPlainRegisterFile: a chip Program wrote onto plain
+// registers reads, through the driver, the BMP280 datasheet's example
+// as the datasheet computes it, with a typical BME280's humidity.
+func TestProgramAPlainRegisterFile(t *testing.T) {
+	cal := bme280test.TypicalCalibration()
+	cal.T1, cal.T2, cal.T3 = 27504, 26435, -1000
+	cal.P1, cal.P2, cal.P3, cal.P4, cal.P5, cal.P6, cal.P7, cal.P8, cal.P9 = 36477, -10685, 3024, 2855, 140, -7, 15500, -14600, 6000
+	f := &regFile{addr: 0x76}
+	if err := bme280test.Program(f, 0x76, bme280test.IDBME280, cal); err != nil {
+		t.Fatal(err)
+	}
+	if err := bme280test.SetRawOn(f, 0x76, 519888, 415148, 30000); err != nil {
+		t.Fatal(err)
+	}
+	d, err := bme280.New(&i2c.Dev{Bus: f, Addr: 0x76}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e physic.Env
+	if err := d.Sense(&e); err != nil {
+		t.Fatal(err)
+	}
+	_, tFine := cal.Temperature(519888)
+	wantH := physic.RelativeHumidity(int64(cal.Humidity(30000, tFine)) * int64(physic.PercentRH) / 1024)
+	if e.Temperature != physic.ZeroCelsius+25080*physic.MilliCelsius || e.Pressure/physic.Pascal != 100653 || e.Humidity != wantH {
+		t.Errorf("read %v, %v, %v; want 25.08°C, 100653 Pa, %v", e.Temperature, e.Pressure, e.Humidity, wantH)
+	}
+}
