@@ -143,8 +143,16 @@ func (l *labLines) setPulls(t *testing.T) {
 // degraded and refuse the relays (R2).
 const labConfig = `{"version": 1, "monitor": {"quiet": true}, "sense": {"self": {"disk_low_mb": 8, "disk_critical_mb": 2}}}`
 
-// labData makes a data directory on the lab's disk.
+// labData makes a data directory on the lab's disk, with the lab
+// board's I²C sensor and LED there for the body (labDevices).
 func labData(t *testing.T) (data, cfg string) {
+	t.Helper()
+	labDevices(t)
+	return labDir(t)
+}
+
+// labDir makes a data directory on the lab's disk and the config.
+func labDir(t *testing.T) (data, cfg string) {
 	t.Helper()
 	root := os.Getenv("LAB_DISK")
 	if root == "" {

@@ -3,7 +3,6 @@
 package led
 
 import (
-	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -12,7 +11,7 @@ import (
 	"time"
 
 	"github.com/tobe-body/tobe-body/hal"
-	"github.com/tobe-body/tobe-body/hal/internal/uapi"
+	"github.com/tobe-body/tobe-body/hal/led/uleds"
 )
 
 // Against LED class devices the lab VM makes with uleds (built for the
@@ -20,51 +19,6 @@ import (
 // the timer trigger loaded): the body takes them through periph's sysfs
 // LED driver, and the test reads what the kernel sets from the uleds
 // side, which is not the file the body reads back.
-
-// uled is an LED made through /dev/uleds: it lives while its file is open.
-type uled struct {
-	name string
-	f    *os.File
-}
-
-func makeLED(t *testing.T, name string, max int32) *uled {
-	t.Helper()
-	f, err := os.OpenFile("/dev/uleds", os.O_RDWR, 0)
-	if err != nil {
-		t.Fatalf("uleds: %v", err)
-	}
-	var u uapi.ULedsUserDev
-	copy(u.Name[:], name)
-	u.MaxBrightness = max
-	if err := binary.Write(f, binary.NativeEndian, &u); err != nil {
-		t.Fatalf("uleds: making %s: %v", name, err)
-	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(filepath.Join(classDir, name, "brightness")); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("uleds: %s did not appear: %v", name, err)
-		}
-	}
-	return &uled{name: name, f: f}
-}
-
-// brightness waits for the kernel to set the LED's brightness to want,
-// as the uleds side hears it.
-func (u *uled) brightness(t *testing.T, want int32) {
-	t.Helper()
-	var got int32 = -1
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
-		u.f.SetReadDeadline(deadline)
-		if err := binary.Read(u.f, binary.NativeEndian, &got); err != nil {
-			break
-		}
-		if got == want {
-			return
-		}
-	}
-	t.Fatalf("%s: the kernel set brightness %d, want %d", u.name, got, want)
-}
 
 func trigger(t *testing.T, name string) string {
 	t.Helper()
@@ -91,10 +45,13 @@ func TestLabLED(t *testing.T) {
 		name string
 		max  int32
 	}{{"tobe-lab::gpio", 1}, {"tobe-lab::dim", 255}}
-	made := make([]*uled, len(leds))
+	made := make([]*uleds.LED, len(leds))
 	for i, l := range leds {
-		made[i] = makeLED(t, l.name, l.max)
-		defer made[i].f.Close()
+		var err error
+		if made[i], err = uleds.Make(l.name, l.max); err != nil {
+			t.Fatal(err)
+		}
+		defer made[i].Close()
 		if err := os.WriteFile(filepath.Join(classDir, l.name, "trigger"), []byte("timer"), 0); err != nil {
 			t.Fatalf("the timer trigger (ledtrig-timer): %v", err)
 		}
@@ -104,6 +61,12 @@ func TestLabLED(t *testing.T) {
 	for i, l := range leds {
 		t.Run(l.name, func(t *testing.T) {
 			u := made[i]
+			bright := func(want int32) {
+				t.Helper()
+				if err := u.WaitFor(want, 3*time.Second); err != nil {
+					t.Fatal(err)
+				}
+			}
 			d, err := Open(l.name)
 			if err != nil {
 				t.Fatal(err)
@@ -112,21 +75,21 @@ func TestLabLED(t *testing.T) {
 				t.Errorf("taken, its trigger is %q, want none", got)
 			}
 			d.Out(hal.High)
-			u.brightness(t, l.max)
+			bright(l.max)
 			if got, err := d.ReadBack(); err != nil || got != hal.High {
 				t.Errorf("read back after on: %v %v", got, err)
 			}
 			d.Out(hal.Low)
-			u.brightness(t, 0)
+			bright(0)
 			if got, err := d.ReadBack(); err != nil || got != hal.Low {
 				t.Errorf("read back after off: %v %v", got, err)
 			}
 			d.Out(hal.High)
-			u.brightness(t, l.max)
+			bright(l.max)
 			if err := d.Halt(); err != nil {
 				t.Fatal(err)
 			}
-			u.brightness(t, 0)
+			bright(0)
 			if err := d.Out(hal.High); !errors.Is(err, hal.ErrHalted) {
 				t.Errorf("Out after Halt: %v, want ErrHalted", err)
 			}
@@ -134,7 +97,7 @@ func TestLabLED(t *testing.T) {
 			if err := d.Out(hal.High); err != nil {
 				t.Errorf("Out after Rearm: %v", err)
 			}
-			u.brightness(t, l.max)
+			bright(l.max)
 			if err := d.Close(); err != nil {
 				t.Fatal(err)
 			}

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Prepares what the hardware lab VM needs, once, into a cache directory:
 # Debian's 6.1 kernel and its modules (downloaded, not installed), and the
-# out-of-tree gpio-sim and uleds modules built against the same kernel's
+# out-of-tree gpio-sim, uleds and i2c-stub modules built against the same kernel's
 # headers from files of Debian's linux-source package (Debian builds
 # neither).
 # LAB_ARCH names the machine: amd64 (the default), arm64 (Debian's arm64
@@ -42,7 +42,7 @@ flock 9
 stamp="$cache/prepared"
 # What the cache holds changes with the recipe: a cache made by an older
 # one is made again.
-recipe=2 # 2: uleds beside gpio-sim
+recipe=3 # 2: uleds beside gpio-sim; 3: and i2c-stub
 if [ -f "$stamp" ] && grep -q " recipe=$recipe\$" "$stamp"; then
 	echo "lab: cache ready: $(cat "$stamp")" >&2
 	echo "$cache"
@@ -138,9 +138,9 @@ rm -rf "$src" && mkdir -p "$src"
 dpkg -x "$dl"/linux-source-6.1_*.deb "$cache/source"
 tarball=$(ls "$cache"/source/usr/src/linux-source-6.1.tar.xz)
 tar -xJf "$tarball" -C "$src" --strip-components=1 --wildcards \
-	'*/drivers/gpio/gpio-sim.c' '*/drivers/gpio/gpiolib.h' '*/kernel/irq/irq_sim.c' '*/drivers/leds/uleds.c'
+	'*/drivers/gpio/gpio-sim.c' '*/drivers/gpio/gpiolib.h' '*/kernel/irq/irq_sim.c' '*/drivers/leds/uleds.c' '*/drivers/i2c/i2c-stub.c'
 rm -rf "$cache/source"
-mv "$src/drivers/gpio/gpio-sim.c" "$src/drivers/gpio/gpiolib.h" "$src/kernel/irq/irq_sim.c" "$src/drivers/leds/uleds.c" "$src/"
+mv "$src/drivers/gpio/gpio-sim.c" "$src/drivers/gpio/gpiolib.h" "$src/kernel/irq/irq_sim.c" "$src/drivers/leds/uleds.c" "$src/drivers/i2c/i2c-stub.c" "$src/"
 rm -rf "$src/drivers" "$src/kernel"
 # irq_to_desc is not exported by Debian's kernel.
 sed -i 's/handle_simple_irq(irq_to_desc(\([a-z_]*\)))/generic_handle_irq(\1)/' "$src/irq_sim.c"
@@ -151,16 +151,19 @@ fi
 # uleds makes LED class devices from user space (/dev/uleds): a real LED
 # for the lab, with the kernel's LED core behind it (brightness, triggers),
 # since the VM has no LED and Debian builds no uleds (CONFIG_LEDS_USER).
+# i2c-stub, an SMBus adapter of registers, Debian builds for amd64 only;
+# the lab builds its own, i2c-stublab, for every machine alike.
 cat > "$src/Makefile" <<'MK'
-obj-m := gpio-simlab.o uleds.o
+obj-m := gpio-simlab.o uleds.o i2c-stublab.o
 gpio-simlab-y := gpio-sim.o irq_sim.o
+i2c-stublab-y := i2c-stub.o
 MK
 # shellcheck disable=SC2086
 make -s -C "$root/usr/src/linux-headers-$kver" M="$src" ${karch:+ARCH=$karch CROSS_COMPILE=$cross} modules >&2
 # The module goes in the kernel's tree, and modules.dep is made for the
 # initramfs's modprobe.
 mkdir -p "$root/lib/modules/$kver/extra"
-cp "$src/gpio-simlab.ko" "$src/uleds.ko" "$root/lib/modules/$kver/extra/"
+cp "$src/gpio-simlab.ko" "$src/uleds.ko" "$src/i2c-stublab.ko" "$root/lib/modules/$kver/extra/"
 PATH="$PATH:/sbin:/usr/sbin" depmod -b "$root" "$kver"
 
 # The source package (139 MB) served its files.

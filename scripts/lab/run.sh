@@ -69,7 +69,7 @@ install -m 0755 scripts/lab/gpio-sim.sh "$ir/bin/lab-gpio-sim"
 for a in sh mount mkdir echo cat ls modprobe poweroff sleep grep; do ln -s busybox "$ir/bin/$a"; done
 
 # The modules the lab loads, with what they depend on.
-mods="gpio-simlab evdev uinput vivid snd-aloop softdog i2c-dev i2c-stub uleds ledtrig-timer virtio_pci virtio_mmio virtio_blk crc32c_generic ext4"
+mods="gpio-simlab evdev uinput vivid snd-aloop softdog i2c-dev i2c-stublab uleds ledtrig-timer virtio_pci virtio_mmio virtio_blk crc32c_generic ext4"
 kdir="$cache/root/lib/modules/$kver"
 cp "$kdir"/modules.dep "$kdir"/modules.dep.bin "$kdir"/modules.alias "$kdir"/modules.builtin "$kdir"/modules.order "$ir/lib/modules/$kver/" 2>/dev/null || true
 for m in $mods; do
@@ -147,7 +147,7 @@ mount -t devtmpfs dev /dev
 mkdir -p /dev/shm && mount -t tmpfs shm /dev/shm
 for m in configfs gpio-simlab evdev uinput vivid snd-aloop softdog i2c-dev uleds ledtrig-timer virtio_pci virtio_blk crc32c_generic ext4; do modprobe $m || echo "lab: modprobe $m failed"; done
 # An SMBus adapter of registers a test writes: a BME280 at 0x76.
-modprobe i2c-stub chip_addr=0x76 || echo "lab: modprobe i2c-stub failed"
+modprobe i2c-stublab chip_addr=0x76 || echo "lab: modprobe i2c-stublab failed"
 mkdir -p /data && mount -t ext4 /dev/vda /data && export LAB_DISK=/data || echo "lab: no data disk"
 mount -t configfs none /sys/kernel/config
 /bin/lab-gpio-sim || echo "lab: the gpio-sim chip could not be made"

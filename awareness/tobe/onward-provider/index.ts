@@ -33,7 +33,7 @@ export interface Config extends SessionConfig {
   light: boolean;
   /** The speaker for the tone; null: the body's first. */
   tone_target: string | null;
-  /** The output for the light; null: the body's output named led, light or lamp. */
+  /** The output for the light; null: the body's output named led, light or lamp, else the first of its board's own LEDs (light.*). */
   light_target: string | null;
 }
 
@@ -52,6 +52,8 @@ export const DEFAULT_CONFIG: Config = {
 /** The tone and light call-person gives: short, plain and noticeable. */
 export const TONE = { freq_hz: 880, ms: 1500 };
 export const LIGHT_MS = 3000;
+/** On a board with no wired light: its own LED blinks for as long. */
+export const LIGHT_BLINK = { period_ms: 500, count: LIGHT_MS / 500 };
 /** The longest text of call-person, in characters (the body takes 1024 bytes). */
 export const MAX_TEXT = 300;
 
@@ -353,11 +355,16 @@ export class Provider {
       );
     }
     if (light) {
-      const target = pickTarget(session, "gpio_pulse", config.light_target, (t) => /(^|[._-])(led|light|lamp)s?\d*$/i.test(t));
+      // A wired light (a GPIO output named led, light or lamp) first; a
+      // board without one blinks its own LED (light.blink on light.*).
+      const wired = pickTarget(session, "gpio_pulse", config.light_target, (t) => /(^|[._-])(led|light|lamp)s?\d*$/i.test(t));
+      const own = wired ? null : pickTarget(session, "light_blink", config.light_target, () => true);
       steps.push(
-        target
-          ? { what: `light on ${target}`, tool: "gpio_pulse", args: { target, duration_ms: LIGHT_MS } }
-          : { what: "light", outcome: "skipped", detail: unavailable(session, "gpio_pulse", config.light_target), repeat: false },
+        wired
+          ? { what: `light on ${wired}`, tool: "gpio_pulse", args: { target: wired, duration_ms: LIGHT_MS } }
+          : own
+            ? { what: `light on ${own}`, tool: "light_blink", args: { target: own, ...LIGHT_BLINK } }
+            : { what: "light", outcome: "skipped", detail: unavailableLight(session, config.light_target), repeat: false },
       );
     }
     let asked = false;
@@ -406,6 +413,14 @@ function targetsOf(session: BodySession, tool: string): string[] {
   const props = isObject(schema?.properties) ? schema.properties : {};
   const target = isObject(props.target) ? props.target : {};
   return Array.isArray(target.enum) ? target.enum.filter((t): t is string => typeof t === "string") : [];
+}
+
+function unavailableLight(session: BodySession, configured: string | null): string {
+  const tools = ["gpio_pulse", "light_blink"].filter((t) => session.tools.has(t));
+  if (tools.length === 0) return "the body offers neither gpio_pulse nor light_blink to this principal";
+  const have = tools.flatMap((t) => targetsOf(session, t));
+  if (configured !== null) return `the body has no ${configured} (it has ${have.join(", ") || "none"})`;
+  return "the body has no output named led, light or lamp, and no light of its board";
 }
 
 function unavailable(session: BodySession, tool: string, configured: string | null): string {

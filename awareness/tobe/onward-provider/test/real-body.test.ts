@@ -57,16 +57,17 @@ function estop(): { latched: boolean; trips: number; why?: string } {
   return JSON.parse(cli("estop", "status", "--json"));
 }
 
-function setUp() {
+function setUp(more: Record<string, unknown> = {}, dir = "provider") {
   const pi = new Pi();
   const onward = new Onward(pi);
   createProvider(pi, {
-    dir: join(tmp, "provider"),
+    dir: join(tmp, dir),
     config: {
       command: [BIN, "stdio", "--data", data, "--principal", "pi"],
       request_timeout_ms: 10000,
       ping_ms: 500,
       reconnect: { initial_ms: 100, max_ms: 1000 },
+      ...more,
     },
   });
   return { pi, onward };
@@ -190,6 +191,19 @@ test("call-person and make-safe on the sim board: results, once per invocation (
   assert.equal(callAgain.result.kind, "completed", callAgain.result.message);
   assert.equal(events("body.notified").filter((e) => e.payload.message === text).length, 1);
   void tripsBefore;
+
+  // The board's own LED as the light (as on a board with none wired):
+  // light.blink on light.act, verified off afterwards.
+  cli("grant", "add", "--subject", "agent:pi", "--capability", "light.blink", "--scope", "light.act", "--reason", "onward recovery");
+  const own = setUp({ light_target: "light.act", tone: false }, "provider-led");
+  await own.pi.emitLifecycle("session_start");
+  const lit = await own.onward.run(CALL_PERSON, { text: "The board's LED calls." }, { invocationId: "inv-led" });
+  assert.ok(lit.ran);
+  assert.equal(lit.result.kind, "completed", lit.result.message);
+  assert.match(lit.result.message ?? "", /light on light\.act: verified \(act read back low\)/);
+  const blink = events("action.proposed").find((e) => e.payload?.invocation?.idempotency_key === stepKey("inv-led", "light"));
+  assert.equal(blink?.payload?.invocation?.capability, "light.blink");
+  assert.deepEqual(blink?.payload?.invocation?.params, { period_ms: "500", count: "6" });
 });
 
 test("a body whose daemon is down: unknown, with the stdio bridge's own words", { skip, timeout: 60000 }, async () => {
