@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -139,11 +140,17 @@ func TestDetect(t *testing.T) {
 }
 
 func TestReadMachine(t *testing.T) {
-	root := t.TempDir()
-	os.MkdirAll(filepath.Join(root, "proc/device-tree"), 0o755)
-	os.WriteFile(filepath.Join(root, "proc/device-tree/model"), []byte("Raspberry Pi 5 Model B Rev 1.0\x00"), 0o644)
-	if m := ReadMachine(root); m.Model != "Raspberry Pi 5 Model B Rev 1.0" {
-		t.Errorf("model %q", m.Model)
+	for _, c := range []struct{ periph, want string }{
+		{"Raspberry Pi 5 Model B Rev 1.0", "Raspberry Pi 5 Model B Rev 1.0"},
+		{"Raspberry Pi 4 Model B Rev 1.4\x00", "Raspberry Pi 4 Model B Rev 1.4"},
+		{"<unknown>", ""},
+	} {
+		if got := dtModel(c.periph); got != c.want {
+			t.Errorf("dtModel(%q) = %q, want %q", c.periph, got, c.want)
+		}
+	}
+	if m := ReadMachine(); m.Arch != runtime.GOARCH {
+		t.Errorf("this machine: %+v", m)
 	}
 }
 

@@ -3,10 +3,11 @@ package board
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+
+	"periph.io/x/host/v3/distro"
 )
 
 // Machine is what detection reads of the machine it runs on.
@@ -29,22 +30,34 @@ func (m Machine) String() string {
 	return strings.Join(parts, ", ")
 }
 
-// ReadMachine reads the machine's identity under root ("/" normally; a test
-// directory in tests). Missing files leave fields empty.
-func ReadMachine(root string) Machine {
+// ReadMachine reads the machine this runs on: its device-tree model
+// through periph host/v3's distro package (which reads
+// /proc/device-tree/model once a process), DMI from /sys/class/dmi/id
+// (periph reads none) and the architecture. What is missing is left
+// empty.
+func ReadMachine() Machine {
 	read := func(p string) string {
-		b, err := os.ReadFile(filepath.Join(root, p))
+		b, err := os.ReadFile(p)
 		if err != nil {
 			return ""
 		}
-		return strings.TrimSpace(strings.TrimRight(string(b), "\x00"))
+		return strings.TrimSpace(string(b))
 	}
 	return Machine{
-		Model:       read("proc/device-tree/model"),
-		SysVendor:   read("sys/class/dmi/id/sys_vendor"),
-		ProductName: read("sys/class/dmi/id/product_name"),
+		Model:       dtModel(distro.DTModel()),
+		SysVendor:   read("/sys/class/dmi/id/sys_vendor"),
+		ProductName: read("/sys/class/dmi/id/product_name"),
 		Arch:        runtime.GOARCH,
 	}
+}
+
+// dtModel is the model periph read, "" for none (periph's "<unknown>").
+func dtModel(m string) string {
+	m = strings.TrimSpace(strings.TrimRight(m, "\x00"))
+	if m == "<unknown>" {
+		return ""
+	}
+	return m
 }
 
 // Detect picks the profile for m: a device-tree model match first (the
@@ -92,6 +105,6 @@ func Resolve(name string) (*Profile, string, error) {
 		p, err := set.Get(name)
 		return p, "configured (board " + strconv.Quote(name) + ")", err
 	}
-	p, why, err := set.Detect(ReadMachine("/"))
+	p, why, err := set.Detect(ReadMachine())
 	return p, "detected: " + why, err
 }

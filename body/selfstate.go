@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -11,7 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"periph.io/x/conn/v3/physic"
+	"periph.io/x/host/v3/sysfs"
+
 	"github.com/tobe-body/tobe-body/hal"
+	"github.com/tobe-body/tobe-body/hal/periphhost"
 )
 
 // Degradation is how well the body can do its work, from its own state.
@@ -133,6 +138,9 @@ type Sampler struct {
 	Registry                     *Registry
 	Shed                         func() uint64
 	Limits                       Limits
+
+	// sensors lists the thermal sensors (nil: periph's); tests set it.
+	sensors func() []thermalSensor
 
 	prevBusy, prevTotal uint64
 }
@@ -367,31 +375,53 @@ func (s *Sampler) readMem() (total, avail uint64, err error) {
 	return total, avail, sc.Err()
 }
 
+// thermalSensor is a thermal zone as the sampler reads it: one of
+// periph host/v3's sysfs thermal sensors (a zone of /sys/class/thermal
+// or an hwmon input), its type and a reading.
+type thermalSensor interface {
+	Type() string
+	Sense(*physic.Env) error
+}
+
+// thermalSensors are the machine's, as periph's sysfs driver found them
+// when it was loaded.
+func thermalSensors() []thermalSensor {
+	if _, err := periphhost.Init(); err != nil {
+		return nil
+	}
+	out := make([]thermalSensor, len(sysfs.ThermalSensors))
+	for i, z := range sysfs.ThermalSensors {
+		out[i] = z
+	}
+	return out
+}
+
+// readTemps reads the zones of the types the profile names, in °C: the
+// first sensor of each type (periph lists the thermal zones before the
+// hwmon inputs).
 func (s *Sampler) readTemps() (map[string]float64, error) {
 	want := map[string]bool{}
 	for _, z := range s.Zones {
 		want[z] = true
 	}
+	sensors := s.sensors
+	if sensors == nil {
+		sensors = thermalSensors
+	}
 	out := map[string]float64{}
-	dirs, _ := filepath.Glob(s.path("sys/class/thermal/thermal_zone*"))
 	var errs []string
-	for _, dir := range dirs {
-		t, err := os.ReadFile(filepath.Join(dir, "type"))
-		typ := strings.TrimSpace(string(t))
-		if err != nil || !want[typ] {
+	for _, z := range sensors() {
+		typ := z.Type()
+		if !want[typ] {
 			continue
 		}
-		raw, err := os.ReadFile(filepath.Join(dir, "temp"))
-		if err != nil {
+		want[typ] = false // the first of a type counts
+		var e physic.Env
+		if err := z.Sense(&e); err != nil {
 			errs = append(errs, fmt.Sprintf("%s: %v", typ, err))
 			continue
 		}
-		milli, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
-		if err != nil {
-			errs = append(errs, fmt.Sprintf("%s: temp is not a number", typ))
-			continue
-		}
-		out[typ] = float64(milli) / 1000
+		out[typ] = math.Round(e.Temperature.Celsius()*1000) / 1000
 	}
 	if len(errs) > 0 {
 		return out, fmt.Errorf("%s", strings.Join(errs, "; "))

@@ -1,12 +1,15 @@
 package body
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"periph.io/x/conn/v3/physic"
 )
 
 // fakeSys writes a /proc and /sys tree under a temp dir.
@@ -33,13 +36,10 @@ const (
 
 func TestSampleReadsTheKernel(t *testing.T) {
 	root := fakeSys(t, map[string]string{
-		"proc/stat":                                           stat1,
-		"proc/loadavg":                                        "1.50 0.90 0.40 2/300 1234\n",
-		"proc/meminfo":                                        meminfo,
-		"sys/class/thermal/thermal_zone0/type":                "cpu-thermal\n",
-		"sys/class/thermal/thermal_zone0/temp":                "81234\n",
-		"sys/class/thermal/thermal_zone1/type":                "gpu-thermal\n",
-		"sys/class/thermal/thermal_zone1/temp":                "40000\n",
+		"proc/stat":                            stat1,
+		"proc/loadavg":                         "1.50 0.90 0.40 2/300 1234\n",
+		"proc/meminfo":                         meminfo,
+		"sys/class/thermal/thermal_zone0/type": "cpu-thermal\n",
 		"sys/devices/platform/soc/soc:firmware/get_throttled": "0x50005\n",
 	})
 	reg := NewRegistry(time.Now)
@@ -47,7 +47,8 @@ func TestSampleReadsTheKernel(t *testing.T) {
 	reg.Register(Channel{ID: "audio.mic", State: Error})
 	s := &Sampler{Root: root, Zones: []string{"cpu-thermal"}, ThrottleSource: "rpi-firmware",
 		ThrottlePath: "/sys/devices/platform/*/*firmware/get_throttled", Registry: reg,
-		Outbox: func() (uint64, error) { return 12, nil }, Shed: func() uint64 { return 3 }, Limits: DefaultLimits}
+		Outbox: func() (uint64, error) { return 12, nil }, Shed: func() uint64 { return 3 }, Limits: DefaultLimits,
+		sensors: zones(zone{"cpu-thermal", 81.234, nil}, zone{"gpu-thermal", 40, nil}, zone{"cpu-thermal", 20, nil})}
 	s.Sample()
 	os.WriteFile(filepath.Join(root, "proc/stat"), []byte(stat2), 0o644)
 	st := s.Sample()
@@ -81,15 +82,14 @@ func TestSampleReadsTheKernel(t *testing.T) {
 
 func TestSampleSaysWhatItCouldNotRead(t *testing.T) {
 	root := fakeSys(t, map[string]string{
-		"proc/stat":                            "intr 1 2 3\n",
-		"proc/meminfo":                         "nothing\n",
-		"sys/class/thermal/thermal_zone0/type": "cpu-thermal\n",
-		"sys/class/thermal/thermal_zone0/temp": "hot\n",
-		"fw/get_throttled":                     "zzz\n",
+		"proc/stat":        "intr 1 2 3\n",
+		"proc/meminfo":     "nothing\n",
+		"fw/get_throttled": "zzz\n",
 	})
-	st := (&Sampler{Root: root, Zones: []string{"cpu-thermal"}, ThrottleSource: "rpi-firmware", ThrottlePath: "/fw/get_throttled"}).Sample()
+	st := (&Sampler{Root: root, Zones: []string{"cpu-thermal"}, ThrottleSource: "rpi-firmware", ThrottlePath: "/fw/get_throttled",
+		sensors: zones(zone{"cpu-thermal", 0, errors.New("sysfs-thermal: strconv.Atoi: parsing \"hot\": invalid syntax")})}).Sample()
 	got := strings.Join(st.Errors, "\n")
-	for _, w := range []string{"cpu: /proc/stat: no cpu line", "load: open", "memory: /proc/meminfo has no MemTotal", "thermal: cpu-thermal: temp is not a number", "throttle: /fw/get_throttled does not hold hex throttle bits"} {
+	for _, w := range []string{"cpu: /proc/stat: no cpu line", "load: open", "memory: /proc/meminfo has no MemTotal", "thermal: cpu-thermal: sysfs-thermal: strconv.Atoi: parsing \"hot\"", "throttle: /fw/get_throttled does not hold hex throttle bits"} {
 		if !strings.Contains(got, w) {
 			t.Errorf("errors %q lack %q", got, w)
 		}
@@ -145,4 +145,31 @@ func TestSampleThisMachine(t *testing.T) {
 	}
 	t.Logf("this machine: cpu %.2f load1 %.2f mem %d/%d MiB disk %d/%d MiB level %v %q",
 		st.CPU, st.Load1, st.MemAvailable>>20, st.MemTotal>>20, st.DiskFree>>20, st.DiskTotal>>20, st.Level, st.Why)
+}
+
+// zone is a thermal sensor for the sampler's tests: a type, and the
+// temperature it reads or the error.
+type zone struct {
+	typ string
+	c   float64
+	err error
+}
+
+func (z zone) Type() string { return z.typ }
+func (z zone) Sense(e *physic.Env) error {
+	if z.err != nil {
+		return z.err
+	}
+	e.Temperature = physic.ZeroCelsius + physic.Temperature(z.c*float64(physic.Celsius))
+	return nil
+}
+
+func zones(zs ...zone) func() []thermalSensor {
+	return func() []thermalSensor {
+		out := make([]thermalSensor, len(zs))
+		for i, z := range zs {
+			out[i] = z
+		}
+		return out
+	}
 }
