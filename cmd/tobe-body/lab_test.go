@@ -655,6 +655,9 @@ func refusedAll(t *testing.T, b *labBody) {
 		"gpio.set":    {Capability: "gpio.set", Target: "gpio.led", Params: map[string]string{"state": "on"}},
 		"gpio.pulse":  {Capability: "gpio.pulse", Target: "gpio.relay2", Params: map[string]string{"duration_ms": "500"}},
 		"body.notify": {Capability: "body.notify", Target: "home", Params: map[string]string{"message": "e6"}},
+		"light.on":    {Capability: "light.on", Target: "light.status"},
+		"light.off":   {Capability: "light.off", Target: "light.status"},
+		"light.blink": {Capability: "light.blink", Target: "light.status", Params: map[string]string{"period_ms": "200", "count": "2"}},
 	}
 	var names []string
 	for _, c := range caps {
