@@ -99,7 +99,7 @@ func TestRunStatusAndCleanStop(t *testing.T) {
 	if err != nil {
 		t.Fatalf("status: %v\n%s", err, out)
 	}
-	for _, want := range []string{"board     sim:", "channels  16, 16 healthy", "camera.front", "body.self", "body.notify", "audio.mic", "estop.main", "gpio.relay1", "input.keypad"} {
+	for _, want := range []string{"board     sim:", "channels  18, 18 healthy", "env.air", "light.act", "camera.front", "body.self", "body.notify", "audio.mic", "estop.main", "gpio.relay1", "input.keypad"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}
@@ -112,7 +112,7 @@ func TestRunStatusAndCleanStop(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, out)
 	}
-	if len(st.Channels) != 16 || st.Board != "sim" || st.BodyID == "" {
+	if len(st.Channels) != 18 || st.Board != "sim" || st.BodyID == "" {
 		t.Errorf("status %+v", st)
 	}
 	if st.Self == nil || st.Events["body.self"].Queued == 0 || st.Events["gpio.button"].Shed != 0 {
