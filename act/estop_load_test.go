@@ -18,8 +18,8 @@ import (
 )
 
 // TestTripLatencyFakePinsUnderLoad is E8 on the host with fake pins: 1,000
-// trips while motion workers (capped below GOMAXPROCS, as the body runs
-// them) detect motion in 640x480 frames as fast as they can, agents offer
+// trips (or ESTOP_TRIPS) while motion workers (capped below GOMAXPROCS, as
+// the body runs them) detect motion in 640x480 frames as fast as they can, agents offer
 // 2,000 requests/s to the runner over the same e-stop, and the ledger
 // appends one fsynced commit after another. Without a driver tripwire the
 // e-stop's goroutine halts the outputs, so this is the Go scheduler's
@@ -134,7 +134,7 @@ func TestTripLatencyFakePinsUnderLoad(t *testing.T) {
 	admin := Principal{Kind: LocalAdmin, Subject: "admin"}
 	var lat []time.Duration
 	time.Sleep(500 * time.Millisecond) // the load is running
-	for i := range 1000 {
+	for i := range benchTrips(1000) {
 		time.Sleep(time.Duration(i%7+1) * time.Millisecond) // pacing: the trips spread over the load, in no lockstep with it
 		r.main.Set(hal.High, hal.MonoNow())
 		var trip Trip

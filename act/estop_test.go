@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -458,9 +460,18 @@ func TestUnreadableLineAtStart(t *testing.T) {
 // E1 with fake pins: edge to every output safe and read back, over 1,000
 // trips. A figure, not a pass/fail: see BenchmarkEStopTrip.
 func TestTripLatencyFakePins(t *testing.T) {
-	lat := measureTrips(t, 1000)
+	lat := measureTrips(t, benchTrips(1000))
 	t.Logf("e-stop latency with fake pins, edge -> outputs safe and read back, %d trips: p50 %v p99 %v max %v",
 		len(lat), lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1])
+}
+
+// benchTrips is how many trips a latency figure is taken over: n, or
+// ESTOP_TRIPS where it is set (scripts/bench/estop.sh's short form).
+func benchTrips(n int) int {
+	if v, err := strconv.Atoi(os.Getenv("ESTOP_TRIPS")); err == nil && v > 0 {
+		return v
+	}
+	return n
 }
 
 func measureTrips(tb testing.TB, n int) []time.Duration {

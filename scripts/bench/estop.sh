@@ -17,20 +17,45 @@
 #
 #   scripts/bench/estop.sh
 #   ESTOP_LAB=1 scripts/bench/estop.sh
+#   BENCH_SHORT=1 scripts/bench/estop.sh   # 100 trips each (ESTOP_TRIPS), no lab
 set -eu
 cd "$(dirname "$0")/../.."
+. scripts/bench/lib.sh
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
+short && : "${ESTOP_TRIPS:=100}"
+[ -n "${ESTOP_TRIPS:-}" ] && export ESTOP_TRIPS
+
+# us DURATION...: Go's printed durations (950ns, 31.5µs, 1.2ms, 2s) in
+# microseconds.
+us() {
+	echo "$@" | awk '{
+		for (i = 1; i <= NF; i++) {
+			d = $i; v = d + 0; u = d; sub(/^[0-9.]+/, "", u)
+			f = u == "ns" ? 0.001 : u == "ms" ? 1000 : u == "s" ? 1e6 : 1
+			printf "%s%.1f", (i > 1 ? " " : ""), v * f
+		}
+		print ""
+	}'
+}
+# p99 LINE: the p99 in a line's first "p50 X p99 Y max Z", in µs.
+p99() { us "$(echo "$1" | sed -n 's/.*p99 \([^ ]*\) max.*/\1/p')"; }
 
 for race in "" -race; do
 	go test -count=1 $race -run '^TestTripLatencyFakePins$' -v ./act > "$out" || { cat "$out"; exit 1; }
 	line=$(grep -o 'e-stop latency with fake pins.*' "$out")
 	echo "fake pins${race:+ (-race)}: ${line#e-stop latency with fake pins, }"
+	if [ -z "$race" ]; then
+		figure estop.fake_pins.p99 "$(p99 "$line")" µs - 'value<=100'
+	else
+		figure estop.fake_pins_race.p99 "$(p99 "$line")" µs
+	fi
 done
 echo "goal: p99 <= 100µs (without -race)"
 ESTOP_LOAD=1 go test -count=1 -run '^TestTripLatencyFakePinsUnderLoad$' -v ./act > "$out" || { cat "$out"; exit 1; }
 line=$(grep -o 'e-stop latency with fake pins under load.*' "$out")
 echo "fake pins under E8's load on this machine (the goroutine path, no tripwire): ${line#e-stop latency with fake pins under load }"
+figure estop.fake_pins_load.p99 "$(p99 "$line")" µs
 
 if [ "${ESTOP_LAB:-}" = 1 ]; then
 	for smp in ${LAB_SMP:-1 2}; do
@@ -40,5 +65,13 @@ if [ "${ESTOP_LAB:-}" = 1 ]; then
 		grep -o 'estop path:.*' "$out"
 		grep -o 'estop latency:.*' "$out"
 		grep '^lab: [0-9]* passed' "$out"
+		# Each run's e-stop p99 against the bare reader's in the same run.
+		grep -o 'estop latency:.*' "$out" | while read -r line; do
+			run=$(echo "$line" | sed -n 's/^estop latency: \([a-z]*\).*/\1/p')
+			trip=$(p99 "$(echo "$line" | sed -n 's/.*read back \(p50 [^;]*\);.*/\1/p')")
+			bare=$(p99 "$(echo "$line" | sed -n 's/.*bare read(2) edge -> returned \(p50 [^;]*\);.*/\1/p')")
+			[ -n "$run" ] && [ -n "$trip" ] && [ -n "$bare" ] &&
+				figure "estop.lab.smp$smp.$run.p99" "$trip" µs "$bare" 'ratio<=1.5' bare-read
+		done
 	done
 fi

@@ -8,14 +8,18 @@
 #
 #   scripts/bench/ledger.sh              # 3000 appends per case
 #   APPENDS=10000 scripts/bench/ledger.sh
+#   BENCH_SHORT=1 scripts/bench/ledger.sh  # 100 appends per case, 100 ms per codec case
 set -eu
 cd "$(dirname "$0")/../.."
-n=${APPENDS:-3000}
+. scripts/bench/lib.sh
+n=3000 codectime=2s
+short && n=100 codectime=0.1s
+n=${APPENDS:-$n}
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+trap 'rm -f "$out" "$out.figures"' EXIT
 
 go test -run '^$' -bench 'DurableAppend' -benchtime "${n}x" -count 1 ./ledger | tee "$out" | grep Benchmark
-go test -run '^$' -bench 'Envelope' -benchtime 2s -count 1 ./ledger | tee -a "$out" | grep Benchmark
+go test -run '^$' -bench 'Envelope' -benchtime "$codectime" -count 1 ./ledger | tee -a "$out" | grep Benchmark
 
 echo
 awk '
@@ -44,4 +48,16 @@ END {
 		ns["encode/cbor"], allocs["encode/cbor"], ns["encode/json"], ns["encode/json"] / ns["encode/cbor"],
 		ns["decode/cbor"], ns["decode/json"], ns["decode/json"] / ns["decode/cbor"]
 	print "goals: g=1 >= 0.8x update; g=16 >= 5x batch and >= 20000/s; encode >= 2.5x, decode >= 5x, 0 allocs"
-}' "$out"
+	for (k = 1; k <= n; k++) {
+		g = order[k]; gn = g; sub(/=/, "", gn)
+		printf "ledger.append.%s.vs_update %.0f appends/s %.0f %s bbolt-update\n", gn, rate["ledger", g], rate["bbolt-update", g], g == "g=1" ? "ratio>=0.8" : "-" > figs
+		printf "ledger.append.%s.vs_batch %.0f appends/s %.0f %s bbolt-batch\n", gn, rate["ledger", g], rate["bbolt-batch", g], g == "g=16" ? "ratio>=5" : "-" > figs
+		printf "ledger.append.%s.p99 %s µs %s - bbolt-update\n", gn, p99["ledger", g], p99["bbolt-update", g] > figs
+	}
+	printf "ledger.append.g16 %.0f appends/s - value>=20000\n", rate["ledger", "g=16"] > figs
+	# The codec as operations a second, so that the ratio is CBOR over JSON.
+	printf "ledger.envelope.encode %.0f ops/s %.0f ratio>=2.5 json\n", 1e9 / ns["encode/cbor"], 1e9 / ns["encode/json"] > figs
+	printf "ledger.envelope.decode %.0f ops/s %.0f ratio>=5 json\n", 1e9 / ns["decode/cbor"], 1e9 / ns["decode/json"] > figs
+	printf "ledger.envelope.encode_allocs %s allocs/op - value<=0\n", allocs["encode/cbor"] > figs
+}' figs="$out.figures" "$out"
+figures <"$out.figures"

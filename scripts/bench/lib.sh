@@ -15,8 +15,11 @@
 # prints the same lines.
 
 # figure NAME VALUE UNIT [PEER [GOAL [VS]]]: prints a figure line. The
-# ratio is VALUE ÷ PEER, with four significant digits.
+# ratio is VALUE ÷ PEER, with four significant digits. A VALUE or PEER
+# that is not a number fails (the bench lost its figure: it says so).
 figure() {
+	isnum "$2" || { echo "figure $1: the value \"$2\" is not a number" >&2; return 1; }
+	[ "${4:--}" = - ] || isnum "$4" || { echo "figure $1: the peer \"$4\" is not a number" >&2; return 1; }
 	awk -v n="$1" -v v="$2" -v u="$3" -v p="${4:--}" -v g="${5:--}" -v vs="${6:--}" 'BEGIN {
 		r = "-"
 		if (p != "-" && p + 0 != 0) r = sprintf("%.4g", v / p)
@@ -24,6 +27,20 @@ figure() {
 	}'
 }
 
+# isnum S: whether S is a decimal number (1, -2.5, .5, 1.5e3).
+isnum() {
+	awk -v v="$1" 'BEGIN { exit !(v ~ /^[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$/) }'
+}
+
 # short: whether this is the short form (BENCH_SHORT=1): seconds, not
 # minutes, through the whole path, for make bench-smoke.
 short() { [ "${BENCH_SHORT:-}" = 1 ]; }
+
+# figures: a figure for each line of standard input, whose words are
+# figure's arguments (NAME VALUE UNIT [PEER [GOAL [VS]]]): for the figures
+# an awk program computes.
+figures() {
+	while read -r n v u p g vs; do
+		figure "$n" "$v" "$u" "${p:--}" "${g:--}" "${vs:--}"
+	done
+}

@@ -5,7 +5,11 @@
 //
 // It starts `TOBE_BODY run --board sim` on a fresh data directory whose
 // config makes the caller's uid an agent at high trust and has
-// body.notified observed at high attention, connects as an agent with the
+// body.notified observed at high attention, with the gate told to push
+// every one of them: novelty not weighed and no budget (the defaults
+// rightly hold back the seventh like notice in ten minutes, and the
+// thirty-first in an hour; this measures the transport and the push, not
+// the gate's judgement, which scripts/bench/gate.sh measures), connects as an agent with the
 // official MCP SDK's client (to agent.sock, or through `TOBE_BODY stdio`
 // with -via stdio), and measures:
 //
@@ -14,17 +18,18 @@
 //     of newline-delimited JSON-RPC that does nothing but write the
 //     request and read the answer: the body's own share, without the Go
 //     client's (an agent's client is ToBe's, in Node);
-//   - with -peer, the same number of round trips of the SDK alone, its
-//     server and client in this process over a Unix socket, calling a
-//     tool that does nothing: the floor the SDK sets on this machine,
-//     which the body's figures are given against as ratios;
+//   - the same number of round trips of the SDK alone, its server and
+//     client in this process over a Unix socket, calling a tool that does
+//     nothing: the floor the SDK sets on this machine, which the body's
+//     figures are given against as ratios (-peer=false leaves it out);
 //   - the push latency of -pushes observations: a local administrator
 //     has the body notify (body.notify through the admin socket), and the
 //     time from the event's commit (its ingested_at) to the client
 //     reading its notification is taken.
 //
-// Each prints p50, p99 and max. Figures of a shared machine: never a
-// pass or fail.
+// Each prints p50, p99 and max, and figure lines (scripts/bench/lib.sh)
+// for the table of make bench. Figures of a shared machine: never a pass
+// or fail.
 package main
 
 import (
@@ -51,6 +56,7 @@ import (
 	"github.com/tobe-body/tobe-body/awareness/admin"
 	"github.com/tobe-body/tobe-body/awareness/agent"
 	"github.com/tobe-body/tobe-body/awareness/agent/sshdtest"
+	"github.com/tobe-body/tobe-body/scripts/bench/figure"
 )
 
 func main() {
@@ -69,7 +75,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	tool := fs.String("tool", "body_status", "the observe tool whose calls are timed")
 	boardName := fs.String("board", "sim", "the board the daemon runs on")
 	clientGC := fs.Int("client-gogc", 0, "the client's GOGC (0: as GOGC says), to tell the client's collections from the daemon's")
-	peer := fs.Bool("peer", false, "also time the SDK alone in this process (its server and client over a Unix socket, a tool that does nothing), the peer of the figures")
+	peer := fs.Bool("peer", true, "also time the SDK alone in this process (its server and client over a Unix socket, a tool that does nothing), the peer of the call figures")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -90,7 +96,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	conf := fmt.Sprintf(`{"version": 1, "monitor": {"quiet": true},
  "act": {"rate_limits": {"per_principal": {"burst": 100000, "per_second": 100000}, "by_capability": {"body.notify": {"burst": 100000, "per_second": 100000}}}},
  "agent": {"principals": [{"name": "bench", "subject": "agent:bench", "uid": %d, "trust": "high"}],
-  "observations": {"rules": [{"type": "body.notified", "actor": "service", "attention": "high", "trust": "high", "text": "{message}"}]}}}`, uid)
+  "observations": {"rules": [{"type": "body.notified", "actor": "service", "attention": "high", "trust": "high", "text": "{message}"}]}},
+ "gate": {"novelty_half_life_s": 0, "global_budget": {"max": 0, "window_s": 0}, "item_budget": {"max": 0, "window_s": 0}}}`, uid)
 	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
 		return err
 	}
@@ -191,8 +198,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("the line client: %w", err)
 	}
 	fmt.Fprintf(out, "observe call (%s) over %s, a line client: %s (%d calls)\n", *tool, *via, summary(lrt), *calls)
+	var floor []time.Duration
 	if *peer {
-		floor, err := sdkFloor(ctx, dir, *calls)
+		floor, err = sdkFloor(ctx, dir, *calls)
 		if err != nil {
 			return fmt.Errorf("the SDK alone: %w", err)
 		}
@@ -203,6 +211,26 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}{{"the SDK's client", rt}, {"a line client", lrt}} {
 			fmt.Fprintf(out, "  over %s with %s, to the peer: p50 %.2fx, p99 %.2fx\n", *via, m.name,
 				ratio(m.ds, floor, 0.50), ratio(m.ds, floor, 0.99))
+		}
+	}
+	for _, m := range []struct {
+		name string
+		ds   []time.Duration
+	}{{"sdk_client", rt}, {"line_client", lrt}} {
+		for _, q := range []struct {
+			name string
+			q    float64
+		}{{"p50", 0.50}, {"p99", 0.99}} {
+			f := figure.Figure{Name: fmt.Sprintf("agent.call.%s.%s.%s", *via, m.name, q.name), Value: ms(quantile(m.ds, q.q)), Unit: "ms", Peer: figure.NoPeer()}
+			if *via == "socket" && q.name == "p99" {
+				f.Goal = figure.Goal{Of: "value", Op: "<=", N: 2}
+			}
+			if floor != nil {
+				f.Peer, f.Vs = ms(quantile(floor, q.q)), "mcp-sdk-alone"
+			}
+			if err := figure.Print(out, f); err != nil {
+				return err
+			}
 		}
 	}
 
@@ -239,8 +267,21 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		lat = append(lat, seen[s].Sub(at))
 	}
 	fmt.Fprintf(out, "push, commit to notification read, over %s: %s (%d observations)\n", *via, summary(lat), len(lat))
+	for _, q := range []struct {
+		name string
+		q    float64
+		goal figure.Goal
+	}{{"p50", 0.50, figure.Goal{}}, {"p99", 0.99, figure.Goal{Of: "value", Op: "<=", N: 20}}} {
+		if err := figure.Print(out, figure.Figure{Name: fmt.Sprintf("agent.push.%s.%s", *via, q.name), Value: ms(quantile(lat, q.q)), Unit: "ms",
+			Peer: figure.NoPeer(), Goal: q.goal}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
+
+// ms is d in milliseconds, to the microsecond.
+func ms(d time.Duration) float64 { return float64(d.Round(time.Microsecond)) / 1e6 }
 
 // startCommand starts cmd with its standard input and output as the
 // stream; closing the stream closes its input and waits for it.
