@@ -21,10 +21,14 @@
 #   scripts/bench/attack.sh
 #   ATTACK_BASELINE=HEAD~8 scripts/bench/attack.sh
 #   ATTACK_EVENTS=20000 scripts/bench/attack.sh   # a smaller ledger
+#   BENCH_SHORT=1 scripts/bench/attack.sh   # 20 submits of each kind, 2,000 events, 2 s idle
 set -eu
 cd "$(dirname "$0")/../.."
-n=${ATTACK_N:-300}
-events=${ATTACK_EVENTS:-100000}
+. scripts/bench/lib.sh
+n=300 events=100000 idle=10s
+short && n=20 events=2000 idle=2s
+n=${ATTACK_N:-$n}
+events=${ATTACK_EVENTS:-$events}
 payload=${ATTACK_PAYLOAD:-1024}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -49,9 +53,12 @@ for b in $bins; do
 	name=${b%%:*} bin=${b#*:}
 	echo
 	echo "== $name: $n refused submits of each kind, fresh data directory"
-	"$out/attackbench" submits -bin "$bin" -data "$out/$name-submits" -n "$n"
+	# The figures are the fixed daemon's; a baseline's are its words only.
+	figs=""
+	[ "$name" = fixed ] && figs=attack
+	"$out/attackbench" submits -bin "$bin" -data "$out/$name-submits" -n "$n" -figures "$figs"
 	echo "== $name: 16 concurrent largest events queries"
 	cp -a "$out/filled" "$out/$name-queries"
-	"$out/attackbench" queries -bin "$bin" -data "$out/$name-queries"
+	"$out/attackbench" queries -bin "$bin" -data "$out/$name-queries" -idle "$idle" -figures "$figs"
 	rm -rf "$out/$name-queries"
 done

@@ -16,12 +16,18 @@
 #   ROUNDS=3 EVENTS=100000 scripts/bench/ledger-open.sh
 #   LEDGER_OPEN_DIR=/var/tmp/lo scripts/bench/ledger-open.sh   # keep and reuse the ledgers
 #   TOBE_BODY=/path/to/other/tobe-body scripts/bench/ledger-open.sh   # measure another build
+#   BENCH_SHORT=1 scripts/bench/ledger-open.sh   # one round, 2,000 events
 #
-# Goal (RELIABILITY.md A1): offline reads as fast as on an empty ledger.
+# Goal (RELIABILITY.md A1): offline reads as fast as on an empty ledger;
+# the figures hold them to at most 1.5x its time (as startup.sh does) and
+# 2x its peak memory.
 set -eu
 cd "$(dirname "$0")/../.."
-rounds=${ROUNDS:-5}
-events=${EVENTS:-500000}
+. scripts/bench/lib.sh
+rounds=5 events=500000
+short && rounds=1 events=2000
+rounds=${ROUNDS:-$rounds}
+events=${EVENTS:-$events}
 dir=${LEDGER_OPEN_DIR:-}
 if [ -z "$dir" ]; then
 	dir=$(mktemp -d)
@@ -94,5 +100,9 @@ END {
 		bs = median(k " big|s") / 1000; es = median(k " empty|s") / 1000
 		bk = median(k " big|kb") / 1024; ek = median(k " empty|kb") / 1024
 		printf "%-22s %8.1f %8.1f %7.2fx   %8.1f %8.1f %7.2fx\n", k, bs, es, bs / es, bk, ek, bk / ek
+		n = "ledger_open." cmds[c] "." caches[h] "." states[s]
+		printf "%s.time %.1f ms %.1f ratio<=1.5 empty-ledger\n", n, bs, es > figs
+		printf "%s.peak %.1f MiB %.1f ratio<=2 empty-ledger\n", n, bk, ek > figs
 	}
-}' "$out"
+}' figs="$out.figures" "$out"
+figures <"$out.figures"

@@ -20,10 +20,14 @@
 #   STARTUP_DIR=/var/tmp/startup scripts/bench/startup.sh
 #                      # keep the filled data directory there, and use it
 #                      # again on the next run (filling takes minutes)
+#   BENCH_SHORT=1 scripts/bench/startup.sh   # 5,000 events, one run of each
 set -eu
 cd "$(dirname "$0")/../.."
-runs=${STARTUP_RUNS:-3}
-events=${STARTUP_EVENTS:-1000000}
+. scripts/bench/lib.sh
+runs=3 events=1000000
+short && runs=1 events=5000
+runs=${STARTUP_RUNS:-$runs}
+events=${STARTUP_EVENTS:-$events}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
@@ -71,9 +75,15 @@ for what in start exec; do
 				ms[1], kib[1], anon[1], ms[2], kib[2], anon[2]
 			printf "  %.2fx time (goal <= 1.5x), %.2fx peak memory (goal <= 2x), %.2fx anonymous memory\n",
 				ms[2] / ms[1], kib[2] / kib[1], anon[2] / anon[1]
+			n = "startup.ready"
 		} else {
 			printf "ledger events --limit 5: empty %.1f ms, peak %.0f KiB; history %.1f ms, peak %.0f KiB\n", ms[1], kib[1], ms[2], kib[2]
 			printf "  %.2fx time (goal <= 1.5x), %.2fx peak memory (goal <= 2x)\n", ms[2] / ms[1], kib[2] / kib[1]
+			n = "startup.offline_events"
 		}
-	}' "$out/empty.$what" "$out/history.$what"
+		printf "%s.time %.1f ms %.1f ratio<=1.5 empty-ledger\n", n, ms[2], ms[1] > figs
+		printf "%s.peak %.1f MiB %.1f ratio<=2 empty-ledger\n", n, kib[2] / 1024, kib[1] / 1024 > figs
+		if (what == "start") printf "%s.anon %.1f MiB %.1f - empty-ledger\n", n, anon[2] / 1024, anon[1] / 1024 > figs
+	}' figs="$out/figures.$what" "$out/empty.$what" "$out/history.$what"
+	figures <"$out/figures.$what"
 done

@@ -48,6 +48,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -64,6 +65,7 @@ import (
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/ledger"
+	"github.com/tobe-body/tobe-body/scripts/bench/figure"
 )
 
 func main() {
@@ -238,6 +240,7 @@ func submits(ctx context.Context, args []string, out io.Writer) error {
 	bin := fs.String("bin", "", "the tobe-body binary")
 	dir := fs.String("data", "", "the data directory (made if missing)")
 	n := fs.Int("n", 300, "requests of each kind")
+	prefix := fs.String("figures", "", "print figure lines (scripts/bench/lib.sh) named under this prefix")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -333,6 +336,10 @@ func submits(ctx context.Context, args []string, out io.Writer) error {
 	grew := stats.FileBytes - before.bytes
 	fmt.Fprintf(out, "after the stop: %d bytes, %d events: grew by %d bytes (%.1f KiB, goal under 1 MiB) and %d events; %d action.refusals summaries counting %v\n",
 		stats.FileBytes, stats.Events, grew, float64(grew)/1024, stats.Events-before.events, sums, count)
+	if *prefix != "" {
+		return figure.Print(out, figure.Figure{Name: *prefix + ".refused_growth", Value: math.Round(float64(grew)/1024*10) / 10, Unit: "KiB", Peer: figure.NoPeer(),
+			Goal: figure.Goal{Of: "value", Op: "<=", N: 1024}})
+	}
 	return nil
 }
 
@@ -456,6 +463,7 @@ func queries(ctx context.Context, args []string, out io.Writer) error {
 	clients := fs.Int("clients", 16, "concurrent callers")
 	rounds := fs.Int("rounds", 5, "calls per caller")
 	idle := fs.Duration("idle", 10*time.Second, "how long the daemon settles before the idle sample")
+	prefix := fs.String("figures", "", "print figure lines (scripts/bench/lib.sh) named under this prefix")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -497,7 +505,7 @@ func queries(ctx context.Context, args []string, out io.Writer) error {
 		st.Events, st.FileBytes>>20, *idle, idleMem.rss, idleMem.anon, idleMem.file, idleMem.hwm)
 
 	for _, spread := range []bool{false, true} {
-		if err := storm(ctx, out, d, st.Events, *clients, *rounds, spread, idleMem); err != nil {
+		if err := storm(ctx, out, d, st.Events, *clients, *rounds, spread, idleMem, *prefix); err != nil {
 			return err
 		}
 	}
@@ -509,7 +517,7 @@ func queries(ctx context.Context, args []string, out io.Writer) error {
 // spread, from random points of its events (each touching pages of its
 // own), sampling the daemon's memory every 5 ms, and prints the peaks
 // against idle.
-func storm(ctx context.Context, out io.Writer, d *daemon, events, clients, rounds int, spread bool, idleMem mem) error {
+func storm(ctx context.Context, out io.Writer, d *daemon, events, clients, rounds int, spread bool, idleMem mem, prefix string) error {
 	pid := d.cmd.Process.Pid
 	// The daemon's memory, every 5 ms, while the callers run.
 	var peak mem
@@ -588,5 +596,16 @@ func storm(ctx context.Context, out io.Writer, d *daemon, events, clients, round
 	fmt.Fprintf(out, "peak while they ran: VmRSS %d KiB (RssAnon %d, RssFile %d); VmHWM %d KiB\n", peak.rss, peak.anon, peak.file, end.hwm)
 	fmt.Fprintf(out, "  VmHWM / idle VmRSS: %.2fx (goal under 2x); peak RssAnon / idle RssAnon: %.2fx\n",
 		float64(end.hwm)/float64(idleMem.rss), float64(peak.anon)/float64(idleMem.anon))
-	return nil
+	if prefix == "" {
+		return nil
+	}
+	where := "start"
+	if spread {
+		where = "random"
+	}
+	return figure.Print(out, figure.Figure{Name: prefix + ".queries_from_" + where + ".peak", Value: mib(end.hwm), Unit: "MiB",
+		Peer: mib(idleMem.rss), Vs: "idle-rss", Goal: figure.Goal{Of: "ratio", Op: "<=", N: 2}})
 }
+
+// mib is kib KiB in MiB, to a tenth.
+func mib(kib int) float64 { return math.Round(float64(kib)/1024*10) / 10 }
