@@ -5,12 +5,18 @@
 // with the daemon's options (config defaults: 100,000 rows, 64 MiB,
 // audit rows given up after 7 days of running).
 //
-//	go run ./scripts/bench/outboxbench [-actions 250000] [-every 1m] [-sense 4]
+//	go run ./scripts/bench/outboxbench [-actions 250000] [-every 1m] [-sense 4] [-max-rows N]
 //
 // Each action is two audit records (proposed and succeeded) with a
 // payload of about 200 bytes, -every apart on the ledger's clock, with
-// -sense telemetry events between two actions. Figures of a shared
-// machine: read the times as such; the sizes are what they are.
+// -sense telemetry events between two actions. -max-rows sets the
+// outbox's budget of rows in place of the config's (scripts/bench/outbox.sh's
+// short form: a small budget, so a short run goes over it too). Prints
+// figure lines (scripts/bench/lib.sh): each mode's outbox against its
+// budget, and the append rate with the broker down (the outbox over its
+// budget) against the rate with no outbox (goal: at least 0.8x, A2).
+// Figures of a shared machine: read the times as such; the sizes are what
+// they are.
 package main
 
 import (
@@ -19,6 +25,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,6 +36,7 @@ import (
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/ledger"
+	"github.com/tobe-body/tobe-body/scripts/bench/figure"
 )
 
 func main() {
@@ -43,32 +51,42 @@ func run(args []string) error {
 	actions := fs.Int("actions", 250_000, "actions (two audit records each)")
 	every := fs.Duration("every", time.Minute, "the ledger's running time between two actions")
 	sense := fs.Int("sense", 4, "telemetry events between two actions")
+	maxRows := fs.Int("max-rows", 0, "the outbox's budget of rows (0: the config's)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	rates := map[string]float64{}
 	for _, mode := range []string{"no uplink", "uplink, broker down"} {
-		if err := one(mode, *actions, *every, *sense); err != nil {
+		rate, err := one(mode, *actions, *every, *sense, *maxRows)
+		if err != nil {
 			return fmt.Errorf("%s: %w", mode, err)
 		}
+		rates[mode] = rate
 	}
-	return nil
+	return figure.Print(os.Stdout, figure.Figure{Name: "outbox.broker_down.append_rate", Value: math.Round(rates["uplink, broker down"]), Unit: "events/s",
+		Peer: math.Round(rates["no uplink"]), Vs: "no-outbox", Goal: figure.Goal{Of: "ratio", Op: ">=", N: 0.8}})
 }
 
-func one(mode string, actions int, every time.Duration, sense int) error {
+// one fills a fresh ledger in one mode and prints what it came to; it
+// returns the rate of its appends, in events a second.
+func one(mode string, actions int, every time.Duration, sense, maxRows int) (float64, error) {
 	dir, err := os.MkdirTemp("", "outboxbench-")
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer os.RemoveAll(dir)
 	start := time.Now()
 	id, _, err := body.LoadIdentity(dir, start)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	cfg := config.Default().Ledger
+	if maxRows > 0 {
+		cfg.OutboxMaxRows = maxRows
+	}
 	opts, err := body.LedgerOptions(cfg, dir, id, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})), awareness.Projections()...)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	opts.NoOutbox = mode == "no uplink"
 	var clock atomic.Int64
@@ -76,14 +94,14 @@ func one(mode string, actions int, every time.Duration, sense int) error {
 	opts.Now = func() time.Time { return time.Unix(0, clock.Load()) }
 	s, err := ledger.Open(opts)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer s.Close()
 	params := map[string]any{"capability": "gpio.set", "target": "led", "params": map[string]string{"value": "1"},
 		"principal": "agent:pi", "note": strings.Repeat("x", 120)}
 	payload, err := ledger.MarshalPayload(params)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	const batch = 500 // actions a commit
 	began := time.Now()
@@ -99,19 +117,19 @@ func one(mode string, actions int, every time.Duration, sense int) error {
 		}
 		clock.Add(int64(every) * int64(min(batch, actions-i)))
 		if _, err := s.Append(context.Background(), evs...); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	took := time.Since(began)
 	st, err := s.Stats()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var notSent uint64
 	for after := uint64(0); ; {
 		evs, err := s.Events(ledger.Filter{After: after, Types: []string{"ledger.outbox_not_sent"}, Limit: 1000})
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if len(evs) == 0 {
 			break
@@ -119,7 +137,7 @@ func one(mode string, actions int, every time.Duration, sense int) error {
 		for _, e := range evs {
 			var p map[string]any
 			if err := ledger.UnmarshalPayload(e.Payload, &p); err != nil {
-				return errors.Join(errors.New("ledger.outbox_not_sent"), err)
+				return 0, errors.Join(errors.New("ledger.outbox_not_sent"), err)
 			}
 			if n, ok := p["rows"].(uint64); ok {
 				notSent += n
@@ -129,11 +147,22 @@ func one(mode string, actions int, every time.Duration, sense int) error {
 	}
 	fi, err := os.Stat(filepath.Join(dir, body.LedgerFile))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	ran := time.Duration(actions) * every
 	fmt.Printf("%-20s %d actions over %.0f days of running, %d telemetry events: outbox %d rows / %.1f MiB (budget %d rows / %d MiB); telemetry dropped %d; audit given up (not sent) %d; %d events in a %.0f MiB file; appended in %v (%.0f events/s)\n",
 		mode+":", actions, ran.Hours()/24, actions*sense, st.OutboxRows, float64(st.OutboxBytes)/(1<<20), cfg.OutboxMaxRows, cfg.OutboxMaxMB,
 		st.OutboxDropped, notSent, st.Events, float64(fi.Size())/(1<<20), took.Round(time.Millisecond), float64(st.Events)/took.Seconds())
-	return nil
+	if !opts.NoOutbox {
+		name := "outbox.broker_down."
+		for _, f := range []figure.Figure{
+			{Name: name + "rows", Value: float64(st.OutboxRows), Unit: "rows", Peer: figure.NoPeer(), Goal: figure.Goal{Of: "value", Op: "<=", N: float64(cfg.OutboxMaxRows)}},
+			{Name: name + "size", Value: math.Round(float64(st.OutboxBytes)/(1<<20)*10) / 10, Unit: "MiB", Peer: figure.NoPeer(), Goal: figure.Goal{Of: "value", Op: "<=", N: float64(cfg.OutboxMaxMB)}},
+		} {
+			if err := figure.Print(os.Stdout, f); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return float64(st.Events) / took.Seconds(), nil
 }
