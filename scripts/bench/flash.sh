@@ -13,9 +13,16 @@
 #
 #   scripts/bench/flash.sh
 #   FLASH_SECONDS=120 scripts/bench/flash.sh
+#   BENCH_SHORT=1 scripts/bench/flash.sh   # 15 s each
+#
+# Goals (RELIABILITY.md W1): at most 3 KiB written per sensed event and
+# 8 KiB per audit event.
 set -eu
 cd "$(dirname "$0")/../.."
-secs=${FLASH_SECONDS:-600}
+. scripts/bench/lib.sh
+secs=600
+short && secs=15
+secs=${FLASH_SECONDS:-$secs}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 go build -o "$out/tobe-body" ./cmd/tobe-body
@@ -32,3 +39,10 @@ echo "with an action a second:               $(cat "$out/audit")"
 field() { sed -n "s/.*\[events=\([0-9]*\) bytes=\([0-9]*\)\].*/\\$2/p" "$1"; }
 awk -v e1="$(field "$out/after" 1)" -v b1="$(field "$out/after" 2)" -v e2="$(field "$out/audit" 1)" -v b2="$(field "$out/audit" 2)" \
 	'BEGIN { printf "audit events alone: %d more events, %d more bytes: %.1f KiB per audit event\n", e2-e1, b2-b1, (b2-b1)/(e2-e1)/1024 }'
+awk -v e0="$(field "$out/before" 1)" -v b0="$(field "$out/before" 2)" -v e1="$(field "$out/after" 1)" -v b1="$(field "$out/after" 2)" \
+	-v e2="$(field "$out/audit" 1)" -v b2="$(field "$out/audit" 2)" 'BEGIN {
+	if (e0 == 0 || e1 == 0 || e2 <= e1) { print "flash: a run recorded no events, or the run with actions none more" > "/dev/stderr"; exit 1 }
+	printf "flash.sensed_event %.2f KiB %.2f value<=3 commit-each\n", b1 / e1 / 1024, b0 / e0 / 1024
+	printf "flash.audit_event %.1f KiB - value<=8\n", (b2 - b1) / (e2 - e1) / 1024
+}' >"$out/figures"
+figures <"$out/figures"
