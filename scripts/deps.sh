@@ -12,11 +12,15 @@
 # modprobe, cpio, e2fsprogs for the VM's disk, and what building gpio-sim
 # against Debian's 6.1 kernel headers runs (make, gcc-12, which the
 # headers name as their compiler, xz, kmod's depmod, and libelf for the
-# headers' objtool). Quiet and quick when everything is there.
+# headers' objtool). With "bench", also what the benchmarks under
+# scripts/bench run beside the body: Debian's python3 with OpenCV and
+# numpy (motion.sh's peer), bc, GNU time (ledger-open.sh) and taskset.
+# Quiet and quick when everything is there.
 #
 #   scripts/deps.sh            for make test
 #   scripts/deps.sh cross      for make cross
 #   scripts/deps.sh lab        for make lab (scripts/lab/run.sh runs it)
+#   scripts/deps.sh bench      for make bench and make bench-smoke
 #   scripts/deps.sh lab-arm64  and for make lab LAB_ARCH=arm64 (armv7 alike):
 #                              QEMU's ARM machines, the architecture's
 #                              cross compiler, C library and PortAudio
@@ -32,8 +36,8 @@ if [ "${1:-}" = -n ]; then
 fi
 what=${1:-}
 case $what in
-"" | cross | lab | lab-arm64 | lab-armv7) ;;
-*) echo "deps: unknown set \"$what\" (none, cross, lab, lab-arm64 or lab-armv7)" >&2; exit 2 ;;
+"" | bench | cross | lab | lab-arm64 | lab-armv7) ;;
+*) echo "deps: unknown set \"$what\" (none, bench, cross, lab, lab-arm64 or lab-armv7)" >&2; exit 2 ;;
 esac
 
 SUDO=""
@@ -97,6 +101,14 @@ if [ "$what" = lab ]; then
 	installed libelf1 || missing="$missing libelf1"
 	# The system lab's Debian root (scripts/lab/system.sh).
 	command -v mmdebstrap >/dev/null 2>&1 || missing="$missing mmdebstrap"
+fi
+if [ "$what" = bench ]; then
+	# Debian's python3, where python3-opencv installs cv2 (another python3
+	# may be first on PATH).
+	/usr/bin/python3 -c 'import cv2, numpy' 2>/dev/null || missing="$missing python3-opencv python3-numpy"
+	command -v bc >/dev/null 2>&1 || missing="$missing bc"
+	[ -x /usr/bin/time ] || missing="$missing time"
+	command -v taskset >/dev/null 2>&1 || missing="$missing util-linux"
 fi
 command -v gcc >/dev/null 2>&1 || missing="$missing gcc libc6-dev"
 command -v git >/dev/null 2>&1 || missing="$missing git"

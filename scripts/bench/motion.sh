@@ -6,7 +6,8 @@
 # running-average background, absdiff, threshold, calibration, 3x3 dilation,
 # 8-connected components with stats, area filter, zone test, hysteresis).
 #
-#  - installs python3-opencv with apt-get when Debian's python3 lacks cv2;
+#  - installs python3-opencv with apt-get when Debian's python3 lacks cv2
+#    (scripts/deps.sh bench);
 #  - renders one clip (640x480 YUYV, 30 fps, 300 frames = 184 MB: two
 #    objects crossing two zones over sensor noise, then a light switched
 #    brighter) into a temporary directory, read into memory by both;
@@ -23,23 +24,21 @@
 #
 #   scripts/bench/motion.sh
 #   ROUNDS=5 PASSES=2 MOTION_CORE=0 scripts/bench/motion.sh
+#   BENCH_SHORT=1 scripts/bench/motion.sh   # one round of one pass, the Go benchmark for 0.2 s
 #
 # Goals: at least 2x OpenCV-Python and 3000 frames/s on one core, 0 allocs/op.
 set -eu
 cd "$(dirname "$0")/../.."
-rounds=${ROUNDS:-3}
-passes=${PASSES:-3}
+. scripts/bench/lib.sh
+rounds=3 passes=3 benchtime=3s
+short && rounds=1 passes=1 benchtime=0.2s
+rounds=${ROUNDS:-$rounds}
+passes=${PASSES:-$passes}
 core=${MOTION_CORE:-1}
 py=/usr/bin/python3 # Debian's, where python3-opencv installs cv2
 hostgo="env -u GOOS -u GOARCH -u GOARM -- go"
 
-if ! "$py" -c 'import cv2' 2>/dev/null; then
-	echo "installing python3-opencv"
-	sudo=""
-	[ "$(id -u)" -eq 0 ] || sudo=sudo
-	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3-opencv python3-numpy >/dev/null ||
-		{ $sudo apt-get update >/dev/null && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3-opencv python3-numpy >/dev/null; }
-fi
+scripts/deps.sh bench
 
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -54,7 +53,7 @@ for r in $(seq "$rounds"); do
 done
 
 echo
-GOMAXPROCS=1 taskset -c "$core" "$dir/motion.test" -test.run '^$' -test.bench 'BenchmarkProcess640x480YUYV$' -test.benchtime 3s -test.benchmem | grep '^Benchmark' | tee "$dir/gobench"
+GOMAXPROCS=1 taskset -c "$core" "$dir/motion.test" -test.run '^$' -test.bench 'BenchmarkProcess640x480YUYV$' -test.benchtime "$benchtime" -test.benchmem | grep '^Benchmark' | tee "$dir/gobench"
 
 echo
 awk -v rounds="$rounds" '
@@ -71,9 +70,16 @@ END {
 	printf "best of %d rounds, frames/s on one core:  wall: go %.0f, opencv %.0f, ratio %.2fx   cpu: go %.0f, opencv %.0f, ratio %.2fx\n",
 		rounds, bestwall["go"], bestwall["opencv"], bestwall["go"] / bestwall["opencv"],
 		bestcpu["go"], bestcpu["opencv"], bestcpu["go"] / bestcpu["opencv"]
-}' "$dir/rounds"
+	printf "motion.fps.wall %.0f frames/s %.0f ratio>=2 opencv-python\n", bestwall["go"], bestwall["opencv"] > figs
+	printf "motion.fps.cpu %.0f frames/s %.0f ratio>=2 opencv-python\n", bestcpu["go"], bestcpu["opencv"] > figs
+}' figs="$dir/figures" "$dir/rounds"
 awk '{ for (i = 2; i < NF; i++) { if ($(i+1) == "frames/s") fps = $i; if ($(i+1) == "allocs/op") allocs = $i; if ($(i+1) == "B/op") bytes = $i } }
-END { printf "go benchmark: %s frames/s, %s allocs/op, %s B/op\n", fps, allocs, bytes }' "$dir/gobench"
+END {
+	printf "go benchmark: %s frames/s, %s allocs/op, %s B/op\n", fps, allocs, bytes
+	printf "motion.bench.fps %s frames/s - value>=3000\n", fps >> figs
+	printf "motion.bench.allocs %s allocs/op - value<=0\n", allocs >> figs
+}' figs="$dir/figures" "$dir/gobench"
+figures <"$dir/figures"
 echo "goals: >= 2x OpenCV-Python, >= 3000 frames/s, 0 allocs/op"
 echo
 "$py" scripts/bench/motion_opencv.py --compare "$dir"
