@@ -119,6 +119,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	if err != nil {
 		return err
 	}
+	d.heapProfile()
 	probes := make(chan chan struct{}, 1)
 	d.startWatchdog(cfg.DataDir, probes)
 	return d.loop(ctx, cfg.Monitor, mon, probes)
