@@ -20,12 +20,11 @@ import (
 // the daemon writes its heap profile there once it has idled
 // TOBE_BODY_HEAPPROFILE_AFTER (a duration, 60s unless set), or when it
 // stops if that comes first, after a collection so the profile is the heap
-// in use then; beside it, FILE.metrics holds the runtime's memory classes
+// in use then. Beside it, FILE.metrics holds the runtime's memory classes
 // at the same moment (heap objects, stacks, the runtime's own metadata),
 // one "name value" a line, and FILE.goroutines what every goroutine waits
-// in. GODEBUG=memprofilerate=1 samples every
-// allocation from the first package's init on; without it the runtime
-// samples one in 512 KiB.
+// in. GODEBUG=memprofilerate=1 samples every allocation from the first
+// package's init on; without it the runtime samples one in 512 KiB.
 func (d *daemon) heapProfile() {
 	path := os.Getenv("TOBE_BODY_HEAPPROFILE")
 	if path == "" {
