@@ -13,6 +13,12 @@
 #                (scripts/dist.sh)
 #   make lint    gofmt, go vet, staticcheck, systemd-analyze verify
 #   make docs    regenerate the README's config reference from the schema
+#   make bench   every benchmark under scripts/bench in its full form
+#                (an hour or more, the e-stop's lab runs included), then
+#                one table of every figure against its goal
+#   make bench-smoke  every benchmark in its short form (minutes): fails
+#                when one cannot run or prints no figure, never on a
+#                timing; .ci/run runs it
 #   make lab     the hardware tests in a VM with real kernel drivers;
 #                installs what the lab needs (scripts/deps.sh lab);
 #                LAB_ARCH=arm64 or armv7 runs it on an ARM kernel
@@ -41,7 +47,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 CROSS := linux/arm64 linux/arm/7 linux/amd64
 
-.PHONY: all build run test test-adapter deps cross dist lint docs footprint lab lab-deps lab-system clean
+.PHONY: all build run test test-adapter deps cross dist lint docs footprint bench bench-smoke lab lab-deps lab-system clean
 
 all: build
 
@@ -94,6 +100,21 @@ docs:
 
 footprint:
 	scripts/bench/footprint.sh
+
+# The benchmarks (scripts/bench/run.sh): each prints figure lines, and the
+# table shows them against their goals with the machine's cores and load.
+# A goal not met is shown, never a failure: these machines are shared and
+# noisy. make bench runs the e-stop's figures in the lab VM too
+# (ESTOP_LAB=0 leaves them out); the short forms leave the lab to make
+# lab, whose figures scripts/lab/figures.sh prints.
+ESTOP_LAB ?= 1
+bench: deps
+	@scripts/deps.sh bench
+	ESTOP_LAB=$(ESTOP_LAB) scripts/bench/run.sh
+
+bench-smoke: deps
+	@scripts/deps.sh bench
+	BENCH_SHORT=1 scripts/bench/run.sh
 
 # The hardware lab: the packages with lab tests, run in a VM against real
 # kernel drivers (gpio-sim, vivid, uinput, snd-aloop). The first run
