@@ -8,6 +8,8 @@
 TOBE_BODY_VERSION = $(shell git -C $(BR2_EXTERNAL_TOBE_BODY_PATH) describe --tags --always --dirty 2>/dev/null || echo local)
 TOBE_BODY_SITE = $(BR2_EXTERNAL_TOBE_BODY_PATH)/..
 TOBE_BODY_SITE_METHOD = local
+TOBE_BODY_LICENSE = Apache-2.0
+TOBE_BODY_LICENSE_FILES = LICENSE
 # What the build does not need: the checkout's own builds and caches.
 TOBE_BODY_OVERRIDE_SRCDIR_RSYNC_EXCLUSIONS = \
 	--exclude /bin --exclude /dist --exclude /var --exclude node_modules
