@@ -57,7 +57,7 @@ var allowed = map[string]string{
 	"BSD-2-Clause": "",
 	"BSD-3-Clause": "",
 	"ISC":          "",
-	"MPL-2.0":      "MPL-2.0 is file-level copyleft: the source of its files, changed or not, goes with the image",
+	"MPL-2.0":      "file-level copyleft: its files' source goes with the image",
 }
 
 // review is a license file read by a person: a file that is not one
@@ -74,13 +74,13 @@ var reviewed = []review{
 		module: "github.com/eclipse/paho.mqtt.golang", file: "LICENSE",
 		sha256:  "e2bcf9854f46a58b6e6f014d64e102a6b4e35a87d117094903e66fb68454a3fd",
 		license: "EPL-2.0 OR BSD-3-Clause",
-		note:    "dual-licensed, as its NOTICE.md says; shipped under the Eclipse Distribution License 1.0 (edl-v10), a BSD-3-Clause text",
+		note:    "dual (its NOTICE.md); shipped under edl-v10, BSD-3-Clause",
 	},
 	{
 		module: "github.com/modelcontextprotocol/go-sdk", file: "LICENSE",
 		sha256:  "af679003d933f045393a6a029f43da113f9ae364eac651d9ae268392985580f5",
 		license: "Apache-2.0 AND MIT",
-		note:    "code under Apache-2.0, older contributions MIT; CC-BY-4.0 covers its documentation, which is not linked",
+		note:    "older code MIT; CC-BY-4.0 only for its docs, not linked",
 	},
 }
 
