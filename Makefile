@@ -11,7 +11,11 @@
 #   make dist    release tarballs for those three, with install.sh, the
 #                unit, the udev rules and the config, SBOMs and checksums
 #                (scripts/dist.sh)
-#   make lint    gofmt, go vet, staticcheck, systemd-analyze verify
+#   make lint    gofmt, go vet, staticcheck, systemd-analyze verify, the
+#                license report
+#   make licenses  the Go modules linked into bin/tobe-body with their
+#                licenses; fails on one missing, unknown or not allowed
+#                in the image (scripts/licenses)
 #   make docs    regenerate the README's config reference from the schema
 #   make bench   every benchmark under scripts/bench in its full form
 #                (an hour or more, the e-stop's lab runs included), then
@@ -47,7 +51,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 CROSS := linux/arm64 linux/arm/7 linux/amd64
 
-.PHONY: all build run test test-adapter deps cross dist lint docs footprint bench bench-smoke lab lab-deps lab-system clean
+.PHONY: all build run test test-adapter deps cross dist lint licenses docs footprint bench bench-smoke lab lab-deps lab-system clean
 
 all: build
 
@@ -94,6 +98,10 @@ lint: build
 	$(CGO) $(HOSTGO) vet -tags '$(LINT_TAGS)' ./...
 	$(CGO) $(HOSTGO) run $(STATICCHECK) -tags '$(LINT_TAGS)' ./...
 	scripts/verify-units.sh
+	$(HOSTGO) run ./scripts/licenses $(BIN)
+
+licenses: build
+	$(HOSTGO) run ./scripts/licenses $(BIN)
 
 docs:
 	$(HOSTGO) run ./scripts/configdoc README.md

@@ -16,7 +16,7 @@ const repoRoot = "../.."
 
 // TestLayout keeps the top level of the repository as the design fixes it.
 func TestLayout(t *testing.T) {
-	want := []string{".ci", "README.md", "Makefile", "act", "awareness", "board", "body", "buildroot", "cmd", "go.mod", "hal", "ledger", "scripts", "sense", "systemd"}
+	want := []string{".ci", "LICENSE", "README.md", "Makefile", "act", "awareness", "board", "body", "buildroot", "cmd", "go.mod", "hal", "ledger", "scripts", "sense", "systemd"}
 	for _, name := range want {
 		if _, err := os.Stat(filepath.Join(repoRoot, name)); err != nil {
 			t.Errorf("the layout needs %s: %v", name, err)
