@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -192,15 +193,24 @@ type Entry struct {
 	// for want of room.
 	Stop    bool
 	In, Out reflect.Type
-	// InSchema and OutSchema are the JSON Schemas of In and Out, derived
-	// once by NewTable.
-	InSchema, OutSchema *jsonschema.Schema
 	// Streams, set by NewTable, says Out is Streaming: the operation's
 	// output carries bytes besides its result. A transport that cannot
 	// send them must not offer the operation.
 	Streams bool
 	call    func(ctx context.Context, p act.Principal, params json.RawMessage) (any, error)
+	// The schemas of In and Out, derived when first asked for.
+	inSchema, outSchema func() *jsonschema.Schema
 }
+
+// InSchema is the JSON Schema of In (an agent's tool takes it as its
+// input schema). It is derived when first asked for and kept from then
+// on: the body asks for it only when an agent's session lists its tools.
+// The schema is shared: a caller must not change it.
+func (e *Entry) InSchema() *jsonschema.Schema { return e.inSchema() }
+
+// OutSchema is the JSON Schema of Out, derived when first asked for and
+// kept from then on. The schema is shared: a caller must not change it.
+func (e *Entry) OutSchema() *jsonschema.Schema { return e.outSchema() }
 
 // Bind gives op its handler.
 func Bind[In, Out any](op Op[In, Out], h Handler[In, Out]) *Entry {
@@ -314,10 +324,16 @@ func NewTable(entries ...*Entry) (*Table, error) {
 		case len(e.Least.Kinds) == 0 || e.Least.Trust < ledger.Low:
 			return nil, fmt.Errorf("awareness: operation %s admits nobody (least %v)", e.Name, e.Least)
 		}
-		var err error
-		if e.InSchema, e.OutSchema, err = schemas(e.In, e.Out); err != nil {
+		// The schemas are derived here to refuse types that have none, and
+		// again when asked for: kept from the start, every operation's were
+		// most of the table's memory, and the body needs only the inputs
+		// of an agent's tools, once an agent comes.
+		if _, _, err := schemas(e.In, e.Out); err != nil {
 			return nil, fmt.Errorf("awareness: operation %s: %w", e.Name, err)
 		}
+		in, out := e.In, e.Out
+		e.inSchema = sync.OnceValue(func() *jsonschema.Schema { return schema(in) })
+		e.outSchema = sync.OnceValue(func() *jsonschema.Schema { return schema(out) })
 		e.Streams = e.Out.Implements(streamingType)
 		t.byName[e.Name] = e
 	}
@@ -361,4 +377,13 @@ func schemas(in, out reflect.Type) (*jsonschema.Schema, *jsonschema.Schema, erro
 		return nil, nil, err
 	}
 	return is, os, nil
+}
+
+// schema is the JSON Schema of t, a type NewTable found one for.
+func schema(t reflect.Type) *jsonschema.Schema {
+	s, err := jsonschema.ForType(t, &jsonschema.ForOptions{TypeSchemas: enumSchemas})
+	if err != nil {
+		panic(fmt.Sprintf("awareness: the schema of %v, derived before: %v", t, err))
+	}
+	return s
 }

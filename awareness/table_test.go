@@ -130,7 +130,7 @@ func TestOperationsJSON(t *testing.T) {
 	for _, e := range emptyTable(t).Entries() {
 		t.Run(e.Name, func(t *testing.T) {
 			op := map[string]any{"name": e.Name, "description": e.Description, "kind": e.Kind, "least": e.Least,
-				"input": e.InSchema, "output": e.OutSchema}
+				"input": e.InSchema(), "output": e.OutSchema()}
 			if e.Streams {
 				op["streams"] = true
 			}

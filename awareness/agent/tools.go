@@ -102,7 +102,7 @@ func addTools(srv *mcp.Server, t *awareness.Table, caps Capabilities, p act.Prin
 		if !readOnly {
 			ann.DestructiveHint = new(bool) // a stop makes everything safe: it destroys nothing
 		}
-		srv.AddTool(&mcp.Tool{Name: tt.tool, Description: e.Description, InputSchema: e.InSchema, Annotations: ann},
+		srv.AddTool(&mcp.Tool{Name: tt.tool, Description: e.Description, InputSchema: e.InSchema(), Annotations: ann},
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				out, err := e.Call(ctx, p, req.Params.Arguments)
 				return result(req, out, err), nil
