@@ -40,13 +40,9 @@ const UserDir = "/etc/tobe-body/boards"
 // SchemaJSON returns the profile schema.
 func SchemaJSON() []byte { return slices.Clone(schemaJSON) }
 
-var schema = func() *strictjson.Schema {
-	s, err := strictjson.Compile("profile.schema.json", schemaJSON)
-	if err != nil {
-		panic(err) // the embedded schema is tested
-	}
-	return s
-}()
+// schema is the compiled profile schema, kept only while in use (the
+// embedded schema is tested).
+var schema = strictjson.Lazy("profile.schema.json", schemaJSON)
 
 // Profile is one board. Field names follow the JSON file.
 type Profile struct {
@@ -271,7 +267,7 @@ func Parse(file string, data []byte) (*Profile, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := schema.Validate(doc); err != nil {
+	if err := schema().Validate(doc); err != nil {
 		return nil, err
 	}
 	var p Profile

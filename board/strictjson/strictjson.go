@@ -21,7 +21,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+	"weak"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -368,6 +370,31 @@ func Compile(url string, schema []byte) (*Schema, error) {
 	s := &Schema{sch: sch, doc: m}
 	s.collectSensitive(m, m, nil, 0)
 	return s, nil
+}
+
+// Lazy returns a function that gives the schema compiled from an embedded
+// document: compiled when first asked for, and again when asked after the
+// last one given out was collected. A compiled schema is many times its
+// document's size and a body reads its config and board profiles at
+// start, so none is kept for the rest of the run; callers close together
+// (the layers of one config, the profiles of one set) share one. The
+// document is the program's own: one that does not compile panics.
+func Lazy(url string, schema []byte) func() *Schema {
+	var mu sync.Mutex
+	var last weak.Pointer[Schema]
+	return func() *Schema {
+		mu.Lock()
+		defer mu.Unlock()
+		if s := last.Value(); s != nil {
+			return s
+		}
+		s, err := Compile(url, schema)
+		if err != nil {
+			panic(err)
+		}
+		last = weak.Make(s)
+		return s
+	}
 }
 
 // Doc returns the schema document, for tools that describe it.

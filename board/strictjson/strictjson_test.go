@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"weak"
 )
 
 const testSchema = `{
@@ -36,6 +37,35 @@ func compile(t *testing.T) *Schema {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestLazy: callers close together share one compiled schema; once the
+// last holder lets go it is collected, and the next caller compiles it
+// again; a document that does not compile panics.
+func TestLazy(t *testing.T) {
+	schema := Lazy("test.schema.json", []byte(testSchema))
+	a := schema()
+	if b := schema(); b != a {
+		t.Fatal("a schema still held was compiled again")
+	}
+	if err := check(a, `{"version": 1, "name": "x"}`); err != nil {
+		t.Fatal(err)
+	}
+	held := weak.Make(a)
+	a = nil
+	runtime.GC()
+	if held.Value() != nil {
+		t.Fatal("the schema was kept after its last holder let go")
+	}
+	if err := check(schema(), `{"version": 1, "name": 2}`); err == nil {
+		t.Fatal("the schema compiled again checks nothing")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("a schema that does not compile did not panic")
+		}
+	}()
+	Lazy("bad.schema.json", []byte(`{"type": 3}`))()
 }
 
 func check(s *Schema, doc string) error {

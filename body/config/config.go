@@ -28,16 +28,12 @@ var schemaJSON []byte
 // SchemaJSON returns the schema the config is checked against.
 func SchemaJSON() []byte { return slices.Clone(schemaJSON) }
 
-var schema = func() *strictjson.Schema {
-	s, err := strictjson.Compile("config.schema.json", schemaJSON)
-	if err != nil {
-		panic(err) // the embedded schema is tested
-	}
-	return s
-}()
+// schema is the compiled schema, kept only while in use (the embedded
+// schema is tested).
+var schema = strictjson.Lazy("config.schema.json", schemaJSON)
 
 // Schema returns the compiled schema.
-func Schema() *strictjson.Schema { return schema }
+func Schema() *strictjson.Schema { return schema() }
 
 // Where the layers live on a device.
 const (
@@ -773,7 +769,7 @@ func Check(file string, data []byte) (*strictjson.Doc, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := schema.Validate(doc); err != nil {
+	if err := schema().Validate(doc); err != nil {
 		return nil, err
 	}
 	return doc, nil

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -239,6 +240,10 @@ func FuzzCheck(f *testing.F) {
 	f.Add([]byte(`{"version": 1, "board": "pi5", "log": {"level": "warn"}}`))
 	f.Add([]byte(`{"version": 1, "mqtt": {"password": "x", "password": "y"}}`))
 	f.Add([]byte(`{"version": 1, "act": {"outputs": {"relay1": {"risk": "R3", "max_on_s": 2}}, "principals": [{"uid": 0, "trust": "high"}], "human_controls": [{"control": "gpio.button", "resources": ["gpio.relay1"], "release": "after", "after_s": 5}]}}`))
+	// Held for the whole run, so the schema is compiled once, not after
+	// every collection.
+	held := Schema()
+	defer runtime.KeepAlive(held)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		doc, err := Check("f.json", data)
 		if err != nil {

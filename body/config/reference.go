@@ -46,7 +46,7 @@ func Reference() string {
 			fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", key, typeOf(p), defaultOf(p), allowed(p), cell(desc))
 		}
 	}
-	walk("", schema.Doc())
+	walk("", schema().Doc())
 	return b.String()
 }
 
