@@ -53,7 +53,9 @@ type Source struct {
 // retries with backoff while new events queue or are shed.
 type Outlet struct {
 	src Source
-	q   chan queued
+	// q holds pointers: a queue of 256 events as values was 80 KB an
+	// outlet, taken at start whether a channel ever sent an event or not.
+	q chan *queued
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -90,7 +92,7 @@ func NewOutlet(src Source, n int) *Outlet {
 	if n <= 0 {
 		n = DefaultQueue
 	}
-	return &Outlet{src: src, q: make(chan queued, n), closed: make(chan struct{})}
+	return &Outlet{src: src, q: make(chan *queued, n), closed: make(chan struct{})}
 }
 
 // Source returns what the outlet stamps its events with.
@@ -135,7 +137,7 @@ func (o *Outlet) Put(ev ledger.Event) bool {
 	default:
 	}
 	select {
-	case o.q <- queued{ev, time.Now()}:
+	case o.q <- &queued{ev, time.Now()}:
 		o.queued.Add(1)
 		return true
 	default:
@@ -180,7 +182,7 @@ func (o *Outlet) Run(ctx context.Context, l Ledger) error {
 		return o.runQueued(ctx, g)
 	}
 	for {
-		var first queued
+		var first *queued
 		select {
 		case first = <-o.q:
 		case <-o.closed:
@@ -201,7 +203,7 @@ func (o *Outlet) Run(ctx context.Context, l Ledger) error {
 
 // fill makes a batch of first and what else is queued, up to maxBatch
 // events. Each batch is new: a GroupedLedger keeps it until its commit.
-func (o *Outlet) fill(first queued) []ledger.Event {
+func (o *Outlet) fill(first *queued) []ledger.Event {
 	batch := make([]ledger.Event, 1, min(1+len(o.q), maxBatch))
 	batch[0] = first.ev
 	for len(batch) < maxBatch {
