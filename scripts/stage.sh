@@ -15,6 +15,9 @@
 #   usr/share/tobe-body/boards/NAME.json           the built-in board profiles, to copy from
 #   usr/share/doc/tobe-body/README.md              the README
 #   usr/share/doc/tobe-body/authorized_keys.example the agent's forced-command key line
+#   usr/share/doc/tobe-body/LICENSE                the body's license
+#   usr/share/doc/tobe-body/third-party-licenses.txt  the licenses and notices of the
+#                                                  Go modules linked in (make licenses)
 set -eu
 [ $# -eq 2 ] || { echo "usage: scripts/stage.sh DESTDIR BINARY" >&2; exit 2; }
 dest=$1 bin=$2
@@ -31,3 +34,5 @@ for p in "$src"/board/profiles/*.json; do
 done
 install -D -m 0644 "$src/README.md" "$dest/usr/share/doc/tobe-body/README.md"
 install -D -m 0644 "$src/systemd/authorized_keys.example" "$dest/usr/share/doc/tobe-body/authorized_keys.example"
+install -D -m 0644 "$src/LICENSE" "$dest/usr/share/doc/tobe-body/LICENSE"
+install -D -m 0644 "$src/scripts/licenses/third-party.txt" "$dest/usr/share/doc/tobe-body/third-party-licenses.txt"

@@ -143,14 +143,16 @@ func TestStagedFiles(t *testing.T) {
 		t.Fatalf("stage.sh: %v\n%s", err, out)
 	}
 	want := map[string]os.FileMode{
-		"usr/bin/tobe-body":                               0o755,
-		"usr/lib/systemd/system/tobe-body.service":        0o644,
-		"usr/lib/udev/rules.d/60-tobe-body.rules":         0o644,
-		"usr/share/tobe-body/config.default.json":         0o644,
-		"usr/share/tobe-body/config.schema.json":          0o644,
-		"usr/share/tobe-body/profile.schema.json":         0o644,
-		"usr/share/doc/tobe-body/README.md":               0o644,
-		"usr/share/doc/tobe-body/authorized_keys.example": 0o644,
+		"usr/bin/tobe-body":                                0o755,
+		"usr/lib/systemd/system/tobe-body.service":         0o644,
+		"usr/lib/udev/rules.d/60-tobe-body.rules":          0o644,
+		"usr/share/tobe-body/config.default.json":          0o644,
+		"usr/share/tobe-body/config.schema.json":           0o644,
+		"usr/share/tobe-body/profile.schema.json":          0o644,
+		"usr/share/doc/tobe-body/README.md":                0o644,
+		"usr/share/doc/tobe-body/authorized_keys.example":  0o644,
+		"usr/share/doc/tobe-body/LICENSE":                  0o644,
+		"usr/share/doc/tobe-body/third-party-licenses.txt": 0o644,
 	}
 	profiles, _ := filepath.Glob(filepath.Join(repoRoot, "board", "profiles", "*.json"))
 	if len(profiles) == 0 {

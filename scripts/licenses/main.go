@@ -16,6 +16,12 @@
 // library comes first as std, with its toolchain's LICENSE; the main
 // module next, from its checkout.
 //
+// With -notices FILE it also writes every license and notice file of the
+// modules the binary links, and std's, into FILE, one after another under
+// a header naming the module: the texts their licenses ask to go with a
+// binary copy, which scripts/stage.sh installs beside the binary
+// (scripts/licenses/third-party.txt, written by make licenses).
+//
 // It exits 1, naming the module, when a module has no license file, when a
 // file holds text it does not recognise, or when a license is none of
 // those an image may ship beside Apache-2.0 code: Apache-2.0, MIT,
@@ -26,6 +32,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"debug/buildinfo"
 	"embed"
@@ -106,6 +113,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var w where
 	fl.StringVar(&w.modcache, "modcache", "", "the module cache (default: go env GOMODCACHE)")
 	fl.StringVar(&w.goroot, "goroot", "", "the Go toolchain whose LICENSE is std's (default: go env GOROOT)")
+	noticesFile := fl.String("notices", "", "write the license and notice texts of std and every module linked into this file")
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "usage: go run ./scripts/licenses [flags] BINARY")
 		fl.PrintDefaults()
@@ -142,7 +150,55 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(errs) > 0 {
 		return 1
 	}
+	if *noticesFile != "" {
+		var b bytes.Buffer
+		if err := writeNotices(&b, lines, bi.Main.Path); err != nil {
+			fmt.Fprintln(stderr, "licenses:", err)
+			return 1
+		}
+		if err := os.WriteFile(*noticesFile, b.Bytes(), 0o644); err != nil {
+			fmt.Fprintln(stderr, "licenses:", err)
+			return 1
+		}
+	}
 	return 0
+}
+
+// writeNotices writes the text of every license and notice file of lines
+// but the main module's (the body's own LICENSE ships beside it), each
+// under a header naming its module, version, file and license. std's
+// version is left out: the toolchain that builds an image may differ
+// from the one here, and its license does not.
+func writeNotices(w io.Writer, lines []line, mainModule string) error {
+	fmt.Fprint(w, "The licenses and notices of the Go modules linked into tobe-body, and of\n"+
+		"the Go standard library, as each module ships them. tobe-body itself is\n"+
+		"under the Apache License 2.0 (LICENSE).\n")
+	type file struct{ header, path string }
+	var files []file
+	for _, l := range lines {
+		if l.module == mainModule {
+			continue
+		}
+		who := l.module + " " + l.version
+		if l.module == "std" {
+			who = "the Go standard library"
+		}
+		files = append(files, file{fmt.Sprintf("%s: %s (%s)", who, l.file, l.license), filepath.Join(l.dir, filepath.FromSlash(l.file))})
+		for _, n := range l.notices {
+			files = append(files, file{fmt.Sprintf("%s: %s (its notice)", who, n), filepath.Join(l.dir, filepath.FromSlash(n))})
+		}
+	}
+	for _, f := range files {
+		text, err := os.ReadFile(f.path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\n%s\n%s\n\n%s", strings.Repeat("=", 76), f.header, text)
+		if len(text) > 0 && text[len(text)-1] != '\n' {
+			fmt.Fprintln(w)
+		}
+	}
+	return nil
 }
 
 // fill asks go for what the flags left unset.
@@ -168,9 +224,12 @@ func (w *where) fill() error {
 	return nil
 }
 
-// A line of the report: one license file of one module.
+// A line of the report: one license file of one module, in dir; the
+// module's notice files go with its first line.
 type line struct {
 	module, version, license, file, note string
+	dir                                  string
+	notices                              []string
 }
 
 // report lists the license files of std, the main module and every
@@ -287,7 +346,7 @@ func moduleLicenses(module, version, dir string, files []string) ([]line, error)
 			problems = append(problems, err.Error())
 			continue
 		}
-		l := line{module: module, version: version, file: f}
+		l := line{module: module, version: version, file: f, dir: dir}
 		license, note, err := identifyFile(module, f, data)
 		if err != nil {
 			problems = append(problems, f+": "+err.Error())
@@ -305,6 +364,7 @@ func moduleLicenses(module, version, dir string, files []string) ([]line, error)
 	}
 	if len(notices) > 0 && len(lines) > 0 {
 		lines[0].note = joinNotes(lines[0].note, "notices: "+strings.Join(notices, ", "))
+		lines[0].notices = notices
 	}
 	if len(problems) > 0 {
 		return lines, fmt.Errorf("%s %s: %s", module, version, strings.Join(problems, "; "))

@@ -238,6 +238,20 @@ func TestReport(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+	var notices bytes.Buffer
+	if err := writeNotices(&notices, lines, "example.com/main"); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"the Go standard library: LICENSE (BSD-3-Clause)\n\n" + read("bsd3-go.txt"),
+		"example.com/Good v1.2.0: LICENSE.md (MIT)\n\n" + read("mit-xid.txt"), "example.com/Good v1.2.0: NOTICE (its notice)\n\nExample\n",
+		"example.com/Good v1.2.0: sub/COPYING (ISC)"} {
+		if !strings.Contains(notices.String(), w) {
+			t.Errorf("the notices lack %q", w)
+		}
+	}
+	if strings.Contains(notices.String(), "example.com/main") || strings.Contains(notices.String(), "go1.26") {
+		t.Errorf("the notices name the main module or std's version:\n%s", notices.String())
+	}
 	var msgs []string
 	for _, e := range errs {
 		msgs = append(msgs, e.Error())
@@ -279,8 +293,24 @@ func TestModuleGraph(t *testing.T) {
 				t.Fatalf("go build: %v\n%s", err, out)
 			}
 			var stdout, stderr bytes.Buffer
-			if code := run([]string{bin}, &stdout, &stderr); code != 0 {
+			notices := filepath.Join(t.TempDir(), "notices")
+			if code := run([]string{"-notices", notices, bin}, &stdout, &stderr); code != 0 {
 				t.Fatalf("exit %d\n%s%s", code, stdout.String(), stderr.String())
+			}
+			// The shipped notices are those of the build an image has: with
+			// PortAudio.
+			if strings.Contains(strings.Join(b, " "), "portaudio") {
+				got, err := os.ReadFile(notices)
+				if err != nil {
+					t.Fatal(err)
+				}
+				committed, err := os.ReadFile("third-party.txt")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, committed) {
+					t.Errorf("scripts/licenses/third-party.txt is not what the modules linked now ship (%d bytes, now %d): make licenses writes it anew", len(committed), len(got))
+				}
 			}
 			bi, err := buildinfo.ReadFile(bin)
 			if err != nil {
