@@ -3,6 +3,7 @@ package mqttcmd
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,26 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const base = "tobe/a/b"
+
+// TestValidID: the loop takes what the pattern it replaced took.
+func TestValidID(t *testing.T) {
+	pattern := regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
+	for _, id := range []string{"", "a", "A-z_0.9:x", strings.Repeat("a", 64), strings.Repeat("a", 65), "a b", "a/b", "a\n", "é", "a\xff", "cmd-1", "a+b", "a#b", "ab\x00"} {
+		if got, want := validID(id), pattern.MatchString(id); got != want {
+			t.Errorf("validID(%q) = %v, the pattern says %v", id, got, want)
+		}
+	}
+}
+
+func FuzzValidID(f *testing.F) {
+	pattern := regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
+	f.Add("cmd-1")
+	f.Fuzz(func(t *testing.T, id string) {
+		if got, want := validID(id), pattern.MatchString(id); got != want {
+			t.Errorf("validID(%q) = %v, the pattern says %v", id, got, want)
+		}
+	})
+}
 
 type sent struct {
 	mu   sync.Mutex
@@ -137,7 +158,7 @@ func FuzzHandle(f *testing.F) {
 		n := 0
 		for topic, rs := range s.msgs {
 			id, ok := strings.CutPrefix(topic, base+"/cmd_result/")
-			if !ok || !idPattern.MatchString(id) {
+			if !ok || !validID(id) {
 				t.Fatalf("a result on %q", topic)
 			}
 			for _, r := range rs {
