@@ -90,9 +90,10 @@ dist:
 	@scripts/deps.sh cross
 	@GO='$(GO)' VERSION='$(VERSION)' LDFLAGS='$(BASE_LDFLAGS)' scripts/dist.sh
 
-# Lint twice: pure Go, and with the build's tags and the lab's, so the
-# cgo driver, the lab tests and the lab's fault switch are checked too.
-LINT_TAGS = lab,labfaults$(if $(TAGS),$(comma)$(TAGS))
+# Lint twice: pure Go, and with the build's tags, the lab's and the heap
+# profiler's, so the cgo driver, the lab tests, the lab's fault switch and
+# the profiler footprint.sh builds are checked too.
+LINT_TAGS = lab,labfaults,heapprofile$(if $(TAGS),$(comma)$(TAGS))
 lint: build
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(HOSTGO) vet ./...
