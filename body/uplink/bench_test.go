@@ -68,8 +68,10 @@ func BenchmarkRelay(b *testing.B) {
 		b.ReportMetric(float64(b.N)/took.Seconds(), "events/s")
 	})
 	b.Run("paho", func(b *testing.B) {
-		if len(records) < b.N {
-			b.Skipf("the relay ran %d events, the peer needs as many (run with -benchtime Nx)", len(records))
+		// The relay's last run's records, again and again where the peer
+		// runs more of them than it did (b.N grows separately for each).
+		if len(records) == 0 {
+			b.Skip("the relay ran no events")
 		}
 		c := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(m.URL()).SetClientID("plain").
 			SetUsername("body").SetPassword("body-pass").SetCleanSession(true).SetAutoReconnect(false).SetOrderMatters(false))
@@ -87,7 +89,7 @@ func BenchmarkRelay(b *testing.B) {
 				}
 				inflight = inflight[1:]
 			}
-			inflight = append(inflight, c.Publish(topics[i], 1, false, records[i]))
+			inflight = append(inflight, c.Publish(topics[i%len(topics)], 1, false, records[i%len(records)]))
 		}
 		for _, t := range inflight {
 			if err := waitToken(t); err != nil {

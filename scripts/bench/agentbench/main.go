@@ -9,7 +9,11 @@
 // every one of them: novelty not weighed and no budget (the defaults
 // rightly hold back the seventh like notice in ten minutes, and the
 // thirty-first in an hour; this measures the transport and the push, not
-// the gate's judgement, which scripts/bench/gate.sh measures), connects as an agent with the
+// the gate's judgement, which scripts/bench/gate.sh measures) and a
+// session's heartbeat at its longest, 60 s (the SDK's client sends nothing
+// while the line client and the SDK alone are timed; over ssh on a busy
+// machine that outlasted the default 2 s, and the body ended the session
+// before its pushes were timed), connects as an agent with the
 // official MCP SDK's client (to agent.sock, or through `TOBE_BODY stdio`
 // with -via stdio), and measures:
 //
@@ -95,7 +99,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	uid := os.Getuid()
 	conf := fmt.Sprintf(`{"version": 1, "monitor": {"quiet": true},
  "act": {"rate_limits": {"per_principal": {"burst": 100000, "per_second": 100000}, "by_capability": {"body.notify": {"burst": 100000, "per_second": 100000}}}},
- "agent": {"principals": [{"name": "bench", "subject": "agent:bench", "uid": %d, "trust": "high"}],
+ "agent": {"heartbeat_ms": 60000, "principals": [{"name": "bench", "subject": "agent:bench", "uid": %d, "trust": "high"}],
   "observations": {"rules": [{"type": "body.notified", "actor": "service", "attention": "high", "trust": "high", "text": "{message}"}]}},
  "gate": {"novelty_half_life_s": 0, "global_budget": {"max": 0, "window_s": 0}, "item_budget": {"max": 0, "window_s": 0}}}`, uid)
 	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
