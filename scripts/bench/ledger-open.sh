@@ -19,8 +19,10 @@
 #   BENCH_SHORT=1 scripts/bench/ledger-open.sh   # one round, 2,000 events
 #
 # Goal (RELIABILITY.md A1): offline reads as fast as on an empty ledger;
-# the figures hold them to at most 1.5x its time (as startup.sh does) and
-# 2x its peak memory.
+# the figures hold the clean files to at most 1.5x its time (as
+# startup.sh does) and 2x its peak memory. A crashed file is read whole
+# before it is trusted (README, the ledger), so its figures have no goal:
+# they show what that costs.
 set -eu
 cd "$(dirname "$0")/../.."
 . scripts/bench/lib.sh
@@ -101,8 +103,9 @@ END {
 		bk = median(k " big|kb") / 1024; ek = median(k " empty|kb") / 1024
 		printf "%-22s %8.1f %8.1f %7.2fx   %8.1f %8.1f %7.2fx\n", k, bs, es, bs / es, bk, ek, bk / ek
 		n = "ledger_open." cmds[c] "." caches[h] "." states[s]
-		printf "%s.time %.1f ms %.1f ratio<=1.5 empty-ledger\n", n, bs, es > figs
-		printf "%s.peak %.1f MiB %.1f ratio<=2 empty-ledger\n", n, bk, ek > figs
+		clean = states[s] == "clean"
+		printf "%s.time %.1f ms %.1f %s empty-ledger\n", n, bs, es, clean ? "ratio<=1.5" : "-" > figs
+		printf "%s.peak %.1f MiB %.1f %s empty-ledger\n", n, bk, ek, clean ? "ratio<=2" : "-" > figs
 	}
 }' figs="$out.figures" "$out"
 figures <"$out.figures"
