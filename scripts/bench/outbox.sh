@@ -2,10 +2,11 @@
 # The outbox's budget (RELIABILITY.md A2): a body's actions (two audit
 # records each, with telemetry between) appended to a fresh ledger with
 # no uplink configured, and with an uplink whose broker is down for the
-# whole run, side by side (scripts/bench/outboxbench): the outbox's rows
-# and size against its budget, what was given up, and the rate of
-# appends with the outbox over its budget against the rate with no
-# outbox (goal: at least 0.8x).
+# whole run, and with an outbox whose budget nothing reaches, side by side
+# (scripts/bench/outboxbench): the outbox's rows and size against its
+# budget, what was given up, and the rate of appends with the outbox
+# over its budget against the rate under budget (A2: at least 0.8x) and
+# against the rate with no outbox (no goal).
 #
 #   scripts/bench/outbox.sh                 # 250,000 actions a minute apart: 174 days of running
 #   OUTBOX_ACTIONS=50000 scripts/bench/outbox.sh

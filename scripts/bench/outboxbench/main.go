@@ -12,9 +12,11 @@
 // -sense telemetry events between two actions. -max-rows sets the
 // outbox's budget of rows in place of the config's (scripts/bench/outbox.sh's
 // short form: a small budget, so a short run goes over it too). Prints
-// figure lines (scripts/bench/lib.sh): each mode's outbox against its
-// budget, and the append rate with the broker down (the outbox over its
-// budget) against the rate with no outbox (goal: at least 0.8x, A2).
+// figure lines (scripts/bench/lib.sh): the outbox with the broker down
+// against its budget, and the append rate with the broker down (the
+// outbox over its budget) against the rate of a third run whose budget
+// nothing reaches (A2: at least 0.8x the rate under budget), and against
+// the rate with no outbox at all (no goal: the outbox's own cost).
 // Figures of a shared machine: read the times as such; the sizes are what
 // they are.
 package main
@@ -56,16 +58,29 @@ func run(args []string) error {
 		return err
 	}
 	rates := map[string]float64{}
-	for _, mode := range []string{"no uplink", "uplink, broker down"} {
+	for _, mode := range []string{"no uplink", "uplink, broker down", underBudget} {
 		rate, err := one(mode, *actions, *every, *sense, *maxRows)
 		if err != nil {
 			return fmt.Errorf("%s: %w", mode, err)
 		}
 		rates[mode] = rate
 	}
-	return figure.Print(os.Stdout, figure.Figure{Name: "outbox.broker_down.append_rate", Value: math.Round(rates["uplink, broker down"]), Unit: "events/s",
-		Peer: math.Round(rates["no uplink"]), Vs: "no-outbox", Goal: figure.Goal{Of: "ratio", Op: ">=", N: 0.8}})
+	over := math.Round(rates["uplink, broker down"])
+	for _, f := range []figure.Figure{
+		{Name: "outbox.broker_down.append_rate", Value: over, Unit: "events/s", Peer: math.Round(rates[underBudget]), Vs: "under-budget",
+			Goal: figure.Goal{Of: "ratio", Op: ">=", N: 0.8}},
+		{Name: "outbox.broker_down.append_rate_vs_none", Value: over, Unit: "events/s", Peer: math.Round(rates["no uplink"]), Vs: "no-outbox"},
+	} {
+		if err := figure.Print(os.Stdout, f); err != nil {
+			return err
+		}
+	}
+	return nil
 }
+
+// underBudget is the mode whose outbox keeps every row: a budget no run
+// reaches, the rate A2 holds the run over its budget to.
+const underBudget = "uplink, under budget"
 
 // one fills a fresh ledger in one mode and prints what it came to; it
 // returns the rate of its appends, in events a second.
@@ -83,6 +98,9 @@ func one(mode string, actions int, every time.Duration, sense, maxRows int) (flo
 	cfg := config.Default().Ledger
 	if maxRows > 0 {
 		cfg.OutboxMaxRows = maxRows
+	}
+	if mode == underBudget {
+		cfg.OutboxMaxRows, cfg.OutboxMaxMB = actions*(2+sense)*2, 1<<20
 	}
 	opts, err := body.LedgerOptions(cfg, dir, id, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})), awareness.Projections()...)
 	if err != nil {
@@ -153,7 +171,10 @@ func one(mode string, actions int, every time.Duration, sense, maxRows int) (flo
 	fmt.Printf("%-20s %d actions over %.0f days of running, %d telemetry events: outbox %d rows / %.1f MiB (budget %d rows / %d MiB); telemetry dropped %d; audit given up (not sent) %d; %d events in a %.0f MiB file; appended in %v (%.0f events/s)\n",
 		mode+":", actions, ran.Hours()/24, actions*sense, st.OutboxRows, float64(st.OutboxBytes)/(1<<20), cfg.OutboxMaxRows, cfg.OutboxMaxMB,
 		st.OutboxDropped, notSent, st.Events, float64(fi.Size())/(1<<20), took.Round(time.Millisecond), float64(st.Events)/took.Seconds())
-	if !opts.NoOutbox {
+	if mode == underBudget && (st.OutboxDropped > 0 || notSent > 0) {
+		return 0, fmt.Errorf("the outbox under budget gave up rows (%d telemetry, %d audit)", st.OutboxDropped, notSent)
+	}
+	if mode == "uplink, broker down" {
 		name := "outbox.broker_down."
 		for _, f := range []figure.Figure{
 			{Name: name + "rows", Value: float64(st.OutboxRows), Unit: "rows", Peer: figure.NoPeer(), Goal: figure.Goal{Of: "value", Op: "<=", N: float64(cfg.OutboxMaxRows)}},
