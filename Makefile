@@ -20,7 +20,7 @@
 #                binary (make test fails while it is stale)
 #   make docs    regenerate the README's config reference from the schema
 #   make bench   every benchmark under scripts/bench in its full form
-#                (an hour or more, the e-stop's lab runs included), then
+#                (half an hour here, the e-stop's lab runs included), then
 #                one table of every figure against its goal
 #   make bench-smoke  every benchmark in its short form (minutes): fails
 #                when one cannot run or prints no figure, never on a
