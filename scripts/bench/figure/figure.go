@@ -119,7 +119,7 @@ func Parse(line string) (Figure, error) {
 	for i, w := range words {
 		k, v, ok := strings.Cut(w, "=")
 		if !ok || k != fields[i] {
-			return Figure{}, fmt.Errorf("figure line: field %d is %q, want %s=...", i+1, w, fields[i])
+			return Figure{}, fmt.Errorf("figure line: field %d is %q, want %s=VALUE", i+1, w, fields[i])
 		}
 		if v == "" {
 			return Figure{}, fmt.Errorf("figure line: %s is empty", k)
