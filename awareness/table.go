@@ -328,12 +328,12 @@ func NewTable(entries ...*Entry) (*Table, error) {
 		// again when asked for: kept from the start, every operation's were
 		// most of the table's memory, and the body needs only the inputs
 		// of an agent's tools, once an agent comes.
-		if _, _, err := schemas(e.In, e.Out); err != nil {
-			return nil, fmt.Errorf("awareness: operation %s: %w", e.Name, err)
+		for _, t := range []reflect.Type{e.In, e.Out} {
+			if _, err := schemaOf(t); err != nil {
+				return nil, fmt.Errorf("awareness: operation %s: %w", e.Name, err)
+			}
 		}
-		in, out := e.In, e.Out
-		e.inSchema = sync.OnceValue(func() *jsonschema.Schema { return schema(in) })
-		e.outSchema = sync.OnceValue(func() *jsonschema.Schema { return schema(out) })
+		e.inSchema, e.outSchema = lazySchema(e.In), lazySchema(e.Out)
 		e.Streams = e.Out.Implements(streamingType)
 		t.byName[e.Name] = e
 	}
@@ -365,25 +365,19 @@ var enumSchemas = map[reflect.Type]*jsonschema.Schema{
 	reflect.TypeFor[any]():              {},
 }
 
-// schemas are the JSON Schemas of an operation's input and output types.
-func schemas(in, out reflect.Type) (*jsonschema.Schema, *jsonschema.Schema, error) {
-	opts := &jsonschema.ForOptions{TypeSchemas: enumSchemas}
-	is, err := jsonschema.ForType(in, opts)
-	if err != nil {
-		return nil, nil, err
-	}
-	os, err := jsonschema.ForType(out, opts)
-	if err != nil {
-		return nil, nil, err
-	}
-	return is, os, nil
+// schemaOf is the JSON Schema of an operation's input or output type.
+func schemaOf(t reflect.Type) (*jsonschema.Schema, error) {
+	return jsonschema.ForType(t, &jsonschema.ForOptions{TypeSchemas: enumSchemas})
 }
 
-// schema is the JSON Schema of t, a type NewTable found one for.
-func schema(t reflect.Type) *jsonschema.Schema {
-	s, err := jsonschema.ForType(t, &jsonschema.ForOptions{TypeSchemas: enumSchemas})
-	if err != nil {
-		panic(fmt.Sprintf("awareness: the schema of %v, derived before: %v", t, err))
-	}
-	return s
+// lazySchema is t's schema, derived when first asked for and kept; t is a
+// type NewTable derived one for.
+func lazySchema(t reflect.Type) func() *jsonschema.Schema {
+	return sync.OnceValue(func() *jsonschema.Schema {
+		s, err := schemaOf(t)
+		if err != nil {
+			panic(fmt.Sprintf("awareness: the schema of %v, derived before: %v", t, err))
+		}
+		return s
+	})
 }
