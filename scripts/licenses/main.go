@@ -1,6 +1,6 @@
-// Command licenses reports the license of every Go module linked into a
-// built binary, and fails when one may not be shipped in an image beside
-// the body's own Apache-2.0 code.
+// Package main is licenses, which reports the license of every Go module
+// linked into a built binary, and fails when one may not be shipped in an
+// image beside the body's own Apache-2.0 code.
 //
 //	go run ./scripts/licenses bin/tobe-body
 //
