@@ -63,7 +63,7 @@ for b in $benches; do
 	secs=$(($(date +%s) - start))
 	echo "exit=$status seconds=$secs load=$load" >"$dir/$b.status"
 	[ "$status" = 124 ] && echo "bench $b: stopped after ${limit}s (BENCH_TIMEOUT)" >>"$dir/$b.log"
-	echo "== bench $b: exit status $status after ${secs}s, $(grep -c "$(printf '%s' 'figure: ')" "$dir/$b.log" || true) figures"
+	echo "== bench $b: exit status $status after ${secs}s, $(grep -c 'figure: ' "$dir/$b.log" || true) figures"
 done
 cat /proc/loadavg | cut -d' ' -f1-3 >>"$dir/load"
 echo

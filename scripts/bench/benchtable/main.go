@@ -78,7 +78,7 @@ func run(args []string, out io.Writer) error {
 		benches = append(benches, b)
 	}
 	loads, _ := lines(filepath.Join(*dir, "load"))
-	failed := print(out, *title, benches, loads)
+	failed := table(out, *title, benches, loads)
 	if len(failed) > 0 {
 		return fmt.Errorf("%d of %d benches failed: %s", len(failed), len(benches), strings.Join(failed, "; "))
 	}
@@ -150,9 +150,9 @@ func parseStatus(s string) (status, error) {
 	return st, nil
 }
 
-// print writes the table and returns the benches that failed, each with
+// table writes the table and returns the benches that failed, each with
 // why.
-func print(out io.Writer, title string, benches []bench, loads []string) []string {
+func table(out io.Writer, title string, benches []bench, loads []string) []string {
 	fmt.Fprintf(out, "%s: %d cores, %s %s/%s", title, runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	if len(loads) > 0 {
 		fmt.Fprintf(out, "; load average (1, 5, 15 min) %s at the start", loads[0])
