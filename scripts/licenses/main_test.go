@@ -271,6 +271,24 @@ func TestReport(t *testing.T) {
 	}
 }
 
+// hostEnv is the environment without the target of a cross test run
+// (make cross runs this package's tests for arm64 and arm under
+// qemu-user, with GOARCH set and no cross C compiler in CC): the binary
+// whose modules are read is built for the machine the go command runs on,
+// with its own C compiler. The modules a build links are the same for
+// every target this project builds.
+func hostEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "GOOS", "GOARCH", "GOARM", "CC", "CXX", "PKG_CONFIG_LIBDIR":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
 // The report over the binary itself, built here from this checkout, with
 // the modules go mod download put in the module cache: every module it
 // links is listed, each with a license the image may ship. With PortAudio's
@@ -280,7 +298,9 @@ func TestModuleGraph(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	builds := [][]string{{"CGO_ENABLED=0"}}
-	if exec.Command("pkg-config", "--exists", "portaudio-2.0").Run() == nil {
+	pc := exec.Command("pkg-config", "--exists", "portaudio-2.0")
+	pc.Env = hostEnv()
+	if pc.Run() == nil {
 		builds = append(builds, []string{"CGO_ENABLED=1", "-tags=portaudio"})
 	}
 	for _, b := range builds {
@@ -288,7 +308,7 @@ func TestModuleGraph(t *testing.T) {
 			bin := filepath.Join(t.TempDir(), "tobe-body")
 			args := append([]string{"build", "-trimpath", "-o", bin}, b[1:]...)
 			cmd := exec.Command("go", append(args, "../../cmd/tobe-body")...)
-			cmd.Env = append(os.Environ(), b[0])
+			cmd.Env = append(hostEnv(), b[0])
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("go build: %v\n%s", err, out)
 			}
