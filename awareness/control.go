@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/awareness/control/gate"
+	"github.com/tobe-body/tobe-body/awareness/control/wait"
+	"github.com/tobe-body/tobe-body/awareness/control/work"
 	"github.com/tobe-body/tobe-body/ledger"
-	"github.com/tobe-body/tobe-body/ledger/gate"
-	"github.com/tobe-body/tobe-body/ledger/wait"
-	"github.com/tobe-body/tobe-body/ledger/work"
 )
 
 // The control plane's operations: the agent's work items and wait

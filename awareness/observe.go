@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/awareness/control/gate"
 	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/ledger"
-	"github.com/tobe-body/tobe-body/ledger/gate"
 )
 
 // Observation is what the agent is told of an event, in the envelope of

@@ -17,12 +17,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/awareness/control/gate"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/hal/haltest"
 	"github.com/tobe-body/tobe-body/hal/haltest/stepclock"
 	"github.com/tobe-body/tobe-body/ledger"
-	"github.com/tobe-body/tobe-body/ledger/gate"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -13,8 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/awareness/control/gate"
 	"github.com/tobe-body/tobe-body/ledger"
-	"github.com/tobe-body/tobe-body/ledger/gate"
 )
 
 // trip calls estop.trip for p with params and decodes what it answered.

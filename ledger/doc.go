@@ -1,5 +1,5 @@
-// Package ledger is the body's fact source and the embedded control plane:
-// an event store of CBOR records in one bbolt file, with projections
+// Package ledger is the body's fact source: an event store of CBOR
+// records in one bbolt file, with projections
 // updated in the same transaction as the events they follow, inbox dedupe,
 // a durable outbox for the uplink, group commit, retention, verification
 // and snapshots (consistent copies taken while it is in use, into an

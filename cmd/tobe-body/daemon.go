@@ -18,6 +18,8 @@ import (
 	"github.com/tobe-body/tobe-body/awareness"
 	"github.com/tobe-body/tobe-body/awareness/admin"
 	"github.com/tobe-body/tobe-body/awareness/agent"
+	"github.com/tobe-body/tobe-body/awareness/control/gate"
+	"github.com/tobe-body/tobe-body/awareness/control/sched"
 	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
@@ -31,8 +33,6 @@ import (
 	"github.com/tobe-body/tobe-body/hal/probe"
 	"github.com/tobe-body/tobe-body/hal/sim"
 	"github.com/tobe-body/tobe-body/ledger"
-	"github.com/tobe-body/tobe-body/ledger/gate"
-	"github.com/tobe-body/tobe-body/ledger/sched"
 	"github.com/tobe-body/tobe-body/sense"
 )
 

@@ -11,8 +11,8 @@ import (
 
 	"github.com/tobe-body/tobe-body/awareness"
 	"github.com/tobe-body/tobe-body/awareness/admin"
-	"github.com/tobe-body/tobe-body/ledger/gate"
-	"github.com/tobe-body/tobe-body/ledger/wait"
+	"github.com/tobe-body/tobe-body/awareness/control/gate"
+	"github.com/tobe-body/tobe-body/awareness/control/wait"
 )
 
 const workUsage = `usage: tobe-body work <command> [flags]

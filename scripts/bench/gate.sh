@@ -19,7 +19,7 @@ cd "$(dirname "$0")/../.."
 bin=$(mktemp)
 out=$(mktemp)
 trap 'rm -f "$bin" "$out" "$out.figures"' EXIT
-go test -c -o "$bin" ./ledger/gate
+go test -c -o "$bin" ./awareness/control/gate
 rounds=7 benchtime=0.5s
 short && rounds=1 benchtime=0.05s
 rounds=${ROUNDS:-$rounds}

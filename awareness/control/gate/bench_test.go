@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/tobe-body/tobe-body/awareness"
-	"github.com/tobe-body/tobe-body/ledger/gate"
+	"github.com/tobe-body/tobe-body/awareness/control/gate"
 )
 
 // BenchmarkGateAsTheDaemonRunsIt is BenchmarkGate with L1 as the daemon

@@ -10,8 +10,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/tobe-body/tobe-body/awareness/control/wait"
 	"github.com/tobe-body/tobe-body/ledger"
-	"github.com/tobe-body/tobe-body/ledger/wait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

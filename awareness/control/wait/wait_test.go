@@ -11,8 +11,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/tobe-body/tobe-body/awareness/control/work"
 	"github.com/tobe-body/tobe-body/ledger"
-	"github.com/tobe-body/tobe-body/ledger/work"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tobe-body/tobe-body/awareness/control/wait"
+	"github.com/tobe-body/tobe-body/awareness/control/work"
 	"github.com/tobe-body/tobe-body/ledger"
-	"github.com/tobe-body/tobe-body/ledger/wait"
-	"github.com/tobe-body/tobe-body/ledger/work"
 )
 
 // EventDecided is the type of the record of a decision that was not to

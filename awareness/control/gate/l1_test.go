@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tobe-body/tobe-body/awareness/control/wait"
+	"github.com/tobe-body/tobe-body/awareness/control/work"
 	"github.com/tobe-body/tobe-body/ledger"
-	"github.com/tobe-body/tobe-body/ledger/wait"
-	"github.com/tobe-body/tobe-body/ledger/work"
 )
 
 func stored(typ, ch string, trust ledger.Level) *ledger.Stored {

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tobe-body/tobe-body/awareness/control/work"
 	"github.com/tobe-body/tobe-body/ledger"
-	"github.com/tobe-body/tobe-body/ledger/work"
 )
 
 // Budget bounds interruptions: at most Max in any Window.

@@ -21,9 +21,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tobe-body/tobe-body/awareness/control/wait"
+	"github.com/tobe-body/tobe-body/awareness/control/work"
 	"github.com/tobe-body/tobe-body/ledger"
-	"github.com/tobe-body/tobe-body/ledger/wait"
-	"github.com/tobe-body/tobe-body/ledger/work"
 )
 
 // Scheduler ticks over a store.

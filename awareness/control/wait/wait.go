@@ -21,8 +21,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tobe-body/tobe-body/awareness/control/work"
 	"github.com/tobe-body/tobe-body/ledger"
-	"github.com/tobe-body/tobe-body/ledger/work"
 )
 
 // Priority is the condition's hint of how much a match matters.

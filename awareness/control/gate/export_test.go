@@ -4,8 +4,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/tobe-body/tobe-body/awareness/control/wait"
 	"github.com/tobe-body/tobe-body/ledger"
-	"github.com/tobe-body/tobe-body/ledger/wait"
 )
 
 // BenchWorld is BenchmarkGate's world for the benchmarks outside the

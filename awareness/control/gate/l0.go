@@ -14,8 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tobe-body/tobe-body/awareness/control/wait"
 	"github.com/tobe-body/tobe-body/ledger"
-	"github.com/tobe-body/tobe-body/ledger/wait"
 )
 
 // SystemTypes are the event types (or prefixes ending in a dot) that

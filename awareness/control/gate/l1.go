@@ -6,9 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tobe-body/tobe-body/awareness/control/wait"
+	"github.com/tobe-body/tobe-body/awareness/control/work"
 	"github.com/tobe-body/tobe-body/ledger"
-	"github.com/tobe-body/tobe-body/ledger/wait"
-	"github.com/tobe-body/tobe-body/ledger/work"
 )
 
 // Outcome is what L1 decides for an event.
