@@ -121,14 +121,8 @@ func refuse(r act.Reason, format string, args ...any) *Error {
 	return &Error{Reason: r, Detail: fmt.Sprintf(format, args...)}
 }
 
-// ReasonOf is the reason of an operation's error: its Error's, or failed.
-func ReasonOf(err error) act.Reason {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Reason
-	}
-	return ReasonFailed
-}
+// ReasonOf is the reason of an operation's error, as ErrorOf reads it.
+func ReasonOf(err error) act.Reason { return ErrorOf(err).Reason }
 
 // Op defines an operation: its name, what it does, its kind, the least
 // principal it admits, and its input and output types, from which its
@@ -253,19 +247,21 @@ func (e *Entry) Call(ctx context.Context, p act.Principal, params json.RawMessag
 	}
 	out, err := e.call(ctx, p, params)
 	if err != nil {
-		oe := errorOf(err)
+		oe := ErrorOf(err)
 		oe.Op = e.Name
 		return nil, oe
 	}
 	return out, nil
 }
 
-// errorOf is an operation's error as a refusal with its reason: the
-// handler's own *Error; act's refusals with theirs; act's sentinel errors
-// of things that are not there (not_found), of bad input
-// (invalid_params) and of a body without a ledger (unavailable); any
-// other error is failed. It returns a copy the caller may change.
-func errorOf(err error) *Error {
+// ErrorOf is the one way from an error to a refusal with its reason,
+// which every transport writes in its own shape: an operation's own
+// *Error; act's refusals with theirs; act's sentinel errors of things
+// that are not there (not_found), of bad input (invalid_params) and of a
+// body without a ledger (unavailable); any other error is failed. It
+// returns a copy the caller may change; a nil error is failed too (a
+// transport asks only about errors).
+func ErrorOf(err error) *Error {
 	var oe *Error
 	var r *act.Refusal
 	switch {
@@ -280,6 +276,9 @@ func errorOf(err error) *Error {
 		return &Error{Reason: ReasonNotFound, Detail: err.Error()}
 	case errors.Is(err, act.ErrInvalidGrant), errors.Is(err, act.ErrGrantRevoked):
 		return &Error{Reason: ReasonInvalidParams, Detail: err.Error()}
+	}
+	if err == nil {
+		return &Error{Reason: ReasonFailed, Detail: "no error"}
 	}
 	return &Error{Reason: ReasonFailed, Detail: err.Error()}
 }

@@ -663,7 +663,7 @@ func (cn *conn) start(ctx context.Context, req request, e *awareness.Entry, toke
 			cn.served.Store(time.Now().UnixNano())
 		}
 		if err != nil {
-			cn.reply(req, nil, errorOf(err))
+			cn.reply(req, nil, rpcErrorOf(err))
 			return
 		}
 		if st, ok := res.(awareness.Streaming); ok {
@@ -725,12 +725,9 @@ func (lr *lineReader) next() ([]byte, error) {
 	}
 }
 
-// errorOf is the JSON-RPC error of an operation's error.
-func errorOf(err error) *rpcError {
-	var oe *awareness.Error
-	if !errors.As(err, &oe) {
-		oe = &awareness.Error{Reason: awareness.ReasonFailed, Detail: err.Error()}
-	}
+// rpcErrorOf is the JSON-RPC error of an operation's error.
+func rpcErrorOf(err error) *rpcError {
+	oe := awareness.ErrorOf(err)
 	code := CodeRefused
 	if oe.Reason == awareness.ReasonInvalidParams {
 		code = CodeInvalidParams

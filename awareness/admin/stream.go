@@ -138,7 +138,7 @@ func (cn *conn) stream(req request, st awareness.Streaming) {
 		}
 	}
 	if err != nil {
-		cn.reply(req, nil, errorOf(&awareness.Error{Reason: awareness.ReasonFailed, Detail: err.Error()}))
+		cn.reply(req, nil, rpcErrorOf(&awareness.Error{Reason: awareness.ReasonFailed, Detail: err.Error()}))
 		return
 	}
 	cn.wmu.Lock()

@@ -266,7 +266,7 @@ func paramString(p act.Param, v json.RawMessage) (string, error) {
 // writes it.
 func result(req *mcp.CallToolRequest, out any, err error) *mcp.CallToolResult {
 	if err != nil {
-		return toolReply(req, Content{Status: "error", Error: errorOf(err)})
+		return toolReply(req, Content{Status: "error", Error: awareness.ErrorOf(err)})
 	}
 	return toolReply(req, Content{Status: "success", Data: out})
 }
@@ -291,11 +291,4 @@ func toolReply(req *mcp.CallToolRequest, c Content) *mcp.CallToolResult {
 		r.Meta = mcp.Meta{CallIDKey: id}
 	}
 	return r
-}
-
-func errorOf(err error) *awareness.Error {
-	if e, ok := err.(*awareness.Error); ok {
-		return e
-	}
-	return &awareness.Error{Reason: awareness.ReasonOf(err), Detail: err.Error()}
 }

@@ -23,7 +23,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -233,11 +232,7 @@ func (h *Handler) run(e *awareness.Entry, id string, args json.RawMessage) Resul
 	}
 	out, err := e.Call(context.Background(), h.Principal, args)
 	if err != nil {
-		var oe *awareness.Error
-		if !errors.As(err, &oe) {
-			oe = &awareness.Error{Op: e.Name, Reason: awareness.ReasonOf(err), Detail: err.Error()}
-		}
-		return Result{ID: id, Op: e.Name, Status: "error", Error: oe}
+		return Result{ID: id, Op: e.Name, Status: "error", Error: awareness.ErrorOf(err)}
 	}
 	if r, ok := out.(act.Result); ok && r.Status == act.Refused {
 		return Result{ID: id, Op: e.Name, Status: "error", Data: r, Error: &awareness.Error{Op: e.Name, Reason: r.Reason, Detail: r.Detail}}
