@@ -73,6 +73,10 @@ var DefaultObservationRules = []ObservationRule{
 	{Type: "lease.human_released", Actor: "user", Attention: "medium", Trust: "high", Text: "The person's hold on {resource} ended ({why})."},
 	{Type: "body.degradation", When: map[string]string{"level": "critical"}, Actor: "system", Attention: "high", Trust: "high", Text: "The body is critical ({why}): it does only what reads."},
 	{Type: "body.degradation", When: map[string]string{"level": "degraded"}, Actor: "system", Attention: "medium", Trust: "high", Text: "The body is degraded ({why})."},
+	// A change of degradation always wakes (a hard rule of the gate's):
+	// these give the lesser levels their words.
+	{Type: "body.degradation", When: map[string]string{"level": "constrained"}, Actor: "system", Attention: "low", Trust: "high", Text: "The body is constrained ({why})."},
+	{Type: "body.degradation", When: map[string]string{"level": "normal"}, Actor: "system", Attention: "low", Trust: "high", Text: "The body is back to normal."},
 	{Type: "body.hot", When: map[string]string{"active": "true"}, Actor: "system", Attention: "medium", Trust: "high", Text: "The board runs hot: {what} at {value} °C (limit {limit})."},
 	{Type: "body.throttled", When: map[string]string{"active": "true"}, Actor: "system", Attention: "medium", Trust: "high", Text: "The board is throttled: {what}."},
 	{Type: "body.disk_low", When: map[string]string{"active": "true"}, Actor: "system", Attention: "medium", Trust: "high", Text: "The data partition is low: {value} MB free."},
@@ -133,9 +137,11 @@ func NewObserver(rules []ObservationRule) (*Observer, error) {
 	return o, nil
 }
 
-// Defaults are the rules as the gate's default rules (L1): the gate
-// decides which events no wait condition wanted wake the agent, at the
-// rules' attention, and Woken says them in the rules' words.
+// Defaults are the rules as the gate's default rules (L1), in their
+// order: the gate decides which events no wait condition wanted wake the
+// agent, at the rules' attention, and finds for every wake the rule
+// whose words Woken says it in (Decision.Words, a position in this
+// list).
 func (o *Observer) Defaults() []gate.Default {
 	out := make([]gate.Default, len(o.rules))
 	for i, r := range o.rules {
@@ -144,58 +150,20 @@ func (o *Observer) Defaults() []gate.Default {
 	return out
 }
 
-// Observe is the observation of e, or false when no rule observes it.
-// It runs for every event the body records: the payload is decoded only
-// once a rule's type and channel match.
-func (o *Observer) Observe(e ledger.Stored) (Observation, bool) {
-	var v ledger.EventView
-	var payload map[string]any
-	decoded := false
-	for _, r := range o.rules {
-		if !gate.SelectsType(r.Type, e.Event.Type) || !gate.SelectsChannel(r.Channel, e.Event.ChannelID) {
-			continue
-		}
-		if len(r.When) == 0 && r.attention <= ledger.Off {
-			return Observation{}, false // off, whatever the payload says
-		}
-		if !decoded {
-			v, decoded = e.View(), true
-			payload, _ = v.Payload.(map[string]any)
-		}
-		if !whenMatches(r.When, payload) {
-			continue
-		}
-		if r.attention <= ledger.Off {
-			return Observation{}, false
-		}
-		trust := r.trust
-		if et := e.Event.Trust; et != 0 && et < trust {
-			trust = et
-		}
-		source := v.ChannelID
-		if source == "" {
-			source, _, _ = strings.Cut(v.Type, ".")
-		}
-		return Observation{ID: v.ID, Source: source, Actor: r.Actor, Content: fill(r.Text, v, payload), Trust: trust, Attention: r.attention,
-			Timestamp: e.Event.Occurred(), Permissions: PermissionsOf(trust), Type: v.Type, Seq: e.Seq, Data: v.Payload, Privacy: e.Event.Privacy}, true
-	}
-	return Observation{}, false
-}
-
 // Woken is the observation of an event the gate decided to wake the
-// agent for (or to ask a person about): the text of the first rule for
-// its type and channel (whatever attention the rule has; its type and
-// channel when there is none), with the wait condition and work item that
-// wanted it, at the decision's attention.
+// agent for (or to ask a person about), in the words of the rule the
+// gate found for it (d.Words, a position in Defaults: the first rule for
+// its type, channel and payload, whatever attention the rule has; its
+// type and channel when there is none), with the wait condition and work
+// item that wanted it, at the decision's attention. It matches nothing
+// itself: the gate matched the rules once, and this only formats.
 func (o *Observer) Woken(d gate.Decision, e ledger.Stored) Observation {
 	v := e.View()
 	payload, _ := v.Payload.(map[string]any)
 	text, actor, trust := "", "signal", ledger.Medium
-	for _, r := range o.rules {
-		if gate.SelectsType(r.Type, e.Event.Type) && gate.SelectsChannel(r.Channel, e.Event.ChannelID) && whenMatches(r.When, payload) {
-			text, actor, trust = r.Text, r.Actor, r.trust
-			break
-		}
+	if i := d.Words - 1; i >= 0 && i < len(o.rules) {
+		r := o.rules[i]
+		text, actor, trust = r.Text, r.Actor, r.trust
 	}
 	if et := e.Event.Trust; et != 0 && et < trust {
 		trust = et
@@ -220,16 +188,6 @@ func (o *Observer) Woken(d gate.Decision, e ledger.Stored) Observation {
 	}
 	return Observation{ID: v.ID, Source: source, Actor: actor, Content: content, Trust: trust, Attention: att,
 		Timestamp: e.Event.Occurred(), Permissions: PermissionsOf(trust), Type: v.Type, Seq: e.Seq, Data: v.Payload, Privacy: e.Event.Privacy}
-}
-
-func whenMatches(when map[string]string, payload map[string]any) bool {
-	for k, want := range when {
-		got, ok := payload[k]
-		if !ok || fmt.Sprint(got) != want {
-			return false
-		}
-	}
-	return true
 }
 
 var placeholder = regexp.MustCompile(`\{[a-z_]+\}`)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/awareness/control/gate"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
@@ -19,7 +20,19 @@ func stored(t *testing.T, typ, channel string, trust ledger.Level, payload any) 
 		OccurredAt: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC).UnixNano()}}
 }
 
-// The built-in rules, and a config rule before them.
+// observe is what the agent is told of e by o's rules: the gate's
+// decision with them as its default rules (no condition, budget or
+// novelty), said in o's words; false when the gate does not wake for it.
+func observe(o *Observer, e ledger.Stored) (Observation, bool) {
+	d := gate.NewSalience(gate.Rules{Defaults: o.Defaults()}).Decide(&e, nil, nil, e.Event.Occurred())
+	if d.Outcome != gate.Wake && d.Outcome != gate.Ask {
+		return Observation{}, false
+	}
+	return o.Woken(d, e), true
+}
+
+// The built-in rules, and a config rule before them: the gate matches
+// them, the observer says what it decided in the rule's words.
 func TestObservationRules(t *testing.T) {
 	o, err := NewObserver(append([]ObservationRule{{Type: "gpio.changed", Channel: "gpio.door*", Actor: "signal", Attention: "high", Trust: "high", Text: "The door {edge}"}},
 		DefaultObservationRules...))
@@ -41,7 +54,7 @@ func TestObservationRules(t *testing.T) {
 	}{
 		{"the e-stop", stored(t, "estop.tripped", "estop.main", 0, map[string]any{"cause": "line_open"}), true, ledger.Max, ledger.High, "E-stop tripped (line_open)"},
 		{"critical", stored(t, "body.degradation", "body.self", ledger.High, map[string]any{"level": "critical", "why": []string{"disk"}}), true, ledger.High, ledger.High, "The body is critical ([disk])"},
-		{"normal again says nothing", stored(t, "body.degradation", "body.self", ledger.High, map[string]any{"level": "normal"}), false, 0, 0, ""},
+		{"normal again: the gate's hard rule wakes, in the rule's words", stored(t, "body.degradation", "body.self", ledger.High, map[string]any{"level": "normal"}), true, ledger.High, ledger.High, "The body is back to normal."},
 		{"motion, at the camera's trust", stored(t, "camera.motion_started", "camera.front", ledger.Low, map[string]any{"zone": "door"}), true, ledger.Medium, ledger.Low, "Motion in door seen by camera.front."},
 		{"a long press", stored(t, "gpio.long_press", "gpio.button", 0, map[string]any{"line": "BUTTON", "held_ms": 1200}), true, ledger.High, ledger.Medium, "BUTTON was held down (1200 ms)."},
 		{"the door's line, by the config", stored(t, "gpio.changed", "gpio.door", ledger.High, map[string]any{"edge": "rising"}), true, ledger.High, ledger.High, "The door: rising"},
@@ -52,7 +65,7 @@ func TestObservationRules(t *testing.T) {
 		{"long text is cut", stored(t, "input.pressed", "input.keypad", 0, map[string]any{"key": strings.Repeat("x", 500), "device": "d"}), true, ledger.Medium, ledger.Medium, strings.Repeat("x", 200) + "…"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := o.Observe(tc.ev)
+			got, ok := observe(o, tc.ev)
 			if ok != tc.observed {
 				t.Fatalf("observed %v, want %v (%+v)", ok, tc.observed, got)
 			}

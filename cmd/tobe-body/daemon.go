@@ -466,14 +466,12 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		}
 		np := cfg.Gate.NoisePool
 		gt = &gate.Gate{Store: store, Sal: gate.NewSalience(rules), Pool: &gate.Pool{Per: np.Per, TTL: time.Duration(np.TTLS) * time.Second, MaxKeys: np.MaxKeys},
-			Classes: classes, Log: log}
+			Classes: classes, Log: log, From: startSeq}
 		parts.StaleAfter = time.Duration(cfg.Gate.StaleAfterS) * time.Second
 		if err := gt.Load(); err != nil {
-			log.Error("the gate cannot read its state: no wait condition is matched, and the observation rules alone say what the agent is told", "err", err)
-			gt = nil
-		} else {
-			parts.Pool = gt.Pool
+			log.Error("the gate cannot read its state: no wait condition is matched, and the default rules alone say what the agent is told", "err", err)
 		}
+		parts.Pool = gt.Pool
 	}
 	table, err := parts.Table()
 	if err != nil {
@@ -497,7 +495,7 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 	// The agent socket: the MCP server `tobe-body stdio` bridges to.
 	var hub *agent.Hub
 	if cfg.Agent.Enabled {
-		if hub, err = d.startAgent(cfg, table, runner, store, observer, gt, startSeq, log); err != nil {
+		if hub, err = d.startAgent(cfg, table, runner, store, log); err != nil {
 			return nil, err
 		}
 	}
@@ -568,8 +566,7 @@ func gateRules(c config.Gate, observer *awareness.Observer) (gate.Rules, error) 
 // startAgent listens on the agent socket and serves it until the daemon
 // stops, with each connection a session of the runner's (E7): a silent
 // one is ended and its connection closed, and every end is recorded.
-func (d *daemon) startAgent(cfg *config.Loaded, table *awareness.Table, runner *act.Runner, store *ledger.Store, observer *awareness.Observer,
-	gt *gate.Gate, startSeq uint64, log *slog.Logger) (*agent.Hub, error) {
+func (d *daemon) startAgent(cfg *config.Loaded, table *awareness.Table, runner *act.Runner, store *ledger.Store, log *slog.Logger) (*agent.Hub, error) {
 	rules, err := agent.NewRules(cfg.Agent.Principals)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -607,18 +604,6 @@ func (d *daemon) startAgent(cfg *config.Loaded, table *awareness.Table, runner *
 	})
 	d.spawn(func(ctx context.Context) { srv.Sessions.Run(ctx) })
 	d.spawn(func(ctx context.Context) { srv.Serve(ctx, ln) })
-	if store != nil && gt == nil {
-		// Without the gate (its state could not be read), what this run
-		// records is observed for the agents by the rules alone.
-		d.spawn(func(ctx context.Context) {
-			store.Follow(ctx, ledger.Filter{After: startSeq}, func(e ledger.Stored) error {
-				if o, ok := observer.Observe(e); ok {
-					hub.Publish(o)
-				}
-				return nil
-			})
-		})
-	}
 	d.onStop(func() { os.Remove(path) })
 	if len(cfg.Agent.Principals) == 0 {
 		log.Info("agent socket: no agent.principals, so every peer is refused", "socket", path)

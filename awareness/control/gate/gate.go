@@ -163,10 +163,16 @@ type Gate struct {
 	Push func(Decision, ledger.Stored)
 	Now  func() time.Time
 	Log  *slog.Logger
+	// From is where a gate whose state cannot be read begins: after this
+	// sequence (the ledger's last when the body started).
+	From uint64
 
 	ix     *Index
 	after  uint64
 	loaded bool
+	// stateless: Load could not read the gate's state, and the gate runs
+	// without it (see Load).
+	stateless bool
 }
 
 func (g *Gate) now() time.Time {
@@ -244,7 +250,23 @@ func (c *began) Decide(v *ledger.View) ([]ledger.Event, error) {
 // that wait, the last event decided, the recent interruptions. A gate
 // with no cursor yet begins after the ledger's last event, and records
 // that. Run loads when it was not.
+//
+// When its state cannot be read, Load returns why, and the gate runs
+// without it: from From, with no wait condition and no interruption
+// counted, deciding by the hard, system and default rules alone, and
+// pushing its wakes without recording them (its records are what could
+// not be read). The agent is still told what the rules say it is told;
+// it is the one way anything is pushed.
 func (g *Gate) Load() error {
+	err := g.load()
+	if err != nil {
+		g.ix, g.after, g.Sal.State, g.loaded, g.stateless = Build(nil), g.From, newInterrupts(), true, true
+		return fmt.Errorf("gate: its state cannot be read, so it runs without it: %w", err)
+	}
+	return nil
+}
+
+func (g *Gate) load() error {
 	conds, err := wait.List(g.Store, func(c *wait.Condition) bool { return c.Removed == "" })
 	if err != nil {
 		return err
@@ -290,8 +312,8 @@ const poolExpiry = time.Minute
 // Run decides until ctx ends.
 func (g *Gate) Run(ctx context.Context) error {
 	if !g.loaded {
-		if err := g.Load(); err != nil {
-			return err
+		if err := g.Load(); err != nil && g.Log != nil {
+			g.Log.Error("the gate cannot read its state: no wait condition is matched, and the default rules alone say what the agent is told", "err", err)
 		}
 	}
 	after := g.after
@@ -323,6 +345,12 @@ func (g *Gate) Run(ctx context.Context) error {
 		if d.Outcome == Ignore {
 			if g.Pool != nil {
 				g.Pool.Add(&e, g.Classes.Of(e.Type).Name, now)
+			}
+			return nil
+		}
+		if g.stateless {
+			if (d.Outcome == Wake || d.Outcome == Ask) && g.Push != nil {
+				g.Push(d, e)
 			}
 			return nil
 		}

@@ -486,3 +486,49 @@ func TestFollowUps(t *testing.T) {
 		t.Fatalf("verify: %v %+v", err, rep)
 	}
 }
+
+// TestAGateWithoutItsState: a gate whose state cannot be read (here a
+// ledger opened without the gate's projections) still runs, from From,
+// by the rules alone, and pushes what they wake without a record: it is
+// the one way anything reaches the agent.
+func TestAGateWithoutItsState(t *testing.T) {
+	s, err := ledger.Open(ledger.Options{Path: filepath.Join(t.TempDir(), "l.db"), AgentID: ledger.UUID{1}, BodyID: ledger.UUID{2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	before, err := s.Append(context.Background(), ledger.Event{Type: "estop.tripped", Provenance: ledger.Observed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &clock{t: t0}
+	p := &pushes{c: make(chan Decision, 8)}
+	g := &Gate{Store: s, Sal: NewSalience(Rules{Defaults: []Default{{Type: "gpio.long_press", Attention: "high"}}}), Classes: ledger.DefaultClasses(),
+		Push: p.push, Now: clk.now, From: before[0].Seq}
+	if err := g.Load(); err == nil {
+		t.Fatal("a gate loaded its state from a ledger without its projections")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil && ctx.Err() == nil {
+			t.Errorf("gate: %v", err)
+		}
+	}()
+	for _, typ := range []string{"gpio.changed", "gpio.long_press", "estop.tripped"} {
+		if _, err := s.Append(context.Background(), ledger.Event{Type: typ, ChannelID: "gpio.button", Trust: ledger.High, Provenance: ledger.Observed}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []struct {
+		typ   string
+		words int
+	}{{"gpio.long_press", 1}, {"estop.tripped", 0}} {
+		if d := waitPush(t, p); d.Type != want.typ || d.Outcome != Wake || d.Words != want.words {
+			t.Errorf("pushed %s (%s, words %d); want a wake of %s in the words of rule %d", d.Type, d.Outcome, d.Words, want.typ, want.words)
+		}
+	}
+	noPush(t, p)
+}

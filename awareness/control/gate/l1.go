@@ -66,6 +66,15 @@ type Decision struct {
 	FollowUp string `cbor:"follow_up,omitempty" json:"follow_up,omitempty"`
 	Reason   string `cbor:"reason,omitempty" json:"reason,omitempty"`
 	Path     []Step `cbor:"path" json:"path"`
+	// Words, for a wake or a question, is the 1-based position in
+	// Rules.Defaults of the default rule whose words tell of the event:
+	// the first that selects its type, channel and payload, whatever its
+	// attention and whichever rule decided (a hard rule, a condition, a
+	// default). 0: none does. The rules are matched here, once: whoever
+	// says the decision in words looks the rule up by it. It is not
+	// recorded, since a position means something only to the rules of the
+	// run that decided.
+	Words int `cbor:"-" json:"-"`
 }
 
 // step appends a rule and what it said to the decision's path.
@@ -183,6 +192,7 @@ type compiledDefault struct {
 	Default
 	attention ledger.Level
 	band      Band
+	pos       int // 1-based, in Rules.Defaults
 }
 
 // bandOfLevel is the band a default's attention stands for.
@@ -198,7 +208,7 @@ func compileDefaults(ds []Default) []compiledDefault {
 		if err != nil { // Check refuses it; unchecked, it wakes nothing
 			lv = ledger.Off
 		}
-		out[i] = compiledDefault{Default: d, attention: lv, band: bandOfLevel[lv]}
+		out[i] = compiledDefault{Default: d, attention: lv, band: bandOfLevel[lv], pos: i + 1}
 	}
 	return out
 }
@@ -317,7 +327,20 @@ type Items func(id string) (work.Item, bool)
 // matched, at now (the wall clock, for cooldowns measured against the
 // conditions' last matches; the monotonic reading, for novelty). Every
 // outcome but Wake carries its Reason; Path lists every rule applied.
+//
+// A wake or a question also says which default rule's words tell of the
+// event (Words); finding it costs a payload read only for those.
 func (s *Salience) Decide(e *ledger.Stored, matches []*wait.Condition, items Items, now time.Time) Decision {
+	d := s.decide(e, matches, items, now)
+	if (d.Outcome == Wake || d.Outcome == Ask) && d.Words == 0 {
+		if r := s.standing(e); r != nil {
+			d.Words = r.pos
+		}
+	}
+	return d
+}
+
+func (s *Salience) decide(e *ledger.Stored, matches []*wait.Condition, items Items, now time.Time) Decision {
 	d := Decision{Event: e.ID.String(), Seq: e.Seq, Type: e.Type}
 	step, settle := d.step, d.settle
 
@@ -371,7 +394,7 @@ func (s *Salience) Decide(e *ledger.Stored, matches []*wait.Condition, items Ite
 // type), confidence, novelty, the quiet periods and the body's budget.
 func (s *Salience) decideDefault(e *ledger.Stored, r *compiledDefault, now time.Time, novel noveltyNote, d Decision) Decision {
 	step, settle := d.step, d.settle
-	d.Rule, d.Band, d.Attention = r.Name, r.band, r.attention.String()
+	d.Rule, d.Band, d.Attention, d.Words = r.Name, r.band, r.attention.String(), r.pos
 	if b := ruleBand(s.Rules.Bands, e.Type); b != "" && bandRank[b] > bandRank[d.Band] {
 		d.Band, d.Attention = b, attentionOf[b]
 	}

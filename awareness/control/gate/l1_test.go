@@ -309,3 +309,39 @@ func TestDedupeByField(t *testing.T) {
 		}
 	}
 }
+
+// TestWords: every wake says which default rule's words tell of its
+// event, whichever rule decided, so that what says it in words matches
+// no rule again.
+func TestWords(t *testing.T) {
+	now := t0.Add(time.Hour)
+	door := &wait.Condition{ID: "door", Owner: "watch", Priority: wait.High}
+	items := itemsOf(work.Item{ID: "watch", Status: work.Running})
+	rules := Rules{Defaults: []Default{
+		{Type: "estop.tripped", Attention: "max"},
+		{Type: "camera.", Channel: "camera.back", Attention: "low"},
+		{Type: "camera.motion_started", Attention: "medium"},
+		{Type: "gpio.changed", Attention: "off"},
+	}}
+	for _, c := range []struct {
+		name    string
+		e       *ledger.Stored
+		matches []*wait.Condition
+		outcome Outcome
+		words   int
+	}{
+		{"a hard rule, in the rule's words", stored("estop.tripped", "estop.main", ledger.High), nil, Wake, 1},
+		{"a condition, in the first rule that selects the event", stored("camera.motion_started", "camera.front", ledger.Medium), []*wait.Condition{door}, Wake, 3},
+		{"a default rule, in its own words", stored("camera.motion_started", "camera.front", ledger.Medium), nil, Wake, 3},
+		{"an earlier rule by channel", stored("camera.motion_started", "camera.back", ledger.Medium), nil, Wake, 2},
+		{"a system event no rule words", stored("channel.revoked", "camera.front", ledger.High), nil, Wake, 0},
+		{"a rule that is off: ignored, no words", stored("gpio.changed", "gpio.button", ledger.Medium), nil, Ignore, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := NewSalience(rules).Decide(c.e, c.matches, items, now)
+			if d.Outcome != c.outcome || d.Words != c.words {
+				t.Fatalf("%s in the words of rule %d; want %s in those of %d\n%+v", d.Outcome, d.Words, c.outcome, c.words, d.Path)
+			}
+		})
+	}
+}
