@@ -78,6 +78,31 @@ func (s *Store) Retain(ctx context.Context) (RetainResult, error) {
 	return res, nil
 }
 
+// retainLoop runs retention every interval until Close.
+func (s *Store) retainLoop(every time.Duration) {
+	defer s.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-s.stop
+		cancel()
+	}()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			if res, err := s.Retain(ctx); err != nil && ctx.Err() == nil {
+				s.opts.Log.Error("ledger retention", "err", err)
+			} else if res.Events > 0 {
+				s.opts.Log.Info("ledger retention", "events", res.Events, "outbox_expired", res.OutboxExpired, "inbox_keys", res.InboxKeys)
+			}
+		case <-s.stop:
+			return
+		}
+	}
+}
+
 // doomed is an event retention deletes.
 type doomed struct {
 	key   []byte // its sequence

@@ -69,6 +69,17 @@ func (w *writer) storedID(id UUID) (uint64, bool) {
 	return w.s.pendingID(id)
 }
 
+// idFlushAt is how many ids wait in memory before they are written.
+const idFlushAt = 1024
+
+// pendingID returns the sequence of an event whose id is not yet written.
+func (s *Store) pendingID(id UUID) (uint64, bool) {
+	s.idsMu.Lock()
+	defer s.idsMu.Unlock()
+	seq, ok := s.pendingIDs[id]
+	return seq, ok
+}
+
 // flushIDs writes the waiting ids and this transaction's to the ids bucket
 // when there are enough of them (or always, with all), and moves
 // ids_through up. Batches commit in sequence order and publish their ids
