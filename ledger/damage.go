@@ -26,6 +26,8 @@ func (d *Damage) Error() string {
 	return fmt.Sprintf("the ledger was damaged (%s); it was moved to %s and a new one started", d.Reason, d.MovedTo)
 }
 
+// moveAside renames the damaged file at opts.Path beside itself, with
+// the time in its name, for Open to start a new one; cause is why.
 func moveAside(opts Options, cause error) (*Damage, error) {
 	now := opts.Now().UTC()
 	to := fmt.Sprintf("%s.corrupt.%s", opts.Path, now.Format("20060102T150405.000000000Z"))

@@ -12,6 +12,8 @@ import (
 	"time"
 )
 
+// request is one command, or one outbox acknowledgement, waiting in the
+// commit queue for the transaction that makes it durable.
 type request struct {
 	ctx     context.Context
 	cmd     Command

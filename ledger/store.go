@@ -241,8 +241,9 @@ func (c appendCmd) Decide(*View) ([]Event, error) { return c, nil }
 
 // Store is an open ledger. Its methods are safe for concurrent use.
 type Store struct {
-	// held is how many requests hold waits with, for tests; commits
-	// counts the commit loop's transactions.
+	// held is how many requests the commit loop holds while it waits for
+	// company (hold), for tests; commits counts the commit loop's
+	// transactions.
 	held    atomic.Int32
 	commits atomic.Int64
 	// hurried: nothing waits for company any more (Hurry).
