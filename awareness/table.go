@@ -52,9 +52,9 @@ func (l Least) String() string {
 	return fmt.Sprintf("a %s at %s trust or above", strings.Join(kinds, " or "), l.Trust)
 }
 
-// admits tells whether p is at least l; a principal without a kind or a
+// Admits tells whether p is at least l; a principal without a kind or a
 // subject is no principal and is never admitted.
-func (l Least) admits(p act.Principal) bool {
+func (l Least) Admits(p act.Principal) bool {
 	return p.Kind != "" && p.Subject != "" && p.Trust >= l.Trust && p.Trust <= ledger.Max && slices.Contains(l.Kinds, p.Kind)
 }
 
@@ -107,6 +107,15 @@ type Error struct {
 	Detail string     `json:"detail,omitempty"`
 	// Need is what the operation needed, with not_authorized.
 	Need *Least `json:"need,omitempty"`
+	// Record is what the body recorded of what it refused: the runner's
+	// record of an action it refused (an act.Result, with the action's
+	// id when the refusal was recorded), nil for every other error. A
+	// transport passes it on with the refusal (the admin socket in the
+	// error's data; an agent's tool and an MQTT command's result as
+	// their data, beside the error without it). Decoded from JSON
+	// without a type to decode it into, it is what encoding/json makes
+	// of an object.
+	Record any `json:"record,omitempty"`
 }
 
 func (e *Error) Error() string {
@@ -192,6 +201,8 @@ type Entry struct {
 	// send them must not offer the operation.
 	Streams bool
 	call    func(ctx context.Context, p act.Principal, params json.RawMessage) (any, error)
+	// invoke runs the handler with an input of type In.
+	invoke func(ctx context.Context, p act.Principal, in any) (any, error)
 	// The schemas of In and Out, derived when first asked for.
 	inSchema, outSchema func() *jsonschema.Schema
 }
@@ -208,6 +219,16 @@ func (e *Entry) OutSchema() *jsonschema.Schema { return e.outSchema() }
 
 // Bind gives op its handler.
 func Bind[In, Out any](op Op[In, Out], h Handler[In, Out]) *Entry {
+	run := func(ctx context.Context, p act.Principal, in In) (any, error) {
+		out, err := h(ctx, p, in)
+		if err != nil {
+			if st, ok := any(out).(Streaming); ok {
+				st.Close() // an output that comes with an error is nobody's
+			}
+			return nil, err
+		}
+		return out, nil
+	}
 	return &Entry{Name: op.Name, Description: op.Description, Kind: op.Kind, Least: op.Least, Stop: op.Stop,
 		In: reflect.TypeFor[In](), Out: reflect.TypeFor[Out](),
 		call: func(ctx context.Context, p act.Principal, params json.RawMessage) (any, error) {
@@ -217,15 +238,9 @@ func Bind[In, Out any](op Op[In, Out], h Handler[In, Out]) *Entry {
 			} else if err != nil {
 				in = *new(In) // a stop is never refused: it goes on without what could not be read
 			}
-			out, err := h(ctx, p, in)
-			if err != nil {
-				if st, ok := any(out).(Streaming); ok {
-					st.Close() // an output that comes with an error is nobody's
-				}
-				return nil, err
-			}
-			return out, nil
-		}}
+			return run(ctx, p, in)
+		},
+		invoke: func(ctx context.Context, p act.Principal, in any) (any, error) { return run(ctx, p, in.(In)) }}
 }
 
 // Call runs the operation for principal p with params (JSON; empty or
@@ -233,25 +248,66 @@ func Bind[In, Out any](op Op[In, Out], h Handler[In, Out]) *Entry {
 // operation's least, or none at all, is refused with not_authorized
 // before params are read. Params are read strictly: an unknown key, a
 // wrong type or trailing data is invalid_params. Every error returned is
-// an *Error carrying the operation's name. When Streams is set, the
-// output returned with a nil error is Streaming and the caller must
-// Close it; with an error there is nothing to close.
+// an *Error carrying the operation's name; an action the runner refused
+// is such an error, with its reason and the runner's record of it
+// (Error.Record). When Streams is set, the output returned with a nil
+// error is Streaming and the caller must Close it; with an error there is
+// nothing to close.
 func (e *Entry) Call(ctx context.Context, p act.Principal, params json.RawMessage) (any, error) {
-	if !e.Least.admits(p) {
-		need := e.Least
-		who := "no principal"
-		if p.Kind != "" || p.Subject != "" {
-			who = fmt.Sprintf("%s at %s trust", cmp.Or(p.Subject, "a principal without a subject"), p.Trust)
-		}
-		return nil, &Error{Op: e.Name, Reason: ReasonNotAuthorized, Detail: fmt.Sprintf("%s needs %s; the caller is %s", e.Name, need, who), Need: &need}
+	if err := e.admit(p); err != nil {
+		return nil, err
 	}
-	out, err := e.call(ctx, p, params)
+	return e.named(e.call(ctx, p, params))
+}
+
+// admit refuses p when it is below the operation's least, or no
+// principal at all.
+func (e *Entry) admit(p act.Principal) error {
+	if e.Least.Admits(p) {
+		return nil
+	}
+	need := e.Least
+	who := "no principal"
+	if p.Kind != "" || p.Subject != "" {
+		who = fmt.Sprintf("%s at %s trust", cmp.Or(p.Subject, "a principal without a subject"), p.Trust)
+	}
+	return &Error{Op: e.Name, Reason: ReasonNotAuthorized, Detail: fmt.Sprintf("%s needs %s; the caller is %s", e.Name, need, who), Need: &need}
+}
+
+// named is out, or err as an *Error naming the operation.
+func (e *Entry) named(out any, err error) (any, error) {
 	if err != nil {
 		oe := ErrorOf(err)
 		oe.Op = e.Name
 		return nil, oe
 	}
 	return out, nil
+}
+
+// Invoke runs op of table t for principal p with in, an input already
+// read: what Entry.Call does without reading JSON. p is checked first,
+// and every error returned is an *Error carrying the operation's name; a
+// table without op, or whose operation of op's name has other types, is
+// unavailable. When the error carries a Record of type Out (an action the
+// runner refused), out is that record; otherwise it is the zero Out with
+// an error. A Streaming out returned with a nil error is the caller's to
+// Close.
+func Invoke[In, Out any](ctx context.Context, t *Table, op Op[In, Out], p act.Principal, in In) (Out, error) {
+	var zero Out
+	e, ok := t.Lookup(op.Name)
+	if !ok || e.In != reflect.TypeFor[In]() || e.Out != reflect.TypeFor[Out]() {
+		return zero, &Error{Op: op.Name, Reason: ReasonUnavailable, Detail: fmt.Sprintf("the table has no %s taking %v and giving %v", op.Name, reflect.TypeFor[In](), reflect.TypeFor[Out]())}
+	}
+	if err := e.admit(p); err != nil {
+		return zero, err
+	}
+	out, err := e.named(e.invoke(ctx, p, in))
+	if err != nil {
+		rec, _ := ErrorOf(err).Record.(Out)
+		return rec, err
+	}
+	o, _ := out.(Out)
+	return o, nil
 }
 
 // ErrorOf is the one way from an error to a refusal with its reason,

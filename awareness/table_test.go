@@ -274,7 +274,7 @@ func TestOperationsOnABody(t *testing.T) {
 	for _, tc := range []struct {
 		name, op, params string
 		p                act.Principal
-		want             string // a regexp the JSON must match
+		want             string // a regexp the JSON must match; with reason, the JSON of the error's record
 		reason           act.Reason
 	}{
 		{"capabilities name their risk", "action.capabilities", `{}`, agent, `"name":"gpio.pulse","risk":"R2".*"name":"gpio.set","risk":"R2","reversible":true`, ""},
@@ -286,9 +286,9 @@ func TestOperationsOnABody(t *testing.T) {
 		{"an unknown action", "action.result", `{"action_id":"nope"}`, agent, "", ReasonNotFound},
 		{"neither id nor key", "action.result", `{}`, agent, "", ReasonInvalidParams},
 		{"the agent without a grant", "action.do", `{"capability":"gpio.set","target":"gpio.relay1","params":{"state":"off"}}`, agent,
-			`"status":"refused","decision":\{"allow":false,"reason":"no_grant"`, ""},
+			`"status":"refused","decision":\{"allow":false,"reason":"no_grant"`, act.ReasonNoGrant},
 		{"a note out of bounds", "action.do", `{"capability":"gpio.set","target":"gpio.led","params":{"state":"on"},"note":"` + strings.Repeat("n", 2000) + `"}`, agent,
-			`^\{"action_id":"","status":"refused","decision":\{"allow":false,"reason":"invalid_request","detail":"note: 2000 bytes, more than 1024"\}`, ""},
+			`^\{"action_id":"","status":"refused","decision":\{"allow":false,"reason":"invalid_request","detail":"note: 2000 bytes, more than 1024"\}`, act.ReasonInvalidRequest},
 		{"a bad mode", "action.do", `{"capability":"gpio.set","target":"gpio.relay1","mode":"dry"}`, maxAdmin, "", ReasonInvalidParams},
 		{"an unknown field", "action.do", `{"capability":"gpio.set","target":"gpio.relay1","force":true}`, maxAdmin, "", ReasonInvalidParams},
 		{"a grant", "grant.add", `{"subject":"agent:pi","capability":"gpio.set","scope":"gpio.relay1","expires":"1h","reason":"test"}`, maxAdmin,
@@ -301,7 +301,7 @@ func TestOperationsOnABody(t *testing.T) {
 		{"the agent trips it", "estop.trip", `{}`, agent, `"cause":"requested by agent:pi"`, ""},
 		{"the agent cannot reset it", "estop.reset", `{}`, agent, "", ReasonNotAuthorized},
 		{"latched, acting is refused", "action.do", `{"capability":"gpio.set","target":"gpio.relay1","params":{"state":"on"}}`, maxAdmin,
-			`"reason":"estop_latched"`, ""},
+			`"status":"refused","decision":\{"allow":false,"reason":"estop_latched"`, act.ReasonEStopLatched},
 		{"a local administrator resets it", "estop.reset", `{}`, maxAdmin, `"latched":false`, ""},
 		{"nothing waits", "approval.list", `{}`, maxAdmin, `^\{"waiting":\[\]\}$`, ""},
 		{"approving nothing", "approval.approve", `{"action_id":"nope"}`, maxAdmin, "", ReasonNotFound},
@@ -315,7 +315,12 @@ func TestOperationsOnABody(t *testing.T) {
 				if ReasonOf(err) != tc.reason {
 					t.Fatalf("got %v, want %s", err, tc.reason)
 				}
-				return
+				if tc.want == "" {
+					return
+				}
+				// A refused action: the error carries the runner's record.
+				j, _ := json.Marshal(ErrorOf(err).Record)
+				got, err = string(j), nil
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -433,5 +438,60 @@ func TestGrantAddOnAnUnsynchronisedClock(t *testing.T) {
 	b.clock.SetSynced(true)
 	if got, err := b.call(t, maxAdmin, "grant.list", `{}`); err != nil || !strings.Contains(got, `"state":"active"`) {
 		t.Fatalf("synchronised: %s %v", got, err)
+	}
+}
+
+// TestARefusedActionIsAnError: the runner's refusal of an action comes
+// from the table as an error with its reason, carrying the runner's
+// record of it, through Call and Invoke alike; Invoke gives the record as
+// its output too.
+func TestARefusedActionIsAnError(t *testing.T) {
+	b := newTestBody(t)
+	in := DoIn{Capability: "gpio.set", Target: "gpio.relay1", Params: map[string]string{"state": "on"}}
+	res, err := Invoke(t.Context(), b.table, OpDo, agent, in)
+	oe := ErrorOf(err)
+	rec, _ := oe.Record.(act.Result)
+	if oe.Op != OpDo.Name || oe.Reason != act.ReasonNoGrant || oe.Detail == "" || oe.Detail != res.Detail {
+		t.Errorf("an agent without a grant: %v, want action.do: no_grant with the runner's detail", err)
+	}
+	if res.Status != act.Refused || res.ActionID == "" || rec.ActionID != res.ActionID {
+		t.Errorf("the record: out %+v, in the error %+v; want the refused action, recorded", res, rec)
+	}
+	raw, _ := json.Marshal(in)
+	if _, err := b.table.byName[OpDo.Name].Call(t.Context(), agent, raw); ReasonOf(err) != act.ReasonNoGrant || ErrorOf(err).Record == nil {
+		t.Errorf("through Call: %v, want no_grant with its record", err)
+	}
+
+	in.Mode = act.Shadow
+	res, err = Invoke(t.Context(), b.table, OpDo, maxAdmin, in)
+	if err != nil || res.Status != act.Succeeded {
+		t.Errorf("a shadow set: %+v %v", res, err)
+	}
+	if _, err := Invoke(t.Context(), b.table, OpApprove, maxAdmin, ApproveIn{ActionID: "nope"}); ReasonOf(err) != ReasonNotFound || ErrorOf(err).Record != nil {
+		t.Errorf("approving nothing: %v, want not_found without a record", err)
+	}
+}
+
+// TestInvoke: a typed call checks the principal first, as Call does, and
+// names its operation in every error; a table without the operation, or
+// with one of its name of other types, is unavailable.
+func TestInvoke(t *testing.T) {
+	tb := emptyTable(t) // a handler that ran would panic
+	if _, err := Invoke(t.Context(), tb, OpLedgerStats, agent, None{}); ReasonOf(err) != ReasonNotAuthorized || ErrorOf(err).Op != OpLedgerStats.Name {
+		t.Errorf("below its least: %v, want ledger.stats: not_authorized", err)
+	}
+	if _, err := Invoke(t.Context(), tb, OpDo, act.Principal{}, DoIn{}); ReasonOf(err) != ReasonNotAuthorized {
+		t.Errorf("without a principal: %v, want not_authorized", err)
+	}
+	other := Op[DoIn, None]{Name: OpDo.Name}
+	if _, err := Invoke(t.Context(), tb, other, maxAdmin, DoIn{}); ReasonOf(err) != ReasonUnavailable {
+		t.Errorf("other types: %v, want unavailable", err)
+	}
+	if _, err := Invoke(t.Context(), &Table{}, OpStatus, maxAdmin, None{}); ReasonOf(err) != ReasonUnavailable {
+		t.Errorf("no such operation: %v, want unavailable", err)
+	}
+	st, err := Invoke(t.Context(), newTestBody(t).table, OpStatus, agent, None{})
+	if err != nil || st.Body != "test" {
+		t.Errorf("status: %+v %v", st, err)
 	}
 }

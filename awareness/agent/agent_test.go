@@ -212,8 +212,9 @@ func TestAnAgentOverTheSocket(t *testing.T) {
 	// Interact, refused for the session's low trust, with its reason;
 	// nothing driven.
 	c, _ = call(t, cs, "gpio_set", map[string]any{"target": "gpio.relay1", "state": "on"})
-	if data, _ := json.Marshal(c.Data); c.Status != "error" || c.Error.Reason != act.ReasonRiskExceedsTrust || !strings.Contains(string(data), `"status":"refused"`) {
-		t.Errorf("gpio_set at low trust: %+v", c)
+	if data, _ := json.Marshal(c.Data); c.Status != "error" || c.Error.Reason != act.ReasonRiskExceedsTrust || !strings.Contains(string(data), `"status":"refused"`) ||
+		c.Error.Op != "gpio_set" || c.Error.Record != nil {
+		t.Errorf("gpio_set at low trust: %+v (the record as data, not in the error)", c)
 	}
 	var res act.Result
 	data, _ := json.Marshal(c.Data)

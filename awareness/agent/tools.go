@@ -121,20 +121,20 @@ func addTools(srv *mcp.Server, t *awareness.Table, caps Capabilities, p act.Prin
 		}
 		schema := actionSchema(params, targets)
 		destructive := !c.Reversible
-		srv.AddTool(&mcp.Tool{Name: ToolName(c.Name), InputSchema: schema,
+		tool := ToolName(c.Name)
+		srv.AddTool(&mcp.Tool{Name: tool, InputSchema: schema,
 			Description: fmt.Sprintf("%s (risk %s; verified by %s). %s", c.Name, c.Risk, c.Verify, do.Description),
 			Annotations: &mcp.ToolAnnotations{DestructiveHint: &destructive}},
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				in, err := doIn(c.Name, params, req.Params.Arguments)
 				if err != nil {
-					return result(req, nil, &awareness.Error{Op: ToolName(c.Name), Reason: awareness.ReasonInvalidParams, Detail: err.Error()}), nil
+					return result(req, nil, &awareness.Error{Op: tool, Reason: awareness.ReasonInvalidParams, Detail: err.Error()}), nil
 				}
-				raw, _ := json.Marshal(in)
-				out, err := do.Call(ctx, p, raw)
-				if res, ok := out.(act.Result); ok && err == nil && res.Status == act.Refused {
-					// Refused by the policy: an error for the agent, with
-					// its reason, and the record beside it.
-					return refusedResult(req, ToolName(c.Name), res), nil
+				out, err := awareness.Invoke(ctx, t, awareness.OpDo, p, in)
+				if err != nil {
+					oe := awareness.ErrorOf(err)
+					oe.Op = tool // the agent called the tool, not action.do
+					err = oe
 				}
 				return result(req, out, err), nil
 			})
@@ -262,20 +262,17 @@ func paramString(p act.Param, v json.RawMessage) (string, error) {
 	}
 }
 
-// result is a tool's result: out, or err's refusal, as toolReply
-// writes it.
+// result is a tool's result: out, or err's refusal, as toolReply writes
+// it. What the body recorded of what it refused (an action's record) is
+// the data beside the refusal.
 func result(req *mcp.CallToolRequest, out any, err error) *mcp.CallToolResult {
 	if err != nil {
-		return toolReply(req, Content{Status: "error", Error: awareness.ErrorOf(err)})
+		oe := awareness.ErrorOf(err)
+		rec := oe.Record
+		oe.Record = nil
+		return toolReply(req, Content{Status: "error", Data: rec, Error: oe})
 	}
 	return toolReply(req, Content{Status: "success", Data: out})
-}
-
-// refusedResult is the result of an action the runner refused: status
-// error with the refusal's reason and detail, and the runner's result as
-// data (its action id, when it was recorded).
-func refusedResult(req *mcp.CallToolRequest, tool string, res act.Result) *mcp.CallToolResult {
-	return toolReply(req, Content{Status: "error", Data: res, Error: &awareness.Error{Op: tool, Reason: res.Reason, Detail: res.Detail}})
 }
 
 // toolReply is c as a tool's result: its JSON as the text, IsError with
