@@ -147,6 +147,32 @@ type Op[In, Out any] struct {
 	// other calls nor refused for want of room; the principal is checked
 	// as for any other operation.
 	Stop bool
+	// Tool is how an agent is offered the operation; every operation
+	// whose least admits agents says, and no other does.
+	Tool Tool
+}
+
+// Tool is how an operation is offered to an agent as a tool of its MCP
+// server: a name of its own with its annotations, or one tool per action
+// capability. Which agents see it follows from the operation's least
+// principal (Table.Tools). The annotations are hints to the agent, never
+// what it may do: a call is checked as any other.
+type Tool struct {
+	// Name is the tool's name, in lower case with underscores
+	// (body_status); empty with PerCapability.
+	Name string `json:"name,omitempty"`
+	// ReadOnly says the tool changes nothing: so is every Observe
+	// operation's, and no other.
+	ReadOnly bool `json:"read_only,omitempty"`
+	// Destructive says the tool may remove or undo what is there; it is
+	// said of a tool that is not ReadOnly.
+	Destructive bool `json:"destructive,omitempty"`
+	// Idempotent says a repeat with the same arguments does nothing more.
+	Idempotent bool `json:"idempotent,omitempty"`
+	// PerCapability offers the operation (action.do) as one tool per
+	// action capability, named after it, each with annotations of its
+	// own; the transport makes them.
+	PerCapability bool `json:"per_capability,omitempty"`
 }
 
 // Streaming is an operation's output that carries bytes besides its
@@ -195,6 +221,7 @@ type Entry struct {
 	// Stop is the Op's Stop: answered at once, never queued or refused
 	// for want of room.
 	Stop    bool
+	Tool    Tool
 	In, Out reflect.Type
 	// Streams, set by NewTable, says Out is Streaming: the operation's
 	// output carries bytes besides its result. A transport that cannot
@@ -229,7 +256,7 @@ func Bind[In, Out any](op Op[In, Out], h Handler[In, Out]) *Entry {
 		}
 		return out, nil
 	}
-	return &Entry{Name: op.Name, Description: op.Description, Kind: op.Kind, Least: op.Least, Stop: op.Stop,
+	return &Entry{Name: op.Name, Description: op.Description, Kind: op.Kind, Least: op.Least, Stop: op.Stop, Tool: op.Tool,
 		In: reflect.TypeFor[In](), Out: reflect.TypeFor[Out](),
 		call: func(ctx context.Context, p act.Principal, params json.RawMessage) (any, error) {
 			var in In
@@ -364,10 +391,11 @@ type Table struct {
 }
 
 // NewTable makes a table of entries. A name used twice, an entry without
-// a kind or a least principal, and one whose types have no JSON Schema
-// are refused.
+// a kind or a least principal, one whose types have no JSON Schema, and
+// one whose tool does not follow from it (see checkTool) are refused.
 func NewTable(entries ...*Entry) (*Table, error) {
 	t := &Table{byName: map[string]*Entry{}}
+	tools := map[string]string{}
 	for _, e := range entries {
 		switch {
 		case e.Name == "":
@@ -390,9 +418,42 @@ func NewTable(entries ...*Entry) (*Table, error) {
 		}
 		e.inSchema, e.outSchema = lazySchema(e.In), lazySchema(e.Out)
 		e.Streams = e.Out.Implements(streamingType)
+		if err := checkTool(e); err != nil {
+			return nil, fmt.Errorf("awareness: operation %s: %w", e.Name, err)
+		}
+		if n := e.Tool.Name; n != "" {
+			if tools[n] != "" {
+				return nil, fmt.Errorf("awareness: operations %s and %s are both tool %s", tools[n], e.Name, n)
+			}
+			tools[n] = e.Name
+		}
 		t.byName[e.Name] = e
 	}
 	return t, nil
+}
+
+// checkTool refuses an operation whose tool does not follow from it: a
+// tool is an operation's whose least admits agents and that does not
+// stream; a named one is ReadOnly exactly when its kind is Observe, and
+// never Destructive then. (An operation that admits agents without a
+// tool is offered to none: the body's own each name one, which its
+// tests check.)
+func checkTool(e *Entry) error {
+	tl := e.Tool
+	agents := slices.Contains(e.Least.Kinds, act.AgentSession) && !e.Streams
+	switch {
+	case tl.Name != "" && tl.PerCapability:
+		return fmt.Errorf("tool %s: a name of its own or one per capability, not both", tl.Name)
+	case !agents && tl != Tool{}:
+		return fmt.Errorf("tool %+v: no agent is offered it (least %v, streams %v)", tl, e.Least, e.Streams)
+	case tl.Name != "" && tl.ReadOnly != (e.Kind == Observe):
+		return fmt.Errorf("tool %s: read-only %v, for kind %s", tl.Name, tl.ReadOnly, e.Kind)
+	case tl.ReadOnly && tl.Destructive:
+		return fmt.Errorf("tool %s: read-only and destructive", tl.Name)
+	case tl.PerCapability && (tl.ReadOnly || tl.Destructive || tl.Idempotent):
+		return errors.New("tools per capability: their annotations are each capability's")
+	}
+	return nil
 }
 
 // Lookup finds an operation by name.
@@ -408,6 +469,22 @@ func (t *Table) Entries() []*Entry {
 		out = append(out, e)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Tools are the operations agent principal p is offered as tools of
+// their own, by tool name: those with a Tool name whose least admits p (a
+// streaming operation has none). The operation offered as one tool per
+// capability (Tool.PerCapability) is not among them: the transport makes
+// those, when its least admits p.
+func (t *Table) Tools(p act.Principal) []*Entry {
+	var out []*Entry
+	for _, e := range t.byName {
+		if e.Tool.Name != "" && e.Least.Admits(p) {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Tool.Name < out[j].Tool.Name })
 	return out
 }
 

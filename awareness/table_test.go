@@ -123,8 +123,8 @@ func TestNothingCallsWithoutAPrincipal(t *testing.T) {
 }
 
 // TestOperationsJSON pins every operation's wire form: its kind, least
-// principal, whether it streams or stops, and the JSON Schemas of its
-// input and output
+// principal, whether it streams or stops, its agent's tool, and the JSON
+// Schemas of its input and output
 // (testdata/ops/NAME.json; go test -update rewrites them).
 func TestOperationsJSON(t *testing.T) {
 	for _, e := range emptyTable(t).Entries() {
@@ -136,6 +136,9 @@ func TestOperationsJSON(t *testing.T) {
 			}
 			if e.Stop {
 				op["stop"] = true
+			}
+			if e.Tool != (Tool{}) {
+				op["tool"] = e.Tool
 			}
 			got, err := json.MarshalIndent(op, "", "  ")
 			if err != nil {
@@ -438,6 +441,58 @@ func TestGrantAddOnAnUnsynchronisedClock(t *testing.T) {
 	b.clock.SetSynced(true)
 	if got, err := b.call(t, maxAdmin, "grant.list", `{}`); err != nil || !strings.Contains(got, `"state":"active"`) {
 		t.Fatalf("synchronised: %s %v", got, err)
+	}
+}
+
+// TestAgentsToolsFollowFromTheTable: an agent is offered, as a tool of
+// its own, every operation of the body whose least admits it, save the
+// one offered per capability and any that streams; no other; and the
+// table refuses an operation whose tool does not follow from it.
+func TestAgentsToolsFollowFromTheTable(t *testing.T) {
+	tb := emptyTable(t)
+	var got, want []string
+	for _, e := range tb.Tools(agent) {
+		got = append(got, e.Tool.Name)
+	}
+	for _, e := range tb.Entries() {
+		switch {
+		case !e.Least.Admits(agent) || e.Streams:
+		case e.Tool.Name == "" && !e.Tool.PerCapability:
+			t.Errorf("%s admits agents and names no tool", e.Name)
+		case e.Tool.Name != "":
+			want = append(want, e.Tool.Name)
+		}
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) || !slices.Contains(got, "show_work") {
+		t.Errorf("an agent's tools %q, want %q with show_work", got, want)
+	}
+	if e, _ := tb.Lookup(OpDo.Name); !e.Tool.PerCapability {
+		t.Errorf("action.do's tool %+v: want one per capability", e.Tool)
+	}
+	if tools := tb.Tools(act.Principal{Kind: act.AgentSession, Subject: "agent:pi", Trust: ledger.Off}); len(tools) != 0 {
+		t.Errorf("an agent at trust off has %d tools, want none", len(tools))
+	}
+
+	h := func(context.Context, act.Principal, None) (None, error) { return None{}, nil }
+	for _, tc := range []struct {
+		name string
+		op   Op[None, None]
+	}{
+		{"a tool no agent is admitted to", Op[None, None]{Name: "x", Kind: Observe, Least: AnyAdmin, Tool: Tool{Name: "x", ReadOnly: true}}},
+		{"a read-only tool that acts", Op[None, None]{Name: "x", Kind: Interact, Least: AdminOrAgent, Tool: Tool{Name: "x", ReadOnly: true}}},
+		{"an observation not read-only", Op[None, None]{Name: "x", Kind: Observe, Least: AdminOrAgent, Tool: Tool{Name: "x"}}},
+		{"read-only and destructive", Op[None, None]{Name: "x", Kind: Observe, Least: AdminOrAgent, Tool: Tool{Name: "x", ReadOnly: true, Destructive: true}}},
+		{"a name and per capability", Op[None, None]{Name: "x", Kind: Interact, Least: AdminOrAgent, Tool: Tool{Name: "x", PerCapability: true}}},
+	} {
+		if _, err := NewTable(Bind(tc.op, h)); err == nil {
+			t.Errorf("%s: the table took it", tc.name)
+		}
+	}
+	a := Op[None, None]{Name: "a", Kind: Observe, Least: AdminOrAgent, Tool: Tool{Name: "same", ReadOnly: true}}
+	b := Op[None, None]{Name: "b", Kind: Observe, Least: AdminOrAgent, Tool: Tool{Name: "same", ReadOnly: true}}
+	if _, err := NewTable(Bind(a, h), Bind(b, h)); err == nil {
+		t.Error("two operations of one tool name: the table took them")
 	}
 }
 

@@ -20,30 +20,6 @@ import (
 // result's _meta.
 const CallIDKey = "tobe/call_id"
 
-// tableTools are the table's operations an agent has as tools, by tool
-// name (drain is the session's own); the admin operations (reset,
-// grants, approvals, backups) are never an agent's.
-var tableTools = []struct{ tool, op string }{
-	{"body_status", awareness.OpStatus.Name},
-	{"list_channels", awareness.OpChannels.Name},
-	{"self_state", awareness.OpSelf.Name},
-	{"estop_status", awareness.OpEStopStatus.Name},
-	{"events", awareness.OpEvents.Name},
-	{"capabilities", awareness.OpCapabilities.Name},
-	{"action_result", awareness.OpResult.Name},
-	{"estop_trip", awareness.OpEStopTrip.Name},
-	// The control plane: what the agent leaves on the body to be woken
-	// for, and why it was or was not.
-	{"work_create", awareness.OpWorkCreate.Name},
-	{"work_update", awareness.OpWorkUpdate.Name},
-	{"work_close", awareness.OpWorkClose.Name},
-	{"list_work", awareness.OpWorkList.Name},
-	{"wait_add", awareness.OpWaitAdd.Name},
-	{"wait_remove", awareness.OpWaitRemove.Name},
-	{"list_waits", awareness.OpWaitList.Name},
-	{"explain", awareness.OpExplain.Name},
-}
-
 // Capabilities is what the tools need of the runner: the capabilities it
 // has and, for each, its params and targets.
 type Capabilities interface {
@@ -90,27 +66,28 @@ func addDrain(srv *mcp.Server, sub *subscriber) {
 		})
 }
 
-// addTools gives srv the tools for principal p.
+// addTools gives srv the tools for principal p: each operation of the
+// table whose least admits p under its tool's name (Table.Tools), and
+// one tool per action capability when action.do admits p. The admin
+// operations (reset, grants, approvals, backups) admit no agent.
 func addTools(srv *mcp.Server, t *awareness.Table, caps Capabilities, p act.Principal) error {
-	for _, tt := range tableTools {
-		e, ok := t.Lookup(tt.op)
-		if !ok {
-			return fmt.Errorf("agent: the table has no %s for tool %s", tt.op, tt.tool)
+	for _, e := range t.Tools(p) {
+		ann := &mcp.ToolAnnotations{ReadOnlyHint: e.Tool.ReadOnly, IdempotentHint: e.Tool.Idempotent}
+		if !e.Tool.ReadOnly {
+			ann.DestructiveHint = ptr(e.Tool.Destructive)
 		}
-		readOnly := e.Kind == awareness.Observe
-		ann := &mcp.ToolAnnotations{ReadOnlyHint: readOnly, IdempotentHint: readOnly || e.Stop}
-		if !readOnly {
-			ann.DestructiveHint = new(bool) // a stop makes everything safe: it destroys nothing
-		}
-		srv.AddTool(&mcp.Tool{Name: tt.tool, Description: e.Description, InputSchema: e.InSchema(), Annotations: ann},
+		srv.AddTool(&mcp.Tool{Name: e.Tool.Name, Description: e.Description, InputSchema: e.InSchema(), Annotations: ann},
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				out, err := e.Call(ctx, p, req.Params.Arguments)
 				return result(req, out, err), nil
 			})
 	}
 	do, ok := t.Lookup(awareness.OpDo.Name)
-	if !ok {
-		return fmt.Errorf("agent: the table has no %s", awareness.OpDo.Name)
+	if !ok || !do.Tool.PerCapability {
+		return fmt.Errorf("agent: the table has no %s offered per capability", awareness.OpDo.Name)
+	}
+	if !do.Least.Admits(p) {
+		return nil
 	}
 	cs := caps.Capabilities()
 	sort.Slice(cs, func(i, j int) bool { return cs[i].Name < cs[j].Name })
@@ -120,11 +97,10 @@ func addTools(srv *mcp.Server, t *awareness.Table, caps Capabilities, p act.Prin
 			continue // a capability that does not say what it takes is offered through no tool
 		}
 		schema := actionSchema(params, targets)
-		destructive := !c.Reversible
 		tool := ToolName(c.Name)
 		srv.AddTool(&mcp.Tool{Name: tool, InputSchema: schema,
 			Description: fmt.Sprintf("%s (risk %s; verified by %s). %s", c.Name, c.Risk, c.Verify, do.Description),
-			Annotations: &mcp.ToolAnnotations{DestructiveHint: &destructive}},
+			Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(!c.Reversible)}},
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				in, err := doIn(c.Name, params, req.Params.Arguments)
 				if err != nil {
