@@ -17,23 +17,23 @@ import (
 // watches for and tells its agent, never what it may do: an agent or a
 // local administrator at low trust.
 var (
-	OpWorkCreate = Op[work.Spec, work.Item]{Name: "work.create", Kind: Interact, Least: AdminOrAgent,
+	OpWorkCreate = Op[work.Spec, work.Item]{Name: "work.create", Kind: Interact, Least: AdminOrAgent, Tool: Tool{Name: "work_create"},
 		Description: "Leave a work item on the body: a goal and at least one acceptance criterion (done_when); status draft or open (the default). parent and depends_on name other items (at most 3 deep, no cycle)."}
-	OpWorkUpdate = Op[WorkUpdateIn, work.Item]{Name: "work.update", Kind: Interact, Least: AdminOrAgent,
+	OpWorkUpdate = Op[WorkUpdateIn, work.Item]{Name: "work.update", Kind: Interact, Least: AdminOrAgent, Tool: Tool{Name: "work_update"},
 		Description: "Change a work item at its version (a stale version is refused with the item as it is): its fields, progress (marks it fresh), and its status (with a reason; blocked names blocked_on)."}
-	OpWorkClose = Op[WorkCloseIn, work.Item]{Name: "work.close", Kind: Interact, Least: AdminOrAgent,
+	OpWorkClose = Op[WorkCloseIn, work.Item]{Name: "work.close", Kind: Interact, Least: AdminOrAgent, Tool: Tool{Name: "work_close"},
 		Description: "Close a running or verifiable work item at its version: its criteria met (through verifiable), with a reason. Cancel one instead with work.update status cancelled."}
-	OpWorkList = Op[WorkListIn, WorkList]{Name: "work.list", Kind: Observe, Least: AdminOrAgent,
+	OpWorkList = Op[WorkListIn, WorkList]{Name: "work.list", Kind: Observe, Least: AdminOrAgent, Tool: Tool{Name: "list_work", ReadOnly: true, Idempotent: true},
 		Description: "The work items, with whether each is stale; all: closed and cancelled ones too."}
-	OpWorkShow = Op[IDIn, work.Item]{Name: "work.show", Kind: Observe, Least: AdminOrAgent,
+	OpWorkShow = Op[IDIn, work.Item]{Name: "work.show", Kind: Observe, Least: AdminOrAgent, Tool: Tool{Name: "show_work", ReadOnly: true, Idempotent: true},
 		Description: "One work item as it stands."}
-	OpWaitAdd = Op[WaitAddIn, wait.Condition]{Name: "wait.add", Kind: Interact, Least: AdminOrAgent,
+	OpWaitAdd = Op[WaitAddIn, wait.Condition]{Name: "wait.add", Kind: Interact, Least: AdminOrAgent, Tool: Tool{Name: "wait_add"},
 		Description: "Leave a wait condition for a work item: the event types and channels it waits for (a name, or a prefix ending in a dot), clauses over the event's payload (equals, in, prefix, above/below, zone), a priority hint, a cooldown and an expiry (expires_in, a duration, or expires_at, RFC 3339): required, at most 90 days."}
-	OpWaitRemove = Op[WaitRemoveIn, wait.Condition]{Name: "wait.remove", Kind: Interact, Least: AdminOrAgent,
+	OpWaitRemove = Op[WaitRemoveIn, wait.Condition]{Name: "wait.remove", Kind: Interact, Least: AdminOrAgent, Tool: Tool{Name: "wait_remove"},
 		Description: "Remove a wait condition."}
-	OpWaitList = Op[WaitListIn, WaitList]{Name: "wait.list", Kind: Observe, Least: AdminOrAgent,
+	OpWaitList = Op[WaitListIn, WaitList]{Name: "wait.list", Kind: Observe, Least: AdminOrAgent, Tool: Tool{Name: "list_waits", ReadOnly: true, Idempotent: true},
 		Description: "The wait conditions that wait; all: removed ones too, with why they ended."}
-	OpExplain = Op[ExplainIn, gate.Decision]{Name: "gate.explain", Kind: Observe, Least: AdminOrAgent,
+	OpExplain = Op[ExplainIn, gate.Decision]{Name: "gate.explain", Kind: Observe, Least: AdminOrAgent, Tool: Tool{Name: "explain", ReadOnly: true, Idempotent: true},
 		Description: "Why the body woke its agent for an event, or did not: the gate's decision and the path of rules that led to it."}
 )
 

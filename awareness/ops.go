@@ -19,30 +19,31 @@ import (
 
 // The operations: every one the body offers to anyone outside it. A
 // transport names them by these values; the daemon binds them to the
-// body's parts (Parts.Table).
+// body's parts (Parts.Table). Each one an agent is admitted to names its
+// tool.
 var (
-	OpStatus = Op[None, Status]{Name: "status", Kind: Observe, Least: Anyone,
+	OpStatus = Op[None, Status]{Name: "status", Kind: Observe, Least: Anyone, Tool: Tool{Name: "body_status", ReadOnly: true, Idempotent: true},
 		Description: "How the body is: board, uptime, safety, ledger, e-stop, self-state and every channel."}
-	OpChannels = Op[None, Channels]{Name: "channels", Kind: Observe, Least: Anyone,
+	OpChannels = Op[None, Channels]{Name: "channels", Kind: Observe, Least: Anyone, Tool: Tool{Name: "list_channels", ReadOnly: true, Idempotent: true},
 		Description: "The body's channels with their state and health."}
-	OpSelf = Op[None, Self]{Name: "self", Kind: Observe, Least: Anyone,
+	OpSelf = Op[None, Self]{Name: "self", Kind: Observe, Least: Anyone, Tool: Tool{Name: "self_state", ReadOnly: true, Idempotent: true},
 		Description: "The latest self-state sample: CPU, memory, disk, temperatures, throttling, clock, degradation."}
 	// OpEvents reads the ledger; events may be sensitive (camera, sound),
 	// so only local administrators read them until the agent boundary
 	// filters them by privacy class.
-	OpEvents = Op[EventsIn, Events]{Name: "events", Kind: Observe, Least: AdminOrAgent,
+	OpEvents = Op[EventsIn, Events]{Name: "events", Kind: Observe, Least: AdminOrAgent, Tool: Tool{Name: "events", ReadOnly: true, Idempotent: true},
 		Description: "Events from the ledger after a sequence, by type and time; wait_ms waits for the first new one (at most 60 s). A reply holds at most limit events and about 256 KiB of them, from at most 4 MiB of the ledger: more says there are events after last_seq still to read (perhaps none in this reply), by calling again with after set to it. An agent sees no restricted event, and sensitive ones (camera, microphone) only at medium trust or above."}
-	OpEStopStatus = Op[None, act.EStopStatus]{Name: "estop.status", Kind: Observe, Least: Anyone,
+	OpEStopStatus = Op[None, act.EStopStatus]{Name: "estop.status", Kind: Observe, Least: Anyone, Tool: Tool{Name: "estop_status", ReadOnly: true, Idempotent: true},
 		Description: "The e-stop: latched or not and why, the lines, a wiring fault."}
-	OpEStopTrip = Op[TripIn, TripOut]{Name: "estop.trip", Kind: Interact, Least: Anyone, Stop: true,
+	OpEStopTrip = Op[TripIn, TripOut]{Name: "estop.trip", Kind: Interact, Least: Anyone, Stop: true, Tool: Tool{Name: "estop_trip", Idempotent: true},
 		Description: "Stop now: every output to its safe level, every action cancelled, latched until a local reset. Optional: reason (why, in the record and the cause; at most 200 bytes are kept), note (for the record; 1024) and idempotency_key: a repeat of the same key by the same caller, even after the body restarted, returns the first stop (repeated: true) and stops nothing. A stop is never refused for what these say: text that is too long is cut, control characters become spaces, and params that cannot be read are left out."}
 	OpEStopReset = Op[None, act.EStopStatus]{Name: "estop.reset", Kind: Admin, Least: HighAdmin,
 		Description: "Clear the e-stop's latch: a local administrator, with the line healthy. Restarts nothing."}
-	OpCapabilities = Op[None, Capabilities]{Name: "action.capabilities", Kind: Observe, Least: Anyone,
+	OpCapabilities = Op[None, Capabilities]{Name: "action.capabilities", Kind: Observe, Least: Anyone, Tool: Tool{Name: "capabilities", ReadOnly: true, Idempotent: true},
 		Description: "What the body can do, with each capability's risk class and how it is verified."}
-	OpDo = Op[DoIn, act.Result]{Name: "action.do", Kind: Interact, Least: Anyone,
+	OpDo = Op[DoIn, act.Result]{Name: "action.do", Kind: Interact, Least: Anyone, Tool: Tool{PerCapability: true},
 		Description: "Act through the runner: policy, lease, the action, its verification. Mode live, shadow (record only) or simulation. Bounds: capability, target and idempotency_key at most 128 bytes, at most 16 params of 1024 bytes each and 1536 in all, note at most 1024 bytes, no control characters but tab and newline in text; a request outside them, or over the caller's admission limit, is refused (invalid_request, rate_limited) without an action id and only counted in the caller's action.refusals summary."}
-	OpResult = Op[ResultIn, act.Result]{Name: "action.result", Kind: Observe, Least: Anyone,
+	OpResult = Op[ResultIn, act.Result]{Name: "action.result", Kind: Observe, Least: Anyone, Tool: Tool{Name: "action_result", ReadOnly: true, Idempotent: true},
 		Description: "What became of an action, by its id or by the caller's idempotency key."}
 	OpGrantAdd = Op[GrantAddIn, GrantView]{Name: "grant.add", Kind: Admin, Least: HighAdmin,
 		Description: "Let a principal use capabilities on targets, until an expiry or a revocation. A grant that covers an R3 capability needs max trust."}

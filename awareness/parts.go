@@ -179,10 +179,10 @@ func (b *Parts) Table() (*Table, error) {
 			return Approvals{Waiting: w}, nil
 		}),
 		Bind(OpApprove, func(ctx context.Context, p act.Principal, in ApproveIn) (act.Result, error) {
-			return b.Runner.Approve(ctx, in.ActionID, p)
+			return refused(b.Runner.Approve(ctx, in.ActionID, p))
 		}),
 		Bind(OpDeny, func(ctx context.Context, p act.Principal, in DenyIn) (act.Result, error) {
-			return b.Runner.Deny(ctx, in.ActionID, p, in.Why)
+			return refused(b.Runner.Deny(ctx, in.ActionID, p, in.Why))
 		}),
 		Bind(OpLedgerStats, func(context.Context, act.Principal, None) (ledger.Stats, error) {
 			if b.Store == nil {
@@ -412,7 +412,19 @@ func (b *Parts) do(ctx context.Context, p act.Principal, in DoIn) (act.Result, e
 	}
 	inv := act.Invocation{Principal: p, Capability: in.Capability, Target: in.Target, Params: in.Params,
 		IdempotencyKey: in.IdempotencyKey, Mode: in.Mode, Timeout: time.Duration(in.TimeoutMS) * time.Millisecond, Note: in.Note}
-	return b.Runner.Submit(ctx, inv), nil
+	return refused(b.Runner.Submit(ctx, inv), nil)
+}
+
+// refused folds an action the runner refused into an error with the
+// refusal's reason and detail, which carries the runner's record of it
+// (Error.Record): every caller learns of a refusal as an error, whatever
+// the operation's output. Any other result is the output; action.result
+// does not fold, since what became of an action is its answer.
+func refused(res act.Result, err error) (act.Result, error) {
+	if err == nil && res.Status == act.Refused {
+		return res, &Error{Reason: res.Reason, Detail: res.Detail, Record: res}
+	}
+	return res, err
 }
 
 // viewGrant is a grant as callers see it at c, its times in UTC.

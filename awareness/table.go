@@ -52,9 +52,9 @@ func (l Least) String() string {
 	return fmt.Sprintf("a %s at %s trust or above", strings.Join(kinds, " or "), l.Trust)
 }
 
-// admits tells whether p is at least l; a principal without a kind or a
+// Admits tells whether p is at least l; a principal without a kind or a
 // subject is no principal and is never admitted.
-func (l Least) admits(p act.Principal) bool {
+func (l Least) Admits(p act.Principal) bool {
 	return p.Kind != "" && p.Subject != "" && p.Trust >= l.Trust && p.Trust <= ledger.Max && slices.Contains(l.Kinds, p.Kind)
 }
 
@@ -107,6 +107,15 @@ type Error struct {
 	Detail string     `json:"detail,omitempty"`
 	// Need is what the operation needed, with not_authorized.
 	Need *Least `json:"need,omitempty"`
+	// Record is what the body recorded of what it refused: the runner's
+	// record of an action it refused (an act.Result, with the action's
+	// id when the refusal was recorded), nil for every other error. A
+	// transport passes it on with the refusal (the admin socket in the
+	// error's data; an agent's tool and an MQTT command's result as
+	// their data, beside the error without it). Decoded from JSON
+	// without a type to decode it into, it is what encoding/json makes
+	// of an object.
+	Record any `json:"record,omitempty"`
 }
 
 func (e *Error) Error() string {
@@ -138,6 +147,32 @@ type Op[In, Out any] struct {
 	// other calls nor refused for want of room; the principal is checked
 	// as for any other operation.
 	Stop bool
+	// Tool is how an agent is offered the operation; every operation
+	// whose least admits agents says, and no other does.
+	Tool Tool
+}
+
+// Tool is how an operation is offered to an agent as a tool of its MCP
+// server: a name of its own with its annotations, or one tool per action
+// capability. Which agents see it follows from the operation's least
+// principal (Table.Tools). The annotations are hints to the agent, never
+// what it may do: a call is checked as any other.
+type Tool struct {
+	// Name is the tool's name, in lower case with underscores
+	// (body_status); empty with PerCapability.
+	Name string `json:"name,omitempty"`
+	// ReadOnly says the tool changes nothing: so is every Observe
+	// operation's, and no other.
+	ReadOnly bool `json:"read_only,omitempty"`
+	// Destructive says the tool may remove or undo what is there; it is
+	// said of a tool that is not ReadOnly.
+	Destructive bool `json:"destructive,omitempty"`
+	// Idempotent says a repeat with the same arguments does nothing more.
+	Idempotent bool `json:"idempotent,omitempty"`
+	// PerCapability offers the operation (action.do) as one tool per
+	// action capability, named after it, each with annotations of its
+	// own; the transport makes them.
+	PerCapability bool `json:"per_capability,omitempty"`
 }
 
 // Streaming is an operation's output that carries bytes besides its
@@ -186,12 +221,15 @@ type Entry struct {
 	// Stop is the Op's Stop: answered at once, never queued or refused
 	// for want of room.
 	Stop    bool
+	Tool    Tool
 	In, Out reflect.Type
 	// Streams, set by NewTable, says Out is Streaming: the operation's
 	// output carries bytes besides its result. A transport that cannot
 	// send them must not offer the operation.
 	Streams bool
 	call    func(ctx context.Context, p act.Principal, params json.RawMessage) (any, error)
+	// invoke runs the handler with an input of type In.
+	invoke func(ctx context.Context, p act.Principal, in any) (any, error)
 	// The schemas of In and Out, derived when first asked for.
 	inSchema, outSchema func() *jsonschema.Schema
 }
@@ -208,7 +246,17 @@ func (e *Entry) OutSchema() *jsonschema.Schema { return e.outSchema() }
 
 // Bind gives op its handler.
 func Bind[In, Out any](op Op[In, Out], h Handler[In, Out]) *Entry {
-	return &Entry{Name: op.Name, Description: op.Description, Kind: op.Kind, Least: op.Least, Stop: op.Stop,
+	run := func(ctx context.Context, p act.Principal, in In) (any, error) {
+		out, err := h(ctx, p, in)
+		if err != nil {
+			if st, ok := any(out).(Streaming); ok {
+				st.Close() // an output that comes with an error is nobody's
+			}
+			return nil, err
+		}
+		return out, nil
+	}
+	return &Entry{Name: op.Name, Description: op.Description, Kind: op.Kind, Least: op.Least, Stop: op.Stop, Tool: op.Tool,
 		In: reflect.TypeFor[In](), Out: reflect.TypeFor[Out](),
 		call: func(ctx context.Context, p act.Principal, params json.RawMessage) (any, error) {
 			var in In
@@ -217,15 +265,9 @@ func Bind[In, Out any](op Op[In, Out], h Handler[In, Out]) *Entry {
 			} else if err != nil {
 				in = *new(In) // a stop is never refused: it goes on without what could not be read
 			}
-			out, err := h(ctx, p, in)
-			if err != nil {
-				if st, ok := any(out).(Streaming); ok {
-					st.Close() // an output that comes with an error is nobody's
-				}
-				return nil, err
-			}
-			return out, nil
-		}}
+			return run(ctx, p, in)
+		},
+		invoke: func(ctx context.Context, p act.Principal, in any) (any, error) { return run(ctx, p, in.(In)) }}
 }
 
 // Call runs the operation for principal p with params (JSON; empty or
@@ -233,25 +275,66 @@ func Bind[In, Out any](op Op[In, Out], h Handler[In, Out]) *Entry {
 // operation's least, or none at all, is refused with not_authorized
 // before params are read. Params are read strictly: an unknown key, a
 // wrong type or trailing data is invalid_params. Every error returned is
-// an *Error carrying the operation's name. When Streams is set, the
-// output returned with a nil error is Streaming and the caller must
-// Close it; with an error there is nothing to close.
+// an *Error carrying the operation's name; an action the runner refused
+// is such an error, with its reason and the runner's record of it
+// (Error.Record). When Streams is set, the output returned with a nil
+// error is Streaming and the caller must Close it; with an error there is
+// nothing to close.
 func (e *Entry) Call(ctx context.Context, p act.Principal, params json.RawMessage) (any, error) {
-	if !e.Least.admits(p) {
-		need := e.Least
-		who := "no principal"
-		if p.Kind != "" || p.Subject != "" {
-			who = fmt.Sprintf("%s at %s trust", cmp.Or(p.Subject, "a principal without a subject"), p.Trust)
-		}
-		return nil, &Error{Op: e.Name, Reason: ReasonNotAuthorized, Detail: fmt.Sprintf("%s needs %s; the caller is %s", e.Name, need, who), Need: &need}
+	if err := e.admit(p); err != nil {
+		return nil, err
 	}
-	out, err := e.call(ctx, p, params)
+	return e.named(e.call(ctx, p, params))
+}
+
+// admit refuses p when it is below the operation's least, or no
+// principal at all.
+func (e *Entry) admit(p act.Principal) error {
+	if e.Least.Admits(p) {
+		return nil
+	}
+	need := e.Least
+	who := "no principal"
+	if p.Kind != "" || p.Subject != "" {
+		who = fmt.Sprintf("%s at %s trust", cmp.Or(p.Subject, "a principal without a subject"), p.Trust)
+	}
+	return &Error{Op: e.Name, Reason: ReasonNotAuthorized, Detail: fmt.Sprintf("%s needs %s; the caller is %s", e.Name, need, who), Need: &need}
+}
+
+// named is out, or err as an *Error naming the operation.
+func (e *Entry) named(out any, err error) (any, error) {
 	if err != nil {
 		oe := ErrorOf(err)
 		oe.Op = e.Name
 		return nil, oe
 	}
 	return out, nil
+}
+
+// Invoke runs op of table t for principal p with in, an input already
+// read: what Entry.Call does without reading JSON. p is checked first,
+// and every error returned is an *Error carrying the operation's name; a
+// table without op, or whose operation of op's name has other types, is
+// unavailable. When the error carries a Record of type Out (an action the
+// runner refused), out is that record; otherwise it is the zero Out with
+// an error. A Streaming out returned with a nil error is the caller's to
+// Close.
+func Invoke[In, Out any](ctx context.Context, t *Table, op Op[In, Out], p act.Principal, in In) (Out, error) {
+	var zero Out
+	e, ok := t.Lookup(op.Name)
+	if !ok || e.In != reflect.TypeFor[In]() || e.Out != reflect.TypeFor[Out]() {
+		return zero, &Error{Op: op.Name, Reason: ReasonUnavailable, Detail: fmt.Sprintf("the table has no %s taking %v and giving %v", op.Name, reflect.TypeFor[In](), reflect.TypeFor[Out]())}
+	}
+	if err := e.admit(p); err != nil {
+		return zero, err
+	}
+	out, err := e.named(e.invoke(ctx, p, in))
+	if err != nil {
+		rec, _ := ErrorOf(err).Record.(Out)
+		return rec, err
+	}
+	o, _ := out.(Out)
+	return o, nil
 }
 
 // ErrorOf is the one way from an error to a refusal with its reason,
@@ -308,10 +391,11 @@ type Table struct {
 }
 
 // NewTable makes a table of entries. A name used twice, an entry without
-// a kind or a least principal, and one whose types have no JSON Schema
-// are refused.
+// a kind or a least principal, one whose types have no JSON Schema, and
+// one whose tool does not follow from it (see checkTool) are refused.
 func NewTable(entries ...*Entry) (*Table, error) {
 	t := &Table{byName: map[string]*Entry{}}
+	tools := map[string]string{}
 	for _, e := range entries {
 		switch {
 		case e.Name == "":
@@ -334,9 +418,42 @@ func NewTable(entries ...*Entry) (*Table, error) {
 		}
 		e.inSchema, e.outSchema = lazySchema(e.In), lazySchema(e.Out)
 		e.Streams = e.Out.Implements(streamingType)
+		if err := checkTool(e); err != nil {
+			return nil, fmt.Errorf("awareness: operation %s: %w", e.Name, err)
+		}
+		if n := e.Tool.Name; n != "" {
+			if tools[n] != "" {
+				return nil, fmt.Errorf("awareness: operations %s and %s are both tool %s", tools[n], e.Name, n)
+			}
+			tools[n] = e.Name
+		}
 		t.byName[e.Name] = e
 	}
 	return t, nil
+}
+
+// checkTool refuses an operation whose tool does not follow from it: a
+// tool is an operation's whose least admits agents and that does not
+// stream; a named one is ReadOnly exactly when its kind is Observe, and
+// never Destructive then. (An operation that admits agents without a
+// tool is offered to none: the body's own each name one, which its
+// tests check.)
+func checkTool(e *Entry) error {
+	tl := e.Tool
+	agents := slices.Contains(e.Least.Kinds, act.AgentSession) && !e.Streams
+	switch {
+	case tl.Name != "" && tl.PerCapability:
+		return fmt.Errorf("tool %s: a name of its own or one per capability, not both", tl.Name)
+	case !agents && tl != Tool{}:
+		return fmt.Errorf("tool %+v: no agent is offered it (least %v, streams %v)", tl, e.Least, e.Streams)
+	case tl.Name != "" && tl.ReadOnly != (e.Kind == Observe):
+		return fmt.Errorf("tool %s: read-only %v, for kind %s", tl.Name, tl.ReadOnly, e.Kind)
+	case tl.ReadOnly && tl.Destructive:
+		return fmt.Errorf("tool %s: read-only and destructive", tl.Name)
+	case tl.PerCapability && (tl.ReadOnly || tl.Destructive || tl.Idempotent):
+		return errors.New("tools per capability: their annotations are each capability's")
+	}
+	return nil
 }
 
 // Lookup finds an operation by name.
@@ -352,6 +469,22 @@ func (t *Table) Entries() []*Entry {
 		out = append(out, e)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Tools are the operations agent principal p is offered as tools of
+// their own, by tool name: those with a Tool name whose least admits p (a
+// streaming operation has none). The operation offered as one tool per
+// capability (Tool.PerCapability) is not among them: the transport makes
+// those, when its least admits p.
+func (t *Table) Tools(p act.Principal) []*Entry {
+	var out []*Entry
+	for _, e := range t.byName {
+		if e.Tool.Name != "" && e.Least.Admits(p) {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Tool.Name < out[j].Tool.Name })
 	return out
 }
 

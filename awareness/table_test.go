@@ -123,8 +123,8 @@ func TestNothingCallsWithoutAPrincipal(t *testing.T) {
 }
 
 // TestOperationsJSON pins every operation's wire form: its kind, least
-// principal, whether it streams or stops, and the JSON Schemas of its
-// input and output
+// principal, whether it streams or stops, its agent's tool, and the JSON
+// Schemas of its input and output
 // (testdata/ops/NAME.json; go test -update rewrites them).
 func TestOperationsJSON(t *testing.T) {
 	for _, e := range emptyTable(t).Entries() {
@@ -136,6 +136,9 @@ func TestOperationsJSON(t *testing.T) {
 			}
 			if e.Stop {
 				op["stop"] = true
+			}
+			if e.Tool != (Tool{}) {
+				op["tool"] = e.Tool
 			}
 			got, err := json.MarshalIndent(op, "", "  ")
 			if err != nil {
@@ -274,7 +277,7 @@ func TestOperationsOnABody(t *testing.T) {
 	for _, tc := range []struct {
 		name, op, params string
 		p                act.Principal
-		want             string // a regexp the JSON must match
+		want             string // a regexp the JSON must match; with reason, the JSON of the error's record
 		reason           act.Reason
 	}{
 		{"capabilities name their risk", "action.capabilities", `{}`, agent, `"name":"gpio.pulse","risk":"R2".*"name":"gpio.set","risk":"R2","reversible":true`, ""},
@@ -286,9 +289,9 @@ func TestOperationsOnABody(t *testing.T) {
 		{"an unknown action", "action.result", `{"action_id":"nope"}`, agent, "", ReasonNotFound},
 		{"neither id nor key", "action.result", `{}`, agent, "", ReasonInvalidParams},
 		{"the agent without a grant", "action.do", `{"capability":"gpio.set","target":"gpio.relay1","params":{"state":"off"}}`, agent,
-			`"status":"refused","decision":\{"allow":false,"reason":"no_grant"`, ""},
+			`"status":"refused","decision":\{"allow":false,"reason":"no_grant"`, act.ReasonNoGrant},
 		{"a note out of bounds", "action.do", `{"capability":"gpio.set","target":"gpio.led","params":{"state":"on"},"note":"` + strings.Repeat("n", 2000) + `"}`, agent,
-			`^\{"action_id":"","status":"refused","decision":\{"allow":false,"reason":"invalid_request","detail":"note: 2000 bytes, more than 1024"\}`, ""},
+			`^\{"action_id":"","status":"refused","decision":\{"allow":false,"reason":"invalid_request","detail":"note: 2000 bytes, more than 1024"\}`, act.ReasonInvalidRequest},
 		{"a bad mode", "action.do", `{"capability":"gpio.set","target":"gpio.relay1","mode":"dry"}`, maxAdmin, "", ReasonInvalidParams},
 		{"an unknown field", "action.do", `{"capability":"gpio.set","target":"gpio.relay1","force":true}`, maxAdmin, "", ReasonInvalidParams},
 		{"a grant", "grant.add", `{"subject":"agent:pi","capability":"gpio.set","scope":"gpio.relay1","expires":"1h","reason":"test"}`, maxAdmin,
@@ -301,7 +304,7 @@ func TestOperationsOnABody(t *testing.T) {
 		{"the agent trips it", "estop.trip", `{}`, agent, `"cause":"requested by agent:pi"`, ""},
 		{"the agent cannot reset it", "estop.reset", `{}`, agent, "", ReasonNotAuthorized},
 		{"latched, acting is refused", "action.do", `{"capability":"gpio.set","target":"gpio.relay1","params":{"state":"on"}}`, maxAdmin,
-			`"reason":"estop_latched"`, ""},
+			`"status":"refused","decision":\{"allow":false,"reason":"estop_latched"`, act.ReasonEStopLatched},
 		{"a local administrator resets it", "estop.reset", `{}`, maxAdmin, `"latched":false`, ""},
 		{"nothing waits", "approval.list", `{}`, maxAdmin, `^\{"waiting":\[\]\}$`, ""},
 		{"approving nothing", "approval.approve", `{"action_id":"nope"}`, maxAdmin, "", ReasonNotFound},
@@ -315,7 +318,12 @@ func TestOperationsOnABody(t *testing.T) {
 				if ReasonOf(err) != tc.reason {
 					t.Fatalf("got %v, want %s", err, tc.reason)
 				}
-				return
+				if tc.want == "" {
+					return
+				}
+				// A refused action: the error carries the runner's record.
+				j, _ := json.Marshal(ErrorOf(err).Record)
+				got, err = string(j), nil
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -433,5 +441,112 @@ func TestGrantAddOnAnUnsynchronisedClock(t *testing.T) {
 	b.clock.SetSynced(true)
 	if got, err := b.call(t, maxAdmin, "grant.list", `{}`); err != nil || !strings.Contains(got, `"state":"active"`) {
 		t.Fatalf("synchronised: %s %v", got, err)
+	}
+}
+
+// TestAgentsToolsFollowFromTheTable: an agent is offered, as a tool of
+// its own, every operation of the body whose least admits it, save the
+// one offered per capability and any that streams; no other; and the
+// table refuses an operation whose tool does not follow from it.
+func TestAgentsToolsFollowFromTheTable(t *testing.T) {
+	tb := emptyTable(t)
+	var got, want []string
+	for _, e := range tb.Tools(agent) {
+		got = append(got, e.Tool.Name)
+	}
+	for _, e := range tb.Entries() {
+		switch {
+		case !e.Least.Admits(agent) || e.Streams:
+		case e.Tool.Name == "" && !e.Tool.PerCapability:
+			t.Errorf("%s admits agents and names no tool", e.Name)
+		case e.Tool.Name != "":
+			want = append(want, e.Tool.Name)
+		}
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) || !slices.Contains(got, "show_work") {
+		t.Errorf("an agent's tools %q, want %q with show_work", got, want)
+	}
+	if e, _ := tb.Lookup(OpDo.Name); !e.Tool.PerCapability {
+		t.Errorf("action.do's tool %+v: want one per capability", e.Tool)
+	}
+	if tools := tb.Tools(act.Principal{Kind: act.AgentSession, Subject: "agent:pi", Trust: ledger.Off}); len(tools) != 0 {
+		t.Errorf("an agent at trust off has %d tools, want none", len(tools))
+	}
+
+	h := func(context.Context, act.Principal, None) (None, error) { return None{}, nil }
+	for _, tc := range []struct {
+		name string
+		op   Op[None, None]
+	}{
+		{"a tool no agent is admitted to", Op[None, None]{Name: "x", Kind: Observe, Least: AnyAdmin, Tool: Tool{Name: "x", ReadOnly: true}}},
+		{"a read-only tool that acts", Op[None, None]{Name: "x", Kind: Interact, Least: AdminOrAgent, Tool: Tool{Name: "x", ReadOnly: true}}},
+		{"an observation not read-only", Op[None, None]{Name: "x", Kind: Observe, Least: AdminOrAgent, Tool: Tool{Name: "x"}}},
+		{"read-only and destructive", Op[None, None]{Name: "x", Kind: Observe, Least: AdminOrAgent, Tool: Tool{Name: "x", ReadOnly: true, Destructive: true}}},
+		{"a name and per capability", Op[None, None]{Name: "x", Kind: Interact, Least: AdminOrAgent, Tool: Tool{Name: "x", PerCapability: true}}},
+	} {
+		if _, err := NewTable(Bind(tc.op, h)); err == nil {
+			t.Errorf("%s: the table took it", tc.name)
+		}
+	}
+	a := Op[None, None]{Name: "a", Kind: Observe, Least: AdminOrAgent, Tool: Tool{Name: "same", ReadOnly: true}}
+	b := Op[None, None]{Name: "b", Kind: Observe, Least: AdminOrAgent, Tool: Tool{Name: "same", ReadOnly: true}}
+	if _, err := NewTable(Bind(a, h), Bind(b, h)); err == nil {
+		t.Error("two operations of one tool name: the table took them")
+	}
+}
+
+// TestARefusedActionIsAnError: the runner's refusal of an action comes
+// from the table as an error with its reason, carrying the runner's
+// record of it, through Call and Invoke alike; Invoke gives the record as
+// its output too.
+func TestARefusedActionIsAnError(t *testing.T) {
+	b := newTestBody(t)
+	in := DoIn{Capability: "gpio.set", Target: "gpio.relay1", Params: map[string]string{"state": "on"}}
+	res, err := Invoke(t.Context(), b.table, OpDo, agent, in)
+	oe := ErrorOf(err)
+	rec, _ := oe.Record.(act.Result)
+	if oe.Op != OpDo.Name || oe.Reason != act.ReasonNoGrant || oe.Detail == "" || oe.Detail != res.Detail {
+		t.Errorf("an agent without a grant: %v, want action.do: no_grant with the runner's detail", err)
+	}
+	if res.Status != act.Refused || res.ActionID == "" || rec.ActionID != res.ActionID {
+		t.Errorf("the record: out %+v, in the error %+v; want the refused action, recorded", res, rec)
+	}
+	raw, _ := json.Marshal(in)
+	if _, err := b.table.byName[OpDo.Name].Call(t.Context(), agent, raw); ReasonOf(err) != act.ReasonNoGrant || ErrorOf(err).Record == nil {
+		t.Errorf("through Call: %v, want no_grant with its record", err)
+	}
+
+	in.Mode = act.Shadow
+	res, err = Invoke(t.Context(), b.table, OpDo, maxAdmin, in)
+	if err != nil || res.Status != act.Succeeded {
+		t.Errorf("a shadow set: %+v %v", res, err)
+	}
+	if _, err := Invoke(t.Context(), b.table, OpApprove, maxAdmin, ApproveIn{ActionID: "nope"}); ReasonOf(err) != ReasonNotFound || ErrorOf(err).Record != nil {
+		t.Errorf("approving nothing: %v, want not_found without a record", err)
+	}
+}
+
+// TestInvoke: a typed call checks the principal first, as Call does, and
+// names its operation in every error; a table without the operation, or
+// with one of its name of other types, is unavailable.
+func TestInvoke(t *testing.T) {
+	tb := emptyTable(t) // a handler that ran would panic
+	if _, err := Invoke(t.Context(), tb, OpLedgerStats, agent, None{}); ReasonOf(err) != ReasonNotAuthorized || ErrorOf(err).Op != OpLedgerStats.Name {
+		t.Errorf("below its least: %v, want ledger.stats: not_authorized", err)
+	}
+	if _, err := Invoke(t.Context(), tb, OpDo, act.Principal{}, DoIn{}); ReasonOf(err) != ReasonNotAuthorized {
+		t.Errorf("without a principal: %v, want not_authorized", err)
+	}
+	other := Op[DoIn, None]{Name: OpDo.Name}
+	if _, err := Invoke(t.Context(), tb, other, maxAdmin, DoIn{}); ReasonOf(err) != ReasonUnavailable {
+		t.Errorf("other types: %v, want unavailable", err)
+	}
+	if _, err := Invoke(t.Context(), &Table{}, OpStatus, maxAdmin, None{}); ReasonOf(err) != ReasonUnavailable {
+		t.Errorf("no such operation: %v, want unavailable", err)
+	}
+	st, err := Invoke(t.Context(), newTestBody(t).table, OpStatus, agent, None{})
+	if err != nil || st.Body != "test" {
+		t.Errorf("status: %+v %v", st, err)
 	}
 }

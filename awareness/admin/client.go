@@ -37,17 +37,40 @@ func (e *RPCError) Error() string { return fmt.Sprintf("%s (code %d)", e.Message
 
 // Call runs op with in on the daemon and returns its output. An
 // operation's refusal comes back as an *awareness.Error with its reason;
-// a daemon that is not there as ErrNotRunning.
+// a daemon that is not there as ErrNotRunning. A refusal that carries
+// the body's record of what it refused (an action the runner refused:
+// awareness.Error.Record) comes back with that record as out too, and as
+// the error's Record, of type Out.
 func Call[In, Out any](ctx context.Context, c *Client, op awareness.Op[In, Out], in In) (Out, error) {
 	var out Out
 	raw, err := c.call(ctx, op.Name, in)
 	if err != nil {
-		return out, err
+		return recordOf[Out](err), err
 	}
 	if err := json.Unmarshal(raw, &out); err != nil {
 		return out, fmt.Errorf("admin socket %s: %s: reading the answer: %w", c.Path, op.Name, err)
 	}
 	return out, nil
+}
+
+// recordOf is the record an operation's refusal err carries, read into
+// an Out, which becomes the error's Record; the zero Out when there is
+// none, or it is not an Out.
+func recordOf[Out any](err error) Out {
+	var out Out
+	var oe *awareness.Error
+	if !errors.As(err, &oe) {
+		return out
+	}
+	raw, ok := oe.Record.(json.RawMessage)
+	if !ok {
+		return out
+	}
+	if json.Unmarshal(raw, &out) != nil {
+		return *new(Out)
+	}
+	oe.Record = out
+	return out
 }
 
 func (c *Client) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
@@ -127,9 +150,12 @@ func (c *Client) response(ctx context.Context, br *bufio.Reader, method string, 
 			Params ProgressParams  `json:"params"`
 			Result json.RawMessage `json:"result"`
 			Error  *struct {
-				Code    int              `json:"code"`
-				Message string           `json:"message"`
-				Data    *awareness.Error `json:"data"`
+				Code    int    `json:"code"`
+				Message string `json:"message"`
+				Data    *struct {
+					awareness.Error
+					Record json.RawMessage `json:"record"` // read into its type by Call
+				} `json:"data"`
 			} `json:"error"`
 		}
 		if err := json.Unmarshal(line, &resp); err != nil {
@@ -145,8 +171,12 @@ func (c *Client) response(ctx context.Context, br *bufio.Reader, method string, 
 			continue // a notification this client does not know
 		}
 		if e := resp.Error; e != nil {
-			if e.Data != nil && e.Data.Reason != "" {
-				return nil, e.Data
+			if d := e.Data; d != nil && d.Reason != "" {
+				oe := d.Error
+				if len(d.Record) > 0 && string(d.Record) != "null" {
+					oe.Record = d.Record
+				}
+				return nil, &oe
 			}
 			return nil, &RPCError{Code: e.Code, Message: e.Message}
 		}
@@ -183,7 +213,7 @@ func CallStream[In, Out any](ctx context.Context, c *Client, op awareness.Op[In,
 		if werr != nil {
 			return out, werr
 		}
-		return out, err
+		return recordOf[Out](err), err
 	}
 	if !stop() { // the wait ended as the result came
 		return out, fmt.Errorf("admin socket %s: %s: %w", c.Path, op.Name, wait.Err())

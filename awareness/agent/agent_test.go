@@ -33,6 +33,7 @@ import (
 // socket serving it.
 type rig struct {
 	sock     string
+	table    *awareness.Table
 	hub      *Hub
 	store    *ledger.Store
 	estop    *act.EStop
@@ -92,7 +93,7 @@ func newRig(t *testing.T, rules []config.AgentPrincipal, heartbeat time.Duration
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &rig{sock: filepath.Join(t.TempDir(), SocketName), estop: estop, runner: r, relay: relay, ended: make(chan act.SessionEnd, 8),
+	g := &rig{sock: filepath.Join(t.TempDir(), SocketName), table: table, estop: estop, runner: r, relay: relay, ended: make(chan act.SessionEnd, 8),
 		hub: &Hub{Batch: 100 * time.Millisecond, Queue: 4}, store: store}
 	srv := &Server{Table: table, Caps: r, Rules: rs, Hub: g.hub, Log: slog.New(slog.DiscardHandler), Version: "test",
 		Record: func(e ledger.Event) { g.mu.Lock(); g.recorded = append(g.recorded, e); g.mu.Unlock() }}
@@ -181,10 +182,19 @@ func TestAnAgentOverTheSocket(t *testing.T) {
 		names = append(names, tl.Name)
 		byName[tl.Name] = tl
 	}
-	want := []string{"action_result", "body_status", "capabilities", "drain", "estop_status", "estop_trip", "events", "explain", "gpio_pulse", "gpio_set",
-		"list_channels", "list_waits", "list_work", "self_state", "wait_add", "wait_remove", "work_close", "work_create", "work_update"}
-	if !slices.Equal(names, want) {
-		t.Errorf("tools %q, want %q", names, want)
+	// The tools are what the table derives for the session's principal,
+	// the session's drain, and one per action capability: no hand list.
+	want := []string{"drain", "gpio_pulse", "gpio_set"}
+	for _, e := range g.table.Tools(act.Principal{Kind: act.AgentSession, Subject: "agent:pi", Session: "s", Trust: ledger.Low}) {
+		want = append(want, e.Tool.Name)
+		a := byName[e.Tool.Name].Annotations
+		if a == nil || a.ReadOnlyHint != e.Tool.ReadOnly || a.IdempotentHint != e.Tool.Idempotent || !e.Tool.ReadOnly && (a.DestructiveHint == nil || *a.DestructiveHint != e.Tool.Destructive) {
+			t.Errorf("%s annotations %+v, want those of %+v", e.Tool.Name, a, e.Tool)
+		}
+	}
+	slices.Sort(want)
+	if !slices.Equal(names, want) || !slices.Contains(names, "show_work") {
+		t.Errorf("tools %q, want %q with show_work", names, want)
 	}
 	for _, n := range names {
 		if strings.Contains(n, "reset") || strings.Contains(n, "grant") || strings.Contains(n, "approv") || strings.Contains(n, "backup") {
@@ -212,8 +222,9 @@ func TestAnAgentOverTheSocket(t *testing.T) {
 	// Interact, refused for the session's low trust, with its reason;
 	// nothing driven.
 	c, _ = call(t, cs, "gpio_set", map[string]any{"target": "gpio.relay1", "state": "on"})
-	if data, _ := json.Marshal(c.Data); c.Status != "error" || c.Error.Reason != act.ReasonRiskExceedsTrust || !strings.Contains(string(data), `"status":"refused"`) {
-		t.Errorf("gpio_set at low trust: %+v", c)
+	if data, _ := json.Marshal(c.Data); c.Status != "error" || c.Error.Reason != act.ReasonRiskExceedsTrust || !strings.Contains(string(data), `"status":"refused"`) ||
+		c.Error.Op != "gpio_set" || c.Error.Record != nil {
+		t.Errorf("gpio_set at low trust: %+v (the record as data, not in the error)", c)
 	}
 	var res act.Result
 	data, _ := json.Marshal(c.Data)

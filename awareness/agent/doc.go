@@ -12,9 +12,12 @@
 //
 // The tools are operations of the awareness table, called with the
 // connection's principal through the same policy as every other caller:
-// the observe operations an agent may use, estop_trip, and one tool per
-// action capability (gpio_set, audio_tone, ...) whose schema names the
-// targets of this body. No tool resets the e-stop, grants or approves.
+// every operation whose least admits that principal, under the name and
+// with the annotations its Tool declares (awareness.Table.Tools), and
+// for action.do one tool per action capability (gpio_set, audio_tone,
+// ...) whose schema names the targets of this body; drain is the
+// session's own. No tool resets the e-stop, grants or approves: those
+// operations admit no agent.
 //
 // The framing is the package's own Transport: newline-delimited JSON-RPC
 // 2.0 over one byte stream for the SDK, which answers bad input itself

@@ -20,30 +20,6 @@ import (
 // result's _meta.
 const CallIDKey = "tobe/call_id"
 
-// tableTools are the table's operations an agent has as tools, by tool
-// name (drain is the session's own); the admin operations (reset,
-// grants, approvals, backups) are never an agent's.
-var tableTools = []struct{ tool, op string }{
-	{"body_status", awareness.OpStatus.Name},
-	{"list_channels", awareness.OpChannels.Name},
-	{"self_state", awareness.OpSelf.Name},
-	{"estop_status", awareness.OpEStopStatus.Name},
-	{"events", awareness.OpEvents.Name},
-	{"capabilities", awareness.OpCapabilities.Name},
-	{"action_result", awareness.OpResult.Name},
-	{"estop_trip", awareness.OpEStopTrip.Name},
-	// The control plane: what the agent leaves on the body to be woken
-	// for, and why it was or was not.
-	{"work_create", awareness.OpWorkCreate.Name},
-	{"work_update", awareness.OpWorkUpdate.Name},
-	{"work_close", awareness.OpWorkClose.Name},
-	{"list_work", awareness.OpWorkList.Name},
-	{"wait_add", awareness.OpWaitAdd.Name},
-	{"wait_remove", awareness.OpWaitRemove.Name},
-	{"list_waits", awareness.OpWaitList.Name},
-	{"explain", awareness.OpExplain.Name},
-}
-
 // Capabilities is what the tools need of the runner: the capabilities it
 // has and, for each, its params and targets.
 type Capabilities interface {
@@ -90,27 +66,28 @@ func addDrain(srv *mcp.Server, sub *subscriber) {
 		})
 }
 
-// addTools gives srv the tools for principal p.
+// addTools gives srv the tools for principal p: each operation of the
+// table whose least admits p under its tool's name (Table.Tools), and
+// one tool per action capability when action.do admits p. The admin
+// operations (reset, grants, approvals, backups) admit no agent.
 func addTools(srv *mcp.Server, t *awareness.Table, caps Capabilities, p act.Principal) error {
-	for _, tt := range tableTools {
-		e, ok := t.Lookup(tt.op)
-		if !ok {
-			return fmt.Errorf("agent: the table has no %s for tool %s", tt.op, tt.tool)
+	for _, e := range t.Tools(p) {
+		ann := &mcp.ToolAnnotations{ReadOnlyHint: e.Tool.ReadOnly, IdempotentHint: e.Tool.Idempotent}
+		if !e.Tool.ReadOnly {
+			ann.DestructiveHint = ptr(e.Tool.Destructive)
 		}
-		readOnly := e.Kind == awareness.Observe
-		ann := &mcp.ToolAnnotations{ReadOnlyHint: readOnly, IdempotentHint: readOnly || e.Stop}
-		if !readOnly {
-			ann.DestructiveHint = new(bool) // a stop makes everything safe: it destroys nothing
-		}
-		srv.AddTool(&mcp.Tool{Name: tt.tool, Description: e.Description, InputSchema: e.InSchema(), Annotations: ann},
+		srv.AddTool(&mcp.Tool{Name: e.Tool.Name, Description: e.Description, InputSchema: e.InSchema(), Annotations: ann},
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				out, err := e.Call(ctx, p, req.Params.Arguments)
 				return result(req, out, err), nil
 			})
 	}
 	do, ok := t.Lookup(awareness.OpDo.Name)
-	if !ok {
-		return fmt.Errorf("agent: the table has no %s", awareness.OpDo.Name)
+	if !ok || !do.Tool.PerCapability {
+		return fmt.Errorf("agent: the table has no %s offered per capability", awareness.OpDo.Name)
+	}
+	if !do.Least.Admits(p) {
+		return nil
 	}
 	cs := caps.Capabilities()
 	sort.Slice(cs, func(i, j int) bool { return cs[i].Name < cs[j].Name })
@@ -120,21 +97,20 @@ func addTools(srv *mcp.Server, t *awareness.Table, caps Capabilities, p act.Prin
 			continue // a capability that does not say what it takes is offered through no tool
 		}
 		schema := actionSchema(params, targets)
-		destructive := !c.Reversible
-		srv.AddTool(&mcp.Tool{Name: ToolName(c.Name), InputSchema: schema,
+		tool := ToolName(c.Name)
+		srv.AddTool(&mcp.Tool{Name: tool, InputSchema: schema,
 			Description: fmt.Sprintf("%s (risk %s; verified by %s). %s", c.Name, c.Risk, c.Verify, do.Description),
-			Annotations: &mcp.ToolAnnotations{DestructiveHint: &destructive}},
+			Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(!c.Reversible)}},
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				in, err := doIn(c.Name, params, req.Params.Arguments)
 				if err != nil {
-					return result(req, nil, &awareness.Error{Op: ToolName(c.Name), Reason: awareness.ReasonInvalidParams, Detail: err.Error()}), nil
+					return result(req, nil, &awareness.Error{Op: tool, Reason: awareness.ReasonInvalidParams, Detail: err.Error()}), nil
 				}
-				raw, _ := json.Marshal(in)
-				out, err := do.Call(ctx, p, raw)
-				if res, ok := out.(act.Result); ok && err == nil && res.Status == act.Refused {
-					// Refused by the policy: an error for the agent, with
-					// its reason, and the record beside it.
-					return refusedResult(req, ToolName(c.Name), res), nil
+				out, err := awareness.Invoke(ctx, t, awareness.OpDo, p, in)
+				if err != nil {
+					oe := awareness.ErrorOf(err)
+					oe.Op = tool // the agent called the tool, not action.do
+					err = oe
 				}
 				return result(req, out, err), nil
 			})
@@ -262,20 +238,17 @@ func paramString(p act.Param, v json.RawMessage) (string, error) {
 	}
 }
 
-// result is a tool's result: out, or err's refusal, as toolReply
-// writes it.
+// result is a tool's result: out, or err's refusal, as toolReply writes
+// it. What the body recorded of what it refused (an action's record) is
+// the data beside the refusal.
 func result(req *mcp.CallToolRequest, out any, err error) *mcp.CallToolResult {
 	if err != nil {
-		return toolReply(req, Content{Status: "error", Error: awareness.ErrorOf(err)})
+		oe := awareness.ErrorOf(err)
+		rec := oe.Record
+		oe.Record = nil
+		return toolReply(req, Content{Status: "error", Data: rec, Error: oe})
 	}
 	return toolReply(req, Content{Status: "success", Data: out})
-}
-
-// refusedResult is the result of an action the runner refused: status
-// error with the refusal's reason and detail, and the runner's result as
-// data (its action id, when it was recorded).
-func refusedResult(req *mcp.CallToolRequest, tool string, res act.Result) *mcp.CallToolResult {
-	return toolReply(req, Content{Status: "error", Data: res, Error: &awareness.Error{Op: tool, Reason: res.Reason, Detail: res.Detail}})
 }
 
 // toolReply is c as a tool's result: its JSON as the text, IsError with

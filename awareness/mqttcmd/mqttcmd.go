@@ -172,11 +172,18 @@ func (h *Handler) handle(op string, topicOK bool, payload []byte) Result {
 	case e.Streams:
 		return refused(cmd.ID, op, awareness.ReasonNotAuthorized, "%s sends bytes besides its result, which MQTT does not carry", op)
 	}
-	args := cmd.Args
+	call := func(ctx context.Context) (any, error) { return e.Call(ctx, h.Principal, cmd.Args) }
 	if op == awareness.OpDo.Name {
-		var err error
-		if args, err = withKey(args, cmd.ID); err != nil {
-			return refused(cmd.ID, op, awareness.ReasonInvalidParams, "%v", err)
+		var in awareness.DoIn
+		if err := awareness.DecodeParams(cmd.Args, &in); err != nil {
+			return refused(cmd.ID, op, awareness.ReasonInvalidParams, "args: %v", err)
+		}
+		if in.IdempotencyKey != "" && in.IdempotencyKey != cmd.ID {
+			return refused(cmd.ID, op, awareness.ReasonInvalidParams, "args.idempotency_key: the command's id is its idempotency key; leave it out")
+		}
+		in.IdempotencyKey = cmd.ID
+		call = func(ctx context.Context) (any, error) {
+			return awareness.Invoke(ctx, h.Table, awareness.OpDo, h.Principal, in)
 		}
 	}
 
@@ -200,13 +207,13 @@ func (h *Handler) handle(op string, topicOK bool, payload []byte) Result {
 		done := make(chan struct{})
 		h.running[key] = done
 		h.mu.Unlock()
-		return h.runOnce(key, op, e, cmd.ID, args, done)
+		return h.runOnce(key, op, e, cmd.ID, call, done)
 	}
 }
 
 // runOnce runs the command whose key is running, keeps its result, and
 // lets those waiting for it go, whatever happens in the operation.
-func (h *Handler) runOnce(key, op string, e *awareness.Entry, id string, args json.RawMessage, done chan struct{}) (res Result) {
+func (h *Handler) runOnce(key, op string, e *awareness.Entry, id string, call func(context.Context) (any, error), done chan struct{}) (res Result) {
 	defer func() {
 		h.mu.Lock()
 		delete(h.running, key)
@@ -218,10 +225,10 @@ func (h *Handler) runOnce(key, op string, e *awareness.Entry, id string, args js
 		h.mu.Unlock()
 		close(done)
 	}()
-	return h.run(e, id, args)
+	return h.run(e, id, call)
 }
 
-func (h *Handler) run(e *awareness.Entry, id string, args json.RawMessage) Result {
+func (h *Handler) run(e *awareness.Entry, id string, call func(context.Context) (any, error)) Result {
 	select {
 	case h.slots <- struct{}{}:
 		defer func() { <-h.slots }()
@@ -230,12 +237,14 @@ func (h *Handler) run(e *awareness.Entry, id string, args json.RawMessage) Resul
 			return refused(id, e.Name, act.ReasonRateLimited, "%d commands are running; try again", MaxRunning)
 		}
 	}
-	out, err := e.Call(context.Background(), h.Principal, args)
+	out, err := call(context.Background())
 	if err != nil {
-		return Result{ID: id, Op: e.Name, Status: "error", Error: awareness.ErrorOf(err)}
-	}
-	if r, ok := out.(act.Result); ok && r.Status == act.Refused {
-		return Result{ID: id, Op: e.Name, Status: "error", Data: r, Error: &awareness.Error{Op: e.Name, Reason: r.Reason, Detail: r.Detail}}
+		// What the body recorded of what it refused (an action's record)
+		// is the data beside the refusal.
+		oe := awareness.ErrorOf(err)
+		rec := oe.Record
+		oe.Record = nil
+		return Result{ID: id, Op: e.Name, Status: "error", Data: rec, Error: oe}
 	}
 	return Result{ID: id, Op: e.Name, Status: "success", Data: out}
 }
@@ -253,25 +262,6 @@ func (h *Handler) keepLocked(key string, res Result) {
 		delete(h.kept, h.order[0])
 		h.order = h.order[1:]
 	}
-}
-
-// withKey sets the action's idempotency_key to the command's id; args
-// that name another key are refused.
-func withKey(args json.RawMessage, id string) (json.RawMessage, error) {
-	var m map[string]json.RawMessage
-	if len(bytes.TrimSpace(args)) == 0 || string(bytes.TrimSpace(args)) == "null" {
-		m = map[string]json.RawMessage{}
-	} else if err := json.Unmarshal(args, &m); err != nil || m == nil {
-		return nil, fmt.Errorf("args: want an object: %v", err)
-	}
-	if k, ok := m["idempotency_key"]; ok {
-		var s string
-		if json.Unmarshal(k, &s) != nil || s != id {
-			return nil, fmt.Errorf("args.idempotency_key: the command's id is its idempotency key; leave it out")
-		}
-	}
-	m["idempotency_key"], _ = json.Marshal(id)
-	return json.Marshal(m)
 }
 
 func truncate(s string, n int) string {

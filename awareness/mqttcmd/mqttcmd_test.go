@@ -68,6 +68,10 @@ func handler(t testing.TB) (*Handler, *sent, *atomic.Int64, *sync.Map) {
 		}),
 		awareness.Bind(awareness.OpDo, func(_ context.Context, p act.Principal, in awareness.DoIn) (act.Result, error) {
 			keys.Store(in.IdempotencyKey, p.Subject)
+			if in.Capability == "refused" { // as the table answers an action the runner refused
+				res := act.Result{ActionID: "a-" + in.IdempotencyKey, Status: act.Refused, Reason: act.ReasonNoGrant, Detail: "no grant"}
+				return res, &awareness.Error{Reason: res.Reason, Detail: res.Detail, Record: res}
+			}
 			return act.Result{ActionID: "a-" + in.IdempotencyKey, Status: act.Succeeded}, nil
 		}),
 		awareness.Bind(awareness.OpGrantList, func(context.Context, act.Principal, awareness.GrantListIn) (awareness.Grants, error) {
@@ -105,6 +109,7 @@ func TestCommands(t *testing.T) {
 		{"action.do", `{"id": "d2", "args": {"capability": "x", "target": "y", "idempotency_key": "d2"}}`, "d2", "success", ""},
 		{"action.do", `{"id": "d3", "args": {"capability": "x", "target": "y", "idempotency_key": "other"}}`, "d3", "error", "invalid_params"},
 		{"action.do", `{"id": "d4", "args": "x"}`, "d4", "error", "invalid_params"},
+		{"action.do", `{"id": "d5", "args": {"capability": "refused", "target": "y"}}`, "d5", "error", "no_grant"},
 	} {
 		before := len(s.msgs[h.ResultTopic(tc.rid)])
 		h.Handle(h.Base+"/cmd/"+tc.op, []byte(tc.payload))
@@ -123,6 +128,13 @@ func TestCommands(t *testing.T) {
 	}
 	if r := s.msgs[h.ResultTopic("s1")]; !r[1].Repeat {
 		t.Errorf("the repeat of s1 is not marked as one: %+v", r[1])
+	}
+	// A refused action: the runner's record as data, the refusal beside
+	// it without the record.
+	r := s.msgs[h.ResultTopic("d5")][0]
+	if rec, _ := r.Data.(map[string]any); rec["action_id"] != "a-d5" || rec["status"] != "refused" ||
+		r.Error.Op != "action.do" || r.Error.Detail != "no grant" || r.Error.Record != nil {
+		t.Errorf("a refused action: %+v %+v, want the record as data and the refusal without it", r, r.Error)
 	}
 	for _, k := range []string{"d1", "d2"} {
 		if who, ok := keys.Load(k); !ok || who != "mqtt:home" {

@@ -119,7 +119,7 @@ func runDecide(ctx context.Context, verb string, args []string, stdout, stderr i
 	} else {
 		res, err = admin.Call(ctx, cl, awareness.OpApprove, awareness.ApproveIn{ActionID: pos[0]})
 	}
-	if err != nil {
+	if err != nil && awareness.ErrorOf(err).Record == nil { // a refused action is printed as any other
 		return err
 	}
 	if *asJSON {

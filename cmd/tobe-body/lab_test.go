@@ -668,7 +668,7 @@ func refusedAll(t *testing.T, b *labBody) {
 			continue
 		}
 		res, err := b.submit(t, req)
-		if err != nil || res.Status != act.Refused || res.Reason != act.ReasonEStopLatched {
+		if awareness.ReasonOf(err) != act.ReasonEStopLatched || res.Status != act.Refused || res.Reason != act.ReasonEStopLatched {
 			t.Errorf("%s while latched: %+v %v; want refused, estop_latched", c.Name, res, err)
 		}
 	}

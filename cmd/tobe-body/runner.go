@@ -71,7 +71,7 @@ func runDo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		in.Params[k] = v
 	}
 	res, err := admin.Call(ctx, cl, awareness.OpDo, in)
-	if err != nil {
+	if err != nil && awareness.ErrorOf(err).Record == nil { // a refused action is printed as any other
 		return err
 	}
 	if *asJSON {

@@ -363,7 +363,7 @@ func client(ctx context.Context, args []string, out io.Writer) error {
 		res, err := admin.Call(ctx, c, awareness.OpDo, in)
 		t.Sent++
 		switch {
-		case err != nil:
+		case err != nil && awareness.ErrorOf(err).Record == nil: // not an action the runner refused
 			t.ByReason["error: "+string(awareness.ReasonOf(err))]++
 		case res.Reason != "":
 			t.ByReason[string(res.Reason)]++
