@@ -460,7 +460,7 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		if lopts.Classes != nil {
 			classes = *lopts.Classes
 		}
-		rules, err := gateRules(cfg.Gate, observer)
+		rules, err := gate.RulesFrom(cfg.Gate, observer.Defaults())
 		if err != nil {
 			return nil, err
 		}
@@ -532,37 +532,6 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		d.onStop(store.Hurry)
 	}
 	return mon, nil
-}
-
-// gateRules are the gate's rules from its config, with the observation
-// rules as its default rules.
-func gateRules(c config.Gate, observer *awareness.Observer) (gate.Rules, error) {
-	s := func(n int) time.Duration { return time.Duration(n) * time.Second }
-	trust, err := ledger.ParseLevel(c.MinTrust)
-	if err != nil {
-		return gate.Rules{}, fmt.Errorf("config: gate.min_trust: %w", err)
-	}
-	r := gate.Rules{
-		Bands:           map[string]gate.Band{},
-		NoveltyHalfLife: s(c.NoveltyHalfLifeS),
-		Repeats:         c.NoveltyRepeats,
-		MinTrust:        trust,
-		ItemBudget:      gate.Budget{Max: c.ItemBudget.Max, Window: s(c.ItemBudget.WindowS)},
-		Global:          gate.Budget{Max: c.GlobalBudget.Max, Window: s(c.GlobalBudget.WindowS)},
-		Merge:           s(c.MergeS),
-		AnswerWithin:    s(c.AnswerWithinS),
-		Defaults:        observer.Defaults(),
-	}
-	for sel, b := range c.Bands {
-		r.Bands[sel] = gate.Band(b)
-	}
-	for _, q := range c.Quiet {
-		r.Quiet = append(r.Quiet, gate.Quiet{From: q.From, To: q.To})
-	}
-	if err := r.Check(); err != nil {
-		return gate.Rules{}, fmt.Errorf("config: gate: %w", err)
-	}
-	return r, nil
 }
 
 // startAgent listens on the agent socket and serves it until the daemon
