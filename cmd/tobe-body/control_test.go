@@ -17,6 +17,7 @@ import (
 	"github.com/tobe-body/tobe-body/awareness/control/gate"
 	"github.com/tobe-body/tobe-body/awareness/control/wait"
 	"github.com/tobe-body/tobe-body/awareness/control/work"
+	"github.com/tobe-body/tobe-body/cmd/tobe-body/internal/cli"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
@@ -33,7 +34,7 @@ const zones = `, "sense": {"cameras": {"front": {"zones": [{"name": "door", "pol
 func TestControlPlaneThroughTheDaemon(t *testing.T) {
 	d := startDaemon(t, zones)
 	defer d.stop(t)
-	cl := &admin.Client{Path: filepath.Join(d.data, adminSocket), Timeout: 30 * time.Second}
+	cl := &admin.Client{Path: filepath.Join(d.data, cli.AdminSocket), Timeout: 30 * time.Second}
 	it, err := admin.Call(t.Context(), cl, awareness.OpWorkCreate, work.Spec{ID: "door-watch", Goal: "know when someone comes to the door",
 		DoneWhen: []string{"told of motion at the door"}})
 	if err != nil || it.Version != 1 || it.Status != work.Open {
@@ -244,7 +245,7 @@ func TestGateAcrossAKill(t *testing.T) {
 		return cmd
 	}
 	p := start()
-	cl := &admin.Client{Path: filepath.Join(data, adminSocket), Timeout: 30 * time.Second}
+	cl := &admin.Client{Path: filepath.Join(data, cli.AdminSocket), Timeout: 30 * time.Second}
 	if _, err := admin.Call(t.Context(), cl, awareness.OpWorkCreate, work.Spec{ID: "door-watch", Goal: "g", DoneWhen: []string{"x"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ func TestDaemonStopsInReverse(t *testing.T) {
 	var stopped []string
 	d.onStop(func() { stopped = append(stopped, "devices") })
 	ended := false
-	d.spawn(func(ctx context.Context) {
+	d.spawn("test", func(ctx context.Context) {
 		<-ctx.Done()
 		ended = true
 	})
