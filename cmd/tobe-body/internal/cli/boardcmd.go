@@ -10,6 +10,8 @@ import (
 	"github.com/tobe-body/tobe-body/board"
 )
 
+// Board is 'tobe-body board': the board's profile, how it was chosen, and
+// each device's state.
 func Board(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c Common
 	fs := NewFlagSet("board", stderr, &c, false)

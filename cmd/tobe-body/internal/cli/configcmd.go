@@ -12,6 +12,8 @@ import (
 	"github.com/tobe-body/tobe-body/body/config"
 )
 
+// Config is 'tobe-body config': check a file, show the layers' result,
+// print the schema.
 func Config(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return UsageError("config: want a subcommand: check FILE, show, or schema")

@@ -21,6 +21,8 @@ const estopUsage = `usage: tobe-body estop <command> [flags]
 The agent and MQTT may trip the e-stop but never reset it.
 `
 
+// EStop is 'tobe-body estop': status, trip and reset, through the admin
+// socket.
 func EStop(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, estopUsage)

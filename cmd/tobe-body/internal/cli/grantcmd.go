@@ -36,6 +36,8 @@ in grant.expired), never late.
 // be on disk.
 const grantTimeout = 30 * time.Second
 
+// Grant is 'tobe-body grant': add, list and revoke grants, through the
+// admin socket.
 func Grant(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, grantUsage)

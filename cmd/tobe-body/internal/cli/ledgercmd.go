@@ -42,6 +42,8 @@ type typesFlag []string
 func (t *typesFlag) String() string     { return strings.Join(*t, ",") }
 func (t *typesFlag) Set(v string) error { *t = append(*t, v); return nil }
 
+// Ledger is 'tobe-body ledger': stats, verify, backup, events and
+// compact, through the daemon when one answers, else on the file.
 func Ledger(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, ledgerUsage)

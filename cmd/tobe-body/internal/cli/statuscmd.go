@@ -14,6 +14,8 @@ import (
 	"github.com/tobe-body/tobe-body/body"
 )
 
+// Status is 'tobe-body status': the running daemon's answer, for people
+// or as JSON.
 func Status(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c Common
 	fs := NewFlagSet("status", stderr, &c, true)

@@ -51,6 +51,7 @@ and the path of rules that led to it.
 // controlTimeout bounds one call: a change waits for its record.
 const controlTimeout = 30 * time.Second
 
+// Work is 'tobe-body work': list, show and close work items.
 func Work(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, workUsage)
@@ -122,6 +123,7 @@ func Work(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 }
 
+// Wait is 'tobe-body wait': list, add and remove wait conditions.
 func Wait(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, waitUsage)
@@ -236,6 +238,7 @@ func printConditions(w io.Writer, cs []wait.Condition) {
 	tw.Flush()
 }
 
+// Gate is 'tobe-body gate explain': the gate's decision on an event.
 func Gate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "explain" {
 		fmt.Fprint(stderr, gateUsage)
