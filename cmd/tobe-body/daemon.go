@@ -208,8 +208,8 @@ func (d *daemon) openHost(cfg *config.Loaded) (*host, error) {
 	return h, nil
 }
 
-// record is the ledger as the body opened it.
-type record struct {
+// ledgerOpened is the ledger as the body opened it.
+type ledgerOpened struct {
 	store   *ledger.Store // nil: it could not be opened
 	opts    ledger.Options
 	safety  string               // what the status says: "normal", or why the body is latched
@@ -219,9 +219,9 @@ type record struct {
 // openLedger opens the ledger. If it cannot be opened the body still
 // senses and answers, but latched safe: nothing that acts may run
 // without its record. The clock's steps are watched from here on.
-func (d *daemon) openLedger(cfg *config.Loaded, h *host) *record {
+func (d *daemon) openLedger(cfg *config.Loaded, h *host) *ledgerOpened {
 	log := d.log
-	rec := &record{safety: "normal"}
+	rec := &ledgerOpened{safety: "normal"}
 	var err error
 	rec.opts, err = body.LedgerOptions(cfg.Ledger, cfg.DataDir, h.id, log, awareness.Projections()...)
 	if err == nil {
@@ -262,7 +262,7 @@ func (d *daemon) openLedger(cfg *config.Loaded, h *host) *record {
 
 // startSenses makes the sense channels (not yet reading) and the
 // notify channel, seals the registry, and records that the body started.
-func (d *daemon) startSenses(ctx context.Context, cfg *config.Loaded, h *host, rec *record) (*sense.Group, error) {
+func (d *daemon) startSenses(ctx context.Context, cfg *config.Loaded, h *host, rec *ledgerOpened) (*sense.Group, error) {
 	store, profile := rec.store, h.profile
 	gc := sense.GroupConfig{Sense: cfg.Sense, DataDir: cfg.DataDir, Clock: h.clock, Registry: h.reg, Log: d.log,
 		Zones: profile.Thermal.Zones, ThrottleSource: profile.Thermal.Throttle.Source, ThrottlePath: profile.Thermal.Throttle.Path}
@@ -294,7 +294,7 @@ func (d *daemon) startSenses(ctx context.Context, cfg *config.Loaded, h *host, r
 // left it was opened with a quick check: the rest of it is read now,
 // beside the body, and damage latches the e-stop as damage found at open
 // would have.
-func (d *daemon) startEStop(cfg *config.Loaded, h *host, rec *record) (*act.EStop, error) {
+func (d *daemon) startEStop(cfg *config.Loaded, h *host, rec *ledgerOpened) (*act.EStop, error) {
 	log, store := d.log, rec.store
 	estop, err := act.NewBodyEStop(h.ds, act.EStopTiming(h.profile.EStopTiming()))
 	if err != nil {
@@ -352,7 +352,7 @@ type acting struct {
 // startAct checks the act section against this board and its channels,
 // loads the grants and starts the runner, the only path to side effects,
 // and the grants' expiries.
-func (d *daemon) startAct(cfg *config.Loaded, h *host, rec *record, senses *sense.Group, estop *act.EStop) (*acting, error) {
+func (d *daemon) startAct(cfg *config.Loaded, h *host, rec *ledgerOpened, senses *sense.Group, estop *act.EStop) (*acting, error) {
 	log, store := d.log, rec.store
 	acts, err := act.NewSettings(cfg.Act, body.FactsOf(h.profile), h.reg)
 	if err != nil {
@@ -492,7 +492,7 @@ type serving struct {
 // the broker's commands through the table and runs the relay, and serves
 // the table on the admin socket, last: the sockets stop taking calls
 // first.
-func (d *daemon) serveAdmin(cfg *config.Loaded, h *host, rec *record, relay *uplink.Relay, senses *sense.Group, estop *act.EStop, a *acting) (*serving, error) {
+func (d *daemon) serveAdmin(cfg *config.Loaded, h *host, rec *ledgerOpened, relay *uplink.Relay, senses *sense.Group, estop *act.EStop, a *acting) (*serving, error) {
 	log, store := d.log, rec.store
 	parts := &awareness.Parts{Info: awareness.Status{Body: cfg.Body.Name, BodyID: h.id.BodyID, AgentID: h.id.AgentID,
 		Board: h.profile.Name, BoardDesc: h.profile.Description, BoardFrom: h.profile.Source, BoardWhy: h.why,
