@@ -759,6 +759,21 @@ func (g *Grants) Active(c Reading) []Grant {
 	return out
 }
 
+// Offered reports whether a principal of subject at trust is offered
+// capability on target at c (a button it may press, say): its trust is
+// enough for the risk the runner's capability has on target, and a grant
+// in force covers it. It only offers: the policy still decides every
+// use.
+func (g *Grants) Offered(r *Runner, c Reading, subject string, trust ledger.Level, capability, target string) bool {
+	risk, _ := r.RiskCovered(capability, target)
+	if trust < MinTrust(risk) {
+		return false
+	}
+	return slices.ContainsFunc(g.Active(c), func(gr Grant) bool {
+		return gr.Subject == subject && MatchPattern(gr.Capability, capability) && MatchPattern(gr.Scope, target)
+	})
+}
+
 // All returns every grant, expired and revoked ones too, in the order
 // they were added: what State.Grants wants.
 func (g *Grants) All() []Grant {

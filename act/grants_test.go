@@ -540,3 +540,28 @@ func FuzzParseExpiry(f *testing.F) {
 		}
 	})
 }
+
+// A principal is offered a capability on a target when its trust is
+// enough for the risk and a grant in force covers it; not otherwise.
+func TestGrantsOffered(t *testing.T) {
+	b := newApprovalBench(t) // its runner has the R3 test.irreversible on test.vault
+	g, _ := newTestGrants(t)
+	if _, err := g.Add(t.Context(), Grant{Subject: "mqtt:home", Capability: "test.*", Scope: "test.vault", By: "admin:uid=0", ByTrust: ledger.Max}, Expiry{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		subject string
+		trust   ledger.Level
+		target  string
+		want    bool
+	}{
+		{"mqtt:home", ledger.Max, "test.vault", true},
+		{"mqtt:home", ledger.High, "test.vault", false}, // R3 wants max
+		{"mqtt:other", ledger.Max, "test.vault", false}, // no grant of its own
+		{"mqtt:home", ledger.Max, "test.safe", false},   // not covered
+	} {
+		if got := g.Offered(b.r, g.Reading(), tc.subject, tc.trust, "test.irreversible", tc.target); got != tc.want {
+			t.Errorf("%s at %v on %s: got %v, want %v", tc.subject, tc.trust, tc.target, got, tc.want)
+		}
+	}
+}

@@ -168,6 +168,26 @@ func LatchedAtStop(store *ledger.Store) (bool, error) {
 	return latched, nil
 }
 
+// WhyLatchedAtStart is why the e-stop starts latched, or "" when it
+// starts armed. In this order: a ledger that is not open or cannot be
+// read; a damaged ledger, moved aside and a new one started (whether the
+// latch was set is in the file that could not be read, so it counts as
+// set); a last run the watchdog found stuck (stuck is its note, "" when
+// there is none); a latch that was set when the body stopped.
+func WhyLatchedAtStart(store *ledger.Store, stuck string) string {
+	switch latched, err := LatchedAtStop(store); {
+	case err != nil:
+		return "the ledger cannot be read: " + err.Error()
+	case store.Damage() != nil:
+		return store.Damage().Error()
+	case stuck != "":
+		return "the watchdog stopped the last run: " + stuck
+	case latched:
+		return "it was latched when the body stopped"
+	}
+	return ""
+}
+
 // humanHolds keeps, per resource, whether a person holds it and by which
 // control: the last of its lease.human_takeover and lease.human_released.
 // A record whose payload cannot be read is passed over.

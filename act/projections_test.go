@@ -435,6 +435,27 @@ func TestLatchAndHoldsAtStop(t *testing.T) {
 	}
 }
 
+// Why the e-stop starts latched: no ledger first, then the watchdog's
+// note, then the latch as recorded; nothing when none of them says so.
+func TestWhyLatchedAtStart(t *testing.T) {
+	if why := WhyLatchedAtStart(nil, "the main loop"); !strings.HasPrefix(why, "the ledger cannot be read: ") {
+		t.Errorf("without a ledger: %q", why)
+	}
+	store := openTestLedger(t, filepath.Join(t.TempDir(), "ledger.db"))
+	if why := WhyLatchedAtStart(store, ""); why != "" {
+		t.Errorf("a new ledger: %q, want none", why)
+	}
+	if why, want := WhyLatchedAtStart(store, "the main loop"), "the watchdog stopped the last run: the main loop"; why != want {
+		t.Errorf("stuck: %q, want %q", why, want)
+	}
+	if _, err := store.Append(t.Context(), estopEvent("estop.tripped", EStopChannel, ledger.Observed)); err != nil {
+		t.Fatal(err)
+	}
+	if why, want := WhyLatchedAtStart(store, ""), "it was latched when the body stopped"; why != want {
+		t.Errorf("latched: %q, want %q", why, want)
+	}
+}
+
 // history is a random history of the events the projections follow.
 func history(t testing.TB, rng *rand.Rand, n int) []ledger.Event {
 	var evs []ledger.Event

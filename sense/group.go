@@ -41,6 +41,16 @@ type Group struct {
 	abort   context.CancelFunc
 }
 
+// CameraZones are the cameras' channel ids, each with the names of its
+// zones.
+func (g *Group) CameraZones() map[string][]string {
+	out := map[string][]string{}
+	for _, c := range g.Cameras {
+		out[c.ID] = c.Zones
+	}
+	return out
+}
+
 // drainTime bounds how long a stopping daemon waits for the outlets to
 // write what they hold (a failing ledger would hold them forever).
 const drainTime = 3 * time.Second
@@ -55,6 +65,9 @@ type GroupCamera struct {
 	ID  string
 	Cam hal.Camera
 	Ch  *CameraChannel
+	// Zones are the names of the zones its motion is reported in: the
+	// configured ones, or motion.WholeFrame when none is.
+	Zones []string
 }
 
 // GroupMic is the microphone and the channel that reads it.
@@ -133,7 +146,14 @@ func NewGroup(ds *body.Devices, gc GroupConfig) *Group {
 			continue
 		}
 		ch.SetCPU(heavy)
-		s.Cameras = append(s.Cameras, GroupCamera{ID: c.ID, Cam: c.Cam, Ch: ch})
+		zones := []string{motion.WholeFrame}
+		if len(cc.Zones) > 0 {
+			zones = zones[:0]
+			for _, z := range cc.Zones {
+				zones = append(zones, z.Name)
+			}
+		}
+		s.Cameras = append(s.Cameras, GroupCamera{ID: c.ID, Cam: c.Cam, Ch: ch, Zones: zones})
 		s.runs = append(s.runs, senseRun{c.ID, ch.Run})
 	}
 	if ds.Mic != nil {

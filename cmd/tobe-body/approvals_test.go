@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/cmd/tobe-body/internal/cli"
 )
 
 // vault is an R3 capability for tests only (no board has one): it counts
@@ -71,8 +72,8 @@ func withVault(t *testing.T) *vault {
 func askVault(t *testing.T, data string, args ...string) string {
 	t.Helper()
 	out, err := runCmd(t, append([]string{"do", "test.irreversible", "test.vault", "--data", data}, args...)...)
-	var ee *exitError
-	if !errors.As(err, &ee) || ee.code != 1 || !strings.Contains(out, " waiting_approval (approval_required): waiting until ") {
+	var ee *cli.ExitError
+	if !errors.As(err, &ee) || ee.Code != 1 || !strings.Contains(out, " waiting_approval (approval_required): waiting until ") {
 		t.Fatalf("do: %v\n%s", err, out)
 	}
 	id, _, _ := strings.Cut(out, " ")
@@ -228,7 +229,7 @@ func TestApprovalCommandUsage(t *testing.T) {
 	} {
 		var errOut bytes.Buffer
 		err := run(t.Context(), args, nil, io.Discard, &errOut)
-		if code := exitCode(err, &errOut); code != 2 {
+		if code := cli.ExitCode(err, &errOut); code != 2 {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errOut.String())
 		}
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/cmd/tobe-body/internal/cli"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
@@ -52,7 +53,7 @@ func idOf(t *testing.T, path string, withData bool) fileID {
 // daemonFiles are the files the review replaced through the old backup,
 // with whether their bytes stay put while the daemon runs (the ledger's
 // grow; the socket has none).
-var daemonFiles = map[string]bool{body.LedgerFile: false, body.IdentityFile: true, "tobe-body.lock": true, adminSocket: false}
+var daemonFiles = map[string]bool{body.LedgerFile: false, body.IdentityFile: true, "tobe-body.lock": true, cli.AdminSocket: false}
 
 func idsOf(t *testing.T, data string) map[string]fileID {
 	t.Helper()
@@ -107,7 +108,7 @@ func rawCall(t *testing.T, sock, line string) string {
 func TestBackupToADaemonFileIsRefused(t *testing.T) {
 	d := startDaemon(t, "")
 	defer d.stop(t)
-	sock := filepath.Join(d.data, adminSocket)
+	sock := filepath.Join(d.data, cli.AdminSocket)
 	link := filepath.Join(t.TempDir(), "innocent")
 	if err := os.Symlink(d.data, link); err != nil {
 		t.Fatal(err)
@@ -118,7 +119,7 @@ func TestBackupToADaemonFileIsRefused(t *testing.T) {
 	for _, e := range ents {
 		names = append(names, e.Name())
 	}
-	for _, name := range []string{body.LedgerFile, body.IdentityFile, "tobe-body.lock", adminSocket, "symlink/" + body.LedgerFile} {
+	for _, name := range []string{body.LedgerFile, body.IdentityFile, "tobe-body.lock", cli.AdminSocket, "symlink/" + body.LedgerFile} {
 		target := filepath.Join(d.data, name)
 		if n, ok := strings.CutPrefix(name, "symlink/"); ok {
 			target = filepath.Join(link, n)
@@ -177,9 +178,9 @@ func openBackup(t *testing.T, path string) uint64 {
 // last sequence it says. "-" writes the same to stdout. Without the
 // daemon the CLI copies the file it opens, the same way.
 func TestBackupThroughTheDaemonAndOffline(t *testing.T) {
-	old := showProgressFrom
-	showProgressFrom = 0
-	t.Cleanup(func() { showProgressFrom = old })
+	old := cli.ShowProgressFrom
+	cli.ShowProgressFrom = 0
+	t.Cleanup(func() { cli.ShowProgressFrom = old })
 	d := startDaemon(t, "")
 	dir := t.TempDir()
 	dst := filepath.Join(dir, "b.db")
@@ -247,9 +248,9 @@ func TestBackupThroughTheDaemonAndOffline(t *testing.T) {
 // The destination's free space is checked before anything is written
 // there, through the daemon and without it.
 func TestBackupWithoutRoomAtTheDestination(t *testing.T) {
-	old := destFree
-	destFree = func(string) (int64, error) { return 1000, nil }
-	t.Cleanup(func() { destFree = old })
+	old := cli.DestFree
+	cli.DestFree = func(string) (int64, error) { return 1000, nil }
+	t.Cleanup(func() { cli.DestFree = old })
 	d := startDaemon(t, "")
 	dir := t.TempDir()
 	dst := filepath.Join(dir, "b.db")
@@ -330,7 +331,7 @@ func TestBackupAsAnotherUser(t *testing.T) {
 	os.WriteFile(cfg, []byte(fmt.Sprintf(`{"version": 1, "monitor": {"interval_ms": 100}, "act": {"principals": [{"uid": 0, "trust": "max"}, {"uid": %d, "trust": "high"}]}}`, uid)), 0o600)
 	d := startDaemonIn(t, data, cfg)
 	defer d.stop(t)
-	os.Chown(filepath.Join(data, adminSocket), 0, gid)
+	os.Chown(filepath.Join(data, cli.AdminSocket), 0, gid)
 	asNobody := func(args ...string) (string, error) {
 		cmd := exec.Command(bin, args...)
 		cmd.Env = []string{"TOBE_BODY_TEST_MAIN=1", "PATH=/usr/bin:/bin", "HOME=/nonexistent"}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +17,7 @@ import (
 	"github.com/tobe-body/tobe-body/awareness/control/gate"
 	"github.com/tobe-body/tobe-body/awareness/control/wait"
 	"github.com/tobe-body/tobe-body/awareness/control/work"
-	"github.com/tobe-body/tobe-body/body/config"
+	"github.com/tobe-body/tobe-body/cmd/tobe-body/internal/cli"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
@@ -35,7 +34,7 @@ const zones = `, "sense": {"cameras": {"front": {"zones": [{"name": "door", "pol
 func TestControlPlaneThroughTheDaemon(t *testing.T) {
 	d := startDaemon(t, zones)
 	defer d.stop(t)
-	cl := &admin.Client{Path: filepath.Join(d.data, adminSocket), Timeout: 30 * time.Second}
+	cl := &admin.Client{Path: filepath.Join(d.data, cli.AdminSocket), Timeout: 30 * time.Second}
 	it, err := admin.Call(t.Context(), cl, awareness.OpWorkCreate, work.Spec{ID: "door-watch", Goal: "know when someone comes to the door",
 		DoneWhen: []string{"told of motion at the door"}})
 	if err != nil || it.Version != 1 || it.Status != work.Open {
@@ -246,7 +245,7 @@ func TestGateAcrossAKill(t *testing.T) {
 		return cmd
 	}
 	p := start()
-	cl := &admin.Client{Path: filepath.Join(data, adminSocket), Timeout: 30 * time.Second}
+	cl := &admin.Client{Path: filepath.Join(data, cli.AdminSocket), Timeout: 30 * time.Second}
 	if _, err := admin.Call(t.Context(), cl, awareness.OpWorkCreate, work.Spec{ID: "door-watch", Goal: "g", DoneWhen: []string{"x"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -302,34 +301,6 @@ func TestGateAcrossAKill(t *testing.T) {
 		if n != 1 {
 			t.Errorf("event %s decided %d times", id, n)
 		}
-	}
-}
-
-// TestGateRulesFromTheConfig: the config's built-in gate settings are the
-// gate's own defaults, the observation rules its default rules in order,
-// and a setting changed in the config reaches the rules.
-func TestGateRulesFromTheConfig(t *testing.T) {
-	observer, err := awareness.NewObserver(awareness.DefaultObservationRules)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := config.Default().Gate
-	r, err := gateRules(c, observer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := gate.DefaultRules()
-	want.Defaults = observer.Defaults()
-	if !reflect.DeepEqual(r, want) {
-		t.Errorf("from the config's defaults:\n%+v\nthe gate's:\n%+v", r, want)
-	}
-	if len(r.Defaults) != len(awareness.DefaultObservationRules) || r.Defaults[0].Type != "estop.tripped" || r.Defaults[0].Attention != "max" {
-		t.Errorf("default rules %+v", r.Defaults)
-	}
-	c.Quiet = []config.QuietPeriod{{From: "22:00", To: "07:00"}}
-	c.MinTrust, c.GlobalBudget = "medium", config.Budget{Max: 3, WindowS: 600}
-	if r, err = gateRules(c, observer); err != nil || len(r.Quiet) != 1 || r.MinTrust != ledger.Medium || r.Global != (gate.Budget{Max: 3, Window: 10 * time.Minute}) {
-		t.Errorf("changed: %+v %v", r, err)
 	}
 }
 

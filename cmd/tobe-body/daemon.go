@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -23,46 +24,17 @@ import (
 	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
+	"github.com/tobe-body/tobe-body/body/uplink"
+	"github.com/tobe-body/tobe-body/cmd/tobe-body/internal/cli"
 	"github.com/tobe-body/tobe-body/hal"
-	"github.com/tobe-body/tobe-body/hal/audio"
-	v4l2 "github.com/tobe-body/tobe-body/hal/camera"
-	"github.com/tobe-body/tobe-body/hal/gpio"
-	"github.com/tobe-body/tobe-body/hal/i2c"
-	"github.com/tobe-body/tobe-body/hal/input"
-	"github.com/tobe-body/tobe-body/hal/led"
-	"github.com/tobe-body/tobe-body/hal/probe"
-	"github.com/tobe-body/tobe-body/hal/sim"
 	"github.com/tobe-body/tobe-body/ledger"
 	"github.com/tobe-body/tobe-body/sense"
 )
 
-// adminSocket is the admin socket's name in the data directory.
-const adminSocket = "admin.sock"
-
-// resolveBoard picks the board's profile (cfg.Board) and applies the
-// config's choice of the LEDs the body takes (act.leds).
-func resolveBoard(cfg *config.Config) (*board.Profile, string, error) {
-	p, why, err := board.Resolve(cfg.Board)
-	if err != nil {
-		return nil, "", err
-	}
-	p, err = p.TakeLEDs(cfg.Act.LEDs)
-	return p, why, err
-}
-
-// driversFor returns the driver set a profile asks for.
-func driversFor(p *board.Profile, seed uint64) (hal.Drivers, board.Finder) {
-	if p.Drivers == "sim" {
-		return sim.New(seed).Drivers(), nil
-	}
-	return hal.Drivers{Name: "linux", OpenChip: gpio.Open, OpenCamera: v4l2.Open, OpenCapture: audio.OpenCapture, OpenPlayback: audio.OpenPlayback,
-		OpenInput: input.Open, WatchInputs: input.Watch, OpenI2C: i2c.Open, OpenLED: led.Open}, probe.Finder{Root: "/"}
-}
-
-// projections are the ledger projections the body keeps: the act
-// package's (the e-stop's latch, the people's holds, actions, grants) and
-// the control plane's (work items, wait conditions, the gate's).
-func projections() []ledger.Projection { return awareness.Projections() }
+// testActions are capabilities a test adds to the daemon's runner; no
+// board has an R3 capability, and the approval commands need one to be
+// tested whole. Nil outside tests.
+var testActions []act.Action
 
 // daemon is the body while it runs: it starts its components in one
 // explicit order (start) and stops them in the reverse order (stop).
@@ -84,11 +56,13 @@ type daemon struct {
 func (d *daemon) onStop(f func()) { d.stops = append(d.stops, f) }
 
 // spawn runs f in a goroutine until its own context ends; stopping it
-// cancels that context and waits for f to return.
-func (d *daemon) spawn(f func(ctx context.Context)) {
+// cancels that context and waits for f to return. The goroutine, and
+// every one it starts, carries the profiler label part=name, so a
+// goroutine profile names the part each belongs to.
+func (d *daemon) spawn(name string, f func(ctx context.Context)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { f(ctx) })
+	wg.Go(func() { pprof.Do(ctx, pprof.Labels("part", name), f) })
 	d.onStop(func() {
 		cancel()
 		wg.Wait()
@@ -104,12 +78,12 @@ func (d *daemon) stop() {
 }
 
 func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
-	var c common
-	fs := newFlagSet("run", stderr, &c, false)
-	if _, err := parse(fs, args, 0); err != nil {
+	var c cli.Common
+	fs := cli.NewFlagSet("run", stderr, &c, false)
+	if _, err := cli.Parse(fs, args, 0); err != nil {
 		return err
 	}
-	cfg, err := c.loadConfig()
+	cfg, err := c.LoadConfig()
 	if err != nil {
 		return err
 	}
@@ -130,9 +104,69 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 // reads the ledger); the ledger; the sense channels; the e-stop, its
 // latch restored and its watcher running; the act settings, the grants
 // and the runner, with what was left running recorded; the people's
-// controls; the operation table on the admin socket; then the readers.
+// controls; the readers; the operation table on the admin socket; then
+// the agent's socket and the gate. Each phase returns what the next ones
+// need.
 func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer) (*sense.Monitor, error) {
-	log, started := d.log, d.started
+	h, err := d.openHost(cfg)
+	if err != nil {
+		return nil, err
+	}
+	rec := d.openLedger(cfg, h)
+	relay, err := d.startUplink(cfg.MQTT, cfg.Ledger, h.id, rec.store, d.log)
+	if err != nil {
+		return nil, err
+	}
+	senses, err := d.startSenses(ctx, cfg, h, rec)
+	if err != nil {
+		return nil, err
+	}
+	estop, err := d.startEStop(cfg, h, rec)
+	if err != nil {
+		return nil, err
+	}
+	a, err := d.startAct(cfg, h, rec, senses, estop)
+	if err != nil {
+		return nil, err
+	}
+	watch, err := d.restoreControls(ctx, a, rec.store)
+	if err != nil {
+		return nil, err
+	}
+	mon, startSeq := d.startReaders(h, rec.store, senses, estop, watch, stdout)
+	if err := d.startStates(relay, rec.store, estop, senses, a, cfg, h.profile, startSeq); err != nil {
+		return nil, err
+	}
+	srv, err := d.serveAdmin(cfg, h, rec, relay, senses, estop, a, startSeq)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.startAgentAndGate(cfg, srv, a.runner, rec.store); err != nil {
+		return nil, err
+	}
+	d.ready(cfg, h, rec.store, srv.sock)
+	return mon, nil
+}
+
+// host is what the body stands on: its data directory, locked; its
+// identity; the board, its devices and their channels; the clock.
+type host struct {
+	dataDir string
+	id      body.Identity
+	profile *board.Profile
+	why     string // how the profile was chosen
+	drivers hal.Drivers
+	reg     *body.Registry
+	ds      *body.Devices
+	clock   *body.Clock
+}
+
+// openHost takes the data directory (made if need be, refused when
+// another user could change it, locked against a second daemon), loads
+// or makes the identity, resolves the board and opens its devices, and
+// makes the body's clock.
+func (d *daemon) openHost(cfg *config.Loaded) (*host, error) {
+	log := d.log
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
@@ -144,61 +178,72 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		return nil, err
 	}
 	d.onStop(release)
-	id, created, err := body.LoadIdentity(cfg.DataDir, started)
+	h := &host{dataDir: cfg.DataDir}
+	id, created, err := body.LoadIdentity(cfg.DataDir, d.started)
 	if err != nil {
 		return nil, err
 	}
+	h.id = id
 	if created {
 		log.Info("new identity", "body_id", id.BodyID, "agent_id", id.AgentID, "file", filepath.Join(cfg.DataDir, body.IdentityFile))
 	}
-	profile, why, err := resolveBoard(&cfg.Config)
-	if err != nil {
+	if h.profile, h.why, err = cli.ResolveBoard(&cfg.Config); err != nil {
 		return nil, err
 	}
-	drivers, finder := driversFor(profile, cfg.Sim.Seed)
-	reg := body.NewRegistry(time.Now)
-	ds := body.OpenDevices(profile, drivers, finder, reg, log)
+	var finder board.Finder
+	h.drivers, finder = cli.DriversFor(h.profile, cfg.Sim.Seed)
+	h.reg = body.NewRegistry(time.Now)
+	h.ds = body.OpenDevices(h.profile, h.drivers, finder, h.reg, log)
 	d.onStop(func() {
-		if err := ds.Close(); err != nil {
+		if err := h.ds.Close(); err != nil {
 			log.Error("closing devices", "err", err)
 		}
 	})
-
 	// The body's clock: monotonic times to UTC, the boot, whether the
 	// wall clock is synchronised; measured again every minute and at once
 	// when the wall clock is set, each setting recorded with its size.
-	clock, err := body.NewClock()
-	if err != nil {
+	if h.clock, err = body.NewClock(); err != nil {
 		return nil, err
 	}
+	return h, nil
+}
 
-	// The ledger. If it cannot be opened the body still senses and
-	// answers, but latched safe: nothing that acts may run without its
-	// record.
-	safety := "normal"
-	var store *ledger.Store
-	lopts, err := body.LedgerOptions(cfg.Ledger, cfg.DataDir, id, log, projections()...)
+// ledgerOpened is the ledger as the body opened it.
+type ledgerOpened struct {
+	store   *ledger.Store // nil: it could not be opened
+	opts    ledger.Options
+	safety  string               // what the status says: "normal", or why the body is latched
+	stepped <-chan time.Duration // the wall clock's steps, for the grants
+}
+
+// openLedger opens the ledger. If it cannot be opened the body still
+// senses and answers, but latched safe: nothing that acts may run
+// without its record. The clock's steps are watched from here on.
+func (d *daemon) openLedger(cfg *config.Loaded, h *host) *ledgerOpened {
+	log := d.log
+	rec := &ledgerOpened{safety: "normal"}
+	var err error
+	rec.opts, err = body.LedgerOptions(cfg.Ledger, cfg.DataDir, h.id, log, awareness.Projections()...)
 	if err == nil {
-		lopts.RetainEvery = time.Duration(cfg.Ledger.RetentionIntervalMin) * time.Minute
-		lopts.Stamp = clock.LedgerStamp // audit records carry the boot, the monotonic time and the uncertainty
+		rec.opts.RetainEvery = time.Duration(cfg.Ledger.RetentionIntervalMin) * time.Minute
+		rec.opts.Stamp = h.clock.LedgerStamp // audit records carry the boot, the monotonic time and the uncertainty
 		// With no uplink nothing is queued for one; one that starts gets
 		// the backlog asked for, not the whole history.
-		lopts.NoOutbox = !cfg.MQTT.Enabled
-		lopts.OutboxBacklog = time.Duration(cfg.MQTT.BacklogH) * time.Hour
-		store, err = ledger.Open(lopts)
+		rec.opts.NoOutbox = !cfg.MQTT.Enabled
+		rec.opts.OutboxBacklog = time.Duration(cfg.MQTT.BacklogH) * time.Hour
+		rec.store, err = ledger.Open(rec.opts)
 	}
+	store := rec.store
 	switch {
 	case err != nil:
-		safety = "latched: the ledger cannot be opened: " + err.Error()
+		rec.safety = "latched: the ledger cannot be opened: " + err.Error()
 		log.Error("ledger unavailable; starting latched safe", "err", err)
 	case store.Damage() != nil:
-		safety = "latched: " + store.Damage().Error()
+		rec.safety = "latched: " + store.Damage().Error()
 	default:
-		log.Info("ledger open", "path", lopts.Path, "closed_cleanly", store.ClosedCleanly())
+		log.Info("ledger open", "path", rec.opts.Path, "closed_cleanly", store.ClosedCleanly())
 	}
-	journal := act.NoJournal
 	if store != nil {
-		journal = store
 		d.onStop(func() {
 			if err := store.Close(); err != nil {
 				log.Warn("ledger close: the next start reads the whole file", "err", err)
@@ -207,82 +252,57 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		d.watch("the ledger's writer", store.Alive)
 	}
 	d.fault = d.labFaults(store)
-	// Each step is also handed on to the grants, whose expiries it may
-	// have reached (a step while one waits is folded into it).
+	// Each step is logged and recorded, and handed on to the grants,
+	// whose expiries it may have reached.
 	stepped := make(chan time.Duration, 1)
-	d.spawn(func(ctx context.Context) {
-		clock.Run(ctx, time.Minute, func(st body.Step) {
-			select {
-			case stepped <- st.Size:
-			default:
-			}
-			lvl := slog.LevelInfo
-			if st.Size.Abs() >= time.Second {
-				lvl = slog.LevelWarn
-			}
-			log.Log(ctx, lvl, "the wall clock was set", "by", st.Size, "from", st.Before, "to", st.After, "synced", st.Synced)
-			if store == nil {
-				return
-			}
-			if _, err := store.Append(ctx, clock.StepEvent(st)); err != nil {
-				log.Error("ledger append", "type", body.EventClockStepped, "err", err)
-			}
-			// A step is when retention by the wall clock lost data; it
-			// ages events by the ledger's running clock, which no step
-			// moves: a pass now shows it, in the log.
-			if st.Size.Abs() >= time.Second {
-				res, err := store.Retain(ctx)
-				log.Info("ledger retention after the clock step", "events", res.Events, "outbox_expired", res.OutboxExpired, "inbox_keys", res.InboxKeys, "err", err)
-			}
-		})
-	})
-	relay, err := d.startUplink(cfg.MQTT, cfg.Ledger, id, store, log)
-	if err != nil {
-		return nil, err
-	}
+	rec.stepped = stepped
+	d.spawn("clock", body.ClockSteps{Clock: h.clock, Store: store, Log: log, Stepped: stepped}.Run)
+	return rec
+}
 
-	gc := sense.GroupConfig{Sense: cfg.Sense, DataDir: cfg.DataDir, Clock: clock, Registry: reg, Log: log,
+// startSenses makes the sense channels (not yet reading) and the
+// notify channel, seals the registry, and records that the body started.
+func (d *daemon) startSenses(ctx context.Context, cfg *config.Loaded, h *host, rec *ledgerOpened) (*sense.Group, error) {
+	store, profile := rec.store, h.profile
+	gc := sense.GroupConfig{Sense: cfg.Sense, DataDir: cfg.DataDir, Clock: h.clock, Registry: h.reg, Log: d.log,
 		Zones: profile.Thermal.Zones, ThrottleSource: profile.Thermal.Throttle.Source, ThrottlePath: profile.Thermal.Throttle.Path}
 	if store != nil {
 		gc.Outbox = func() (uint64, error) {
 			st, err := store.Stats()
 			return st.OutboxRows, err
 		}
-		if err := reg.Register(body.Channel{ID: "body.notify", Kind: "notify", Device: "events for the home server and the agent",
+		if err := h.reg.Register(body.Channel{ID: "body.notify", Kind: "notify", Device: "events for the home server and the agent",
 			Driver: string(board.Loaded), State: body.Enabled, Health: "ok"}); err != nil {
 			return nil, fmt.Errorf("channel body.notify: %w", err)
 		}
 	}
-	senses := sense.NewGroup(ds, gc)
-	reg.Seal()
+	senses := sense.NewGroup(h.ds, gc)
+	h.reg.Seal()
 	if store != nil {
-		p, _ := ledger.MarshalPayload(map[string]any{"board": profile.Name, "drivers": drivers.Name, "version": version,
-			"channels": len(reg.Snapshot()), "safety": safety})
+		p, _ := ledger.MarshalPayload(map[string]any{"board": profile.Name, "drivers": h.drivers.Name, "version": version,
+			"channels": len(h.reg.Snapshot()), "safety": rec.safety})
 		if _, err := store.Append(ctx, ledger.Event{Type: "body.started", Provenance: ledger.Observed, Payload: p}); err != nil {
-			log.Error("ledger append", "err", err)
+			d.log.Error("ledger append", "err", err)
 		}
 	}
+	return senses, nil
+}
 
-	// The e-stop, watching from here on: its latch survives a restart,
-	// and a ledger that cannot be read means starting latched.
-	estop, err := act.NewBodyEStop(ds, act.EStopTiming(profile.EStopTiming()))
+// startEStop starts the e-stop, watching from here on: its latch
+// survives a restart, and act says why it starts latched (the cmd reads
+// only the watchdog's note). Nil without an e-stop line. A file as Close
+// left it was opened with a quick check: the rest of it is read now,
+// beside the body, and damage latches the e-stop as damage found at open
+// would have.
+func (d *daemon) startEStop(cfg *config.Loaded, h *host, rec *ledgerOpened) (*act.EStop, error) {
+	log, store := d.log, rec.store
+	estop, err := act.NewBodyEStop(h.ds, act.EStopTiming(h.profile.EStopTiming()))
 	if err != nil {
 		return nil, err
 	}
 	if estop != nil {
-		// A damaged ledger was moved aside and a new one started: whether
-		// the latch was set is in the file that could not be read, so it
-		// counts as set.
-		stuck := stuckLastRun(cfg.DataDir)
-		switch latched, err := act.LatchedAtStop(store); {
-		case err != nil:
-			estop.LatchAtStart("the ledger cannot be read: " + err.Error())
-		case store.Damage() != nil:
-			estop.LatchAtStart(store.Damage().Error())
-		case stuck != "":
-			estop.LatchAtStart("the watchdog stopped the last run: " + stuck)
-		case latched:
-			estop.LatchAtStart("it was latched when the body stopped")
+		if why := act.WhyLatchedAtStart(store, stuckLastRun(cfg.DataDir)); why != "" {
+			estop.LatchAtStart(why)
 		}
 		c := estop.Check()
 		log.Info("e-stop checked", "verified", c.Verified, "latched", c.Latched, "main", c.Main, "why", c.Why)
@@ -292,8 +312,8 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		if store != nil {
 			j = clearsStuckNote{Journal: store, path: filepath.Join(cfg.DataDir, stuckNote), log: log}
 		}
-		d.spawn(func(ctx context.Context) { act.RecordEStop(ctx, estop, j, clock, log) })
-		d.spawn(func(ctx context.Context) {
+		d.spawn("e-stop recorder", func(ctx context.Context) { act.RecordEStop(ctx, estop, j, h.clock, log) })
+		d.spawn("e-stop", func(ctx context.Context) {
 			if err := estop.Run(ctx); err != nil {
 				log.Error("e-stop watcher", "err", err)
 			}
@@ -303,12 +323,8 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 	} else {
 		log.Warn("this board has no e-stop line: nothing above read-only may act")
 	}
-
-	// A file as Close left it was opened with a quick check: the rest of
-	// it is read now, beside the body, and damage latches the e-stop as
-	// damage found at open would have.
 	if store != nil {
-		d.spawn(func(ctx context.Context) {
+		d.spawn("ledger check", func(ctx context.Context) {
 			err := store.CheckAll(ctx)
 			switch {
 			case errors.Is(err, ledger.ErrDamaged):
@@ -321,40 +337,56 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 			}
 		})
 	}
+	return estop, nil
+}
 
-	// The act section, checked against this board and its channels; the
-	// grants; the runner, the only path to side effects.
-	acts, err := act.NewSettings(cfg.Act, body.FactsOf(profile), reg)
+// acting is what acts: the act section as checked, the grants (nil when
+// they cannot be read), the runner and the clock it reads.
+type acting struct {
+	settings *act.Settings
+	grants   *act.Grants
+	runner   *act.Runner
+	clock    act.Clock
+}
+
+// startAct checks the act section against this board and its channels,
+// loads the grants and starts the runner, the only path to side effects,
+// and the grants' expiries.
+func (d *daemon) startAct(cfg *config.Loaded, h *host, rec *ledgerOpened, senses *sense.Group, estop *act.EStop) (*acting, error) {
+	log, store := d.log, rec.store
+	acts, err := act.NewSettings(cfg.Act, body.FactsOf(h.profile), h.reg)
 	if err != nil {
 		return nil, err
 	}
-	var grants *act.Grants
+	a := &acting{settings: acts, clock: h.clock}
+	journal := act.NoJournal
 	if store != nil {
-		if grants, err = act.LoadGrants(store, clock); err != nil {
+		journal = store
+		if a.grants, err = act.LoadGrants(store, h.clock); err != nil {
 			log.Error("grants cannot be read: none is in force and the grant calls are refused", "err", err)
-			grants = nil
+			a.grants = nil
 		}
 	}
-	runner, err := act.NewBodyRunner(act.BodyParts{Devices: ds, Feedback: profile.Feedback(), EStop: estop, Registry: reg,
+	a.runner, err = act.NewBodyRunner(act.BodyParts{Devices: h.ds, Feedback: h.profile.Feedback(), EStop: estop, Registry: h.reg,
 		Health: func() body.Degradation {
 			if st, ok := senses.Self(); ok {
 				return st.Level
 			}
 			return body.LevelCritical
 		},
-		Journal: journal, Clock: clock, Grants: grants, Settings: acts, DataDir: cfg.DataDir, Mic: speakerMic(ds, senses), Extra: testActions})
+		Journal: journal, Clock: h.clock, Grants: a.grants, Settings: acts, DataDir: cfg.DataDir, Mic: speakerMic(h.ds, senses), Extra: testActions})
 	if err != nil {
 		return nil, err
 	}
-	if err := acts.CheckCapabilities(runner); err != nil {
+	if err := acts.CheckCapabilities(a.runner); err != nil {
 		return nil, err
 	}
-	d.spawn(runner.Run) // what waits for approval too long expires
-	if grants != nil {
+	d.spawn("runner", a.runner.Run) // what waits for approval too long expires
+	if grants := a.grants; grants != nil {
 		// Expiries are found every minute and right after a step of the
 		// wall clock, and each is recorded once (grant.expired).
-		d.spawn(func(ctx context.Context) {
-			grants.Run(ctx, time.Minute, stepped, func(gs []act.Grant, err error) {
+		d.spawn("grants", func(ctx context.Context) {
+			grants.Run(ctx, time.Minute, rec.stepped, func(gs []act.Grant, err error) {
 				for _, g := range gs {
 					log.Warn("grant expired", "id", g.ID, "subject", g.Subject, "by", g.ExpiredBy, "early", g.EndedEarly)
 				}
@@ -364,39 +396,49 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 			})
 		})
 	}
+	return a, nil
+}
 
-	// The people's controls: a press takes their resources over, and a
-	// hold survives a restart.
-	var watch *act.TakeoverWatch
-	if store != nil {
-		tk, err := act.NewTakeover(acts.Controls, acts.Leases, runner, store, func(err error) { log.Error("a person's control", "err", err) })
-		if err != nil {
-			return nil, err
-		}
-		d.onStop(func() { tk.Close() })
-		watch = act.NewTakeoverWatch(tk, log)
-		held, err := act.HeldAtStop(store)
-		if err != nil {
-			log.Error("the people's holds cannot be read: every one is taken as in force", "err", err)
-			held = tk.Controls()
-		}
-		for _, ctrl := range held {
-			if err := tk.Resume(ctrl); err != nil {
-				log.Error("a person's hold not resumed", "control", ctrl, "err", err)
-			} else {
-				log.Warn("a person's hold from before the restart is in force", "control", ctrl)
-			}
-		}
-		// What was left running when the body stopped is recorded
-		// unknown, never run again.
-		if ids, err := runner.Recover(ctx, store); err != nil {
-			log.Error("actions left running could not be reconciled", "err", err)
-		} else if len(ids) > 0 {
-			log.Warn("actions left running when the body stopped are marked unknown, not run again", "actions", ids)
+// restoreControls starts the people's controls: a press takes their
+// resources over, and a hold survives a restart. What was left running
+// when the body stopped is recorded unknown, never run again. Nothing of
+// it without a ledger (a nil watch).
+func (d *daemon) restoreControls(ctx context.Context, a *acting, store *ledger.Store) (*act.TakeoverWatch, error) {
+	if store == nil {
+		return nil, nil
+	}
+	log := d.log
+	tk, err := act.NewTakeover(a.settings.Controls, a.settings.Leases, a.runner, store, func(err error) { log.Error("a person's control", "err", err) })
+	if err != nil {
+		return nil, err
+	}
+	d.onStop(func() { tk.Close() })
+	watch := act.NewTakeoverWatch(tk, log)
+	held, err := act.HeldAtStop(store)
+	if err != nil {
+		log.Error("the people's holds cannot be read: every one is taken as in force", "err", err)
+		held = tk.Controls()
+	}
+	for _, ctrl := range held {
+		if err := tk.Resume(ctrl); err != nil {
+			log.Error("a person's hold not resumed", "control", ctrl, "err", err)
+		} else {
+			log.Warn("a person's hold from before the restart is in force", "control", ctrl)
 		}
 	}
+	if ids, err := a.runner.Recover(ctx, store); err != nil {
+		log.Error("actions left running could not be reconciled", "err", err)
+	} else if len(ids) > 0 {
+		log.Warn("actions left running when the body stopped are marked unknown, not run again", "actions", ids)
+	}
+	return watch, nil
+}
 
-	// The readers: what the body sees goes to the ledger from here.
+// startReaders starts the readers: what the body sees goes to the ledger
+// from here, after startSeq, its last event now. The senses stop after
+// their devices halt (that unblocks readers waiting on a device), and
+// write what they saw before the body says it stopped.
+func (d *daemon) startReaders(h *host, store *ledger.Store, senses *sense.Group, estop *act.EStop, watch *act.TakeoverWatch, stdout io.Writer) (*sense.Monitor, uint64) {
 	var startSeq uint64
 	var sink sense.Ledger
 	if store != nil {
@@ -405,47 +447,57 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		}
 		sink = store // what the body senses shares commits (ledger.telemetry_commit_ms): sense.GroupedLedger
 		d.onStop(func() {
-			p, _ := ledger.MarshalPayload(map[string]any{"uptime_s": time.Since(started).Seconds()})
+			p, _ := ledger.MarshalPayload(map[string]any{"uptime_s": time.Since(d.started).Seconds()})
 			if _, err := store.Append(context.Background(), ledger.Event{Type: "body.stopped", Provenance: ledger.Observed, Payload: p}); err != nil {
-				log.Error("ledger append", "err", err)
+				d.log.Error("ledger append", "err", err)
 			}
 		})
 	}
-	// The senses stop after their devices halt (that unblocks readers
-	// waiting on a device), and write what they saw before the body says
-	// it stopped.
 	rctx, stopReaders := context.WithCancel(context.Background())
 	senses.Start(rctx, sink)
 	d.onStop(func() {
 		stopReaders()
-		ds.Halt()
+		h.ds.Halt()
 		senses.Stop()
 	})
 	var estopLine func() string
 	if estop != nil {
 		estopLine = func() string { return estop.Status().String() }
 	}
-	mon := sense.NewMonitor(ds, senses, estopLine, stdout)
+	mon := sense.NewMonitor(h.ds, senses, estopLine, stdout)
 	if store != nil {
-		d.spawn(func(ctx context.Context) { mon.Follow(ctx, store, startSeq) })
-		d.spawn(func(ctx context.Context) {
+		d.spawn("monitor", func(ctx context.Context) { mon.Follow(ctx, store, startSeq) })
+		d.spawn("takeover", func(ctx context.Context) {
 			watch.Start(ctx, store, startSeq)
 			<-ctx.Done()
 			watch.Wait()
 		})
 	}
+	return mon, startSeq
+}
 
-	if err := d.startStates(relay, store, estop, senses, actParts{grants, runner, clock}, cfg, profile, startSeq, log); err != nil {
-		return nil, err
-	}
+// serving is what answers outside the body: the operation table, on the
+// admin socket at sock, and what the agent is told (the observer) and
+// when (the gate: nil without a ledger).
+type serving struct {
+	table    *awareness.Table
+	observer *awareness.Observer
+	gate     *gate.Gate
+	parts    *awareness.Parts
+	sock     string
+}
 
-	// The operation table on the admin socket, last: the sockets stop
-	// taking calls first.
-	parts := &awareness.Parts{Info: awareness.Status{Body: cfg.Body.Name, BodyID: id.BodyID, AgentID: id.AgentID,
-		Board: profile.Name, BoardDesc: profile.Description, BoardFrom: profile.Source, BoardWhy: why,
-		Drivers: drivers.Name, Version: version, DataDir: cfg.DataDir, Config: cfg.Layers, Safety: safety,
-		Ledger: awareness.LedgerStatus{Path: lopts.Path}},
-		Started: started, Registry: reg, Self: senses.Self, Senses: senses.Stats, EStop: estop, Runner: runner, Grants: grants, Store: store, Relay: relay}
+// serveAdmin makes the operation table, the gate and the observer, takes
+// the broker's commands through the table and runs the relay, and serves
+// the table on the admin socket, last: the sockets stop taking calls
+// first.
+func (d *daemon) serveAdmin(cfg *config.Loaded, h *host, rec *ledgerOpened, relay *uplink.Relay, senses *sense.Group, estop *act.EStop, a *acting, startSeq uint64) (*serving, error) {
+	log, store := d.log, rec.store
+	parts := &awareness.Parts{Info: awareness.Status{Body: cfg.Body.Name, BodyID: h.id.BodyID, AgentID: h.id.AgentID,
+		Board: h.profile.Name, BoardDesc: h.profile.Description, BoardFrom: h.profile.Source, BoardWhy: h.why,
+		Drivers: h.drivers.Name, Version: version, DataDir: cfg.DataDir, Config: cfg.Layers, Safety: rec.safety,
+		Ledger: awareness.LedgerStatus{Path: rec.opts.Path}},
+		Started: d.started, Registry: h.reg, Self: senses.Self, Senses: senses.Stats, EStop: estop, Runner: a.runner, Grants: a.grants, Store: store, Relay: relay}
 	// What the agent is told, and when: the observation rules are the
 	// gate's default rules, their texts the observations' words.
 	observer, err := awareness.NewObserver(append(slices.Clone(cfg.Agent.Observations.Rules), awareness.DefaultObservationRules...))
@@ -457,10 +509,10 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 	var gt *gate.Gate
 	if store != nil {
 		classes := ledger.DefaultClasses()
-		if lopts.Classes != nil {
-			classes = *lopts.Classes
+		if rec.opts.Classes != nil {
+			classes = *rec.opts.Classes
 		}
-		rules, err := gateRules(cfg.Gate, observer)
+		rules, err := gate.RulesFrom(cfg.Gate, observer.Defaults())
 		if err != nil {
 			return nil, err
 		}
@@ -480,23 +532,72 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 	if err := d.runUplink(relay, table, cfg.MQTT, log); err != nil {
 		return nil, err
 	}
-	sock := filepath.Join(cfg.DataDir, adminSocket)
+	sock := filepath.Join(cfg.DataDir, cli.AdminSocket)
 	ln, err := admin.Listen(sock)
 	if err != nil {
 		return nil, err
 	}
-	srv := admin.NewServer(ln, table, acts.Admins.Resolve, log)
+	srv := admin.NewServer(ln, table, a.settings.Admins.Resolve, log)
 	srv.Serve()
 	d.onStop(func() {
 		srv.Close()
 		os.Remove(sock)
 	})
+	return &serving{table: table, observer: observer, gate: gt, parts: parts, sock: sock}, nil
+}
 
-	// The agent socket: the MCP server `tobe-body stdio` bridges to.
+// startAgentAndGate starts the agent socket, the MCP server `tobe-body
+// stdio` bridges to, when agent.enabled; then the gate, the one path by
+// which what the body records reaches the agents (its wakes, in the
+// observer's words), and its scheduler.
+//
+// Each connection to the agent socket is a session of the runner's (E7):
+// a silent one is ended and its connection closed, and every end is
+// recorded.
+func (d *daemon) startAgentAndGate(cfg *config.Loaded, s *serving, runner *act.Runner, store *ledger.Store) error {
+	log, observer, gt := d.log, s.observer, s.gate
 	var hub *agent.Hub
 	if cfg.Agent.Enabled {
-		if hub, err = d.startAgent(cfg, table, runner, store, log); err != nil {
-			return nil, err
+		rules, err := agent.NewRules(cfg.Agent.Principals)
+		if err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+		oc := cfg.Agent.Observations
+		hub = &agent.Hub{Batch: time.Duration(oc.BatchMS) * time.Millisecond, Queue: oc.Queue}
+		gid := -1
+		if g := cfg.Agent.SocketGroup; g != "" {
+			grp, err := user.LookupGroup(g)
+			if err != nil {
+				return fmt.Errorf("config: agent.socket_group: no group %q on this body", g)
+			}
+			gid, _ = strconv.Atoi(grp.Gid)
+		}
+		path := filepath.Join(cfg.DataDir, agent.SocketName)
+		ln, err := agent.Listen(path, gid)
+		if err != nil {
+			return err
+		}
+		record := func(ev ledger.Event) {
+			if store == nil {
+				return
+			}
+			if _, err := store.Append(context.Background(), ev); err != nil {
+				log.Error("ledger append", "type", ev.Type, "err", err)
+			}
+		}
+		srv := &agent.Server{Table: s.table, Caps: runner, Rules: rules, Hub: hub, Record: record, Log: log, Version: version}
+		srv.Sessions = act.NewSessions(runner, time.Duration(cfg.Agent.HeartbeatMS)*time.Millisecond, func(e act.SessionEnd) {
+			srv.Ended(e)
+			p, err := ledger.MarshalPayload(e)
+			if err == nil {
+				record(ledger.Event{Type: act.EventSessionEnded, ChannelID: "agent", Provenance: ledger.Observed, Payload: p})
+			}
+		})
+		d.spawn("agent sessions", func(ctx context.Context) { srv.Sessions.Run(ctx) })
+		d.spawn("agent socket", func(ctx context.Context) { srv.Serve(ctx, ln) })
+		d.onStop(func() { os.Remove(path) })
+		if len(cfg.Agent.Principals) == 0 {
+			log.Info("agent socket: no agent.principals, so every peer is refused", "socket", path)
 		}
 	}
 	if gt != nil {
@@ -508,19 +609,23 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 			// default rule: the gate is the one that pushes.
 			gt.Push = func(dec gate.Decision, e ledger.Stored) { hub.Publish(observer.Woken(dec, e)) }
 		}
-		d.spawn(func(ctx context.Context) {
+		d.spawn("gate", func(ctx context.Context) {
 			if err := gt.Run(ctx); err != nil && ctx.Err() == nil {
 				log.Error("the gate stopped", "err", err)
 			}
 		})
-		sc := &sched.Scheduler{Store: store, StaleAfter: parts.StaleAfter, Every: time.Duration(cfg.Gate.TickS) * time.Second, Log: log}
-		d.spawn(sc.Run)
+		sc := &sched.Scheduler{Store: store, StaleAfter: s.parts.StaleAfter, Every: time.Duration(cfg.Gate.TickS) * time.Second, Log: log}
+		d.spawn("scheduler", sc.Run)
 	}
+	return nil
+}
 
-	log.Info("body started", "body", cfg.Body.Name, "board", profile.Name, "drivers", drivers.Name,
-		"channels", len(reg.Snapshot()), "data", cfg.DataDir, "socket", sock, "config", cfg.Layers)
-	if err := sdNotify("READY=1\nSTATUS=running on " + profile.Name); err != nil {
-		log.Warn("systemd notify", "err", err)
+// ready says the body started, in the log and to systemd.
+func (d *daemon) ready(cfg *config.Loaded, h *host, store *ledger.Store, sock string) {
+	d.log.Info("body started", "body", cfg.Body.Name, "board", h.profile.Name, "drivers", h.drivers.Name,
+		"channels", len(h.reg.Snapshot()), "data", cfg.DataDir, "socket", sock, "config", cfg.Layers)
+	if err := sdNotify("READY=1\nSTATUS=running on " + h.profile.Name); err != nil {
+		d.log.Warn("systemd notify", "err", err)
 	}
 	if store != nil {
 		// Stopping starts here (the last registered stops first): from now
@@ -529,86 +634,6 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		// wait out ledger.telemetry_commit_ms.
 		d.onStop(store.Hurry)
 	}
-	return mon, nil
-}
-
-// gateRules are the gate's rules from its config, with the observation
-// rules as its default rules.
-func gateRules(c config.Gate, observer *awareness.Observer) (gate.Rules, error) {
-	s := func(n int) time.Duration { return time.Duration(n) * time.Second }
-	trust, err := ledger.ParseLevel(c.MinTrust)
-	if err != nil {
-		return gate.Rules{}, fmt.Errorf("config: gate.min_trust: %w", err)
-	}
-	r := gate.Rules{
-		Bands:           map[string]gate.Band{},
-		NoveltyHalfLife: s(c.NoveltyHalfLifeS),
-		Repeats:         c.NoveltyRepeats,
-		MinTrust:        trust,
-		ItemBudget:      gate.Budget{Max: c.ItemBudget.Max, Window: s(c.ItemBudget.WindowS)},
-		Global:          gate.Budget{Max: c.GlobalBudget.Max, Window: s(c.GlobalBudget.WindowS)},
-		Merge:           s(c.MergeS),
-		AnswerWithin:    s(c.AnswerWithinS),
-		Defaults:        observer.Defaults(),
-	}
-	for sel, b := range c.Bands {
-		r.Bands[sel] = gate.Band(b)
-	}
-	for _, q := range c.Quiet {
-		r.Quiet = append(r.Quiet, gate.Quiet{From: q.From, To: q.To})
-	}
-	if err := r.Check(); err != nil {
-		return gate.Rules{}, fmt.Errorf("config: gate: %w", err)
-	}
-	return r, nil
-}
-
-// startAgent listens on the agent socket and serves it until the daemon
-// stops, with each connection a session of the runner's (E7): a silent
-// one is ended and its connection closed, and every end is recorded.
-func (d *daemon) startAgent(cfg *config.Loaded, table *awareness.Table, runner *act.Runner, store *ledger.Store, log *slog.Logger) (*agent.Hub, error) {
-	rules, err := agent.NewRules(cfg.Agent.Principals)
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	oc := cfg.Agent.Observations
-	hub := &agent.Hub{Batch: time.Duration(oc.BatchMS) * time.Millisecond, Queue: oc.Queue}
-	gid := -1
-	if g := cfg.Agent.SocketGroup; g != "" {
-		grp, err := user.LookupGroup(g)
-		if err != nil {
-			return nil, fmt.Errorf("config: agent.socket_group: no group %q on this body", g)
-		}
-		gid, _ = strconv.Atoi(grp.Gid)
-	}
-	path := filepath.Join(cfg.DataDir, agent.SocketName)
-	ln, err := agent.Listen(path, gid)
-	if err != nil {
-		return nil, err
-	}
-	record := func(ev ledger.Event) {
-		if store == nil {
-			return
-		}
-		if _, err := store.Append(context.Background(), ev); err != nil {
-			log.Error("ledger append", "type", ev.Type, "err", err)
-		}
-	}
-	srv := &agent.Server{Table: table, Caps: runner, Rules: rules, Hub: hub, Record: record, Log: log, Version: version}
-	srv.Sessions = act.NewSessions(runner, time.Duration(cfg.Agent.HeartbeatMS)*time.Millisecond, func(e act.SessionEnd) {
-		srv.Ended(e)
-		p, err := ledger.MarshalPayload(e)
-		if err == nil {
-			record(ledger.Event{Type: act.EventSessionEnded, ChannelID: "agent", Provenance: ledger.Observed, Payload: p})
-		}
-	})
-	d.spawn(func(ctx context.Context) { srv.Sessions.Run(ctx) })
-	d.spawn(func(ctx context.Context) { srv.Serve(ctx, ln) })
-	d.onStop(func() { os.Remove(path) })
-	if len(cfg.Agent.Principals) == 0 {
-		log.Info("agent socket: no agent.principals, so every peer is refused", "socket", path)
-	}
-	return hub, nil
 }
 
 // speakerMic is what verifies the speaker: the microphone channel's taps

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"runtime/pprof"
 	"slices"
 	"testing"
 )
@@ -13,7 +14,7 @@ func TestDaemonStopsInReverse(t *testing.T) {
 	var stopped []string
 	d.onStop(func() { stopped = append(stopped, "devices") })
 	ended := false
-	d.spawn(func(ctx context.Context) {
+	d.spawn("test", func(ctx context.Context) {
 		<-ctx.Done()
 		ended = true
 	})
@@ -32,4 +33,20 @@ func TestDaemonStopsInReverse(t *testing.T) {
 		t.Errorf("stopped %v, want %v", stopped, want)
 	}
 	d.stop() // a second stop does nothing
+}
+
+// A spawned goroutine carries the profiler label part=name, so a
+// goroutine profile names the part it belongs to.
+func TestSpawnLabelsThePart(t *testing.T) {
+	d := &daemon{}
+	got := make(chan string, 1)
+	d.spawn("e-stop", func(ctx context.Context) {
+		part, _ := pprof.Label(ctx, "part")
+		got <- part
+		<-ctx.Done()
+	})
+	if part := <-got; part != "e-stop" {
+		t.Errorf("label part=%q, want e-stop", part)
+	}
+	d.stop()
 }

@@ -23,7 +23,7 @@ func (d *daemon) labFaults(store *ledger.Store) <-chan struct{} {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGUSR1, syscall.SIGUSR2)
 	d.log.Warn("lab faults built in: SIGUSR1 blocks the main loop, SIGUSR2 the ledger's writer")
-	d.spawn(func(ctx context.Context) {
+	d.spawn("lab faults", func(ctx context.Context) {
 		defer signal.Stop(sig)
 		for {
 			select {

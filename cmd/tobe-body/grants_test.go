@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tobe-body/tobe-body/awareness"
+	"github.com/tobe-body/tobe-body/cmd/tobe-body/internal/cli"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
@@ -127,7 +128,7 @@ func TestGrantCommandUsage(t *testing.T) {
 	} {
 		var errOut bytes.Buffer
 		err := run(t.Context(), args, nil, io.Discard, &errOut)
-		if code := exitCode(err, &errOut); code != 2 {
+		if code := cli.ExitCode(err, &errOut); code != 2 {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errOut.String())
 		}
 	}

@@ -47,7 +47,7 @@ func (d *daemon) heapProfile() {
 		}
 		d.log.Info("heap profile written", "file", path, "when", when)
 	}
-	d.spawn(func(ctx context.Context) {
+	d.spawn("heap profile", func(ctx context.Context) {
 		var idle <-chan time.Time
 		if after >= 0 {
 			t := time.NewTimer(after)

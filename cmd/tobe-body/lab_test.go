@@ -23,6 +23,7 @@ import (
 	"github.com/tobe-body/tobe-body/awareness/admin"
 	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/cmd/tobe-body/internal/cli"
 	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/hal/gpio/gpiosim"
 	"github.com/tobe-body/tobe-body/ledger"
@@ -182,7 +183,7 @@ type labBody struct {
 // startBody starts the daemon. It does not wait for it: see ready.
 func startBody(t *testing.T, data, cfg string) *labBody {
 	t.Helper()
-	b := &labBody{data: data, cfg: cfg, sock: filepath.Join(data, adminSocket), exited: make(chan struct{})}
+	b := &labBody{data: data, cfg: cfg, sock: filepath.Join(data, cli.AdminSocket), exited: make(chan struct{})}
 	logf, err := os.CreateTemp(t.TempDir(), "daemon-*.log")
 	if err != nil {
 		t.Fatal(err)

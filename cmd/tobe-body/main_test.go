@@ -20,6 +20,7 @@ import (
 	"github.com/tobe-body/tobe-body/awareness"
 	"github.com/tobe-body/tobe-body/awareness/admin/admintest"
 	"github.com/tobe-body/tobe-body/body/config"
+	"github.com/tobe-body/tobe-body/cmd/tobe-body/internal/cli"
 )
 
 func TestMain(m *testing.M) {
@@ -104,7 +105,7 @@ func TestRunStatusAndCleanStop(t *testing.T) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}
 	}
-	out, err = runCmd(t, "status", "--json", "--socket", filepath.Join(d.data, adminSocket))
+	out, err = runCmd(t, "status", "--json", "--socket", filepath.Join(d.data, cli.AdminSocket))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func TestRunStatusAndCleanStop(t *testing.T) {
 		t.Errorf("stopping took %v", took)
 	}
 	t.Logf("stopped in %v", took)
-	if _, err := os.Stat(filepath.Join(d.data, adminSocket)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(d.data, cli.AdminSocket)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("admin socket left behind: %v", err)
 	}
 }
@@ -188,7 +189,7 @@ func TestConfigCheck(t *testing.T) {
 			os.WriteFile(p, []byte(tc.doc), 0o600)
 			var out, errOut bytes.Buffer
 			err := run(t.Context(), []string{"config", "check", p}, nil, &out, &errOut)
-			code := exitCode(err, &errOut)
+			code := cli.ExitCode(err, &errOut)
 			all := out.String() + errOut.String()
 			if code != tc.code || !strings.Contains(all, tc.want) {
 				t.Errorf("exit %d, output %q; want %d and %q", code, all, tc.code, tc.want)
@@ -276,7 +277,7 @@ func TestVersionAndUsage(t *testing.T) {
 	for _, args := range [][]string{{}, {"fly"}, {"status", "extra"}, {"config"}, {"config", "check"}, {"run", "--nope"}} {
 		var errOut bytes.Buffer
 		err := run(t.Context(), args, nil, io.Discard, &errOut)
-		if code := exitCode(err, &errOut); code != 2 {
+		if code := cli.ExitCode(err, &errOut); code != 2 {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errOut.String())
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tobe-body/tobe-body/awareness/admin"
 	"github.com/tobe-body/tobe-body/awareness/admin/admintest"
+	"github.com/tobe-body/tobe-body/cmd/tobe-body/internal/cli"
 )
 
 // TestAdminSocketUnderHostilePeers runs the review's attacks on the
@@ -25,7 +26,7 @@ func TestAdminSocketUnderHostilePeers(t *testing.T) {
 		{"uid": 2203, "trust": "medium"}, {"uid": 2204, "trust": "high"}, {"uid": 2205, "trust": "off"}]}`)
 	defer d.stop(t)
 	admintest.Enter(t, filepath.Dir(d.data))
-	sock := filepath.Join(d.data, adminSocket)
+	sock := filepath.Join(d.data, cli.AdminSocket)
 
 	admintest.Start(t, bin, sock, 2205, 0, admin.MaxConns, "{}").Want(t, 0, "uid 2205 is not a local administrator (uid 2205: trust off)")
 	if out, err := runCmd(t, "status", "--data", d.data); err != nil {

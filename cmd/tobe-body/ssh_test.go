@@ -21,6 +21,7 @@ import (
 	"github.com/tobe-body/tobe-body/awareness/admin"
 	"github.com/tobe-body/tobe-body/awareness/agent"
 	"github.com/tobe-body/tobe-body/awareness/agent/sshdtest"
+	"github.com/tobe-body/tobe-body/cmd/tobe-body/internal/cli"
 )
 
 // startSSHD runs sshd on loopback whose forced command, for the test's
@@ -144,7 +145,7 @@ func TestSSHCutStopsItsSessionsPulse(t *testing.T) {
 		}
 	})
 	defer func() { stopPinging(); pinging.Wait() }()
-	adm := &admin.Client{Path: filepath.Join(d.data, adminSocket), Timeout: 10 * time.Second}
+	adm := &admin.Client{Path: filepath.Join(d.data, cli.AdminSocket), Timeout: 10 * time.Second}
 	if out, err := runCmd(t, "estop", "reset", "--data", d.data); err != nil {
 		t.Logf("estop reset: %v %s", err, out)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"github.com/tobe-body/tobe-body/awareness/mqttcmd"
 	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/sense"
-	"github.com/tobe-body/tobe-body/sense/motion"
 
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
@@ -75,127 +73,54 @@ func (d *daemon) startUplink(cfg config.MQTT, lcfg config.Ledger, id body.Identi
 	return r, nil
 }
 
-// startStates keeps the uplink's retained state documents: the e-stop's
-// (every second, and at once on an e-stop event), the board's own and
-// the outbox's (every 5 s), and the motion and sound documents the
-// events since startSeq make. Nothing is read from history: a document
-// starts as the body is now (no motion, no voice).
-func (d *daemon) startStates(relay *uplink.Relay, store *ledger.Store, estop *act.EStop, senses *sense.Group, acts actParts, cfg *config.Loaded, profile *board.Profile, startSeq uint64, log *slog.Logger) error {
+// startStates runs the uplink's retained state documents (body/uplink's
+// States) over what the body has, when there is a relay.
+func (d *daemon) startStates(relay *uplink.Relay, store *ledger.Store, estop *act.EStop, senses *sense.Group, a *acting, cfg *config.Loaded, profile *board.Profile, startSeq uint64) error {
 	if relay == nil || store == nil {
 		return nil
-	}
-	cams := cfg.Sense.Cameras
-	cameras := map[string][]string{}
-	for _, c := range senses.Cameras {
-		zones := []string{motion.WholeFrame}
-		if cc := cams[body.ChannelName(c.ID)]; len(cc.Zones) > 0 {
-			zones = zones[:0]
-			for _, z := range cc.Zones {
-				zones = append(zones, z.Name)
-			}
-		}
-		cameras[c.ID] = zones
 	}
 	var mics []string
 	if senses.Mic != nil {
 		mics = append(mics, senses.Mic.ID)
 	}
-	tracker := uplink.NewTracker(cameras, mics)
-	announce := func() error { return nil }
+	s := &uplink.States{Relay: relay, Store: store, After: startSeq, Self: senses.Self, Log: d.log,
+		Board: uplink.Board{Cameras: senses.CameraZones(), Mics: mics, EStop: estop != nil, Thermal: len(profile.Thermal.Zones) > 0,
+			Throttle: profile.Thermal.Throttle.Source != ""}}
 	if ha := cfg.MQTT.HomeAssistant; ha.Enabled {
-		b := uplink.Board{Cameras: cameras, Mics: mics, EStop: estop != nil, Thermal: len(profile.Thermal.Zones) > 0,
-			Throttle: profile.Thermal.Throttle.Source != ""}
-		h := uplink.HomeAssistant{Prefix: ha.Prefix, PerEntity: ha.PerEntity, Name: cfg.Body.Name, Model: profile.Description, Version: version}
-		var last []string
-		announce = func() error {
-			es := relay.Options().Entities(b)
-			var names []string
-			for _, btn := range pressable(cfg.MQTT, acts, log) {
-				e, err := relay.Options().ButtonEntity(btn)
-				if err != nil {
-					return err
-				}
-				es = append(es, e)
-				names = append(names, btn.ID)
-			}
-			if !slices.Equal(names, last) {
-				log.Info("Home Assistant buttons", "pressable", names)
-				last = names
-			}
-			return relay.Announce(h, es)
+		s.HomeAssistant = &uplink.HomeAssistant{Prefix: ha.Prefix, PerEntity: ha.PerEntity, Name: cfg.Body.Name, Model: profile.Description, Version: version}
+		for _, b := range ha.Buttons {
+			s.Buttons = append(s.Buttons, uplink.Button{ID: b.ID, Name: b.Name, Capability: b.Capability, Target: b.Target, Params: b.Params})
 		}
-		if err := announce(); err != nil {
-			return err
+		s.MayPress = mayPress(cfg.MQTT.Commands, a)
+	}
+	if estop != nil {
+		s.EStop = func() uplink.EStopState {
+			st := estop.Status()
+			return uplink.EStopState{Latched: st.Latched, Why: st.Why, WiringFault: st.Fault, Main: st.Main, Second: st.Second, Trips: st.Trips}
 		}
 	}
-	set := func(name string, doc any) {
-		if err := relay.SetState(name, doc); err != nil {
-			log.Error("uplink state", "name", name, "err", err)
-		}
+	if err := s.Start(); err != nil {
+		return err
 	}
-	for name, doc := range tracker.Docs() {
-		set(name, doc)
-	}
-	estopDoc := func() {
-		if estop == nil {
-			return
-		}
-		st := estop.Status()
-		doc := uplink.EStopState{State: "armed", Latched: st.Latched, Why: st.Why, WiringFault: st.Fault, Main: st.Main, Second: st.Second, Trips: st.Trips}
-		if st.Latched {
-			doc.State = "latched"
-		}
-		set(uplink.StateEStop, doc)
-	}
-	boardDocs := func() {
-		if self, ok := senses.Self(); ok {
-			set(uplink.StateSelf, selfDoc(self))
-		}
-		if st, err := store.Stats(); err == nil {
-			set(uplink.StateOutbox, uplink.OutboxState{Rows: st.OutboxRows, Bytes: st.OutboxBytes})
-		}
-	}
-	estopDoc()
-	boardDocs()
-	d.spawn(func(ctx context.Context) {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for n := 1; ; n++ {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			estopDoc()
-			if n%5 == 0 {
-				boardDocs()
-			}
-		}
-	})
-	d.spawn(func(ctx context.Context) {
-		f := ledger.Filter{After: startSeq, Types: append(tracker.Types(), "estop.", "grant.")}
-		err := store.Follow(ctx, f, func(e ledger.Stored) error {
-			switch {
-			case strings.HasPrefix(e.Type, "estop."):
-				estopDoc()
-				return nil
-			case strings.HasPrefix(e.Type, "grant."):
-				// What the broker's principal may press has changed.
-				if err := announce(); err != nil {
-					log.Error("Home Assistant buttons", "err", err)
-				}
-				return nil
-			}
-			if name, doc, ok := tracker.Event(e.Event); ok {
-				set(name, doc)
-			}
-			return nil
-		})
-		if err != nil && ctx.Err() == nil {
-			log.Error("uplink state: following the ledger", "err", err)
-		}
-	})
+	d.spawn("uplink states", s.Tick)
+	d.spawn("uplink state follower", s.Follow)
 	return nil
+}
+
+// mayPress is what the broker's principal may press: with commands on, a
+// capability on a target its grants offer it (act's Grants.Offered); nil
+// (nothing) without commands, grants or a runner.
+func mayPress(c config.MQTTCommands, a *acting) func(capability, target string) bool {
+	if !c.Enabled || a.grants == nil || a.runner == nil {
+		return nil
+	}
+	trust, err := ledger.ParseLevel(c.Trust)
+	if err != nil {
+		return nil
+	}
+	return func(capability, target string) bool {
+		return a.grants.Offered(a.runner, act.ReadClock(a.clock), c.Subject, trust, capability, target)
+	}
 }
 
 // runUplink takes the broker's commands through table, when mqtt.commands
@@ -215,72 +140,10 @@ func (d *daemon) runUplink(relay *uplink.Relay, table *awareness.Table, cfg conf
 		relay.SubscribeFresh(h.Filter(), h.Handle) // a command left retained on the broker is not run at every session
 		log.Info("mqtt commands", "topics", h.Filter(), "subject", c.Subject, "trust", trust)
 	}
-	d.spawn(func(ctx context.Context) {
+	d.spawn("uplink", func(ctx context.Context) {
 		if err := relay.Run(ctx); err != nil {
 			log.Error("uplink", "err", err)
 		}
 	})
 	return nil
-}
-
-// selfDoc is the board's state document from a self-state sample.
-func selfDoc(s body.SelfState) uplink.SelfDoc {
-	doc := uplink.SelfDoc{Level: s.Level.String(), Why: s.Why, CPU: s.CPU, Load1: s.Load1,
-		DiskFreeMB: float64(s.DiskFree) / (1 << 20), MemFreeMB: float64(s.MemAvailable) / (1 << 20)}
-	// The CPU's zone when the board names one, else the hottest.
-	zones := slices.Sorted(maps.Keys(s.Temps))
-	if i := slices.IndexFunc(zones, func(z string) bool {
-		z = strings.ToLower(z)
-		return strings.Contains(z, "cpu") || strings.Contains(z, "pkg")
-	}); i >= 0 {
-		c := s.Temps[zones[i]]
-		doc.CPUTempC = &c
-	} else {
-		for _, z := range zones {
-			if c := s.Temps[z]; doc.CPUTempC == nil || c > *doc.CPUTempC {
-				doc.CPUTempC = &c
-			}
-		}
-	}
-	if s.Throttle != nil {
-		doc.Throttled = s.Throttle.Any()
-	}
-	return doc
-}
-
-// actParts are what says what the broker's principal may do.
-type actParts struct {
-	grants *act.Grants
-	runner *act.Runner
-	clock  act.Clock
-}
-
-// pressable are the configured buttons the broker's principal may press
-// now: with commands on, a trust enough for the action's risk on its
-// target, and a grant in force that covers it. The policy still decides
-// every press.
-func pressable(cfg config.MQTT, acts actParts, log *slog.Logger) []uplink.Button {
-	c := cfg.Commands
-	if !c.Enabled || acts.grants == nil || acts.runner == nil {
-		return nil
-	}
-	trust, err := ledger.ParseLevel(c.Trust)
-	if err != nil {
-		return nil
-	}
-	now := act.ReadClock(acts.clock)
-	var out []uplink.Button
-	for _, b := range cfg.HomeAssistant.Buttons {
-		risk, _ := acts.runner.RiskCovered(b.Capability, b.Target)
-		if trust < act.MinTrust(risk) {
-			continue
-		}
-		covered := slices.ContainsFunc(acts.grants.Active(now), func(g act.Grant) bool {
-			return g.Subject == c.Subject && act.MatchPattern(g.Capability, b.Capability) && act.MatchPattern(g.Scope, b.Target)
-		})
-		if covered {
-			out = append(out, uplink.Button{ID: b.ID, Name: b.Name, Capability: b.Capability, Target: b.Target, Params: b.Params})
-		}
-	}
-	return out
 }

@@ -133,7 +133,7 @@ func (d *daemon) startWatchdog(dataDir string, probes chan chan struct{}) {
 			}
 		}}
 	d.log.Info("watchdog", "ping_every", every, "stuck_after", stall, "watching", len(w.parts))
-	d.spawn(w.Run)
+	d.spawn("watchdog", w.Run)
 }
 
 // watch adds a part for the watchdog to ask.

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -36,14 +36,16 @@ in grant.expired), never late.
 // be on disk.
 const grantTimeout = 30 * time.Second
 
-func runGrant(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// Grant is 'tobe-body grant': add, list and revoke grants, through the
+// admin socket.
+func Grant(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, grantUsage)
-		return &exitError{code: 2}
+		return &ExitError{Code: 2}
 	}
 	sub, rest := args[0], args[1:]
-	var c common
-	fs := newFlagSet("grant "+sub, stderr, &c, true)
+	var c Common
+	fs := NewFlagSet("grant "+sub, stderr, &c, true)
 	var add awareness.GrantAddIn
 	var all, asJSON *bool
 	var reason *string
@@ -63,21 +65,21 @@ func runGrant(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		maxArgs = 1
 	default:
 		fmt.Fprint(stderr, grantUsage)
-		return usageError("grant: unknown command %q", sub)
+		return UsageError("grant: unknown command %q", sub)
 	}
-	pos, err := parse(fs, rest, maxArgs)
+	pos, err := Parse(fs, rest, maxArgs)
 	if err != nil {
 		return err
 	}
 	if sub == "add" {
 		for _, f := range []struct{ name, v string }{{"subject", add.Subject}, {"capability", add.Capability}, {"scope", add.Scope}} {
 			if f.v == "" {
-				return usageError("grant add: --%s is required", f.name)
+				return UsageError("grant add: --%s is required", f.name)
 			}
 		}
 	}
 	if sub == "revoke" && len(pos) != 1 {
-		return usageError("grant revoke: want one grant ID")
+		return UsageError("grant revoke: want one grant ID")
 	}
 	cl, err := c.client(grantTimeout)
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -21,14 +21,16 @@ const estopUsage = `usage: tobe-body estop <command> [flags]
 The agent and MQTT may trip the e-stop but never reset it.
 `
 
-func runEStop(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// EStop is 'tobe-body estop': status, trip and reset, through the admin
+// socket.
+func EStop(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, estopUsage)
-		return &exitError{code: 2}
+		return &ExitError{Code: 2}
 	}
 	sub, rest := args[0], args[1:]
-	var c common
-	fs := newFlagSet("estop "+sub, stderr, &c, true)
+	var c Common
+	fs := NewFlagSet("estop "+sub, stderr, &c, true)
 	asJSON := fs.Bool("json", false, "print JSON")
 	var trip awareness.TripIn
 	if sub == "trip" {
@@ -36,7 +38,7 @@ func runEStop(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.StringVar(&trip.Note, "note", "", "a note for the record (trip)")
 		fs.StringVar(&trip.IdempotencyKey, "key", "", "an idempotency key: a repeat returns the first stop and stops nothing (trip)")
 	}
-	if _, err := parse(fs, rest, 0); err != nil {
+	if _, err := Parse(fs, rest, 0); err != nil {
 		return err
 	}
 	cl, err := c.client(0)
@@ -79,7 +81,7 @@ func runEStop(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return nil
 	}
 	fmt.Fprint(stderr, estopUsage)
-	return usageError("unknown estop command %q", sub)
+	return UsageError("unknown estop command %q", sub)
 }
 
 func printEStop(w io.Writer, st act.EStopStatus) {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -17,11 +17,11 @@ import (
 	"github.com/tobe-body/tobe-body/awareness/admin"
 )
 
-// Seams of the backup: the free space at its destination, and the size
-// from which it shows its progress.
+// Seams of the backup, which the command's tests set: the free space at
+// its destination, and the size from which it shows its progress.
 var (
-	destFree         = freeSpace
-	showProgressFrom = int64(64 << 20)
+	DestFree         = freeSpace
+	ShowProgressFrom = int64(64 << 20)
 )
 
 // runBackup writes a consistent copy of the ledger to dst, or to stdout
@@ -163,7 +163,7 @@ func (b *backupFile) open(size int64) (io.Writer, error) {
 		return io.MultiWriter(&countingWriter{w: b.out, n: &b.n}, b.h), nil
 	}
 	dir := filepath.Dir(b.dst)
-	free, err := destFree(dir)
+	free, err := DestFree(dir)
 	if err != nil {
 		return nil, fmt.Errorf("free space in %s: %w", dir, err)
 	}
@@ -249,7 +249,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 }
 
 // progressLine shows progress on one line of w for totals of at least
-// showProgressFrom bytes, a whole percent at a time.
+// ShowProgressFrom bytes, a whole percent at a time.
 type progressLine struct {
 	w       io.Writer
 	what    string
@@ -258,7 +258,7 @@ type progressLine struct {
 }
 
 func (p *progressLine) show(done, total int64) {
-	if total < showProgressFrom || total <= 0 {
+	if total < ShowProgressFrom || total <= 0 {
 		return
 	}
 	pc := int(100 * done / total)

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -42,14 +42,16 @@ type typesFlag []string
 func (t *typesFlag) String() string     { return strings.Join(*t, ",") }
 func (t *typesFlag) Set(v string) error { *t = append(*t, v); return nil }
 
-func runLedger(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// Ledger is 'tobe-body ledger': stats, verify, backup, events and
+// compact, through the daemon when one answers, else on the file.
+func Ledger(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, ledgerUsage)
-		return &exitError{code: 2}
+		return &ExitError{Code: 2}
 	}
 	sub, rest := args[0], args[1:]
-	var c common
-	fs := newFlagSet("ledger "+sub, stderr, &c, true)
+	var c Common
+	fs := NewFlagSet("ledger "+sub, stderr, &c, true)
 	asJSON := fs.Bool("json", false, "print JSON")
 	var types typesFlag
 	var follow *bool
@@ -67,14 +69,14 @@ func runLedger(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		limit = fs.Int("limit", 0, "at most `N` events (0: all)")
 	default:
 		fmt.Fprint(stderr, ledgerUsage)
-		return usageError("ledger: unknown command %q", sub)
+		return UsageError("ledger: unknown command %q", sub)
 	}
-	pos, err := parse(fs, rest, maxArgs)
+	pos, err := Parse(fs, rest, maxArgs)
 	if err != nil {
 		return err
 	}
 	if sub == "backup" && len(pos) != 1 {
-		return usageError("ledger backup: want one FILE, or - for stdout")
+		return UsageError("ledger backup: want one FILE, or - for stdout")
 	}
 	l, err := openLedgerAccess(ctx, &c, sub == "compact")
 	if err != nil {
@@ -107,7 +109,7 @@ func runLedger(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			}
 		}
 		if !r.OK() {
-			return &exitError{code: 1, err: fmt.Errorf("ledger verify: %d problems", len(r.Problems))}
+			return &ExitError{Code: 1, Err: fmt.Errorf("ledger verify: %d problems", len(r.Problems))}
 		}
 		if !*asJSON {
 			fmt.Fprintln(stdout, "ok: the ledger is consistent")
@@ -136,7 +138,7 @@ func runLedger(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		} else if t, err := time.Parse(time.RFC3339, *since); err == nil {
 			req.Since = t
 		} else {
-			return usageError("ledger events: --since %q is neither a duration (90m) nor an RFC 3339 time", *since)
+			return UsageError("ledger events: --since %q is neither a duration (90m) nor an RFC 3339 time", *since)
 		}
 	}
 	printed := 0
@@ -242,7 +244,7 @@ type ledgerAccess struct {
 // openLedgerAccess asks the daemon when one answers; otherwise it opens the
 // ledger file itself (which must exist: a look is not a reason to make
 // one). offline wants the file with no daemon (compaction).
-func openLedgerAccess(ctx context.Context, c *common, offline bool) (*ledgerAccess, error) {
+func openLedgerAccess(ctx context.Context, c *Common, offline bool) (*ledgerAccess, error) {
 	sock, err := c.socketPath()
 	if err != nil {
 		return nil, err
@@ -254,7 +256,7 @@ func openLedgerAccess(ctx context.Context, c *common, offline bool) (*ledgerAcce
 		}
 		return &ledgerAccess{socket: sock}, nil
 	}
-	cfg, err := c.loadConfig()
+	cfg, err := c.LoadConfig()
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +271,7 @@ func openLedgerAccess(ctx context.Context, c *common, offline bool) (*ledgerAcce
 	if offline {
 		return &ledgerAccess{path: path}, nil
 	}
-	store, err := body.LookAtLedger(cfg.Ledger, dataDir, projections()...)
+	store, err := body.LookAtLedger(cfg.Ledger, dataDir, awareness.Projections()...)
 	if err != nil {
 		return nil, err
 	}

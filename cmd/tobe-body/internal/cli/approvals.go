@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -30,12 +30,12 @@ one action, and runs it with the policy checked again now; 'deny' cancels
 it. What nobody approves within 5 minutes is cancelled (approval_expired).
 `
 
-// runApprovals is 'tobe-body approvals'.
-func runApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var c common
-	fs := newFlagSet("approvals", stderr, &c, true)
+// Approvals is 'tobe-body approvals'.
+func Approvals(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c Common
+	fs := NewFlagSet("approvals", stderr, &c, true)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if _, err := parse(fs, args, 0); err != nil {
+	if _, err := Parse(fs, args, 0); err != nil {
 		return err
 	}
 	cl, err := c.client(0)
@@ -92,22 +92,22 @@ func oneLine(s string) string {
 	}, s)
 }
 
-// runDecide is 'tobe-body approve' and 'tobe-body deny'.
-func runDecide(ctx context.Context, verb string, args []string, stdout, stderr io.Writer) error {
-	var c common
-	fs := newFlagSet(verb, stderr, &c, true)
+// Decide is 'tobe-body approve' and 'tobe-body deny'.
+func Decide(ctx context.Context, verb string, args []string, stdout, stderr io.Writer) error {
+	var c Common
+	fs := NewFlagSet(verb, stderr, &c, true)
 	asJSON := fs.Bool("json", false, "print JSON")
 	var why *string
 	if verb == "deny" {
 		why = fs.String("why", "", "why, for the record")
 	}
-	pos, err := parse(fs, args, 1)
+	pos, err := Parse(fs, args, 1)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
 		fmt.Fprint(stderr, approvalsUsage)
-		return usageError("%s: want one ACTION_ID (tobe-body approvals lists them)", verb)
+		return UsageError("%s: want one ACTION_ID (tobe-body approvals lists them)", verb)
 	}
 	cl, err := c.client(approvalTimeout)
 	if err != nil {
@@ -134,7 +134,7 @@ func runDecide(ctx context.Context, verb string, args []string, stdout, stderr i
 		want = act.Cancelled
 	}
 	if res.Status != want {
-		return &exitError{code: 1}
+		return &ExitError{Code: 1}
 	}
 	return nil
 }

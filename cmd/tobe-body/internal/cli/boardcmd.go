@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -10,22 +10,24 @@ import (
 	"github.com/tobe-body/tobe-body/board"
 )
 
-func runBoard(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var c common
-	fs := newFlagSet("board", stderr, &c, false)
+// Board is 'tobe-body board': the board's profile, how it was chosen, and
+// each device's state.
+func Board(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c Common
+	fs := NewFlagSet("board", stderr, &c, false)
 	asJSON := fs.Bool("json", false, "print the profile and the device reports as JSON")
-	if _, err := parse(fs, args, 0); err != nil {
+	if _, err := Parse(fs, args, 0); err != nil {
 		return err
 	}
-	cfg, err := c.loadConfig()
+	cfg, err := c.LoadConfig()
 	if err != nil {
 		return err
 	}
-	p, why, err := resolveBoard(&cfg.Config)
+	p, why, err := ResolveBoard(&cfg.Config)
 	if err != nil {
 		return err
 	}
-	drivers, finder := driversFor(p, cfg.Sim.Seed)
+	drivers, finder := DriversFor(p, cfg.Sim.Seed)
 	reports := board.Check(p, drivers, finder)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)

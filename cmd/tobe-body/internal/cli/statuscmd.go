@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -14,11 +14,13 @@ import (
 	"github.com/tobe-body/tobe-body/body"
 )
 
-func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var c common
-	fs := newFlagSet("status", stderr, &c, true)
+// Status is 'tobe-body status': the running daemon's answer, for people
+// or as JSON.
+func Status(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c Common
+	fs := NewFlagSet("status", stderr, &c, true)
 	asJSON := fs.Bool("json", false, "print the daemon's answer as JSON")
-	if _, err := parse(fs, args, 0); err != nil {
+	if _, err := Parse(fs, args, 0); err != nil {
 		return err
 	}
 	cl, err := c.client(0)

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -51,14 +51,15 @@ and the path of rules that led to it.
 // controlTimeout bounds one call: a change waits for its record.
 const controlTimeout = 30 * time.Second
 
-func runWork(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// Work is 'tobe-body work': list, show and close work items.
+func Work(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, workUsage)
-		return &exitError{code: 2}
+		return &ExitError{Code: 2}
 	}
 	sub, rest := args[0], args[1:]
-	var c common
-	fs := newFlagSet("work "+sub, stderr, &c, true)
+	var c Common
+	fs := NewFlagSet("work "+sub, stderr, &c, true)
 	asJSON := fs.Bool("json", false, "print JSON")
 	var all *bool
 	var version *uint64
@@ -74,14 +75,14 @@ func runWork(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		reason = fs.String("reason", "", "why, for the record")
 	default:
 		fmt.Fprint(stderr, workUsage)
-		return usageError("work: unknown command %q", sub)
+		return UsageError("work: unknown command %q", sub)
 	}
-	pos, err := parse(fs, rest, maxArgs)
+	pos, err := Parse(fs, rest, maxArgs)
 	if err != nil {
 		return err
 	}
 	if sub != "list" && len(pos) != 1 {
-		return usageError("work %s: want one work item ID", sub)
+		return UsageError("work %s: want one work item ID", sub)
 	}
 	cl, err := c.client(controlTimeout)
 	if err != nil {
@@ -122,14 +123,15 @@ func runWork(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 }
 
-func runWait(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// Wait is 'tobe-body wait': list, add and remove wait conditions.
+func Wait(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, waitUsage)
-		return &exitError{code: 2}
+		return &ExitError{Code: 2}
 	}
 	sub, rest := args[0], args[1:]
-	var c common
-	fs := newFlagSet("wait "+sub, stderr, &c, true)
+	var c Common
+	fs := NewFlagSet("wait "+sub, stderr, &c, true)
 	asJSON := fs.Bool("json", false, "print JSON")
 	var all *bool
 	var why, match, cooldown, followUp *string
@@ -156,32 +158,32 @@ func runWait(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		maxArgs = 1
 	default:
 		fmt.Fprint(stderr, waitUsage)
-		return usageError("wait: unknown command %q", sub)
+		return UsageError("wait: unknown command %q", sub)
 	}
-	pos, err := parse(fs, rest, maxArgs)
+	pos, err := Parse(fs, rest, maxArgs)
 	if err != nil {
 		return err
 	}
 	if sub == "remove" && len(pos) != 1 {
-		return usageError("wait remove: want one condition ID")
+		return UsageError("wait remove: want one condition ID")
 	}
 	if sub == "add" {
 		add.EventTypes, add.Channels = types, chans
 		if *match != "" {
 			if err := json.Unmarshal([]byte(*match), &add.Match); err != nil {
-				return usageError("wait add: --match: a JSON list of clauses: %v", err)
+				return UsageError("wait add: --match: a JSON list of clauses: %v", err)
 			}
 		}
 		switch {
 		case *followUp != "":
 			add.FollowUp = &wait.FollowUp{Goal: *followUp, DoneWhen: doneWhen}
 		case len(doneWhen) > 0:
-			return usageError("wait add: --done-when is the criterion of a --follow-up")
+			return UsageError("wait add: --done-when is the criterion of a --follow-up")
 		}
 		if *cooldown != "" {
 			d, err := time.ParseDuration(*cooldown)
 			if err != nil || d < 0 {
-				return usageError("wait add: --cooldown %q: a duration (30s, 5m)", *cooldown)
+				return UsageError("wait add: --cooldown %q: a duration (30s, 5m)", *cooldown)
 			}
 			add.CooldownMS = d.Milliseconds()
 		}
@@ -236,20 +238,21 @@ func printConditions(w io.Writer, cs []wait.Condition) {
 	tw.Flush()
 }
 
-func runGate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// Gate is 'tobe-body gate explain': the gate's decision on an event.
+func Gate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "explain" {
 		fmt.Fprint(stderr, gateUsage)
-		return &exitError{code: 2}
+		return &ExitError{Code: 2}
 	}
-	var c common
-	fs := newFlagSet("gate explain", stderr, &c, true)
+	var c Common
+	fs := NewFlagSet("gate explain", stderr, &c, true)
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args[1:], 1)
+	pos, err := Parse(fs, args[1:], 1)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return usageError("gate explain: want one EVENT_ID")
+		return UsageError("gate explain: want one EVENT_ID")
 	}
 	cl, err := c.client(controlTimeout)
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -19,19 +19,19 @@ import (
 // the daemon to answer what it was sent and close.
 const stdioDrain = 5 * time.Second
 
-// runStdio is `tobe-body stdio`: the bridge an SSH forced command runs.
+// Stdio is `tobe-body stdio`: the bridge an SSH forced command runs.
 // It connects to the agent socket and copies bytes both ways, stdin to
 // the socket and the socket to stdout, so stdout carries only the
 // protocol; it says nothing on stderr unless it ends with an error. It
 // exits 0 when stdin ends (after the daemon has answered and closed), and
 // 1 with a message when the daemon goes away first. --principal NAME
 // sends the preface that narrows the connection to that agent principal.
-func runStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	var c common
-	fs := newFlagSet("stdio", stderr, &c, false)
+func Stdio(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	var c Common
+	fs := NewFlagSet("stdio", stderr, &c, false)
 	sock := fs.String("socket", "", "the daemon's agent socket `PATH` (default DIR/agent.sock)")
 	principal := fs.String("principal", "", "narrow the connection to the agent principal `NAME` (what an SSH forced command sets); it can only choose one the caller may be")
-	if _, err := parse(fs, args, 0); err != nil {
+	if _, err := Parse(fs, args, 0); err != nil {
 		return err
 	}
 	path := *sock

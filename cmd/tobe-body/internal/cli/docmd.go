@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -12,11 +12,6 @@ import (
 	"github.com/tobe-body/tobe-body/awareness"
 	"github.com/tobe-body/tobe-body/awareness/admin"
 )
-
-// testActions are capabilities a test adds to the daemon's runner; no
-// board has an R3 capability, and the approval commands need one to be
-// tested whole. Nil outside tests.
-var testActions []act.Action
 
 const doUsage = `usage: tobe-body do CAPABILITY TARGET [key=value ...] [--mode live|shadow|simulation] [--key K] [--json]
 
@@ -33,14 +28,15 @@ simulated twin of each output, never the hardware. An R3
 capability waits for approval (tobe-body approvals, approve, deny).
 `
 
-func runDo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var c common
-	fs := newFlagSet("do", stderr, &c, true)
+// Do is 'tobe-body do': one action as a local administrator.
+func Do(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c Common
+	fs := NewFlagSet("do", stderr, &c, true)
 	mode := fs.String("mode", "", "live (the default); shadow: record only; simulation: a simulated twin, never the hardware")
 	key := fs.String("key", "", "idempotency key: a repeat returns the first result")
 	list := fs.Bool("list", false, "list the capabilities")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args, -1)
+	pos, err := Parse(fs, args, -1)
 	if err != nil {
 		return err
 	}
@@ -60,13 +56,13 @@ func runDo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if len(pos) < 2 {
 		fmt.Fprint(stderr, doUsage)
-		return usageError("do needs a capability and a target")
+		return UsageError("do needs a capability and a target")
 	}
 	in := awareness.DoIn{Capability: pos[0], Target: pos[1], Params: map[string]string{}, Mode: act.Mode(*mode), IdempotencyKey: *key}
 	for _, kv := range pos[2:] {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return usageError("parameter %q: want key=value", kv)
+			return UsageError("parameter %q: want key=value", kv)
 		}
 		in.Params[k] = v
 	}
@@ -79,7 +75,7 @@ func runDo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	printResult(stdout, res)
 	if res.Status != act.Succeeded {
-		return &exitError{code: 1}
+		return &ExitError{Code: 1}
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -12,28 +12,30 @@ import (
 	"github.com/tobe-body/tobe-body/body/config"
 )
 
-func runConfig(args []string, stdout, stderr io.Writer) error {
+// Config is 'tobe-body config': check a file, show the layers' result,
+// print the schema.
+func Config(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usageError("config: want a subcommand: check FILE, show, or schema")
+		return UsageError("config: want a subcommand: check FILE, show, or schema")
 	}
 	switch args[0] {
 	case "check":
 		fs := flag.NewFlagSet("tobe-body config check", flag.ContinueOnError)
 		fs.SetOutput(stderr)
 		boardName := fs.String("board", "", "also check the names of outputs and controls against this board `NAME`")
-		pos, err := parse(fs, args[1:], 1)
+		pos, err := Parse(fs, args[1:], 1)
 		if err != nil {
 			return err
 		}
 		if len(pos) != 1 {
-			return usageError("config check: want one FILE")
+			return UsageError("config check: want one FILE")
 		}
 		if err := config.CheckFile(pos[0]); err != nil {
-			return &exitError{code: 1, err: err}
+			return &ExitError{Code: 1, Err: err}
 		}
 		if *boardName != "" {
 			if err := checkAgainstBoard(pos[0], *boardName); err != nil {
-				return &exitError{code: 1, err: err}
+				return &ExitError{Code: 1, Err: err}
 			}
 		}
 		fmt.Fprintf(stdout, "%s: valid\n", pos[0])
@@ -42,26 +44,26 @@ func runConfig(args []string, stdout, stderr io.Writer) error {
 		return showConfig(args[1:], stdout, stderr)
 	case "schema":
 		if len(args) != 1 {
-			return usageError("config schema: unexpected argument %q", args[1])
+			return UsageError("config schema: unexpected argument %q", args[1])
 		}
 		_, err := stdout.Write(config.SchemaJSON())
 		return err
 	}
-	return usageError("config: unknown subcommand %q (want check, show or schema)", args[0])
+	return UsageError("config: unknown subcommand %q (want check, show or schema)", args[0])
 }
 
 // showConfig prints the configuration the layers and flags make, as JSON,
 // with the layers it came from; secrets print as [redacted].
 func showConfig(args []string, stdout, stderr io.Writer) error {
-	var c common
-	fs := newFlagSet("config show", stderr, &c, false)
+	var c Common
+	fs := NewFlagSet("config show", stderr, &c, false)
 	section := fs.String("section", "", "print only this top-level key (act, sense, ...)")
-	if _, err := parse(fs, args, 0); err != nil {
+	if _, err := Parse(fs, args, 0); err != nil {
 		return err
 	}
-	cfg, err := c.loadConfig()
+	cfg, err := c.LoadConfig()
 	if err != nil {
-		return &exitError{code: 1, err: err}
+		return &ExitError{Code: 1, Err: err}
 	}
 	var out any = struct {
 		Layers []string      `json:"layers"`
@@ -78,7 +80,7 @@ func showConfig(args []string, stdout, stderr io.Writer) error {
 		}
 		v, ok := all[*section]
 		if !ok {
-			return usageError("config show: no section %q", *section)
+			return UsageError("config show: no section %q", *section)
 		}
 		out = v
 	}

@@ -1,0 +1,196 @@
+package uplink
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/ledger"
+)
+
+// States keeps the relay's retained state documents: the e-stop's (every
+// second, and at once on an e-stop event), the board's own and the
+// outbox's (every 5 s), and the motion and sound documents the events
+// after After make. Nothing is read from history: a document starts as
+// the body is now (no motion, no voice). With Home Assistant's discovery
+// on, the entities are announced at Start and again when a grant changes
+// (what the broker's principal may press).
+//
+// Fill it, call Start once, then run Tick and Follow, each on its own
+// goroutine, until their contexts end.
+type States struct {
+	Relay *Relay
+	Store *ledger.Store
+	After uint64
+	// Board is what the body has, for the documents and the entities.
+	Board Board
+	// HomeAssistant, when not nil, is the discovery announced.
+	HomeAssistant *HomeAssistant
+	// Buttons are the configured buttons; MayPress says which of them the
+	// broker's principal may press now (nil: none).
+	Buttons  []Button
+	MayPress func(capability, target string) bool
+	// EStop reads the e-stop (its State is set here); nil without one.
+	EStop func() EStopState
+	// Self is the last self-state sample, if there is one.
+	Self func() (body.SelfState, bool)
+	Log  *slog.Logger
+
+	tracker *Tracker
+	pressed []string // the buttons last announced
+}
+
+// Start announces the entities, when Home Assistant's discovery is on,
+// and sets every document as the body is now. An error is the
+// announcement's.
+func (s *States) Start() error {
+	s.tracker = NewTracker(s.Board.Cameras, s.Board.Mics)
+	if err := s.announce(); err != nil {
+		return err
+	}
+	for name, doc := range s.tracker.Docs() {
+		s.set(name, doc)
+	}
+	s.estop()
+	s.board()
+	return nil
+}
+
+// Tick sets the e-stop's document every second and the board's and the
+// outbox's every 5 s, until ctx ends.
+func (s *States) Tick(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for n := 1; ; n++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.estop()
+		if n%5 == 0 {
+			s.board()
+		}
+	}
+}
+
+// Follow follows the ledger after After until ctx ends: an e-stop event
+// sets its document, a grant's announces the buttons again, and a
+// camera's or a microphone's sets the document it changed.
+func (s *States) Follow(ctx context.Context) {
+	f := ledger.Filter{After: s.After, Types: append(s.tracker.Types(), "estop.", "grant.")}
+	err := s.Store.Follow(ctx, f, func(e ledger.Stored) error {
+		switch {
+		case strings.HasPrefix(e.Type, "estop."):
+			s.estop()
+			return nil
+		case strings.HasPrefix(e.Type, "grant."):
+			// What the broker's principal may press has changed.
+			if err := s.announce(); err != nil {
+				s.Log.Error("Home Assistant buttons", "err", err)
+			}
+			return nil
+		}
+		if name, doc, ok := s.tracker.Event(e.Event); ok {
+			s.set(name, doc)
+		}
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		s.Log.Error("uplink state: following the ledger", "err", err)
+	}
+}
+
+// announce sends Home Assistant's discovery, with the buttons the
+// broker's principal may press now.
+func (s *States) announce() error {
+	if s.HomeAssistant == nil {
+		return nil
+	}
+	es := s.Relay.Options().Entities(s.Board)
+	var names []string
+	for _, btn := range s.pressable() {
+		e, err := s.Relay.Options().ButtonEntity(btn)
+		if err != nil {
+			return err
+		}
+		es = append(es, e)
+		names = append(names, btn.ID)
+	}
+	if !slices.Equal(names, s.pressed) {
+		s.Log.Info("Home Assistant buttons", "pressable", names)
+		s.pressed = names
+	}
+	return s.Relay.Announce(*s.HomeAssistant, es)
+}
+
+// pressable are the buttons MayPress lets the broker's principal press.
+func (s *States) pressable() []Button {
+	if s.MayPress == nil {
+		return nil
+	}
+	var out []Button
+	for _, b := range s.Buttons {
+		if s.MayPress(b.Capability, b.Target) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func (s *States) set(name string, doc any) {
+	if err := s.Relay.SetState(name, doc); err != nil {
+		s.Log.Error("uplink state", "name", name, "err", err)
+	}
+}
+
+func (s *States) estop() {
+	if s.EStop == nil {
+		return
+	}
+	doc := s.EStop()
+	doc.State = "armed"
+	if doc.Latched {
+		doc.State = "latched"
+	}
+	s.set(StateEStop, doc)
+}
+
+func (s *States) board() {
+	if self, ok := s.Self(); ok {
+		s.set(StateSelf, SelfDocOf(self))
+	}
+	if st, err := s.Store.Stats(); err == nil {
+		s.set(StateOutbox, OutboxState{Rows: st.OutboxRows, Bytes: st.OutboxBytes})
+	}
+}
+
+// SelfDocOf is the board's state document from a self-state sample: the
+// CPU's temperature is its zone's when the board names one, else the
+// hottest zone's.
+func SelfDocOf(s body.SelfState) SelfDoc {
+	doc := SelfDoc{Level: s.Level.String(), Why: s.Why, CPU: s.CPU, Load1: s.Load1,
+		DiskFreeMB: float64(s.DiskFree) / (1 << 20), MemFreeMB: float64(s.MemAvailable) / (1 << 20)}
+	zones := slices.Sorted(maps.Keys(s.Temps))
+	if i := slices.IndexFunc(zones, func(z string) bool {
+		z = strings.ToLower(z)
+		return strings.Contains(z, "cpu") || strings.Contains(z, "pkg")
+	}); i >= 0 {
+		c := s.Temps[zones[i]]
+		doc.CPUTempC = &c
+	} else {
+		for _, z := range zones {
+			if c := s.Temps[z]; doc.CPUTempC == nil || c > *doc.CPUTempC {
+				doc.CPUTempC = &c
+			}
+		}
+	}
+	if s.Throttle != nil {
+		doc.Throttled = s.Throttle.Any()
+	}
+	return doc
+}
