@@ -91,7 +91,10 @@ func TestSessionsHeartbeat(t *testing.T) {
 // pulse, still beating, goes on until that session closes.
 func TestSessionSilentStopsItsActions(t *testing.T) {
 	b := newBench(t)
-	const window = 100 * time.Millisecond
+	// Beats come every window/5: a margin that holds under emulation on
+	// a loaded machine (at 100 ms, a beater held up for 80 ms there let
+	// the beating session end too).
+	const window = time.Second
 	s := NewSessions(b.r, window, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -104,9 +107,10 @@ func TestSessionSilentStopsItsActions(t *testing.T) {
 	other := b.agent
 	other.Session = "s2"
 	// Both sessions beat until their pulses run; then s1 falls silent.
-	beat := func(session string) chan struct{} {
+	beat := func(session string) func() {
 		s.Beat(session)
 		stop := make(chan struct{})
+		stopOnce := sync.OnceFunc(func() { close(stop) })
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -116,12 +120,14 @@ func TestSessionSilentStopsItsActions(t *testing.T) {
 				select {
 				case <-stop:
 					return
+				case <-ctx.Done(): // the test failed before it stopped this beater
+					return
 				case <-tk.C:
 					s.Beat(session)
 				}
 			}
 		}()
-		return stop
+		return stopOnce
 	}
 	beating1, beating := beat("s1"), beat("s2")
 	b.fb.Set(hal.High, hal.MonoNow())
@@ -136,7 +142,7 @@ func TestSessionSilentStopsItsActions(t *testing.T) {
 	for b.relay.Level() != hal.High || b.led.Level() == b.estop.ledOut.Safe() {
 		time.Sleep(time.Millisecond) // the runner's goroutines driving the lines
 	}
-	close(beating1)
+	beating1()
 	b.fb.Set(hal.Low, hal.MonoNow())
 	res := <-mine // s1 is silent from here
 	if res.Status != Cancelled || res.Reason != ReasonSessionEnded || b.relay.Level() != hal.Low {
@@ -150,7 +156,7 @@ func TestSessionSilentStopsItsActions(t *testing.T) {
 	if b.led.Level() == b.estop.ledOut.Safe() {
 		t.Error("the beating session's LED was turned off")
 	}
-	close(beating)
+	beating()
 	if ids := s.End("s2"); len(ids) != 1 {
 		t.Errorf("closing s2 cancelled %v", ids)
 	}
