@@ -21,12 +21,25 @@
 // the function WithProgress puts in its context; the principal never
 // comes from a context.
 //
+// A refusal is one shape for every transport: an *Error (ErrorOf reads
+// any error as one), and an action the runner refused is such an error
+// too, with the runner's record of it (Error.Record), so no transport
+// looks into what an operation returns. Invoke calls an operation with
+// its input already read, with the same principal check. An operation
+// an agent is offered says so (Op.Tool): its tool's name and hints; which
+// agents see it follows from its least principal.
+//
 // Placement: awareness imports act, body, ledger and sense, never hal or
-// cmd, so every transport can import it without a cycle. The transports
-// live in its subpackages (admin: the admin socket and its typed client;
-// the agent's MCP socket and `tobe-body stdio` come next); the MQTT
-// connection lives in body/uplink and reaches the table through an
-// interface the daemon wires. The daemon (cmd/tobe-body) binds the table
-// to the body's parts (Parts.Table) and hands it to each transport with
-// that transport's way of deciding who is calling.
+// cmd, so every transport can import it without a cycle. Below the table
+// sits the control plane, awareness/control (work items, wait
+// conditions, the gate that decides what wakes the agent, the
+// scheduler): a push walks down from the ledger through the gate, which
+// matches the rules once, to the observer here, which only says the
+// decision in words, to the agent's transport. The transports are
+// subpackages: admin (JSON-RPC 2.0 on the admin socket, and its typed
+// client), agent (MCP on the agent socket, which `tobe-body stdio`
+// bridges to) and mqttcmd (the home server's commands over MQTT), over
+// one edge (EDGE). The daemon (cmd/tobe-body) binds the table to the
+// body's parts (Parts.Table) and hands it to each transport with that
+// transport's way of deciding who is calling.
 package awareness
