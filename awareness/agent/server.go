@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"sync"
 	"time"
 
@@ -18,7 +17,7 @@ import (
 
 	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/awareness"
-	"github.com/tobe-body/tobe-body/awareness/admin"
+	"github.com/tobe-body/tobe-body/awareness/edge"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
@@ -90,24 +89,14 @@ type refusedTally struct {
 // Listen opens the agent socket at path, mode 0660, in group gid (-1:
 // the daemon's).
 func Listen(path string, gid int) (net.Listener, error) {
-	ln, err := admin.ListenAs("agent socket", path)
-	if err != nil {
-		return nil, err
-	}
-	if gid >= 0 {
-		if err := os.Chown(path, -1, gid); err != nil {
-			ln.Close()
-			return nil, fmt.Errorf("agent socket: %w", err)
-		}
-	}
-	return ln, nil
+	return edge.Listen("agent socket", path, gid)
 }
 
 // Serve accepts connections on ln until ctx is done, then closes every
 // connection and waits for their sessions to end.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) {
 	if s.cred == nil {
-		s.cred = admin.PeerCred
+		s.cred = edge.PeerCred
 	}
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()

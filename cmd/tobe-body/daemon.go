@@ -487,12 +487,9 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 	if err != nil {
 		return nil, err
 	}
-	srv := admin.NewServer(ln, table, acts.Admins.Resolve, log)
-	srv.Serve()
-	d.onStop(func() {
-		srv.Close()
-		os.Remove(sock)
-	})
+	d.onStop(func() { os.Remove(sock) })
+	srv := &admin.Server{Table: table, Resolve: acts.Admins.Resolve, Log: log}
+	d.spawn(func(ctx context.Context) { srv.Serve(ctx, ln) })
 
 	// The agent socket: the MCP server `tobe-body stdio` bridges to.
 	var hub *agent.Hub
