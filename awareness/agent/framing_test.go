@@ -72,7 +72,7 @@ func readAll(t testing.TB, input []byte, opts TransportOptions) (msgs []string, 
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	return msgs, out.String(), tr.lines.peak
+	return msgs, out.String(), tr.lines.Peak
 }
 
 const ping = `{"jsonrpc":"2.0","id":7,"method":"ping"}`
@@ -220,12 +220,12 @@ func TestFramingMemory(t *testing.T) {
 		}
 		c.Close()
 	})
-	t.Logf("a %d-byte line: %d bytes allocated, line buffer peak %d", size, allocated, tr.lines.peak)
+	t.Logf("a %d-byte line: %d bytes allocated, line buffer peak %d", size, allocated, tr.lines.Peak)
 	if want := errLine("null", -32600, "Invalid Request: a line of more than 1048576 bytes"); out.String() != want {
 		t.Errorf("written: got %q, want %q", out.String(), want)
 	}
-	if tr.lines.peak > DefaultMaxLine {
-		t.Errorf("line buffer: got a peak of %d bytes, want at most MaxLine, %d", tr.lines.peak, DefaultMaxLine)
+	if tr.lines.Peak > DefaultMaxLine {
+		t.Errorf("line buffer: got a peak of %d bytes, want at most MaxLine, %d", tr.lines.Peak, DefaultMaxLine)
 	}
 	if allocated > 4<<20 {
 		t.Errorf("reading a %d-byte line allocated %d bytes, want under 4 MiB", size, allocated)
