@@ -175,7 +175,8 @@ func Listen(path string) (net.Listener, error) { return edge.Listen(socketName, 
 // edge is the server's admission, made on first use.
 func (s *Server) edge() *edge.Edge {
 	s.once.Do(func() {
-		s.e = &edge.Edge{What: socketName, Limits: limits, Log: s.Log, Code: CodeRefused, Op: socketName, Cred: s.cred}
+		s.e = &edge.Edge{What: socketName, Limits: limits, Log: s.Log, Cred: s.cred,
+			Refusal: func(r *awareness.Error) *edge.Error { return refusalOf("", r) }}
 	})
 	return s.e
 }
@@ -212,7 +213,9 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, uid, gid int) {
 
 // refusalOf is the JSON-RPC error of a connection's refusal, for op.
 func refusalOf(op string, r *awareness.Error) *edge.Error {
-	return edge.Refusal(CodeRefused, cmp.Or(op, socketName), r)
+	e := *r
+	e.Op = cmp.Or(op, socketName)
+	return &edge.Error{Code: CodeRefused, Message: e.Error(), Data: &e}
 }
 
 // answerOnce reads c's first request (waiting at most firstLine) and

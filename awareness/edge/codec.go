@@ -286,16 +286,6 @@ func ErrorLine(id json.RawMessage, e *Error) []byte { return Response{ID: id, Er
 // admin socket's code of every refusal).
 const CodeRefused = -32000
 
-// Refusal is the JSON-RPC error of r under code, for op (op "" keeps
-// r's): r's text as the message, r as the data.
-func Refusal(code int, op string, r *awareness.Error) *Error {
-	e := *r
-	if op != "" {
-		e.Op = op
-	}
-	return &Error{Code: code, Message: e.Error(), Data: &e}
-}
-
 // LongLine is why a line over maxLine bytes is refused.
 func LongLine(maxLine int) *Bad {
 	return &Bad{Code: CodeInvalidRequest, Why: fmt.Sprintf("a line of more than %d bytes", maxLine)}

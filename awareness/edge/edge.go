@@ -70,10 +70,9 @@ type Edge struct {
 	What   string // names the socket in logs: "admin socket"
 	Limits Limits
 	Log    *slog.Logger
-	// Code and Op are those of the line a connection turned away gets
-	// (Refusal(Code, Op, why)).
-	Code int
-	Op   string
+	// Refusal is the JSON-RPC error of a connection's refusal, as the
+	// transport words it: the line a connection turned away gets.
+	Refusal func(*awareness.Error) *Error
 	// Cred reads a connection's peer; nil is PeerCred. Tests replace it.
 	Cred func(net.Conn) (uid, gid int)
 
@@ -317,10 +316,10 @@ func (e *Edge) Warn(uid int, msg string, args ...any) {
 }
 
 // TurnAway writes one line saying why c is not served (an error
-// response, id null, Refusal(Code, Op, r)) without reading anything: a
+// response, id null, e.Refusal(r)) without reading anything: a
 // fresh connection's buffer holds it, and the deadline keeps a full one
 // from holding the caller up.
 func (e *Edge) TurnAway(c net.Conn, r *awareness.Error) {
 	c.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
-	c.Write(ErrorLine(nil, Refusal(e.Code, e.Op, r)))
+	c.Write(ErrorLine(nil, e.Refusal(r)))
 }
