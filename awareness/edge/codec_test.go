@@ -14,6 +14,8 @@ import (
 
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
+
+	"github.com/tobe-body/tobe-body/awareness/edge/edgetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -213,7 +215,9 @@ func FuzzCodec(f *testing.F) {
 				}
 				continue
 			}
-			checkErrorLine(t, ErrorLine(bad.ID, bad.Error()))
+			if err := edgetest.ErrorLine(ErrorLine(bad.ID, bad.Error())); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
 }
@@ -226,27 +230,4 @@ func validID(id json.RawMessage) bool {
 	}
 	n, err := strconv.ParseInt(string(id), 10, 64)
 	return err == nil && n <= MaxID && n >= -MaxID
-}
-
-// checkErrorLine fails unless line is one JSON-RPC 2.0 error response,
-// -32700 or -32600, with a valid id or null.
-func checkErrorLine(t *testing.T, line []byte) {
-	t.Helper()
-	var r struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   *struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil || dec.More() || bytes.IndexByte(line, '\n') != len(line)-1 {
-		t.Fatalf("%q is not one JSON-RPC error line: %v", line, err)
-	}
-	if r.JSONRPC != "2.0" || r.Error == nil || (r.Error.Code != CodeParse && r.Error.Code != CodeInvalidRequest) ||
-		(string(r.ID) != "null" && !validID(r.ID)) {
-		t.Fatalf("%q is not a -32700 or -32600 error with a valid id", line)
-	}
 }

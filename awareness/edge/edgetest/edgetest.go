@@ -6,6 +6,8 @@
 package edgetest
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -40,4 +42,41 @@ func Cred(c net.Conn) (uid, gid int) {
 func Dial(path string, uid int) (*net.UnixConn, error) {
 	local := &net.UnixAddr{Net: "unix", Name: fmt.Sprintf("%s%d-%d-uid-%d", prefix, os.Getpid(), seq.Add(1), uid)}
 	return net.DialUnix("unix", local, &net.UnixAddr{Net: "unix", Name: path})
+}
+
+// ErrorLine says why line is not one JSON-RPC 2.0 error response with
+// code -32700 or -32600 (what a socket answers a bad line with) whose id
+// is a string, an integer within 2^53-1, or null; nil if it is one.
+func ErrorLine(line []byte) error {
+	var r struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil || dec.More() {
+		return fmt.Errorf("%q is not one JSON-RPC error response: %v", line, err)
+	}
+	if r.JSONRPC != "2.0" || r.Error == nil || (r.Error.Code != -32700 && r.Error.Code != -32600) || !validID(r.ID) {
+		return fmt.Errorf("%q is not a -32700 or -32600 error response with a valid id", line)
+	}
+	return nil
+}
+
+// validID tells whether id is null, a string or an integer within
+// 2^53-1.
+func validID(id json.RawMessage) bool {
+	if len(id) == 0 {
+		return false
+	}
+	if id[0] == '"' || string(id) == "null" {
+		var s *string
+		return json.Unmarshal(id, &s) == nil
+	}
+	n, err := strconv.ParseInt(string(id), 10, 64)
+	return err == nil && n <= 1<<53-1 && n >= -(1<<53-1)
 }
