@@ -2,56 +2,29 @@ package admin
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/awareness"
+	"github.com/tobe-body/tobe-body/awareness/edge/edgetest"
 	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
-// Peers of other uids, without running them as other users: a peer binds
-// its end of the socket to an abstract address that carries its uid, and
-// the server's credentials seam reads it back. The hostile tests with
-// real uids (hostile_test.go) show the same through SO_PEERCRED.
-var peerSeq atomic.Int64
-
-const peerPrefix = "@tobe-admin-test-"
-
-func credOfAddr(c net.Conn) (uid, gid int) {
-	name := ""
-	if a := c.RemoteAddr(); a != nil {
-		name = a.String()
-	}
-	i := strings.LastIndex(name, "-uid-")
-	if !strings.HasPrefix(name, peerPrefix) || i < 0 {
-		return os.Getuid(), os.Getgid()
-	}
-	uid, err := strconv.Atoi(name[i+len("-uid-"):])
-	if err != nil {
-		return -1, -1
-	}
-	return uid, uid
-}
-
-// dialAs connects to path as a peer of uid.
+// dialAs connects to path as a peer of uid, as edgetest.Cred reads it.
 func dialAs(t *testing.T, path string, uid int) *peer {
 	t.Helper()
-	local := &net.UnixAddr{Net: "unix", Name: fmt.Sprintf("%s%d-%d-uid-%d", peerPrefix, os.Getpid(), peerSeq.Add(1), uid)}
-	c, err := net.DialUnix("unix", local, &net.UnixAddr{Net: "unix", Name: path})
+	c, err := edgetest.Dial(path, uid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,29 +58,20 @@ func serveSeam(t *testing.T, resolve Resolver, tune func(*Server)) (s *Server, p
 	if err != nil {
 		t.Fatal(err)
 	}
-	s = NewServer(ln, testTable(t, release), resolve, slog.New(slog.DiscardHandler))
-	s.cred = credOfAddr
+	s = newServer(testTable(t, release), resolve)
+	s.cred = edgetest.Cred
 	if tune != nil {
 		tune(s)
 	}
-	s.Serve()
-	t.Cleanup(s.Close)
+	t.Cleanup(s.run(ln))
 	return s, path, release
 }
 
 // places are what uid holds: places served and connections being
 // answered once.
-func (s *Server) places(uid int) (slots, brief int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.slotOf[uid], s.briefOf[uid]
-}
+func (s *Server) places(uid int) (slots, brief int) { return s.edge().Holds(uid) }
 
-func (s *Server) openConns() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.open
-}
+func (s *Server) openConns() int { return s.edge().Open() }
 
 // waitFor polls cond until it holds; what the server does after a peer
 // closes happens in its own goroutines.
@@ -352,14 +316,15 @@ func TestTheTripIsNeverQueued(t *testing.T) {
 // progress of a peer that closed are cancelled.
 func TestARequestOfAPeerThatHasGoneIsNotRun(t *testing.T) {
 	marked.Store(0)
-	s := NewServer(nil, testTable(t, make(chan struct{})), admin(ledger.Max), slog.New(slog.DiscardHandler))
-	defer s.cancel()
+	s := newServer(testTable(t, make(chan struct{})), admin(ledger.Max))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	client, server := socketPair(t)
 	for i := range 3 {
 		fmt.Fprintf(client, `{"jsonrpc":"2.0","id":%d,"method":"mark"}`+"\n", i)
 	}
 	client.Close() // gone before the server reads: as a client that timed out
-	s.serveConn(server, 0, 0)
+	s.serveConn(ctx, server, 0, 0)
 	server.Close()
 	if n := marked.Load(); n != 0 {
 		t.Errorf("mark ran %d times for a peer that had gone, want 0", n)
@@ -369,7 +334,7 @@ func TestARequestOfAPeerThatHasGoneIsNotRun(t *testing.T) {
 	client, server = socketPair(t)
 	fmt.Fprintln(client, `{"jsonrpc":"2.0","id":1,"method":"mark"}`)
 	client.CloseWrite()
-	s.serveConn(server, 0, 0)
+	s.serveConn(ctx, server, 0, 0)
 	server.Close()
 	if n := marked.Load(); n != 1 {
 		t.Errorf("mark ran %d times for a peer waiting for its answer, want 1", n)

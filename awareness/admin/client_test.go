@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"log/slog"
 	"net"
 	"path/filepath"
 	"strings"
@@ -33,11 +32,10 @@ func TestCallARefusedAction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewServer(ln, tb, func(int, int) (act.Principal, error) {
+	s := newServer(tb, func(int, int) (act.Principal, error) {
 		return act.Principal{Kind: act.LocalAdmin, Subject: "admin:test", Session: "admin", Trust: ledger.Max}, nil
-	}, slog.New(slog.DiscardHandler))
-	s.Serve()
-	t.Cleanup(s.Close)
+	})
+	t.Cleanup(s.run(ln))
 
 	out, err := Call(t.Context(), &Client{Path: path, Timeout: 10 * time.Second}, op, awareness.None{})
 	var oe *awareness.Error

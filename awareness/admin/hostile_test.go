@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -32,10 +31,9 @@ func TestTripWhileHostileUIDsHoldEveryPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(socket, 0o666) // the peers' own groups: the socket's mode is not what this tests
-	srv := NewServer(ln, testTable(t, make(chan struct{})), rules(t, map[int]string{0: "max", 2101: "low", 2102: "medium", 2103: "low", 2104: "high", 2105: "off"}),
-		slog.New(slog.DiscardHandler))
-	srv.Serve()
-	defer srv.Close()
+	srv := newServer(testTable(t, make(chan struct{})), rules(t, map[int]string{0: "max", 2101: "low", 2102: "medium", 2103: "low", 2104: "high", 2105: "off"}))
+	stop := srv.run(ln)
+	defer stop()
 
 	for _, uid := range []int{2101, 2102, 2103} {
 		admintest.Start(t, bin, socket, uid, uid, MaxConnsPerUID+1, holdLines).Want(t, MaxConnsPerUID, fmt.Sprintf("busy: 4 connections of uid %d already open", uid))

@@ -95,6 +95,25 @@ func admin(trust ledger.Level) Resolver {
 	}
 }
 
+// newServer is a server of t for resolve, logging nowhere.
+func newServer(t *awareness.Table, resolve Resolver) *Server {
+	return &Server{Table: t, Resolve: resolve, Log: slog.New(slog.DiscardHandler)}
+}
+
+// run serves ln until stop, which returns once Serve has.
+func (s *Server) run(ln net.Listener) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Serve(ctx, ln)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 // serve starts a server on a socket in a temporary directory.
 func serve(t *testing.T, resolve Resolver) (path string, release chan struct{}) {
 	t.Helper()
@@ -104,9 +123,9 @@ func serve(t *testing.T, resolve Resolver) (path string, release chan struct{}) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewServer(ln, testTable(t, release), resolve, slog.New(slog.DiscardHandler))
-	s.Serve()
-	t.Cleanup(s.Close)
+	s := newServer(testTable(t, release), resolve)
+	stop := s.run(ln)
+	t.Cleanup(stop)
 	return path, release
 }
 
@@ -213,16 +232,22 @@ func TestNoReplyToANotification(t *testing.T) {
 	p.send(t, `{"jsonrpc":"2.0","method":"echo","params":{"text":"n"}}`)
 	p.send(t, `{"jsonrpc":"2.0","method":"nope"}`)
 	p.send(t, `{"jsonrpc":"2.0","method":"echo","params":{"bad":1}}`)
+	// A null id is no notification: it is refused (MCP's rule, which
+	// both sockets keep), and the refusal has id null.
 	p.send(t, `{"jsonrpc":"2.0","id":null,"method":"echo","params":{"text":"null id"}}`)
 	p.send(t, `{"jsonrpc":"2.0","id":2,"method":"echo","params":{"text":"request"}}`)
 	// Calls run concurrently: the two replies come in either order, and
 	// nothing else comes.
-	got := map[string]bool{}
+	got := map[string]reply{}
 	for range 2 {
-		got[string(p.read(t).ID)] = true
+		r := p.read(t)
+		got[string(r.ID)] = r
 	}
-	if !got["null"] || !got["2"] {
-		t.Fatalf("replies with ids %v, want null and 2 only", got)
+	if r, ok := got["null"]; !ok || r.Error == nil || r.Error.Code != CodeInvalidRequest {
+		t.Fatalf("the null id answered %+v, want %d", r, CodeInvalidRequest)
+	}
+	if r, ok := got["2"]; !ok || r.Error != nil {
+		t.Fatalf("replies %v, want one to 2", got)
 	}
 	p.send(t, `{"jsonrpc":"2.0","id":3,"method":"slow","params":{"x":1}}`)
 	if r := p.read(t); string(r.ID) != "3" {
@@ -299,8 +324,8 @@ func TestCloseEndsCallsInProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewServer(ln, testTable(t, release), admin(ledger.Max), slog.New(slog.DiscardHandler))
-	s.Serve()
+	s := newServer(testTable(t, release), admin(ledger.Max))
+	stop := s.run(ln)
 	p := dial(t, path)
 	p.send(t, `{"jsonrpc":"2.0","id":1,"method":"slow"}`)
 	idle := dial(t, path)
@@ -309,7 +334,7 @@ func TestCloseEndsCallsInProgress(t *testing.T) {
 	// connection has been answered.
 	p.send(t, `{"jsonrpc":"2.0","id":2,"method":"echo"}`)
 	p.read(t)
-	s.Close() // returns only when the slow call and both connections ended
+	stop() // returns only when the slow call and both connections ended
 }
 
 // socketPair is a connected pair of Unix sockets, as the server's
@@ -350,12 +375,13 @@ func FuzzFraming(f *testing.F) {
 		for _, resolve := range []Resolver{admin(ledger.Max), rules(t, map[int]string{0: "off"})} {
 			release := make(chan struct{})
 			close(release)
-			s := NewServer(nil, testTable(t, release), resolve, slog.New(slog.DiscardHandler))
+			s := newServer(testTable(t, release), resolve)
+			ctx, cancel := context.WithCancel(context.Background())
 			client, server := socketPair(t)
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				s.serveConn(server, 0, 0)
+				s.serveConn(ctx, server, 0, 0)
 				server.Close()
 			}()
 			var out bytes.Buffer
@@ -370,7 +396,7 @@ func FuzzFraming(f *testing.F) {
 			<-done
 			<-read
 			client.Close()
-			s.cancel()
+			cancel()
 			lines := bytes.Count(data, []byte("\n")) + 2
 			if _, err := resolve(0, 0); err != nil {
 				lines = 1
@@ -397,8 +423,8 @@ func TestCloseWithIdleConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer(ln, testTable(t, make(chan struct{})), admin(ledger.Max), slog.New(slog.DiscardHandler))
-	srv.Serve()
+	srv := newServer(testTable(t, make(chan struct{})), admin(ledger.Max))
+	stop := srv.run(ln)
 	dial := func() net.Conn {
 		c, err := net.Dial("unix", path)
 		if err != nil {
@@ -417,7 +443,7 @@ func TestCloseWithIdleConnections(t *testing.T) {
 	for range MaxConns + 3 { // more than are served: the rest are answered once or turned away
 		conns = append(conns, dial())
 	}
-	srv.Close() // must not wait for the idle ones
+	stop() // must not wait for the idle ones
 	for _, c := range conns {
 		c.Close()
 	}
@@ -428,25 +454,5 @@ func TestCloseWithIdleConnections(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(path); string(b) != "keep me" {
 		t.Error("the file was removed")
-	}
-}
-
-// A line that arrives in parts, with a pause longer than a read's
-// deadline between them, is read whole.
-func TestALineInParts(t *testing.T) {
-	a, b := socketPair(t)
-	defer a.Close()
-	defer b.Close()
-	lr := &lineReader{r: bufio.NewReader(b), max: 64}
-	go a.Write([]byte(`{"jsonrpc":`))
-	b.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
-	if _, err := lr.next(); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("first part: %v, want the deadline", err)
-	}
-	go a.Write([]byte(`"2.0"}` + "\n"))
-	b.SetReadDeadline(time.Time{})
-	line, err := lr.next()
-	if err != nil || string(line) != `{"jsonrpc":"2.0"}` {
-		t.Fatalf("got %q %v", line, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tobe-body/tobe-body/awareness"
+	"github.com/tobe-body/tobe-body/awareness/edge"
 )
 
 // Limits of a streaming answer.
@@ -107,26 +108,26 @@ func (p *progress) finish() {
 	p.send()
 }
 
-// callStreaming runs a streaming operation for req with its progress sent as
+// callStreaming runs a streaming operation for m with its progress sent as
 // notifications.
-func (cn *conn) callStreaming(ctx context.Context, e *awareness.Entry, req request) (any, error) {
-	p := cn.startProgress(req.ID)
-	res, err := e.Call(awareness.WithProgress(ctx, p.report), cn.p, req.Params)
+func (cn *conn) callStreaming(ctx context.Context, e *awareness.Entry, m edge.Message) (any, error) {
+	p := cn.startProgress(m.ID)
+	res, err := e.Call(awareness.WithProgress(ctx, p.report), cn.p, m.Params)
 	p.finish()
 	return res, err
 }
 
-// stream answers req with st's result, then exactly the count of bytes
+// stream answers m with st's result, then exactly the count of bytes
 // Content gives, and closes st, on every path. It holds the
 // connection's writer from the result's first byte to the stream's last,
 // so other answers wait. A result whose "bytes" is not Content's count is
 // answered failed and nothing follows it. A chunk the client does not
 // take within stallTimeout, or a stream that cannot be read to its
 // count, ends the connection: the client, short of bytes, knows.
-func (cn *conn) stream(req request, st awareness.Streaming) {
+func (cn *conn) stream(m edge.Message, st awareness.Streaming) {
 	defer st.Close()
 	r, n := st.Content()
-	line, err := json.Marshal(response{JSONRPC: "2.0", ID: req.ID, Result: st})
+	line, err := json.Marshal(edge.Response{JSONRPC: "2.0", ID: m.ID, Result: st})
 	var count struct {
 		Result struct {
 			Bytes *int64 `json:"bytes"`
@@ -138,13 +139,13 @@ func (cn *conn) stream(req request, st awareness.Streaming) {
 		}
 	}
 	if err != nil {
-		cn.reply(req, nil, rpcErrorOf(&awareness.Error{Reason: awareness.ReasonFailed, Detail: err.Error()}))
+		cn.reply(m, nil, rpcErrorOf(&awareness.Error{Reason: awareness.ReasonFailed, Detail: err.Error()}))
 		return
 	}
 	cn.wmu.Lock()
 	defer cn.wmu.Unlock()
 	if err := cn.streamLocked(append(line, '\n'), r, n); err != nil {
-		cn.s.log.Warn("admin socket: a stream was not sent whole; the connection is closed", "method", req.Method, "err", err)
+		cn.s.Log.Warn("admin socket: a stream was not sent whole; the connection is closed", "method", m.Method, "err", err)
 		cn.c.Close() // the connection's reader ends, and with it the connection
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -115,9 +114,9 @@ func serveStreams(t *testing.T, gate func(io.Reader) io.Reader) *streamServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewServer(ln, tb, admin(ledger.Max), slog.New(slog.DiscardHandler))
-	s.Serve()
-	t.Cleanup(s.Close)
+	s := newServer(tb, admin(ledger.Max))
+	stop := s.run(ln)
+	t.Cleanup(stop)
 	return ss
 }
 
@@ -394,12 +393,13 @@ func FuzzStreamFraming(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := NewServer(nil, tb, admin(ledger.Max), slog.New(slog.DiscardHandler))
+		s := newServer(tb, admin(ledger.Max))
+		ctx, cancel := context.WithCancel(context.Background())
 		client, server := socketPair(t)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			s.serveConn(server, 0, 0)
+			s.serveConn(ctx, server, 0, 0)
 			server.Close()
 		}()
 		var out bytes.Buffer
@@ -414,7 +414,7 @@ func FuzzStreamFraming(f *testing.F) {
 		<-done
 		<-read
 		client.Close()
-		s.cancel()
+		cancel()
 		br := bufio.NewReader(&out)
 		for {
 			l, err := br.ReadBytes('\n')
@@ -474,9 +474,9 @@ func TestABackupClientThatStopsReadingIsDropped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewServer(ln, tb, admin(ledger.Max), slog.New(slog.DiscardHandler))
-	s.Serve()
-	defer s.Close()
+	s := newServer(tb, admin(ledger.Max))
+	stop := s.run(ln)
+	defer stop()
 	fdsServing := openFDs(t)
 	c, err := net.Dial("unix", path)
 	if err != nil {
@@ -517,7 +517,7 @@ func TestABackupClientThatStopsReadingIsDropped(t *testing.T) {
 		}
 	}
 	c.Close()
-	s.Close()
+	stop()
 	store.Close()
 	if n := openFDs(t); n != fds {
 		t.Errorf("%d descriptors open after all is closed, want %d", n, fds)

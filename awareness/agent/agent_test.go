@@ -42,9 +42,16 @@ type rig struct {
 	mu       sync.Mutex
 	recorded []ledger.Event
 	ended    chan act.SessionEnd
+	srv      *Server
 }
 
 func newRig(t *testing.T, rules []config.AgentPrincipal, heartbeat time.Duration) *rig {
+	t.Helper()
+	return newRigWith(t, rules, heartbeat, nil)
+}
+
+// newRigWith is newRig whose server tune changes before it serves.
+func newRigWith(t *testing.T, rules []config.AgentPrincipal, heartbeat time.Duration, tune func(*Server)) *rig {
 	t.Helper()
 	store, err := ledger.Open(ledger.Options{Path: filepath.Join(t.TempDir(), "ledger.db"), Projections: act.Projections()})
 	if err != nil {
@@ -98,6 +105,10 @@ func newRig(t *testing.T, rules []config.AgentPrincipal, heartbeat time.Duration
 	srv := &Server{Table: table, Caps: r, Rules: rs, Hub: g.hub, Log: slog.New(slog.DiscardHandler), Version: "test",
 		Record: func(e ledger.Event) { g.mu.Lock(); g.recorded = append(g.recorded, e); g.mu.Unlock() }}
 	srv.Sessions = act.NewSessions(r, heartbeat, func(e act.SessionEnd) { srv.Ended(e); g.ended <- e })
+	if tune != nil {
+		tune(srv)
+	}
+	g.srv = srv
 	ln, err := Listen(g.sock, -1)
 	if err != nil {
 		t.Fatal(err)
@@ -453,4 +464,15 @@ func waitSubscribed(t *testing.T, h *Hub, n int) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// refusalLine is the one line a refused connection gets.
+type refusalLine struct {
+	JSONRPC string `json:"jsonrpc"`
+	ID      *int   `json:"id"` // null: the refusal answers no request
+	Error   struct {
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    awareness.Error `json:"data"`
+	} `json:"error"`
 }

@@ -6,7 +6,10 @@
 // through the config's agent.principals (Rules); a peer no rule names is
 // refused at accept and recorded, and a connection may begin with one
 // preface line that narrows it to one named principal the peer may use,
-// never widening it. Each connection is a session of the runner's
+// never widening it. Connections are admitted as the admin socket's are
+// (package edge, with the caps of Server): places kept for high trust,
+// per-uid caps, and a brief session, whose one tool is estop_trip, for a
+// principal without a place. Each connection is a session of the runner's
 // Sessions: every message is a heartbeat, a silent session is ended at
 // its deadline and a closed one at once, and the actions it started stop.
 //
@@ -20,7 +23,7 @@
 // operations admit no agent.
 //
 // The framing is the package's own Transport: newline-delimited JSON-RPC
-// 2.0 over one byte stream for the SDK, which answers bad input itself
+// 2.0 over one byte stream (edge's line codec) for the SDK, which answers bad input itself
 // with the JSON-RPC error it deserves and goes on at the next line, and
 // pushes the body's own notifications (notifications/tobe/observation);
 // ObservingTransport lets a client see those notifications.

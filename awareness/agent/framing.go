@@ -10,10 +10,11 @@ import (
 	"io"
 	"strconv"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tobe-body/tobe-body/awareness/edge"
 )
 
 // DefaultMaxLine is the longest line, in bytes without its newline, that a
@@ -103,8 +104,8 @@ type Transport struct {
 
 	closed   chan struct{} // closed by Close
 	closeErr error
-	reading  sync.WaitGroup // the reading goroutine
-	lines    *lineReader    // the reading goroutine's, set by Connect
+	reading  sync.WaitGroup   // the reading goroutine
+	lines    *edge.LineReader // the reading goroutine's, set by Connect
 }
 
 // NewTransport returns a Transport over rwc, which the Transport owns:
@@ -140,7 +141,7 @@ func (t *Transport) Connect(ctx context.Context) (mcp.Connection, error) {
 		return nil, errConnected
 	}
 	t.connected = true
-	t.lines = newLineReader(t.rwc, t.maxLine)
+	t.lines = edge.NewLineReader(bufio.NewReaderSize(t.rwc, readBufSize), t.maxLine)
 	t.reading.Add(1)
 	go t.readLoop()
 	return (*conn)(t), nil
@@ -291,36 +292,14 @@ func (t *Transport) writeLine(line []byte) error {
 func (t *Transport) readLoop() {
 	defer t.reading.Done()
 	defer close(t.readDone)
-	lr := t.lines
 	for {
-		line, tooLong, err := lr.next()
-		if tooLong {
-			bad := &badLine{code: CodeInvalidRequest, why: fmt.Sprintf("a line of more than %d bytes", t.maxLine)}
-			if werr := t.refuse(bad); werr != nil {
-				t.readErr = werr
-				return
-			}
-		} else if line != nil {
-			msg, bad := t.parse(line)
-			switch {
-			case bad != nil:
-				if werr := t.refuse(bad); werr != nil {
-					t.readErr = werr
-					return
-				}
-			case msg != nil:
-				if t.opts.OnMessage != nil {
-					t.opts.OnMessage()
-				}
-				select {
-				case t.incoming <- msg:
-				case <-t.closed:
-					t.readErr = io.EOF
-					return
-				}
-			}
-		}
-		if err != nil {
+		line, err := t.lines.Next()
+		var msg jsonrpc.Message
+		var bad *edge.Bad
+		switch {
+		case errors.Is(err, edge.ErrLineTooLong):
+			bad = edge.LongLine(t.maxLine)
+		case err != nil:
 			select {
 			case <-t.closed:
 				t.readErr = io.EOF
@@ -332,263 +311,93 @@ func (t *Transport) readLoop() {
 				}
 			}
 			return
+		default:
+			msg, bad = t.parse(line)
+		}
+		switch {
+		case bad != nil:
+			if werr := t.refuse(bad); werr != nil {
+				t.readErr = werr
+				return
+			}
+		case msg != nil:
+			if t.opts.OnMessage != nil {
+				t.opts.OnMessage()
+			}
+			select {
+			case t.incoming <- msg:
+			case <-t.closed:
+				t.readErr = io.EOF
+				return
+			}
 		}
 	}
 }
 
 // The JSON-RPC error codes the Transport answers itself.
 const (
-	CodeParseError     = jsonrpc.CodeParseError     // -32700
-	CodeInvalidRequest = jsonrpc.CodeInvalidRequest // -32600
+	CodeParseError     = edge.CodeParse          // -32700
+	CodeInvalidRequest = edge.CodeInvalidRequest // -32600
 )
-
-// badLine is why a line was refused, and the id to answer with (nil for
-// null); a badLine with noAnswer is only reported.
-type badLine struct {
-	code     int
-	why      string
-	id       json.RawMessage
-	noAnswer bool
-}
 
 // refuse reports a bad line to OnBadLine and, unless it is a dropped
 // response, answers it. It returns the error of writing the answer: then
 // the stream is gone (io.EOF once the Transport was closed).
-func (t *Transport) refuse(b *badLine) error {
+func (t *Transport) refuse(b *edge.Bad) error {
 	if t.opts.OnBadLine != nil {
-		t.opts.OnBadLine(b.code, b.why)
+		t.opts.OnBadLine(b.Code, b.Why)
 	}
-	if b.noAnswer {
+	if b.Drop {
 		return nil
 	}
-	err := t.writeLine(append(errorLine(b.code, b.why, b.id), '\n'))
+	err := t.writeLine(edge.ErrorLine(b.ID, b.Error()))
 	if errors.Is(err, ErrClosed) {
 		return io.EOF
 	}
 	return err
 }
 
-// errorLine is the JSON-RPC error response for a refused line. The SDK's
-// encoder leaves out an id that is null, which an error response must
-// carry, so it is built here.
-func errorLine(code int, why string, id json.RawMessage) []byte {
-	prefix := "Invalid Request: "
-	if code == CodeParseError {
-		prefix = "Parse error: "
-	}
-	if id == nil {
-		id = json.RawMessage("null")
-	}
-	resp := struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}{JSONRPC: "2.0", ID: id}
-	resp.Error.Code = code
-	resp.Error.Message = prefix + why
-	data, err := json.Marshal(resp)
-	if err != nil {
-		// Every field is a string, an int or an id checked to be valid
-		// JSON, so this cannot happen.
-		panic(fmt.Sprintf("agent: encoding an error response: %v", err))
-	}
-	return data
-}
-
-// maxSafeID is the largest integer id the SDK, which reads ids through a
-// float64, carries back unchanged.
-const maxSafeID = 1<<53 - 1
-
-// parse checks one line and decodes it. It returns the message, or why the
-// line is refused, or neither for a line of whitespace.
-func (t *Transport) parse(line []byte) (jsonrpc.Message, *badLine) {
-	trimmed := bytes.TrimLeft(line, " \t\r\n")
-	if len(trimmed) == 0 {
+// parse checks one line and decodes it (the envelope by edge.Parse). It
+// returns the message, or why the line is refused, or neither for a
+// line of whitespace.
+func (t *Transport) parse(line []byte) (jsonrpc.Message, *edge.Bad) {
+	if edge.Blank(line) {
 		return nil, nil
 	}
+	m, bad := edge.Parse(line)
 	switch {
-	case bytes.IndexByte(line, 0) >= 0:
-		return nil, &badLine{code: CodeParseError, why: "the line contains a NUL byte"}
-	case !utf8.Valid(line):
-		return nil, &badLine{code: CodeParseError, why: "the line is not valid UTF-8"}
-	case !json.Valid(line):
-		if json.NewDecoder(bytes.NewReader(line)).Decode(new(json.RawMessage)) == nil {
-			return nil, &badLine{code: CodeParseError, why: "data after the JSON value"}
-		}
-		return nil, &badLine{code: CodeParseError, why: "not JSON"}
-	case trimmed[0] == '[':
-		// json.Valid checked the whole array without decoding its
-		// elements; none is decoded here either.
-		return nil, &badLine{code: CodeInvalidRequest, why: "batches are not supported"}
-	case trimmed[0] != '{':
-		return nil, &badLine{code: CodeInvalidRequest, why: "not a JSON-RPC message object"}
-	}
-
-	// The envelope is read as raw members so that a key's presence, and
-	// its exact spelling, are seen (a struct would match keys regardless
-	// of case, which the SDK does not).
-	var env map[string]json.RawMessage
-	if err := json.Unmarshal(line, &env); err != nil {
-		return nil, &badLine{code: CodeInvalidRequest, why: "not a JSON-RPC message object"}
-	}
-	id, idOK, idWhy := readID(env)
-	_, hasMethod := env["method"]
-	_, hasResult := env["result"]
-	_, hasError := env["error"]
-
-	if !hasMethod && (hasResult || hasError) {
-		// A response from the peer: never answered, only reported.
-		drop := func(why string) *badLine {
-			return &badLine{code: CodeInvalidRequest, why: "response dropped: " + why, noAnswer: true}
-		}
-		switch {
-		case !versionOK(env):
-			return nil, drop(`no "jsonrpc":"2.0"`)
-		case !idOK:
-			return nil, drop(idWhy)
-		case id == nil:
-			return nil, drop("no id")
-		case hasResult && hasError:
-			return nil, drop("both a result and an error")
-		}
+	case bad != nil:
+		return nil, bad
+	case m.Response:
 		msg, err := jsonrpc.DecodeMessage(bytes.Clone(line))
 		if err != nil {
-			return nil, drop(err.Error())
+			return nil, &edge.Bad{Code: CodeInvalidRequest, Why: "response dropped: " + err.Error(), Drop: true}
 		}
 		return msg, nil
 	}
-
-	// A request or a notification.
-	answerID := id
-	if !idOK {
-		answerID = nil
+	invalid := func(why string) (jsonrpc.Message, *edge.Bad) {
+		return nil, &edge.Bad{Code: CodeInvalidRequest, Why: why, ID: m.ID}
 	}
-	invalid := func(why string) *badLine {
-		return &badLine{code: CodeInvalidRequest, why: why, id: answerID}
-	}
-	if !versionOK(env) {
-		return nil, invalid(`no "jsonrpc":"2.0"`)
-	}
-	if !idOK {
-		return nil, invalid(idWhy)
-	}
-	if !hasMethod {
-		return nil, invalid("no method")
-	}
-	var method string
-	if err := json.Unmarshal(env["method"], &method); err != nil {
-		return nil, invalid("the method is not a string")
-	}
-	p, ok := env["params"]
-	if ok {
+	if p := m.Params; p != nil {
 		if c := p[0]; c != '{' && c != '[' && string(p) != "null" {
-			return nil, invalid("params must be an object or an array")
+			return invalid("params must be an object or an array")
 		}
 	}
 	// The request as jsonrpc.DecodeMessage would make it, from what was
-	// read above (its decoder allocates 32 KiB a message).
-	req := &jsonrpc.Request{Method: method, Params: p}
-	if id != nil {
+	// read (its decoder allocates 32 KiB a message).
+	req := &jsonrpc.Request{Method: m.Method, Params: m.Params}
+	if m.ID != nil {
 		var v any
-		if err := json.Unmarshal(id, &v); err != nil {
-			return nil, invalid("the id: " + err.Error())
+		if err := json.Unmarshal(m.ID, &v); err != nil {
+			return invalid("the id: " + err.Error())
 		}
-		// readID allowed integers of magnitude up to 2^53-1 only, exact
-		// in the float64 they decode to, as the SDK reads them.
+		// edge.Parse allowed integers of magnitude up to edge.MaxID
+		// only, exact in the float64 they decode to, as the SDK reads
+		// them.
 		var err error
 		if req.ID, err = jsonrpc.MakeID(v); err != nil {
-			return nil, invalid(err.Error())
+			return invalid(err.Error())
 		}
 	}
 	return req, nil
-}
-
-// versionOK reports whether env has "jsonrpc":"2.0".
-func versionOK(env map[string]json.RawMessage) bool {
-	var v string
-	return json.Unmarshal(env["jsonrpc"], &v) == nil && v == "2.0"
-}
-
-// readID returns the envelope's id as raw JSON (nil when absent), whether
-// it is usable, and if not why. An id must be a string or an integer of
-// magnitude at most 2^53-1; null is refused, as MCP requires.
-func readID(env map[string]json.RawMessage) (id json.RawMessage, ok bool, why string) {
-	raw, present := env["id"]
-	if !present {
-		return nil, true, ""
-	}
-	switch c := raw[0]; {
-	case c == '"':
-		return raw, true, ""
-	case c == '-' || c >= '0' && c <= '9':
-		n, err := strconv.ParseInt(string(raw), 10, 64)
-		if err != nil || n > maxSafeID || n < -maxSafeID {
-			return nil, false, "the id must be a string or an integer of at most 2^53-1"
-		}
-		return raw, true, ""
-	case c == 'n':
-		return nil, false, "the id must not be null"
-	}
-	return nil, false, "the id must be a string or an integer"
-}
-
-// lineReader reads lines of at most max bytes, without their newline,
-// from a stream. A longer line is skipped to its newline: it is reported,
-// never buffered. Its memory is its bufio.Reader and one line.
-type lineReader struct {
-	br  *bufio.Reader
-	max int
-	buf []byte
-
-	// peak is the largest capacity buf ever had, for tests.
-	peak int
-}
-
-func newLineReader(r io.Reader, maxLine int) *lineReader {
-	return &lineReader{br: bufio.NewReaderSize(r, readBufSize), max: maxLine}
-}
-
-// next returns the next line without its newline (and without a '\r'
-// before it), or tooLong for a line of more than max bytes. A last line
-// without a newline is returned with the stream's error; a nil line with
-// an error means nothing was left. The line is valid until the next call.
-func (r *lineReader) next() (line []byte, tooLong bool, err error) {
-	r.buf = r.buf[:0]
-	n := 0 // the line's length so far, kept or not
-	for {
-		chunk, err := r.br.ReadSlice('\n')
-		content := bytes.TrimSuffix(chunk, []byte{'\n'})
-		n += len(content)
-		if !tooLong {
-			if n > r.max {
-				tooLong = true
-				r.buf = r.buf[:0]
-			} else {
-				if len(r.buf)+len(content) > cap(r.buf) {
-					// Grow by doubling, but never past max: the line's
-					// buffer is bounded by the longest line kept.
-					grown := make([]byte, len(r.buf), min(max(2*cap(r.buf), len(r.buf)+len(content)), r.max))
-					copy(grown, r.buf)
-					r.buf = grown
-				}
-				r.buf = append(r.buf, content...)
-				r.peak = max(r.peak, cap(r.buf))
-			}
-		}
-		switch {
-		case err == nil:
-			return bytes.TrimSuffix(r.buf, []byte{'\r'}), tooLong, nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case n == 0 && !tooLong:
-			return nil, false, err
-		case tooLong:
-			return nil, true, err
-		default:
-			return bytes.TrimSuffix(r.buf, []byte{'\r'}), false, err
-		}
-	}
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"go.uber.org/goleak"
+
+	"github.com/tobe-body/tobe-body/awareness/edge/edgetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -72,7 +74,7 @@ func readAll(t testing.TB, input []byte, opts TransportOptions) (msgs []string, 
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	return msgs, out.String(), tr.lines.peak
+	return msgs, out.String(), tr.lines.Peak
 }
 
 const ping = `{"jsonrpc":"2.0","id":7,"method":"ping"}`
@@ -220,12 +222,12 @@ func TestFramingMemory(t *testing.T) {
 		}
 		c.Close()
 	})
-	t.Logf("a %d-byte line: %d bytes allocated, line buffer peak %d", size, allocated, tr.lines.peak)
+	t.Logf("a %d-byte line: %d bytes allocated, line buffer peak %d", size, allocated, tr.lines.Peak)
 	if want := errLine("null", -32600, "Invalid Request: a line of more than 1048576 bytes"); out.String() != want {
 		t.Errorf("written: got %q, want %q", out.String(), want)
 	}
-	if tr.lines.peak > DefaultMaxLine {
-		t.Errorf("line buffer: got a peak of %d bytes, want at most MaxLine, %d", tr.lines.peak, DefaultMaxLine)
+	if tr.lines.Peak > DefaultMaxLine {
+		t.Errorf("line buffer: got a peak of %d bytes, want at most MaxLine, %d", tr.lines.Peak, DefaultMaxLine)
 	}
 	if allocated > 4<<20 {
 		t.Errorf("reading a %d-byte line allocated %d bytes, want under 4 MiB", size, allocated)
@@ -272,31 +274,11 @@ func FuzzFraming(f *testing.F) {
 			t.Fatalf("written %q does not end in a newline", written)
 		}
 		for _, line := range strings.Split(strings.TrimSuffix(written, "\n"), "\n") {
-			checkErrorLine(t, line)
+			if err := edgetest.ErrorLine([]byte(line)); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
-}
-
-// checkErrorLine fails unless line is one JSON-RPC 2.0 error response with
-// a code the Transport answers.
-func checkErrorLine(t *testing.T, line string) {
-	t.Helper()
-	var resp struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   *struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	dec := json.NewDecoder(strings.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&resp); err != nil || dec.More() {
-		t.Fatalf("written line %q is not one JSON-RPC error response: %v", line, err)
-	}
-	if resp.JSONRPC != "2.0" || len(resp.ID) == 0 || resp.Error == nil || (resp.Error.Code != -32700 && resp.Error.Code != -32600) {
-		t.Fatalf("written line %q is not a -32700 or -32600 error response", line)
-	}
 }
 
 // allocatedBy returns the bytes the program allocated while f ran.

@@ -10,15 +10,16 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/awareness"
-	"github.com/tobe-body/tobe-body/awareness/admin"
+	"github.com/tobe-body/tobe-body/awareness/edge"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
@@ -54,8 +55,58 @@ const EventRefused = "agent.refused"
 // refuseEvery bounds the records of one uid's refused connections.
 const refuseEvery = time.Minute
 
+// Limits of the agent socket, admitted as package edge admits (the
+// admin socket's policy). An agent's session holds an MCP server, a
+// queue of observations and a heartbeat, so there are fewer places than
+// on the admin socket.
+const (
+	// MaxConns sessions are served at once, every agent's together; the
+	// last KeptForHigh of them only for principals at high or max trust.
+	MaxConns    = 8
+	KeptForHigh = 2
+	// A uid holds at most MaxConnsPerUID of them below high trust,
+	// MaxConnsPerUIDHigh at high or max.
+	MaxConnsPerUID     = 4
+	MaxConnsPerUIDHigh = 6
+	// A principal without a place gets a brief session (see Server); at
+	// most MaxBrief are open at once, the last BriefKeptForHigh of them
+	// for high or max trust, and MaxBriefPerUID for one uid. Beyond those
+	// a connection gets one line saying why and is closed.
+	MaxBrief         = 16
+	BriefKeptForHigh = 4
+	MaxBriefPerUID   = 4
+	// A brief session lasts at most BriefFor, and reads at most
+	// BriefMessages messages.
+	BriefFor      = 10 * time.Second
+	BriefMessages = 8
+	// No more than MaxOpen connections are open at once however they are
+	// answered, MaxOpenPerUID of one uid (counting those whose preface is
+	// still awaited); more are turned away as they come.
+	MaxOpen       = 64
+	MaxOpenPerUID = MaxConnsPerUIDHigh + MaxBriefPerUID + 4
+)
+
+// limits are the limits above, as package edge takes them.
+var limits = edge.Limits{MaxConns: MaxConns, KeptForHigh: KeptForHigh, MaxConnsPerUID: MaxConnsPerUID, MaxConnsPerUIDHigh: MaxConnsPerUIDHigh,
+	MaxBrief: MaxBrief, BriefKeptForHigh: BriefKeptForHigh, MaxBriefPerUID: MaxBriefPerUID, MaxOpen: MaxOpen, MaxOpenPerUID: MaxOpenPerUID}
+
+// socketName names the socket in logs and errors.
+const socketName = "agent socket"
+
 // Server serves the agent socket: one MCP session per connection, with
-// the connection's principal, over the table's operations.
+// the connection's principal, over the table's operations. Set its
+// fields, then call Serve.
+//
+// Admission: a connection is accepted at once; its principal is the one
+// Rules give its peer (narrowed by its preface). A peer without one is
+// answered at once with one line saying why (id null, CodeRefused,
+// reason not_authorized), closed and recorded (EventRefused). A
+// principal then gets a place (a session) by the limits above, the last
+// places kept for high and max trust; without one it gets a brief
+// session, within BriefFor and BriefMessages, whose tools/list has only
+// estop_trip and where every other tool call is refused busy naming the
+// limit, so that an agent over its caps can still stop the body; past
+// the brief caps, one line saying why (reason busy), and it is closed.
 type Server struct {
 	Table *awareness.Table
 	// Caps gives the action tools their capabilities.
@@ -72,14 +123,17 @@ type Server struct {
 	Log     *slog.Logger
 	Version string
 
-	// cred reads a connection's peer; tests replace it.
+	// cred reads a connection's peer (nil: edge.PeerCred); tests replace
+	// it.
 	cred func(net.Conn) (uid, gid int)
+
+	once sync.Once
+	e    *edge.Edge
 
 	mu      sync.Mutex
 	conns   map[string]io.Closer // by session
 	refused map[int]*refusedTally
 	n       uint64
-	wg      sync.WaitGroup
 }
 
 type refusedTally struct {
@@ -88,57 +142,21 @@ type refusedTally struct {
 }
 
 // Listen opens the agent socket at path, mode 0660, in group gid (-1:
-// the daemon's).
-func Listen(path string, gid int) (net.Listener, error) {
-	ln, err := admin.ListenAs("agent socket", path)
-	if err != nil {
-		return nil, err
-	}
-	if gid >= 0 {
-		if err := os.Chown(path, -1, gid); err != nil {
-			ln.Close()
-			return nil, fmt.Errorf("agent socket: %w", err)
-		}
-	}
-	return ln, nil
+// the daemon's); see edge.Listen.
+func Listen(path string, gid int) (net.Listener, error) { return edge.Listen(socketName, path, gid) }
+
+// edge is the server's admission, made on first use.
+func (s *Server) edge() *edge.Edge {
+	s.once.Do(func() {
+		s.e = &edge.Edge{What: socketName, Limits: limits, Log: s.Log, Refusal: refusalOf, Cred: s.cred}
+	})
+	return s.e
 }
 
 // Serve accepts connections on ln until ctx is done, then closes every
 // connection and waits for their sessions to end.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) {
-	if s.cred == nil {
-		s.cred = admin.PeerCred
-	}
-	stop := context.AfterFunc(ctx, func() { ln.Close() })
-	defer stop()
-	var backoff time.Duration
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
-				break
-			}
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			s.Log.Error("agent socket accept; retrying", "err", err, "in", backoff)
-			select {
-			case <-time.After(backoff):
-			case <-ctx.Done():
-			}
-			continue
-		}
-		backoff = 0
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.serveConn(ctx, c)
-		}()
-	}
-	s.mu.Lock()
-	for _, c := range s.conns {
-		c.Close()
-	}
-	s.mu.Unlock()
-	s.wg.Wait()
+	s.edge().Serve(ctx, ln, s.serveConn)
 }
 
 // Ended closes the connection of a session that ended silent (the
@@ -152,10 +170,9 @@ func (s *Server) Ended(e act.SessionEnd) {
 	}
 }
 
-// serveConn runs one connection's session to its end.
-func (s *Server) serveConn(ctx context.Context, c net.Conn) {
-	defer c.Close()
-	uid, gid := s.cred(c)
+// serveConn finds who is at the other end of c and answers it as its
+// admission says.
+func (s *Server) serveConn(ctx context.Context, c net.Conn, uid, gid int) {
 	if len(s.Rules.Match(uid, gid)) == 0 {
 		_, err := s.Rules.Resolve(uid, gid, "", "")
 		s.refuse(c, uid, gid, "", err.Error())
@@ -175,10 +192,42 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		s.refuse(c, uid, gid, name, err.Error())
 		return
 	}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "tobe-body", Version: s.Version}, &mcp.ServerOptions{Logger: s.Log,
+	t := s.edge().Admit(uid, p, nil)
+	defer t.Release()
+	if t.Refusal != nil {
+		s.edge().Warn(uid, "a connection without a place", "gid", gid, "subject", p.Subject, "brief", t.As == edge.Brief, "why", t.Refusal.Detail)
+	}
+	rwc := struct {
+		io.Reader
+		io.Writer
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(rest), br), c, c}
+	switch t.As {
+	case edge.Served:
+		s.session(ctx, c, rwc, p, uid)
+	case edge.Brief:
+		s.brief(ctx, rwc, p, t.Refusal)
+	default:
+		s.edge().TurnAway(c, t.Refusal)
+	}
+}
+
+// newMCP is an MCP server with the tools of principal p.
+func (s *Server) newMCP(p act.Principal, instructions string) (*mcp.Server, error) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "tobe-body", Version: s.Version}, &mcp.ServerOptions{Logger: s.Log, Instructions: instructions,
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}})
 	if err := addTools(srv, s.Table, s.Caps, p); err != nil {
 		s.Log.Error("agent tools", "err", err)
+		return nil, err
+	}
+	return srv, nil
+}
+
+// session runs one connection's session, on a place, to its end.
+func (s *Server) session(ctx context.Context, c net.Conn, rwc io.ReadWriteCloser, p act.Principal, uid int) {
+	session := p.Session
+	srv, err := s.newMCP(p, "")
+	if err != nil {
 		return
 	}
 	var sub *subscriber
@@ -187,11 +236,6 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		defer s.Hub.leave(session)
 		addDrain(srv, sub)
 	}
-	rwc := struct {
-		io.Reader
-		io.Writer
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(rest), br), c, c}
 	s.mu.Lock()
 	if s.conns == nil {
 		s.conns = map[string]io.Closer{}
@@ -237,6 +281,70 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	s.Log.Info("agent disconnected", "session", session, "subject", p.Subject)
 }
 
+// brief runs the brief session of a principal without a place: at most
+// BriefFor and BriefMessages messages; tools/list has only the table's
+// stop tools (estop_trip), and a call of any other tool is refused busy
+// with the refusal's detail. It is no session of Sessions (a stop needs
+// no heartbeat) and gets no observations.
+func (s *Server) brief(ctx context.Context, rwc io.ReadWriteCloser, p act.Principal, refusal *awareness.Error) {
+	srv, err := s.newMCP(p, fmt.Sprintf("busy: %s; this connection has no place, and only the e-stop trip is served on it", refusal.Detail))
+	if err != nil {
+		rwc.Close()
+		return
+	}
+	srv.AddReceivingMiddleware(onlyStops(s.stopTools(), refusal))
+	ctx, cancel := context.WithTimeout(ctx, BriefFor)
+	defer cancel()
+	var read atomic.Int32
+	t := NewTransport(rwc, TransportOptions{OnMessage: func() {
+		if read.Add(1) > BriefMessages {
+			cancel()
+		}
+	}})
+	defer t.Close()
+	ss, err := srv.Connect(ctx, t, nil)
+	if err != nil {
+		return
+	}
+	stop := context.AfterFunc(ctx, func() { ss.Close() })
+	defer stop()
+	ss.Wait()
+}
+
+// stopTools are the names of the tools of the table's Stop operations.
+func (s *Server) stopTools() map[string]bool {
+	stops := map[string]bool{}
+	for _, e := range s.Table.Entries() {
+		if e.Stop && e.Tool.Name != "" {
+			stops[e.Tool.Name] = true
+		}
+	}
+	return stops
+}
+
+// onlyStops lets through the calls of the stop tools, and lists only
+// them; any other tool's call is answered busy (the refusal), as a tool
+// result, without running.
+func onlyStops(stops map[string]bool, refusal *awareness.Error) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			switch call, _ := req.(*mcp.CallToolRequest); {
+			case method == "tools/call" && call != nil && !stops[call.Params.Name]:
+				busy := *refusal
+				busy.Op = call.Params.Name
+				return toolReply(call, Content{Status: "error", Error: &busy}), nil
+			case method == "tools/list":
+				res, err := next(ctx, method, req)
+				if l, ok := res.(*mcp.ListToolsResult); ok && err == nil {
+					l.Tools = slices.DeleteFunc(l.Tools, func(t *mcp.Tool) bool { return !stops[t.Name] })
+				}
+				return res, err
+			}
+			return next(ctx, method, req)
+		}
+	}
+}
+
 // readPreface reads the first line if it is a preface and returns its
 // name; anything else read is handed back, to be read as MCP.
 func readPreface(br *bufio.Reader) (name string, rest []byte, err error) {
@@ -257,29 +365,22 @@ func readPreface(br *bufio.Reader) (name string, rest []byte, err error) {
 }
 
 // CodeRefused is the JSON-RPC error code of a refused connection's one
-// line, whose data is the refusal (reason not_authorized).
+// line, whose data is the refusal (reason not_authorized, or busy).
 const CodeRefused = -32001
 
-type refusalLine struct {
-	JSONRPC string       `json:"jsonrpc"`
-	ID      *int         `json:"id"` // null: the refusal answers no request
-	Error   refusalError `json:"error"`
-}
-
-type refusalError struct {
-	Code    int             `json:"code"`
-	Message string          `json:"message"`
-	Data    awareness.Error `json:"data"`
+// refusalOf is the JSON-RPC error of a connection's refusal: its reason
+// and detail as the message, and itself, as op "connect", as the data.
+func refusalOf(r *awareness.Error) *edge.Error {
+	e := *r
+	e.Op = "connect"
+	return &edge.Error{Code: CodeRefused, Message: string(e.Reason) + ": " + e.Detail, Data: &e}
 }
 
 // refuse answers a peer that is no agent once, closes, and records it
 // (at most once a minute per uid).
 func (s *Server) refuse(c net.Conn, uid, gid int, name, why string) {
-	msg, _ := json.Marshal(refusalLine{JSONRPC: "2.0", Error: refusalError{Code: CodeRefused, Message: "not_authorized: " + why,
-		Data: awareness.Error{Op: "connect", Reason: awareness.ReasonNotAuthorized, Detail: why}}})
-	c.SetWriteDeadline(time.Now().Add(time.Second))
-	c.Write(append(msg, '\n'))
-	s.Log.Warn("agent socket: peer refused", "uid", uid, "gid", gid, "why", why)
+	s.edge().TurnAway(c, &awareness.Error{Reason: awareness.ReasonNotAuthorized, Detail: why})
+	s.edge().Warn(uid, "peer refused", "gid", gid, "why", why)
 	if s.Record == nil {
 		return
 	}

@@ -537,12 +537,9 @@ func (d *daemon) serveAdmin(cfg *config.Loaded, h *host, rec *ledgerOpened, rela
 	if err != nil {
 		return nil, err
 	}
-	srv := admin.NewServer(ln, table, a.settings.Admins.Resolve, log)
-	srv.Serve()
-	d.onStop(func() {
-		srv.Close()
-		os.Remove(sock)
-	})
+	d.onStop(func() { os.Remove(sock) })
+	srv := &admin.Server{Table: table, Resolve: a.settings.Admins.Resolve, Log: log}
+	d.spawn("admin socket", func(ctx context.Context) { srv.Serve(ctx, ln) })
 	return &serving{table: table, observer: observer, gate: gt, parts: parts, sock: sock}, nil
 }
 

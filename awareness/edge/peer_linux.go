@@ -1,6 +1,6 @@
 //go:build linux
 
-package admin
+package edge
 
 import (
 	"net"
@@ -30,10 +30,10 @@ func PeerCred(c net.Conn) (uid, gid int) {
 	return
 }
 
-// hungUp tells whether the peer of c has closed its end for good
+// HungUp tells whether the peer of c has closed its end for good
 // (POLLHUP: both directions shut; a peer that only stopped writing still
 // reads its answers and has not hung up).
-func hungUp(c net.Conn) bool {
+func HungUp(c net.Conn) bool {
 	sc, ok := c.(interface {
 		SyscallConn() (syscall.RawConn, error)
 	})

@@ -1,4 +1,4 @@
-package admin
+package edge
 
 import (
 	"errors"
@@ -54,7 +54,7 @@ func TestListenLeavesALiveSocketItCannotReach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := Listen(path)
+	ln, err := Listen("admin socket", path, -1)
 	if err == nil {
 		ln.Close()
 		t.Fatal("Listen took over a live socket")
@@ -69,7 +69,7 @@ func TestListenLeavesALiveSocketItCannotReach(t *testing.T) {
 
 	// Dead now: connecting is refused, and the socket is replaced.
 	unix.Close(fd)
-	ln, err = Listen(path)
+	ln, err = Listen("admin socket", path, -1)
 	if err != nil {
 		t.Fatalf("a dead socket: %v", err)
 	}

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package admin
+package edge
 
 import "net"
 
@@ -8,6 +8,6 @@ import "net"
 // caller has a principal and every call is refused.
 func PeerCred(net.Conn) (uid, gid int) { return -1, -1 }
 
-// hungUp cannot tell off Linux: false, and a call waiting for a place
+// HungUp cannot tell off Linux: false, and a call waiting for a place
 // runs when it gets one.
-func hungUp(net.Conn) bool { return false }
+func HungUp(net.Conn) bool { return false }
