@@ -38,8 +38,10 @@
 // decision in words, to the agent's transport. The transports are
 // subpackages: admin (JSON-RPC 2.0 on the admin socket, and its typed
 // client), agent (MCP on the agent socket, which `tobe-body stdio`
-// bridges to) and mqttcmd (the home server's commands over MQTT), over
-// one edge (EDGE). The daemon (cmd/tobe-body) binds the table to the
+// bridges to) and mqttcmd (the home server's commands over MQTT); the
+// two sockets share one edge (awareness/edge: listening, peer
+// credentials, one accept loop with the admission limits, one JSON-RPC
+// line codec). The daemon (cmd/tobe-body) binds the table to the
 // body's parts (Parts.Table) and hands it to each transport with that
 // transport's way of deciding who is calling.
 package awareness
