@@ -24,9 +24,13 @@ func stored(t *testing.T, typ, channel string, trust ledger.Level, payload any) 
 // decision with them as its default rules (no condition, budget or
 // novelty), said in o's words; false when the gate does not wake for it.
 func observe(o *Observer, e ledger.Stored) (Observation, bool) {
-	d := gate.NewSalience(gate.Rules{Defaults: o.Defaults()}).Decide(&e, nil, nil, e.Event.Occurred())
+	s := gate.NewSalience(gate.Rules{Defaults: o.Defaults()})
+	d := s.Decide(&e, nil, nil, e.Event.Occurred())
 	if d.Outcome != gate.Wake && d.Outcome != gate.Ask {
 		return Observation{}, false
+	}
+	if d.Words == 0 {
+		d.Words = s.Words(&e) // as the gate does before it pushes
 	}
 	return o.Woken(d, e), true
 }

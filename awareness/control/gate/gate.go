@@ -350,7 +350,7 @@ func (g *Gate) Run(ctx context.Context) error {
 		}
 		if g.stateless {
 			if (d.Outcome == Wake || d.Outcome == Ask) && g.Push != nil {
-				g.Push(d, e)
+				g.push(d, &e)
 			}
 			return nil
 		}
@@ -368,11 +368,21 @@ func (g *Gate) Run(ctx context.Context) error {
 		if !cmd.dup && (d.Outcome == Wake || d.Outcome == Ask) {
 			g.Sal.State.pushed(Interruption{Event: d.Event, WorkItem: d.WorkItem, Condition: d.Condition, Kind: d.Outcome, At: now.UnixMilli()})
 			if g.Push != nil {
-				g.Push(d, e)
+				g.push(d, &e)
 			}
 		}
 		return nil
 	})
+}
+
+// push tells Push of d, with the default rule whose words tell of e when
+// the decision did not find it deciding: the rules are matched here, in
+// the gate, and once.
+func (g *Gate) push(d Decision, e *ledger.Stored) {
+	if d.Words == 0 {
+		d.Words = g.Sal.Words(e)
+	}
+	g.Push(d, *e)
 }
 
 // follow keeps the index in step with a wait event.

@@ -70,10 +70,11 @@ type Decision struct {
 	// Rules.Defaults of the default rule whose words tell of the event:
 	// the first that selects its type, channel and payload, whatever its
 	// attention and whichever rule decided (a hard rule, a condition, a
-	// default). 0: none does. The rules are matched here, once: whoever
-	// says the decision in words looks the rule up by it. It is not
-	// recorded, since a position means something only to the rules of the
-	// run that decided.
+	// default). 0: none does. The gate sets it before it pushes (a
+	// default rule's wake has it from Decide): the rules are matched in
+	// the gate, once, and whoever says the decision in words looks the
+	// rule up by it. It is not recorded, since a position means something
+	// only to the rules of the run that decided.
 	Words int `cbor:"-" json:"-"`
 }
 
@@ -232,6 +233,17 @@ func (s *Salience) standing(e *ledger.Stored) *compiledDefault {
 	return nil
 }
 
+// Words is the 1-based position of the default rule whose words tell of
+// e (the first that selects its type, channel and payload, whatever its
+// attention), or 0 when none does: Decision.Words for a decision that
+// did not find it deciding.
+func (s *Salience) Words(e *ledger.Stored) int {
+	if r := s.standing(e); r != nil {
+		return r.pos
+	}
+	return 0
+}
+
 // SelectsType tells whether a type selector (a type, or a prefix ending
 // in a dot) selects an event type.
 func SelectsType(sel, typ string) bool {
@@ -327,20 +339,9 @@ type Items func(id string) (work.Item, bool)
 // matched, at now (the wall clock, for cooldowns measured against the
 // conditions' last matches; the monotonic reading, for novelty). Every
 // outcome but Wake carries its Reason; Path lists every rule applied.
-//
-// A wake or a question also says which default rule's words tell of the
-// event (Words); finding it costs a payload read only for those.
+// A default rule's wake says its rule's words (Words); any other's are
+// found by Words, when the decision is to be said.
 func (s *Salience) Decide(e *ledger.Stored, matches []*wait.Condition, items Items, now time.Time) Decision {
-	d := s.decide(e, matches, items, now)
-	if (d.Outcome == Wake || d.Outcome == Ask) && d.Words == 0 {
-		if r := s.standing(e); r != nil {
-			d.Words = r.pos
-		}
-	}
-	return d
-}
-
-func (s *Salience) decide(e *ledger.Stored, matches []*wait.Condition, items Items, now time.Time) Decision {
 	d := Decision{Event: e.ID.String(), Seq: e.Seq, Type: e.Type}
 	step, settle := d.step, d.settle
 
