@@ -422,6 +422,24 @@ func (r *Runner) EndSession(session string) []string {
 	return ids
 }
 
+// Runs tells whether session has an action running, or waiting for an
+// approval.
+func (r *Runner) Runs(session string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ru := range r.running {
+		if ru.inv.Principal.Session == session {
+			return true
+		}
+	}
+	for _, p := range r.waiting {
+		if p.inv.Principal.Session == session {
+			return true
+		}
+	}
+	return false
+}
+
 // CancelTarget cancels what runs on target for anyone but a local
 // administrator (a person took the resource over: the agent's actions on
 // it stop, a person's own go on) and returns their ids.

@@ -14,6 +14,23 @@ import (
 type enderLog struct {
 	mu    sync.Mutex
 	ended map[string]time.Time
+	// idle are the sessions that run nothing; every other runs something.
+	idle map[string]bool
+}
+
+func (l *enderLog) Runs(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.idle[s]
+}
+
+func (l *enderLog) setIdle(s string, idle bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.idle == nil {
+		l.idle = map[string]bool{}
+	}
+	l.idle[s] = idle
 }
 
 func (l *enderLog) EndSession(s string) []string {
@@ -78,6 +95,65 @@ func TestSessionsHeartbeat(t *testing.T) {
 		synctest.Wait()
 		if len(ends) != 3 || ends[2].Session != "quiet" {
 			t.Errorf("ends %+v after the quiet session came back and fell silent", ends)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// R1: a session silent with nothing running stays, however long: the
+// transport pings it and ends it when a ping goes unanswered (Lost). Once
+// it runs something, its silence ends it after a window again, counted
+// from its last beat.
+func TestAnIdleSessionStays(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &enderLog{ended: map[string]time.Time{}}
+		var ends []SessionEnd
+		s := NewSessions(log, 0, func(e SessionEnd) { ends = append(ends, e) })
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- s.Run(ctx) }()
+		log.setIdle("thinking", true)
+		s.Beat("thinking")
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if _, ok := log.at("thinking"); ok || len(ends) != 0 {
+			t.Fatalf("an idle session was ended: %+v", ends)
+		}
+		// It calls, and what it started runs: its silence counts again.
+		log.setIdle("thinking", false)
+		start := time.Now()
+		s.Beat("thinking")
+		time.Sleep(DefaultHeartbeat + time.Millisecond)
+		synctest.Wait()
+		if at, ok := log.at("thinking"); !ok || at.Sub(start) != DefaultHeartbeat {
+			t.Errorf("ended %v, %v after its last beat; want %v", ok, at.Sub(start), DefaultHeartbeat)
+		}
+		// A session taken as gone (a ping unanswered) is ended with why.
+		log.setIdle("frozen", true)
+		s.Beat("frozen")
+		if ids := s.Lost("frozen", "unanswered_ping"); !slices.Equal(ids, []string{"act-of-frozen"}) {
+			t.Errorf("Lost cancelled %v", ids)
+		}
+		if got := s.Live(); len(got) != 0 {
+			t.Errorf("live %v", got)
+		}
+		// Its connection closes then: what Lost stopped (still stopping
+		// here: the log returns it again) is not told of twice, nor is
+		// what the deadman stopped.
+		if ids := s.End("frozen"); len(ids) != 0 {
+			t.Errorf("End after Lost cancelled %v again", ids)
+		}
+		if ids := s.End("thinking"); len(ids) != 0 {
+			t.Errorf("End after the deadman cancelled %v again", ids)
+		}
+		want := []SessionEnd{{Session: "thinking", Why: "silent", Cancelled: []string{"act-of-thinking"}}, {Session: "frozen", Why: "unanswered_ping", Cancelled: []string{"act-of-frozen"}}}
+		if !slices.EqualFunc(ends, want, func(a, b SessionEnd) bool {
+			return a.Session == b.Session && a.Why == b.Why && slices.Equal(a.Cancelled, b.Cancelled)
+		}) {
+			t.Errorf("ends %+v, want %+v", ends, want)
 		}
 		cancel()
 		if err := <-done; err != nil {

@@ -39,6 +39,7 @@ type rig struct {
 	estop    *act.EStop
 	runner   *act.Runner
 	relay    *haltest.LineOut
+	led      *haltest.LineOut
 	mu       sync.Mutex
 	recorded []ledger.Event
 	ended    chan act.SessionEnd
@@ -61,7 +62,7 @@ func newRigWith(t *testing.T, rules []config.AgentPrincipal, heartbeat time.Dura
 	chip := haltest.NewChip("test")
 	chip.AddIn("estop", hal.Low)
 	relay := chip.AddOut("relay1")
-	chip.AddOut("led")
+	led := chip.AddOut("led")
 	in, _ := chip.In("estop", hal.InConfig{})
 	rl, _ := chip.Out("relay1", hal.OutConfig{Safe: hal.Low})
 	ll, _ := chip.Out("led", hal.OutConfig{Safe: hal.Low})
@@ -78,8 +79,11 @@ func newRigWith(t *testing.T, rules []config.AgentPrincipal, heartbeat time.Dura
 	}
 	estop.Check()
 	leases := act.NewLeaseTable(0)
+	// agent:pi may pulse the LED (and only that), for the tests of what a
+	// session's end stops.
+	grants := []act.Grant{{ID: "g-led", Subject: "agent:pi", Capability: "gpio.pulse", Scope: "gpio.led", By: "admin:test", ByTrust: ledger.High}}
 	r := act.NewRunner(act.Environment{EStop: estop, Registry: reg, Leases: leases,
-		Health: func() body.Degradation { return body.LevelNormal }}, store)
+		Health: func() body.Degradation { return body.LevelNormal }, Grants: func() []act.Grant { return grants }}, store)
 	set, pulse := act.NewGPIOActions([]*act.GPIOOutput{
 		{Name: "relay1", Channel: "gpio.relay1", Line: rl, Risk: act.R2},
 		{Name: "led", Channel: "gpio.led", Line: ll, Risk: act.R1},
@@ -100,7 +104,7 @@ func newRigWith(t *testing.T, rules []config.AgentPrincipal, heartbeat time.Dura
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &rig{sock: filepath.Join(t.TempDir(), SocketName), table: table, estop: estop, runner: r, relay: relay, ended: make(chan act.SessionEnd, 8),
+	g := &rig{sock: filepath.Join(t.TempDir(), SocketName), table: table, estop: estop, runner: r, relay: relay, led: led, ended: make(chan act.SessionEnd, 8),
 		hub: &Hub{Batch: 100 * time.Millisecond, Queue: 4}, store: store}
 	srv := &Server{Table: table, Caps: r, Rules: rs, Hub: g.hub, Log: slog.New(slog.DiscardHandler), Version: "test",
 		Record: func(e ledger.Event) { g.mu.Lock(); g.recorded = append(g.recorded, e); g.mu.Unlock() }}
@@ -352,32 +356,91 @@ func refusedLine(t *testing.T, sock, name string) refusalLine {
 	return r
 }
 
-// E7 at the socket: a session that falls silent is ended, its
-// connection closed and its running action stopped; a closed one at once.
-func TestASilentSessionEnds(t *testing.T) {
+// R1 and E7 at the socket. A client that answers the body's pings (the
+// SDK's, as it comes) stays while it thinks, twenty windows idle, and its
+// next call works. A frozen client (it reads nothing more, so it answers
+// no ping) with a pulse running has the pulse stopped within the window
+// and the ping's timeout, the LED back at its safe level. A frozen idle
+// one is lost at its unanswered ping, its connection closed. A closed one
+// ends at once.
+func TestTheAgentsRhythm(t *testing.T) {
 	uid, _ := me()
-	g := newRig(t, []config.AgentPrincipal{{Name: "pi", Subject: "agent:pi", UID: &uid, Trust: "high"}}, 300*time.Millisecond)
+	// A ping waits half of it for its answer: 200 ms holds under
+	// emulation on a loaded machine.
+	const heartbeat = 400 * time.Millisecond
+	g := newRig(t, []config.AgentPrincipal{{Name: "pi", Subject: "agent:pi", UID: &uid, Trust: "high"}}, heartbeat)
+	wantEnd := func(what string, whys ...string) act.SessionEnd {
+		t.Helper()
+		select {
+		case e := <-g.ended:
+			if !slices.Contains(whys, e.Why) {
+				t.Errorf("%s: ended %+v, want %v", what, e, whys)
+			}
+			return e
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: not ended", what)
+		}
+		return act.SessionEnd{}
+	}
+
 	cs := g.dial(t, "")
+	time.Sleep(20 * heartbeat)
 	select {
 	case e := <-g.ended:
-		if e.Why != "silent" {
-			t.Errorf("ended %+v, want silent", e)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a silent session was not ended")
+		t.Fatalf("an idle session that answers pings was ended: %+v", e)
+	default:
 	}
-	if err := cs.Wait(); err == nil {
-		t.Log("the client saw its connection close")
+	if c, _ := call(t, cs, "self_state", nil); c.Status != "success" {
+		t.Errorf("a call after %v idle: %+v", 20*heartbeat, c)
 	}
-	cs2 := g.dial(t, "")
-	cs2.Close()
-	select {
-	case e := <-g.ended:
-		if e.Why != "closed" {
-			t.Errorf("ended %+v, want closed", e)
+	cs.Close()
+	wantEnd("a closed session", "closed")
+
+	// Frozen with a pulse running: the deadman, or the unanswered ping,
+	// whichever is first; both stop the pulse.
+	raw := func() net.Conn {
+		c, err := net.Dial("unix", g.sock)
+		if err != nil {
+			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a closed session was not ended")
+		t.Cleanup(func() { c.Close() })
+		br := bufio.NewReader(c)
+		fmt.Fprintln(c, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"frozen","version":"1"}}}`)
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := br.ReadString('\n'); err != nil {
+			t.Fatalf("initialize: %v", err)
+		}
+		fmt.Fprintln(c, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		return c
+	}
+	c := raw()
+	fmt.Fprintln(c, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"gpio_pulse","arguments":{"target":"gpio.led","duration_ms":20000}}}`)
+	for end := time.Now().Add(10 * time.Second); g.led.Level() != hal.High; time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the pulse did not start")
+		}
+	}
+	started := time.Now()
+	e := wantEnd("a frozen session with a pulse running", "silent", "unanswered_ping")
+	for end := time.Now().Add(10 * time.Second); g.led.Level() != hal.Low; time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("the frozen session's end %+v: the LED stayed on", e)
+		}
+	}
+	if len(e.Cancelled) != 1 {
+		t.Errorf("the frozen session's end %+v: want its pulse cancelled", e)
+	}
+	t.Logf("a frozen session's pulse stopped %v after it started (%s), the window %v", time.Since(started).Round(time.Millisecond), e.Why, heartbeat)
+
+	// Frozen and idle: lost at its unanswered ping, its connection closed.
+	c = raw()
+	e = wantEnd("a frozen idle session", "unanswered_ping")
+	if len(e.Cancelled) != 0 {
+		t.Errorf("a frozen idle session's end cancelled %v", e.Cancelled)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.Copy(io.Discard, c); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("the frozen session's connection: %v, want it closed", err)
 	}
 }
 

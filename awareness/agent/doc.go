@@ -10,8 +10,11 @@
 // (package edge, with the caps of Server): places kept for high trust,
 // per-uid caps, and a brief session, whose one tool is estop_trip, for a
 // principal without a place. Each connection is a session of the runner's
-// Sessions: every message is a heartbeat, a silent session is ended at
-// its deadline and a closed one at once, and the actions it started stop.
+// Sessions: every message is a heartbeat, and the body pings a session
+// silent for half the window (keepAlive). One that answers stays, idle as
+// long as it likes; one that does not answer is lost; one silent for the
+// whole window with an action running has it stopped; a closed one ends
+// at once, and the actions it started stop.
 //
 // The tools are operations of the awareness table, called with the
 // connection's principal through the same policy as every other caller:

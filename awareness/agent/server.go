@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tobe-body/tobe-body/act"
@@ -252,7 +253,12 @@ func (s *Server) session(ctx context.Context, c net.Conn, rwc io.ReadWriteCloser
 		}
 	}()
 	s.Log.Info("agent connected", "session", session, "subject", p.Subject, "trust", p.Trust, "uid", uid)
-	t := NewTransport(rwc, TransportOptions{OnMessage: func() { s.Sessions.Beat(session) },
+	var heard atomic.Int64 // when the last message came (UnixNano)
+	heard.Store(time.Now().UnixNano())
+	t := NewTransport(rwc, TransportOptions{OnMessage: func() {
+		heard.Store(time.Now().UnixNano())
+		s.Sessions.Beat(session)
+	},
 		OnBadLine: func(code int, why string) {
 			s.Log.Debug("agent: a bad line", "session", session, "code", code, "why", why)
 		}})
@@ -264,6 +270,13 @@ func (s *Server) session(ctx context.Context, c net.Conn, rwc io.ReadWriteCloser
 	}
 	stop := context.AfterFunc(ctx, func() { ss.Close() })
 	defer stop()
+	kctx, stopPings := context.WithCancel(ctx)
+	var pinging sync.WaitGroup
+	pinging.Go(func() { s.keepAlive(kctx, ss, session, &heard) })
+	defer func() {
+		stopPings()
+		pinging.Wait()
+	}()
 	if sub != nil {
 		pctx, cancel := context.WithCancel(ctx)
 		var pushing sync.WaitGroup
@@ -279,6 +292,47 @@ func (s *Server) session(ctx context.Context, c net.Conn, rwc io.ReadWriteCloser
 	}
 	ss.Wait()
 	s.Log.Info("agent disconnected", "session", session, "subject", p.Subject)
+}
+
+// keepAlive pings the session whenever it has been silent for half the
+// heartbeat window, and waits the other half for the answer: any answer,
+// an error too, shows the link lives (and beats, as every message does).
+// A session that does not answer in time is lost: what it runs stops, the
+// end is recorded (unanswered_ping), and its connection closes. So an
+// agent that thinks between calls stays as long as its client answers
+// pings, as the MCP SDKs' clients do, and a frozen client's actions stop
+// within the window. It returns when ctx ends or the session closes.
+func (s *Server) keepAlive(ctx context.Context, ss *mcp.ServerSession, session string, heard *atomic.Int64) {
+	half := s.Sessions.Window() / 2
+	for {
+		if wait := time.Until(time.Unix(0, heard.Load()).Add(half)); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, half)
+		err := ss.Ping(pctx, nil)
+		cancel()
+		var answered *jsonrpc.Error
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil || errors.As(err, &answered):
+			heard.Store(time.Now().UnixNano())
+		case errors.Is(err, context.DeadlineExceeded):
+			ids := s.Sessions.Lost(session, "unanswered_ping")
+			s.Log.Warn("agent session lost: a ping went unanswered", "session", session, "within", half, "cancelled", ids)
+			ss.Close()
+			return
+		default:
+			return // the session is closing
+		}
+	}
 }
 
 // brief runs the brief session of a principal without a place: at most
