@@ -762,16 +762,16 @@ func (g *Grants) Active(c Reading) []Grant {
 // Offered reports whether a principal of subject at trust is offered
 // capability on target at c (a button it may press, say): its trust is
 // enough for the risk the runner's capability has on target, and a grant
-// in force covers it. It only offers: the policy still decides every
+// covers it as the policy reads grants (in force, given at a trust that
+// could allow that risk). It only offers: the policy still decides every
 // use.
 func (g *Grants) Offered(r *Runner, c Reading, subject string, trust ledger.Level, capability, target string) bool {
 	risk, _ := r.RiskCovered(capability, target)
 	if trust < MinTrust(risk) {
 		return false
 	}
-	return slices.ContainsFunc(g.Active(c), func(gr Grant) bool {
-		return gr.Subject == subject && MatchPattern(gr.Capability, capability) && MatchPattern(gr.Scope, target)
-	})
+	req := Request{Principal: Principal{Subject: subject, Trust: trust}, Capability: Capability{Name: capability, Risk: risk}, Target: target}
+	return coveringGrant(req, g.All(), c).Allow
 }
 
 // All returns every grant, expired and revoked ones too, in the order

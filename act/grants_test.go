@@ -549,6 +549,10 @@ func TestGrantsOffered(t *testing.T) {
 	if _, err := g.Add(t.Context(), Grant{Subject: "mqtt:home", Capability: "test.*", Scope: "test.vault", By: "admin:uid=0", ByTrust: ledger.Max}, Expiry{}); err != nil {
 		t.Fatal(err)
 	}
+	// Given at high trust: it covers no R3, as the policy reads it.
+	if _, err := g.Add(t.Context(), Grant{Subject: "mqtt:weak", Capability: "test.*", Scope: "test.vault", By: "admin:uid=1000", ByTrust: ledger.High}, Expiry{}); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		subject string
 		trust   ledger.Level
@@ -559,6 +563,7 @@ func TestGrantsOffered(t *testing.T) {
 		{"mqtt:home", ledger.High, "test.vault", false}, // R3 wants max
 		{"mqtt:other", ledger.Max, "test.vault", false}, // no grant of its own
 		{"mqtt:home", ledger.Max, "test.safe", false},   // not covered
+		{"mqtt:weak", ledger.Max, "test.vault", false},  // its grant was given below max
 	} {
 		if got := g.Offered(b.r, g.Reading(), tc.subject, tc.trust, "test.irreversible", tc.target); got != tc.want {
 			t.Errorf("%s at %v on %s: got %v, want %v", tc.subject, tc.trust, tc.target, got, tc.want)
