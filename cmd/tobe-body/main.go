@@ -1,7 +1,7 @@
-// Command tobe-body is the body runtime of a personal agent: one binary
-// with subcommands. Package main is the composition root: `run` builds
-// every component of the daemon once, wires them together and starts
-// them in phases; every other command is the client side, in
+// Package main is the tobe-body command, the body runtime of a personal
+// agent: one binary with subcommands, and the composition root. `run`
+// builds every component of the daemon once, wires them together and
+// starts them in phases; every other command is the client side, in
 // internal/cli, dispatched from here.
 //
 //	tobe-body run                 the daemon, in the foreground
