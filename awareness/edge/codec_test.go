@@ -3,11 +3,9 @@ package edge
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"net"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -207,7 +205,7 @@ func FuzzCodec(f *testing.F) {
 			}
 			m, bad := Parse([]byte(line))
 			if bad == nil {
-				if m.ID != nil && !validID(m.ID) {
+				if m.ID != nil && (string(m.ID) == "null" || !edgetest.ValidID(m.ID)) {
 					t.Fatalf("%q: read with id %s", line, m.ID)
 				}
 				if m.Method == "" && !m.Response {
@@ -220,14 +218,4 @@ func FuzzCodec(f *testing.F) {
 			}
 		}
 	})
-}
-
-// validID tells whether id is a string or an integer within MaxID.
-func validID(id json.RawMessage) bool {
-	if id[0] == '"' {
-		var s string
-		return json.Unmarshal(id, &s) == nil
-	}
-	n, err := strconv.ParseInt(string(id), 10, 64)
-	return err == nil && n <= MaxID && n >= -MaxID
 }

@@ -61,15 +61,15 @@ func ErrorLine(line []byte) error {
 	if err := dec.Decode(&r); err != nil || dec.More() {
 		return fmt.Errorf("%q is not one JSON-RPC error response: %v", line, err)
 	}
-	if r.JSONRPC != "2.0" || r.Error == nil || (r.Error.Code != -32700 && r.Error.Code != -32600) || !validID(r.ID) {
+	if r.JSONRPC != "2.0" || r.Error == nil || (r.Error.Code != -32700 && r.Error.Code != -32600) || !ValidID(r.ID) {
 		return fmt.Errorf("%q is not a -32700 or -32600 error response with a valid id", line)
 	}
 	return nil
 }
 
-// validID tells whether id is null, a string or an integer within
-// 2^53-1.
-func validID(id json.RawMessage) bool {
+// ValidID tells whether id is null, a string or an integer within
+// 2^53-1: an id a socket may answer with.
+func ValidID(id json.RawMessage) bool {
 	if len(id) == 0 {
 		return false
 	}
