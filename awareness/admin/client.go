@@ -35,6 +35,15 @@ type RPCError struct {
 
 func (e *RPCError) Error() string { return fmt.Sprintf("%s (code %d)", e.Message, e.Code) }
 
+// request is a JSON-RPC 2.0 request as the client writes it; ID nil is
+// a notification.
+type request struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params"`
+}
+
 // Call runs op with in on the daemon and returns its output. An
 // operation's refusal comes back as an *awareness.Error with its reason;
 // a daemon that is not there as ErrNotRunning. A refusal that carries

@@ -258,15 +258,6 @@ func (s *Server) answerOnce(ctx context.Context, c net.Conn, p act.Principal, re
 	cn.write(edge.Response{ID: id, Error: refusalOf(op, refusal)})
 }
 
-// request is a JSON-RPC 2.0 request as the client writes it; ID nil is
-// a notification.
-type request struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Method  string          `json:"method"`
-	Params  json.RawMessage `json:"params"`
-}
-
 // conn is one connection being answered.
 type conn struct {
 	s *Server
