@@ -130,6 +130,16 @@ func refuse(r act.Reason, format string, args ...any) *Error {
 	return &Error{Reason: r, Detail: fmt.Sprintf(format, args...)}
 }
 
+// Unrecorded is err's refusal (ErrorOf) without its Record, and the
+// record: a transport that carries a result's data beside its error (an
+// agent's tool, an MQTT command) sends the record as that data.
+func Unrecorded(err error) (*Error, any) {
+	oe := ErrorOf(err)
+	rec := oe.Record
+	oe.Record = nil
+	return oe, rec
+}
+
 // ReasonOf is the reason of an operation's error, as ErrorOf reads it.
 func ReasonOf(err error) act.Reason { return ErrorOf(err).Reason }
 

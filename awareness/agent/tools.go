@@ -243,9 +243,7 @@ func paramString(p act.Param, v json.RawMessage) (string, error) {
 // the data beside the refusal.
 func result(req *mcp.CallToolRequest, out any, err error) *mcp.CallToolResult {
 	if err != nil {
-		oe := awareness.ErrorOf(err)
-		rec := oe.Record
-		oe.Record = nil
+		oe, rec := awareness.Unrecorded(err)
 		return toolReply(req, Content{Status: "error", Data: rec, Error: oe})
 	}
 	return toolReply(req, Content{Status: "success", Data: out})

@@ -241,9 +241,7 @@ func (h *Handler) run(e *awareness.Entry, id string, call func(context.Context) 
 	if err != nil {
 		// What the body recorded of what it refused (an action's record)
 		// is the data beside the refusal.
-		oe := awareness.ErrorOf(err)
-		rec := oe.Record
-		oe.Record = nil
+		oe, rec := awareness.Unrecorded(err)
 		return Result{ID: id, Op: e.Name, Status: "error", Data: rec, Error: oe}
 	}
 	return Result{ID: id, Op: e.Name, Status: "success", Data: out}
