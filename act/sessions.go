@@ -97,6 +97,9 @@ func (s *Sessions) Beat(session string) {
 	}
 }
 
+// Runs tells whether the session has an action running or waiting.
+func (s *Sessions) Runs(session string) bool { return s.r.Runs(session) }
+
 // Live lists the sessions being watched.
 func (s *Sessions) Live() []string {
 	s.mu.Lock()

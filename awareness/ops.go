@@ -23,10 +23,13 @@ import (
 // tool.
 var (
 	OpStatus = Op[None, Status]{Name: "status", Kind: Observe, Least: Anyone, Tool: Tool{Name: "body_status", ReadOnly: true, Idempotent: true},
+		Resource:    Resource{URI: "tobe://status", Changes: []string{"estop.", "body."}, Channels: true},
 		Description: "How the body is: board, uptime, safety, ledger, e-stop, self-state and every channel."}
 	OpChannels = Op[None, Channels]{Name: "channels", Kind: Observe, Least: Anyone, Tool: Tool{Name: "list_channels", ReadOnly: true, Idempotent: true},
+		Resource:    Resource{URI: "tobe://channels", Channels: true},
 		Description: "The body's channels with their state and health."}
 	OpSelf = Op[None, Self]{Name: "self", Kind: Observe, Least: Anyone, Tool: Tool{Name: "self_state", ReadOnly: true, Idempotent: true},
+		Resource:    Resource{URI: "tobe://self", Changes: []string{"body."}},
 		Description: "The latest self-state sample: CPU, memory, disk, temperatures, throttling, clock, degradation."}
 	// OpEvents reads the ledger; events may be sensitive (camera, sound),
 	// so only local administrators read them until the agent boundary
@@ -34,6 +37,7 @@ var (
 	OpEvents = Op[EventsIn, Events]{Name: "events", Kind: Observe, Least: AdminOrAgent, Tool: Tool{Name: "events", ReadOnly: true, Idempotent: true},
 		Description: "Events from the ledger after a sequence, by type and time; wait_ms waits for the first new one (at most 60 s). A reply holds at most limit events and about 256 KiB of them, from at most 4 MiB of the ledger: more says there are events after last_seq still to read (perhaps none in this reply), by calling again with after set to it. An agent sees no restricted event, and sensitive ones (camera, microphone) only at medium trust or above."}
 	OpEStopStatus = Op[None, act.EStopStatus]{Name: "estop.status", Kind: Observe, Least: Anyone, Tool: Tool{Name: "estop_status", ReadOnly: true, Idempotent: true},
+		Resource:    Resource{URI: "tobe://estop", Changes: []string{"estop."}},
 		Description: "The e-stop: latched or not and why, the lines, a wiring fault."}
 	OpEStopTrip = Op[TripIn, TripOut]{Name: "estop.trip", Kind: Interact, Least: Anyone, Stop: true, Tool: Tool{Name: "estop_trip", Idempotent: true},
 		Description: "Stop now: every output to its safe level, every action cancelled, latched until a local reset. Optional: reason (why, in the record and the cause; at most 200 bytes are kept), note (for the record; 1024) and idempotency_key: a repeat of the same key by the same caller, even after the body restarted, returns the first stop (repeated: true) and stops nothing. A stop is never refused for what these say: text that is too long is cut, control characters become spaces, and params that cannot be read are left out."}

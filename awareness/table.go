@@ -160,6 +160,21 @@ type Op[In, Out any] struct {
 	// Tool is how an agent is offered the operation; every operation
 	// whose least admits agents says, and no other does.
 	Tool Tool
+	// Resource, when its URI is set, offers the operation's output to an
+	// agent as an MCP resource too, which it may read and subscribe to.
+	Resource Resource
+}
+
+// Resource is an operation offered to an agent as an MCP resource: an
+// observation that takes no input, read as the operation with the
+// session's principal, and said to have changed when the ledger records
+// an event whose type Changes names (a type, or a prefix ending in a
+// dot), or, with Channels, when a channel's state or health changes.
+// Which agents see it follows from the operation's least, as its tool's.
+type Resource struct {
+	URI      string   `json:"uri,omitempty"`
+	Changes  []string `json:"changes,omitempty"`
+	Channels bool     `json:"channels,omitempty"`
 }
 
 // Tool is how an operation is offered to an agent as a tool of its MCP
@@ -230,9 +245,10 @@ type Entry struct {
 	Least       Least
 	// Stop is the Op's Stop: answered at once, never queued or refused
 	// for want of room.
-	Stop    bool
-	Tool    Tool
-	In, Out reflect.Type
+	Stop     bool
+	Tool     Tool
+	Resource Resource
+	In, Out  reflect.Type
 	// Streams, set by NewTable, says Out is Streaming: the operation's
 	// output carries bytes besides its result. A transport that cannot
 	// send them must not offer the operation.
@@ -266,7 +282,7 @@ func Bind[In, Out any](op Op[In, Out], h Handler[In, Out]) *Entry {
 		}
 		return out, nil
 	}
-	return &Entry{Name: op.Name, Description: op.Description, Kind: op.Kind, Least: op.Least, Stop: op.Stop, Tool: op.Tool,
+	return &Entry{Name: op.Name, Description: op.Description, Kind: op.Kind, Least: op.Least, Stop: op.Stop, Tool: op.Tool, Resource: op.Resource,
 		In: reflect.TypeFor[In](), Out: reflect.TypeFor[Out](),
 		call: func(ctx context.Context, p act.Principal, params json.RawMessage) (any, error) {
 			var in In
@@ -460,6 +476,8 @@ func checkTool(e *Entry) error {
 		return fmt.Errorf("tool %s: read-only %v, for kind %s", tl.Name, tl.ReadOnly, e.Kind)
 	case tl.ReadOnly && tl.Destructive:
 		return fmt.Errorf("tool %s: read-only and destructive", tl.Name)
+	case e.Resource.URI != "" && (tl.Name == "" || e.Kind != Observe || e.In != reflect.TypeFor[None]()):
+		return fmt.Errorf("resource %s: an agent's observation that takes no input, with a tool of its own", e.Resource.URI)
 	case tl.PerCapability && (tl.ReadOnly || tl.Destructive || tl.Idempotent):
 		return errors.New("tools per capability: their annotations are each capability's")
 	}
@@ -495,6 +513,19 @@ func (t *Table) Tools(p act.Principal) []*Entry {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Tool.Name < out[j].Tool.Name })
+	return out
+}
+
+// Resources are the operations agent principal p is offered as MCP
+// resources, by URI: those with a Resource URI whose least admits p.
+func (t *Table) Resources(p act.Principal) []*Entry {
+	var out []*Entry
+	for _, e := range t.byName {
+		if e.Resource.URI != "" && e.Least.Admits(p) {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Resource.URI < out[j].Resource.URI })
 	return out
 }
 

@@ -69,11 +69,22 @@ type Registry struct {
 	byID   map[string]*Channel
 	order  []string
 	sealed bool
+	// changed is closed, and replaced, when a channel's state or health
+	// changes (Changed).
+	changed chan struct{}
 }
 
 // NewRegistry returns an empty registry; now stamps state changes.
 func NewRegistry(now func() time.Time) *Registry {
-	return &Registry{now: now, byID: map[string]*Channel{}}
+	return &Registry{now: now, byID: map[string]*Channel{}, changed: make(chan struct{})}
+}
+
+// Changed returns a channel that is closed when a channel's state or
+// health next changes: read it, then Snapshot, and nothing is missed.
+func (r *Registry) Changed() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.changed
 }
 
 // Register adds a channel in its initial state.
@@ -119,6 +130,9 @@ func (r *Registry) Set(id string, state State, health string) error {
 	if health == "" {
 		health = "ok"
 	}
+	if state == c.State && health == c.Health {
+		return nil
+	}
 	if state != c.State {
 		if !slices.Contains(transitions[c.State], state) {
 			return fmt.Errorf("%w: %s from %s to %s", ErrTransition, id, c.State, state)
@@ -127,6 +141,8 @@ func (r *Registry) Set(id string, state State, health string) error {
 		c.Since = r.now()
 	}
 	c.Health = health
+	close(r.changed)
+	r.changed = make(chan struct{})
 	return nil
 }
 

@@ -37,6 +37,12 @@ type Filter struct {
 	MaxScan int
 }
 
+// MatchType tells whether an event of type typ is selected by pattern: a
+// type, or a prefix ending in a dot ("estop." selects "estop.tripped").
+func MatchType(pattern, typ string) bool {
+	return pattern == typ || len(pattern) > 0 && pattern[len(pattern)-1] == '.' && len(typ) > len(pattern) && typ[:len(pattern)] == pattern
+}
+
 func (f Filter) match(e *Event) bool {
 	if !f.Since.IsZero() && e.OccurredAt < f.Since.UnixNano() {
 		return false
@@ -45,7 +51,7 @@ func (f Filter) match(e *Event) bool {
 		return true
 	}
 	for _, t := range f.Types {
-		if t == e.Type || len(t) > 0 && t[len(t)-1] == '.' && len(e.Type) > len(t) && e.Type[:len(t)] == t {
+		if MatchType(t, e.Type) {
 			return true
 		}
 	}

@@ -33,6 +33,7 @@ import (
 // socket serving it.
 type rig struct {
 	sock     string
+	reg      *body.Registry
 	table    *awareness.Table
 	hub      *Hub
 	store    *ledger.Store
@@ -104,9 +105,9 @@ func newRigWith(t *testing.T, rules []config.AgentPrincipal, heartbeat time.Dura
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &rig{sock: filepath.Join(t.TempDir(), SocketName), table: table, estop: estop, runner: r, relay: relay, led: led, ended: make(chan act.SessionEnd, 8),
+	g := &rig{sock: filepath.Join(t.TempDir(), SocketName), reg: reg, table: table, estop: estop, runner: r, relay: relay, led: led, ended: make(chan act.SessionEnd, 8),
 		hub: &Hub{Batch: 100 * time.Millisecond, Queue: 4}, store: store}
-	srv := &Server{Table: table, Caps: r, Rules: rs, Hub: g.hub, Log: slog.New(slog.DiscardHandler), Version: "test",
+	srv := &Server{Table: table, Caps: r, Rules: rs, Hub: g.hub, Store: store, Registry: reg, Log: slog.New(slog.DiscardHandler), Version: "test",
 		Record: func(e ledger.Event) { g.mu.Lock(); g.recorded = append(g.recorded, e); g.mu.Unlock() }}
 	srv.Sessions = act.NewSessions(r, heartbeat, func(e act.SessionEnd) { srv.Ended(e); g.ended <- e })
 	if tune != nil {
@@ -119,7 +120,8 @@ func newRigWith(t *testing.T, rules []config.AgentPrincipal, heartbeat time.Dura
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
+	go func() { defer wg.Done(); act.RecordEStop(ctx, estop, store, nil, slog.New(slog.DiscardHandler)) }()
 	go func() { defer wg.Done(); srv.Sessions.Run(ctx) }()
 	go func() { defer wg.Done(); srv.Serve(ctx, ln) }()
 	t.Cleanup(func() { cancel(); wg.Wait() })
@@ -135,6 +137,13 @@ func me() (int, string) {
 // returns an MCP client session over it (the official SDK's client).
 func (g *rig) dial(t *testing.T, name string) *mcp.ClientSession {
 	t.Helper()
+	return g.dialWith(t, name, nil, "")
+}
+
+// dialWith is dial with the client's options, asking for protocol
+// version (empty: the SDK's newest).
+func (g *rig) dialWith(t *testing.T, name string, opts *mcp.ClientOptions, version string) *mcp.ClientSession {
+	t.Helper()
 	c, err := net.Dial("unix", g.sock)
 	if err != nil {
 		t.Fatal(err)
@@ -142,11 +151,14 @@ func (g *rig) dial(t *testing.T, name string) *mcp.ClientSession {
 	if name != "" {
 		fmt.Fprintf(c, `{"tobe":"principal","name":%q}`+"\n", name)
 	}
-	cl := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
-	cs, err := cl.Connect(context.Background(), &mcp.IOTransport{Reader: c, Writer: c}, nil)
+	cl := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, opts)
+	cs, err := cl.Connect(context.Background(), &mcp.IOTransport{Reader: c, Writer: c}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		c.Close()
 		t.Fatalf("connect: %v", err)
+	}
+	if version != "" && cs.InitializeResult().ProtocolVersion != version {
+		t.Fatalf("connect: protocol %s, want %s", cs.InitializeResult().ProtocolVersion, version)
 	}
 	t.Cleanup(func() { cs.Close() })
 	return cs

@@ -32,6 +32,9 @@ const (
 type Hub struct {
 	Batch time.Duration // 0: DefaultBatch
 	Queue int           // 0: DefaultQueue
+	// Replay, when not nil, reads again what was told after a ledger
+	// sequence (ObservationsAfter): the gate's records of its wakes.
+	Replay Replay
 
 	mu   sync.Mutex
 	subs map[string]*subscriber
@@ -41,6 +44,10 @@ type Hub struct {
 type subscriber struct {
 	who  act.Principal // what it may see
 	push chan awareness.Observation
+
+	// queued, when set, is told of each observation queued (its seq):
+	// the session's resource watcher.
+	queued func(seq uint64)
 
 	mu      sync.Mutex
 	queue   []awareness.Observation
@@ -68,7 +75,11 @@ func (h *Hub) Publish(o awareness.Observation) {
 			s.dropped += uint64(n)
 		}
 		s.queue = append(s.queue, o)
+		queued := s.queued
 		s.mu.Unlock()
+		if queued != nil {
+			queued(o.Seq)
+		}
 		select {
 		case s.push <- o:
 		default:
@@ -129,6 +140,13 @@ func (s *subscriber) drain(limit int) Drained {
 	s.queue = append(s.queue[:0], s.queue[n:]...)
 	s.dropped, s.unsent = 0, 0
 	return d
+}
+
+// peek is what drain would take, without taking it.
+func (s *subscriber) peek() Drained {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Drained{Observations: append([]awareness.Observation{}, s.queue...), Dropped: s.dropped, Unpushed: s.unsent}
 }
 
 // pushes sends what the hub hands s on t until ctx is done: high and max

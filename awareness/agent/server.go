@@ -21,6 +21,7 @@ import (
 	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/awareness"
 	"github.com/tobe-body/tobe-body/awareness/edge"
+	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
@@ -119,6 +120,10 @@ type Server struct {
 	// Hub, when not nil, pushes observations to every session and keeps
 	// them for its drain tool.
 	Hub *Hub
+	// Store and Registry, when not nil, say when the table's resources
+	// change: the events the ledger commits, the channels' changes.
+	Store    *ledger.Store
+	Registry *body.Registry
 	// Record, when not nil, writes an event (a refused peer).
 	Record  func(ledger.Event)
 	Log     *slog.Logger
@@ -131,10 +136,11 @@ type Server struct {
 	once sync.Once
 	e    *edge.Edge
 
-	mu      sync.Mutex
-	conns   map[string]io.Closer // by session
-	refused map[int]*refusedTally
-	n       uint64
+	mu       sync.Mutex
+	conns    map[string]io.Closer // by session
+	watchers map[string]*watcher  // by session
+	refused  map[int]*refusedTally
+	n        uint64
 }
 
 type refusedTally struct {
@@ -157,6 +163,13 @@ func (s *Server) edge() *edge.Edge {
 // Serve accepts connections on ln until ctx is done, then closes every
 // connection and waits for their sessions to end.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) {
+	fctx, cancel := context.WithCancel(ctx)
+	var following sync.WaitGroup
+	following.Go(func() { s.follow(fctx) })
+	defer func() {
+		cancel()
+		following.Wait()
+	}()
 	s.edge().Serve(ctx, ln, s.serveConn)
 }
 
@@ -213,10 +226,15 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, uid, gid int) {
 	}
 }
 
-// newMCP is an MCP server with the tools of principal p.
-func (s *Server) newMCP(p act.Principal, instructions string) (*mcp.Server, error) {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "tobe-body", Version: s.Version}, &mcp.ServerOptions{Logger: s.Log, Instructions: instructions,
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}})
+// newMCP is an MCP server with the tools of principal p; tune, when not
+// nil, sets more of its options.
+func (s *Server) newMCP(p act.Principal, instructions string, tune func(*mcp.ServerOptions)) (*mcp.Server, error) {
+	opts := &mcp.ServerOptions{Logger: slog.New(warnings{s.Log.Handler()}), Instructions: instructions,
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}}
+	if tune != nil {
+		tune(opts)
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "tobe-body", Version: s.Version}, opts)
 	if err := addTools(srv, s.Table, s.Caps, p); err != nil {
 		s.Log.Error("agent tools", "err", err)
 		return nil, err
@@ -227,26 +245,48 @@ func (s *Server) newMCP(p act.Principal, instructions string) (*mcp.Server, erro
 // session runs one connection's session, on a place, to its end.
 func (s *Server) session(ctx context.Context, c net.Conn, rwc io.ReadWriteCloser, p act.Principal, uid int) {
 	session := p.Session
-	srv, err := s.newMCP(p, "")
+	res := &resources{s: s, p: p}
+	srv, err := s.newMCP(p, "", res.serverOptions)
 	if err != nil {
 		return
 	}
-	var sub *subscriber
 	if s.Hub != nil {
-		sub = s.Hub.join(session, p)
+		res.sub = s.Hub.join(session, p)
 		defer s.Hub.leave(session)
-		addDrain(srv, sub)
+		addDrain(srv, res.sub)
 	}
+	sub := res.sub
+	res.w = newWatcher(srv)
+	res.add(srv)
+	srv.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			r, err := next(ctx, method, req)
+			if method == "notifications/subscriptions/acknowledged" {
+				res.acknowledged()
+			}
+			return r, err
+		}
+	})
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			r, err := next(ctx, method, req)
+			if method == "resources/subscribe" && err == nil {
+				res.acknowledged()
+			}
+			return r, err
+		}
+	})
 	s.mu.Lock()
 	if s.conns == nil {
-		s.conns = map[string]io.Closer{}
+		s.conns, s.watchers = map[string]io.Closer{}, map[string]*watcher{}
 	}
-	s.conns[session] = c
+	s.conns[session], s.watchers[session] = c, res.w
 	s.mu.Unlock()
 	s.Sessions.Beat(session)
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, session)
+		delete(s.watchers, session)
 		s.mu.Unlock()
 		if ids := s.Sessions.End(session); len(ids) > 0 {
 			s.Log.Warn("agent session closed: its actions stopped", "session", session, "subject", p.Subject, "cancelled", ids)
@@ -273,6 +313,7 @@ func (s *Server) session(ctx context.Context, c net.Conn, rwc io.ReadWriteCloser
 	kctx, stopPings := context.WithCancel(ctx)
 	var pinging sync.WaitGroup
 	pinging.Go(func() { s.keepAlive(kctx, ss, session, &heard) })
+	pinging.Go(func() { res.w.run(kctx) })
 	defer func() {
 		stopPings()
 		pinging.Wait()
@@ -315,6 +356,12 @@ func (s *Server) keepAlive(ctx context.Context, ss *mcp.ServerSession, session s
 			}
 			continue
 		}
+		if stateless(ss) && !s.Sessions.Runs(session) {
+			// The revision has no ping, and a session that runs nothing
+			// holds nothing: it ends with its link.
+			heard.Store(time.Now().UnixNano())
+			continue
+		}
 		pctx, cancel := context.WithTimeout(ctx, half)
 		err := ss.Ping(pctx, nil)
 		cancel()
@@ -335,13 +382,23 @@ func (s *Server) keepAlive(ctx context.Context, ss *mcp.ServerSession, session s
 	}
 }
 
+// Stateless is the first protocol revision without initialize, ping or
+// sessions (SEP-2575).
+const Stateless = "2026-07-28"
+
+// stateless tells whether the session speaks Stateless or later.
+func stateless(ss *mcp.ServerSession) bool {
+	ip := ss.InitializeParams()
+	return ip != nil && ip.ProtocolVersion >= Stateless
+}
+
 // brief runs the brief session of a principal without a place: at most
 // BriefFor and BriefMessages messages; tools/list has only the table's
 // stop tools (estop_trip), and a call of any other tool is refused busy
 // with the refusal's detail. It is no session of Sessions (a stop needs
 // no heartbeat) and gets no observations.
 func (s *Server) brief(ctx context.Context, rwc io.ReadWriteCloser, p act.Principal, refusal *awareness.Error) {
-	srv, err := s.newMCP(p, fmt.Sprintf("busy: %s; this connection has no place, and only the e-stop trip is served on it", refusal.Detail))
+	srv, err := s.newMCP(p, fmt.Sprintf("busy: %s; this connection has no place, and only the e-stop trip is served on it", refusal.Detail), nil)
 	if err != nil {
 		rwc.Close()
 		return
@@ -462,3 +519,14 @@ func (s *Server) refuse(c net.Conn, uid, gid int, name, why string) {
 	}
 	s.Record(ledger.Event{Type: EventRefused, ChannelID: "agent", Provenance: ledger.Observed, Payload: p})
 }
+
+// warnings is the SDK's log: its warnings and errors only (it tells of
+// every subscription and notification at info).
+type warnings struct{ slog.Handler }
+
+func (w warnings) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && w.Handler.Enabled(ctx, l)
+}
+
+func (w warnings) WithAttrs(as []slog.Attr) slog.Handler { return warnings{w.Handler.WithAttrs(as)} }
+func (w warnings) WithGroup(name string) slog.Handler    { return warnings{w.Handler.WithGroup(name)} }

@@ -561,6 +561,13 @@ func (d *daemon) startAgentAndGate(cfg *config.Loaded, s *serving, runner *act.R
 		}
 		oc := cfg.Agent.Observations
 		hub = &agent.Hub{Batch: time.Duration(oc.BatchMS) * time.Millisecond, Queue: oc.Queue}
+		if gt != nil {
+			// What the gate told, read again from its records, in the
+			// observer's words: an agent that was away misses nothing.
+			hub.Replay = func(after uint64, limit int, fn func(awareness.Observation)) (uint64, bool, error) {
+				return gt.Woken(after, limit, func(d gate.Decision, e ledger.Stored) { fn(observer.Woken(d, e)) })
+			}
+		}
 		gid := -1
 		if g := cfg.Agent.SocketGroup; g != "" {
 			grp, err := user.LookupGroup(g)
@@ -582,7 +589,7 @@ func (d *daemon) startAgentAndGate(cfg *config.Loaded, s *serving, runner *act.R
 				log.Error("ledger append", "type", ev.Type, "err", err)
 			}
 		}
-		srv := &agent.Server{Table: s.table, Caps: runner, Rules: rules, Hub: hub, Record: record, Log: log, Version: version}
+		srv := &agent.Server{Table: s.table, Caps: runner, Rules: rules, Hub: hub, Store: store, Registry: s.parts.Registry, Record: record, Log: log, Version: version}
 		srv.Sessions = act.NewSessions(runner, time.Duration(cfg.Agent.HeartbeatMS)*time.Millisecond, func(e act.SessionEnd) {
 			srv.Ended(e)
 			p, err := ledger.MarshalPayload(e)

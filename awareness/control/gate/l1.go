@@ -215,7 +215,11 @@ func compileDefaults(ds []Default) []compiledDefault {
 }
 
 // standing returns the first default rule that matches e, or nil.
-func (s *Salience) standing(e *ledger.Stored) *compiledDefault {
+func (s *Salience) standing(e *ledger.Stored) *compiledDefault { return s.standingWith(e, &s.fields) }
+
+// standingWith is standing reading payloads with f: a caller beside the
+// gate's own (Woken) brings its own.
+func (s *Salience) standingWith(e *ledger.Stored, f *wait.Fields) *compiledDefault {
 	reset := false
 	for i := range s.defaults {
 		r := &s.defaults[i]
@@ -223,10 +227,10 @@ func (s *Salience) standing(e *ledger.Stored) *compiledDefault {
 			continue
 		}
 		if len(r.When) > 0 && !reset {
-			s.fields.Reset(e.Payload)
+			f.Reset(e.Payload)
 			reset = true
 		}
-		if whenHolds(r.When, &s.fields) {
+		if whenHolds(r.When, f) {
 			return r
 		}
 	}
@@ -246,12 +250,7 @@ func (s *Salience) Words(e *ledger.Stored) int {
 
 // SelectsType tells whether a type selector (a type, or a prefix ending
 // in a dot) selects an event type.
-func SelectsType(sel, typ string) bool {
-	if strings.HasSuffix(sel, ".") {
-		return strings.HasPrefix(typ, sel)
-	}
-	return sel == typ
-}
+func SelectsType(sel, typ string) bool { return ledger.MatchType(sel, typ) }
 
 // SelectsChannel tells whether a channel selector selects a channel: ""
 // or "*" select any, a prefix ending in ".*" every channel under it (not
