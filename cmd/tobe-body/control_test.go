@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -12,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/tobe-body/tobe-body/awareness"
 	"github.com/tobe-body/tobe-body/awareness/admin"
+	"github.com/tobe-body/tobe-body/awareness/agent"
 	"github.com/tobe-body/tobe-body/awareness/control/gate"
 	"github.com/tobe-body/tobe-body/awareness/control/wait"
 	"github.com/tobe-body/tobe-body/awareness/control/work"
@@ -361,6 +365,33 @@ func TestTheGatePushesWhatTheObservationRulesWant(t *testing.T) {
 	}
 	if dec := explain(trip.ID); dec.Outcome != gate.Wake || dec.Reason != "" || dec.Path[0].Rule != "hard rule" {
 		t.Errorf("explain the trip: %+v", dec)
+	}
+
+	// An agent that was away reads what it missed, from the gate's
+	// records, in the same words, through the resource any MCP client
+	// may read; and the e-stop's resource says latched.
+	b2 := startBridge(t, "--data", d.data, "--principal", "pi-high")
+	defer b2.stdin.Close()
+	res, err := b2.cs.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: fmt.Sprintf("tobe://observations?after=%d", motion.Seq-1)})
+	if err != nil {
+		t.Fatalf("read what was told after the motion: %v", err)
+	}
+	var missed agent.Replayed
+	if err := json.Unmarshal([]byte(res.Contents[0].Text), &missed); err != nil {
+		t.Fatal(err)
+	}
+	var again []awareness.Observation
+	for _, o := range missed.Observations {
+		if o.ID == motion.ID || o.ID == trip.ID {
+			again = append(again, o)
+		}
+	}
+	if len(again) != 2 || again[0].Content != motion.Content || again[1].Content != trip.Content || again[1].Attention != ledger.Max || missed.Next < trip.Seq {
+		t.Errorf("read again after %d: %+v", motion.Seq-1, missed)
+	}
+	res, err = b2.cs.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: "tobe://estop"})
+	if err != nil || !strings.Contains(res.Contents[0].Text, `"latched":true`) {
+		t.Errorf("tobe://estop after the trip: %+v %v", res, err)
 	}
 	for id, n := range seen {
 		if n != 1 {
