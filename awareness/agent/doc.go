@@ -25,6 +25,17 @@
 // session's own. No tool resets the e-stop, grants or approves: those
 // operations admit no agent.
 //
+// The body's state is offered as MCP resources too (resources.go): the
+// table's operations that declare a Resource, read as their tools are,
+// and the session's observations; a session hears that one changed
+// (notifications/resources/updated, through resources/subscribe or, at
+// 2026-07-28, subscriptions/listen) when the ledger commits an event that
+// changes it or a channel changes, and reads what the gate told after a
+// ledger sequence from its records (ObservationsAfter), so that an agent
+// that was away misses nothing. Every protocol version the SDK speaks is
+// negotiated; a session at 2026-07-28 (Stateless), which has no ping, is
+// pinged only while it runs something, and otherwise ends with its link.
+//
 // The framing is the package's own Transport: newline-delimited JSON-RPC
 // 2.0 over one byte stream (edge's line codec) for the SDK, which answers bad input itself
 // with the JSON-RPC error it deserves and goes on at the next line, and
