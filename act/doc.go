@@ -6,8 +6,9 @@
 // the ledger, and the lowest trust of the session and the observation
 // that caused the request), a lease with a fencing check on shared
 // resources (LeaseTable), a record that is durable before the side effect,
-// the action under a context that the e-stop, a timeout and the owning
-// session's end cancel (a request of a Timed action that could not finish
+// the action under a context that the e-stop, a timeout, the owning
+// session's end and its caller's own cancellation of the request
+// (CallerCancel) cancel (a request of a Timed action that could not finish
 // within its timeout is refused before it runs), and an independent
 // verification. Every step is a
 // ledger event (action.proposed, action.running, action.succeeded, ...); a

@@ -94,6 +94,9 @@ type Result struct {
 	Detail       string        `cbor:"detail,omitempty" json:"detail,omitempty"`
 	Verification *Verification `cbor:"verification,omitempty" json:"verification,omitempty"`
 	Receipt      string        `cbor:"receipt,omitempty" json:"receipt,omitempty"`
+	// CancelledBy is who cancelled the action, with caller_cancelled:
+	// the principal that asked for it, which cancelled its own request.
+	CancelledBy *Cancellation `cbor:"cancelled_by,omitempty" json:"cancelled_by,omitempty"`
 	// Repeat is true when this is the recorded result of an earlier
 	// invocation with the same idempotency key: nothing was done again.
 	Repeat bool `cbor:"-" json:"repeat,omitempty"`
@@ -107,8 +110,8 @@ type Action interface {
 	// wrong with target or params.
 	Channel(target string, params map[string]string) (string, error)
 	// Do acts; it returns a receipt for the record. It must stop when ctx
-	// is cancelled (e-stop, timeout, the owning session's end) and leave
-	// the world safe.
+	// is cancelled (e-stop, timeout, the owning session's end, its
+	// caller's cancellation of the request) and leave the world safe.
 	Do(ctx context.Context, inv *Invocation) (string, error)
 	// Verify reads the world back, independently of Do's own report.
 	Verify(ctx context.Context, inv *Invocation) Verification
@@ -224,7 +227,9 @@ type Environment struct {
 // Runner is the only path to side effects. Submit runs an invocation
 // through policy, a lease, the action and its verification, recording
 // each step in the journal before it is taken; CancelAll (the e-stop) and
-// EndSession cancel what runs and what waits for approval. An R3
+// EndSession cancel what runs and what waits for approval, and a caller
+// cancels what its own request runs by ending Submit's context with
+// CallerCancel. An R3
 // invocation waits for a local administrator (Approve, Deny); Run
 // expires and records what waits.
 type Runner struct {
@@ -374,8 +379,12 @@ func (r *Runner) RiskCovered(capability, scope string) (Risk, string) {
 	return top, what
 }
 
-// errCancelled causes carry the reason into the record.
-type cancelCause struct{ reason Reason }
+// cancelCause carries the reason into the record, and who cancelled
+// with caller_cancelled.
+type cancelCause struct {
+	reason Reason
+	by     *Cancellation
+}
 
 func (c cancelCause) Error() string { return string(c.reason) }
 
@@ -389,7 +398,7 @@ func (r *Runner) CancelAll(reason Reason) []string {
 	defer r.mu.Unlock()
 	ids := make([]string, 0, len(r.running)+len(r.waiting))
 	for id, ru := range r.running {
-		ru.cancel(cancelCause{reason})
+		ru.cancel(cancelCause{reason: reason})
 		ids = append(ids, id)
 	}
 	for id, p := range r.waiting {
@@ -408,7 +417,7 @@ func (r *Runner) EndSession(session string) []string {
 	var ids []string
 	for id, ru := range r.running {
 		if ru.inv.Principal.Session == session {
-			ru.cancel(cancelCause{ReasonSessionEnded})
+			ru.cancel(cancelCause{reason: ReasonSessionEnded})
 			ids = append(ids, id)
 		}
 	}
@@ -449,7 +458,7 @@ func (r *Runner) CancelTarget(target string, reason Reason) []string {
 	var ids []string
 	for id, ru := range r.running {
 		if ru.inv.Target == target && ru.inv.Principal.Kind != LocalAdmin {
-			ru.cancel(cancelCause{reason})
+			ru.cancel(cancelCause{reason: reason})
 			ids = append(ids, id)
 		}
 	}
@@ -467,6 +476,11 @@ func (r *Runner) CancelTarget(target string, reason Reason) []string {
 // none): a request that fails either is refused with invalid_request or
 // rate_limited, without an action id, and only counted in its
 // principal's refusal summary (FlushRefusals). Repeats take a token too.
+//
+// The action runs to its end whether or not ctx ends first (what stops
+// it is the e-stop, its timeout, its session's end), unless ctx ends
+// with a CallerCancel cause: its caller cancelled the request, and the
+// action is cancelled with caller_cancelled (Result.CancelledBy).
 func (r *Runner) Submit(ctx context.Context, inv Invocation) Result {
 	if err := CheckInvocation(&inv); err != nil {
 		return r.refuseUnrecorded(inv.Principal, inv.Capability, ReasonInvalidRequest, err.Error())
@@ -664,11 +678,25 @@ func (r *Runner) execute(ctx context.Context, inv *Invocation, a Action, capab C
 		r.mu.Unlock()
 		cancel(nil)
 	}()
+	// The action outlives its caller's context, but not the caller's own
+	// cancellation of its request (CallerCancel): that cancels it too.
+	stopWatching := context.AfterFunc(ctx, func() {
+		if by := callerCancelled(ctx, inv); by != nil {
+			cancel(cancelCause{reason: ReasonCallerCancelled, by: by})
+		}
+	})
+	defer stopWatching()
 	// The e-stop may have tripped since the decision: it is checked again
 	// with the invocation registered, so a trip now either sees it and
 	// cancels it, or came before and is seen here.
 	if r.env.EStop != nil && r.env.EStop.Latched() {
 		res := Result{ActionID: inv.ActionID, Status: Cancelled, Reason: ReasonEStopLatched, Detail: "the e-stop tripped before the action started"}
+		r.recordResult(inv, res)
+		return res
+	}
+	if by := callerCancelled(ctx, inv); by != nil {
+		res := Result{ActionID: inv.ActionID, Status: Cancelled, Reason: ReasonCallerCancelled, CancelledBy: by,
+			Detail: "its caller cancelled the request before the action started" + by.why()}
 		r.recordResult(inv, res)
 		return res
 	}
@@ -696,6 +724,10 @@ func (r *Runner) execute(ctx context.Context, inv *Invocation, a Action, capab C
 		errors.As(context.Cause(dctx), &cc)
 		res.Status, res.Reason = Cancelled, cc.reason
 		res.Detail = "cancelled: " + string(cc.reason)
+		if cc.by != nil {
+			res.CancelledBy = cc.by
+			res.Detail += " by " + cc.by.Subject + cc.by.why()
+		}
 	case errors.Is(dctx.Err(), context.DeadlineExceeded):
 		res.Status, res.Detail = Failed, fmt.Sprintf("timed out after %v", timeout)
 	case err != nil:

@@ -14,7 +14,13 @@
 // silent for half the window (keepAlive). One that answers stays, idle as
 // long as it likes; one that does not answer is lost; one silent for the
 // whole window with an action running has it stopped; a closed one ends
-// at once, and the actions it started stop.
+// at once, and the actions it started stop. A peer that ends its side
+// only (stdin closed behind `tobe-body stdio`) is answered what it asked
+// before, within the window and a second: what still runs then is
+// stopped by the deadman and answered cancelled. A peer that cancels a
+// tools/call of its own (notifications/cancelled) cancels the action it
+// runs (act.CallerCancel, recorded caller_cancelled); its session goes
+// on.
 //
 // The tools are operations of the awareness table, called with the
 // connection's principal through the same policy as every other caller:

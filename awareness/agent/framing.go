@@ -10,6 +10,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -55,6 +56,14 @@ type TransportOptions struct {
 	// peer, which is dropped without an answer. It runs on the reading
 	// goroutine and must not block.
 	OnBadLine func(code int, why string)
+
+	// Drain is how long, once the stream has ended (the peer closed its
+	// side, or half-closed it to say it has nothing more to send), Read
+	// keeps that end from the SDK while calls read before it are still
+	// unanswered, so that their answers are written; 0: none, Read
+	// returns io.EOF at once and the SDK drops the answers still to come.
+	// The SDK cancels what is still running once Read returns io.EOF.
+	Drain time.Duration
 }
 
 // Transport serves MCP over one byte stream (an accepted Unix connection,
@@ -106,6 +115,14 @@ type Transport struct {
 	closeErr error
 	reading  sync.WaitGroup   // the reading goroutine
 	lines    *edge.LineReader // the reading goroutine's, set by Connect
+
+	// callMu guards calls and byExtra: the calls read and not yet
+	// answered (cancel.go).
+	callMu   sync.Mutex
+	calls    map[jsonrpc.ID]*pendingCall
+	byExtra  map[*mcp.RequestExtra]*pendingCall
+	answered chan struct{} // signalled (never blocking) when a call is answered
+	endedAt  time.Time     // when the stream ended; set before readDone closes
 }
 
 // NewTransport returns a Transport over rwc, which the Transport owns:
@@ -124,6 +141,9 @@ func NewTransport(rwc io.ReadWriteCloser, opts TransportOptions) *Transport {
 		incoming: make(chan jsonrpc.Message),
 		readDone: make(chan struct{}),
 		closed:   make(chan struct{}),
+		calls:    map[jsonrpc.ID]*pendingCall{},
+		byExtra:  map[*mcp.RequestExtra]*pendingCall{},
+		answered: make(chan struct{}, 1),
 	}
 }
 
@@ -184,8 +204,9 @@ func (t *Transport) Close() error {
 type conn Transport
 
 // Read returns the next well-formed message from the stream. It returns
-// io.EOF once the stream ended or the Transport was closed, the stream's
-// read error if it failed, or ctx's error.
+// io.EOF once the stream ended (after the drain: TransportOptions.Drain)
+// or the Transport was closed, the stream's read error if it failed, or
+// ctx's error.
 func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -194,6 +215,9 @@ func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	case msg := <-c.incoming:
 		return msg, nil
 	case <-c.readDone:
+		if errors.Is(c.readErr, io.EOF) {
+			(*Transport)(c).drain(ctx)
+		}
 		return nil, c.readErr
 	case <-c.closed:
 		return nil, io.EOF
@@ -217,6 +241,9 @@ func (c *conn) SessionID() string { return "" }
 func (t *Transport) writeMessage(ctx context.Context, msg jsonrpc.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if r, ok := msg.(*jsonrpc.Response); ok && r.ID.IsValid() {
+		defer t.answer(r.ID)
 	}
 	if line, ok := resultLine(msg); ok {
 		return t.writeLine(line)
@@ -292,6 +319,7 @@ func (t *Transport) writeLine(line []byte) error {
 func (t *Transport) readLoop() {
 	defer t.reading.Done()
 	defer close(t.readDone)
+	defer func() { t.endedAt = time.Now() }()
 	for {
 		line, err := t.lines.Next()
 		var msg jsonrpc.Message
@@ -323,6 +351,9 @@ func (t *Transport) readLoop() {
 		case msg != nil:
 			if t.opts.OnMessage != nil {
 				t.opts.OnMessage()
+			}
+			if req, ok := msg.(*jsonrpc.Request); ok {
+				t.track(req)
 			}
 			select {
 			case t.incoming <- msg:

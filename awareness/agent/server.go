@@ -173,8 +173,37 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) {
 	s.edge().Serve(ctx, ln, s.serveConn)
 }
 
+// answerGrace is how long, past the heartbeat window, a session whose
+// peer has ended its side (stdin closed behind `tobe-body stdio`) is kept
+// to answer the calls it read before: within the window what they run
+// finishes as it would (a session that cannot be heard from keeps its
+// actions that long, the deadman's rule); past it the deadman stops them,
+// and a stopped action is answered in milliseconds (outputs safe, a
+// record, a read-back). A call that is still unanswered then (a long
+// poll) is cancelled unanswered, and the connection closes.
+const answerGrace = time.Second
+
+// hangUp is a session's connection as Ended closes it: at once, unless
+// the peer has ended its side already; the Transport's drain then closes
+// it once the calls read are answered, bounded by the heartbeat window
+// and answerGrace.
+type hangUp struct {
+	c net.Conn
+	t *Transport
+}
+
+func (h hangUp) Close() error {
+	select {
+	case <-h.t.Ended():
+		return nil
+	default:
+		return h.c.Close()
+	}
+}
+
 // Ended closes the connection of a session that ended silent (the
-// Sessions' onEnd calls it); one that closed is gone already.
+// Sessions' onEnd calls it); one that closed is gone already, and one
+// whose peer ended its side is left to answer what it read (hangUp).
 func (s *Server) Ended(e act.SessionEnd) {
 	s.mu.Lock()
 	c := s.conns[e.Session]
@@ -276,11 +305,23 @@ func (s *Server) session(ctx context.Context, c net.Conn, rwc io.ReadWriteCloser
 			return r, err
 		}
 	})
+	var heard atomic.Int64 // when the last message came (UnixNano)
+	heard.Store(time.Now().UnixNano())
+	t := NewTransport(rwc, TransportOptions{OnMessage: func() {
+		heard.Store(time.Now().UnixNano())
+		s.Sessions.Beat(session)
+	},
+		OnBadLine: func(code int, why string) {
+			s.Log.Debug("agent: a bad line", "session", session, "code", code, "why", why)
+		},
+		Drain: s.Sessions.Window() + answerGrace})
+	defer t.Close()
+	srv.AddReceivingMiddleware(callerCancels(t))
 	s.mu.Lock()
 	if s.conns == nil {
 		s.conns, s.watchers = map[string]io.Closer{}, map[string]*watcher{}
 	}
-	s.conns[session], s.watchers[session] = c, res.w
+	s.conns[session], s.watchers[session] = hangUp{c: c, t: t}, res.w
 	s.mu.Unlock()
 	s.Sessions.Beat(session)
 	defer func() {
@@ -293,16 +334,6 @@ func (s *Server) session(ctx context.Context, c net.Conn, rwc io.ReadWriteCloser
 		}
 	}()
 	s.Log.Info("agent connected", "session", session, "subject", p.Subject, "trust", p.Trust, "uid", uid)
-	var heard atomic.Int64 // when the last message came (UnixNano)
-	heard.Store(time.Now().UnixNano())
-	t := NewTransport(rwc, TransportOptions{OnMessage: func() {
-		heard.Store(time.Now().UnixNano())
-		s.Sessions.Beat(session)
-	},
-		OnBadLine: func(code int, why string) {
-			s.Log.Debug("agent: a bad line", "session", session, "code", code, "why", why)
-		}})
-	defer t.Close()
 	ss, err := srv.Connect(ctx, t, nil)
 	if err != nil {
 		s.Log.Warn("agent session", "session", session, "err", err)
@@ -314,6 +345,15 @@ func (s *Server) session(ctx context.Context, c net.Conn, rwc io.ReadWriteCloser
 	var pinging sync.WaitGroup
 	pinging.Go(func() { s.keepAlive(kctx, ss, session, &heard) })
 	pinging.Go(func() { res.w.run(kctx) })
+	pinging.Go(func() {
+		// Once the peer's side has ended, no answer to a ping can come:
+		// the deadman judges the session from its last message.
+		select {
+		case <-t.Ended():
+			stopPings()
+		case <-kctx.Done():
+		}
+	})
 	defer func() {
 		stopPings()
 		pinging.Wait()

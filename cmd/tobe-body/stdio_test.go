@@ -277,3 +277,51 @@ func TestStdioBadInput(t *testing.T) {
 		t.Errorf("stderr: %s", stderr.String())
 	}
 }
+
+// A client that writes its requests and closes its stdin at once (`echo
+// ... | tobe-body stdio`, or the same through ssh) gets every answer on
+// stdout before the bridge exits 0: the bridge half-closes the socket at
+// the end of stdin and copies the body's answers until the body closes.
+func TestStdioAnswersAfterStdinEnds(t *testing.T) {
+	d := startDaemon(t, agentConfig())
+	defer d.stop(t)
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"echo","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"self_state","arguments":{}}}`,
+	}, "\n") + "\n"
+	var out, stderr bytes.Buffer
+	start := time.Now()
+	if err := run(t.Context(), []string{"stdio", "--data", d.data, "--principal", "pi"}, strings.NewReader(in), &out, &stderr); err != nil {
+		t.Fatalf("the bridge: %v (stderr %s)", err, stderr.String())
+	}
+	t.Logf("the bridge exited %v after it started", time.Since(start).Round(time.Millisecond))
+	answers := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+		var m struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+			Method  string          `json:"method"`
+			Result  json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil || m.JSONRPC != "2.0" {
+			t.Fatalf("stdout carried something that is not JSON-RPC: %q", line)
+		}
+		if m.Method == "" {
+			answers[string(m.ID)] = string(m.Result)
+		}
+	}
+	for _, tc := range []struct{ id, want string }{
+		{"1", `"serverInfo"`},
+		{"2", `"self_state"`},
+		{"3", `\"status\":\"success\"`},
+	} {
+		if !strings.Contains(answers[tc.id], tc.want) {
+			t.Errorf("request %s: answered %q, want a result with %s", tc.id, answers[tc.id], tc.want)
+		}
+	}
+	if stderr.Len() != 0 {
+		t.Errorf("the bridge wrote on stderr: %s", stderr.String())
+	}
+}

@@ -16,14 +16,20 @@ import (
 )
 
 // stdioDrain is how long the bridge waits, once its stdin has ended, for
-// the daemon to answer what it was sent and close.
-const stdioDrain = 5 * time.Second
+// the daemon to answer what it was sent and close. The daemon bounds that
+// itself: it answers what it read before the end within the session's
+// heartbeat window (agent.heartbeat_ms, at most 60 s) and a second, then
+// closes. This only bounds a daemon that does not; it was 5 s, which cut
+// off the answers of a daemon with a longer window.
+const stdioDrain = 65 * time.Second
 
 // Stdio is `tobe-body stdio`: the bridge an SSH forced command runs.
 // It connects to the agent socket and copies bytes both ways, stdin to
 // the socket and the socket to stdout, so stdout carries only the
-// protocol; it says nothing on stderr unless it ends with an error. It
-// exits 0 when stdin ends (after the daemon has answered and closed), and
+// protocol; it says nothing on stderr unless it ends with an error. When
+// stdin ends it half-closes the socket and goes on copying until the
+// daemon has answered what it was sent and closed. It exits 0 when stdin
+// ends (after the daemon has answered and closed), and
 // 1 with a message when the daemon goes away first. --principal NAME
 // sends the preface that narrows the connection to that agent principal.
 func Stdio(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
