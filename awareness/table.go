@@ -509,7 +509,36 @@ var enumSchemas = map[reflect.Type]*jsonschema.Schema{
 
 // schemaOf is the JSON Schema of an operation's input or output type.
 func schemaOf(t reflect.Type) (*jsonschema.Schema, error) {
-	return jsonschema.ForType(t, &jsonschema.ForOptions{TypeSchemas: enumSchemas})
+	s, err := jsonschema.ForType(t, &jsonschema.ForOptions{TypeSchemas: enumSchemas})
+	if err != nil {
+		return nil, err
+	}
+	nullMaps(s)
+	return s, nil
+}
+
+// SchemaFor is the JSON Schema of T as the table derives its operations'
+// (the body's types that marshal as names are strings of those names, a
+// map is an object or null): for a transport's own types beside them (an
+// agent's drain). It is derived anew at every call.
+func SchemaFor[T any]() (*jsonschema.Schema, error) { return schemaOf(reflect.TypeFor[T]()) }
+
+// nullMaps lets every map of s be null too, as encoding/json writes a nil
+// map: jsonschema.ForType says so of a slice, not of a map. A map's
+// schema is the one object schema whose additionalProperties is not
+// false (a struct's is).
+func nullMaps(s *jsonschema.Schema) {
+	if s == nil {
+		return
+	}
+	if a := s.AdditionalProperties; s.Type == "object" && a != nil && a.Not == nil {
+		s.Type, s.Types = "", []string{"null", "object"}
+	}
+	for _, p := range s.Properties {
+		nullMaps(p)
+	}
+	nullMaps(s.Items)
+	nullMaps(s.AdditionalProperties)
 }
 
 // lazySchema is t's schema, derived when first asked for and kept; t is a
