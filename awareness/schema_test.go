@@ -1,6 +1,7 @@
 package awareness
 
 import (
+	"bytes"
 	"encoding"
 	"encoding/json"
 	"reflect"
@@ -179,4 +180,18 @@ func TestEveryMarshalerHasASchema(t *testing.T) {
 		walk(e.Name+" output", e.Out)
 	}
 	walk("Error", reflect.TypeFor[Error]())
+}
+
+// TestOutSchemaJSON: the JSON an operation's output schema is kept as is
+// its schema's.
+func TestOutSchemaJSON(t *testing.T) {
+	for _, e := range emptyTable(t).Entries() {
+		want, err := json.Marshal(e.OutSchema())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := e.OutSchemaJSON(); !bytes.Equal(got, want) {
+			t.Errorf("%s: got %s, want %s", e.Name, got, want)
+		}
+	}
 }
