@@ -70,7 +70,14 @@ func structured(t *testing.T, schemas map[string]*jsonschema.Resolved, tool stri
 		sc, _ := json.Marshal(res.StructuredContent)
 		t.Errorf("%s: structuredContent %s: got %v, want it valid against the tool's outputSchema", tool, sc, err)
 	}
-	text := res.Content[0].(*mcp.TextContent).Text
+	if len(res.Content) != 1 {
+		t.Fatalf("%s: %d contents, want the text", tool, len(res.Content))
+	}
+	tc, ok := res.Content[0].(*mcp.TextContent)
+	if !ok {
+		t.Fatalf("%s: content %T, want the text", tool, res.Content[0])
+	}
+	text := tc.Text
 	var fromText any
 	if err := json.Unmarshal([]byte(text), &fromText); err != nil {
 		t.Fatal(err)
