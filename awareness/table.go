@@ -258,6 +258,8 @@ type Entry struct {
 	invoke func(ctx context.Context, p act.Principal, in any) (any, error)
 	// The schemas of In and Out, derived when first asked for.
 	inSchema, outSchema func() *jsonschema.Schema
+	// outJSON is the JSON of Out's schema, derived when first asked for.
+	outJSON func() json.RawMessage
 }
 
 // InSchema is the JSON Schema of In (an agent's tool takes it as its
@@ -269,6 +271,14 @@ func (e *Entry) InSchema() *jsonschema.Schema { return e.inSchema() }
 // OutSchema is the JSON Schema of Out, derived when first asked for and
 // kept from then on. The schema is shared: a caller must not change it.
 func (e *Entry) OutSchema() *jsonschema.Schema { return e.outSchema() }
+
+// OutSchemaJSON is OutSchema as JSON, for a transport that only sends it
+// (an agent's tool gives it in its output schema). It is derived when
+// first asked for and kept from then on as its bytes alone, without the
+// schema: a schema holds some twenty times the memory of its JSON, and
+// the body keeps one for every tool once an agent comes. The bytes are
+// shared: a caller must not change them.
+func (e *Entry) OutSchemaJSON() json.RawMessage { return e.outJSON() }
 
 // Bind gives op its handler.
 func Bind[In, Out any](op Op[In, Out], h Handler[In, Out]) *Entry {
@@ -442,7 +452,7 @@ func NewTable(entries ...*Entry) (*Table, error) {
 				return nil, fmt.Errorf("awareness: operation %s: %w", e.Name, err)
 			}
 		}
-		e.inSchema, e.outSchema = lazySchema(e.In), lazySchema(e.Out)
+		e.inSchema, e.outSchema, e.outJSON = lazySchema(e.In), lazySchema(e.Out), lazySchemaJSON(e.Out)
 		e.Streams = e.Out.Implements(streamingType)
 		if err := checkTool(e); err != nil {
 			return nil, fmt.Errorf("awareness: operation %s: %w", e.Name, err)
@@ -540,7 +550,36 @@ var enumSchemas = map[reflect.Type]*jsonschema.Schema{
 
 // schemaOf is the JSON Schema of an operation's input or output type.
 func schemaOf(t reflect.Type) (*jsonschema.Schema, error) {
-	return jsonschema.ForType(t, &jsonschema.ForOptions{TypeSchemas: enumSchemas})
+	s, err := jsonschema.ForType(t, &jsonschema.ForOptions{TypeSchemas: enumSchemas})
+	if err != nil {
+		return nil, err
+	}
+	nullMaps(s)
+	return s, nil
+}
+
+// SchemaFor is the JSON Schema of T as the table derives its operations'
+// (the body's types that marshal as names are strings of those names, a
+// map is an object or null): for a transport's own types beside them (an
+// agent's drain). It is derived anew at every call.
+func SchemaFor[T any]() (*jsonschema.Schema, error) { return schemaOf(reflect.TypeFor[T]()) }
+
+// nullMaps lets every map of s be null too, as encoding/json writes a nil
+// map: jsonschema.ForType says so of a slice, not of a map. A map's
+// schema is the one object schema whose additionalProperties is not
+// false (a struct's is).
+func nullMaps(s *jsonschema.Schema) {
+	if s == nil {
+		return
+	}
+	if a := s.AdditionalProperties; s.Type == "object" && a != nil && a.Not == nil {
+		s.Type, s.Types = "", []string{"null", "object"}
+	}
+	for _, p := range s.Properties {
+		nullMaps(p)
+	}
+	nullMaps(s.Items)
+	nullMaps(s.AdditionalProperties)
 }
 
 // lazySchema is t's schema, derived when first asked for and kept; t is a
@@ -552,5 +591,20 @@ func lazySchema(t reflect.Type) func() *jsonschema.Schema {
 			panic(fmt.Sprintf("awareness: the schema of %v, derived before: %v", t, err))
 		}
 		return s
+	})
+}
+
+// lazySchemaJSON is the JSON of t's schema, derived when first asked for
+// and kept without the schema; t is a type NewTable derived one for.
+func lazySchemaJSON(t reflect.Type) func() json.RawMessage {
+	return sync.OnceValue(func() json.RawMessage {
+		s, err := schemaOf(t)
+		if err == nil {
+			var b []byte
+			if b, err = json.Marshal(s); err == nil {
+				return b
+			}
+		}
+		panic(fmt.Sprintf("awareness: the schema of %v, derived before: %v", t, err))
 	})
 }

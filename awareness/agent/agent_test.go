@@ -55,7 +55,7 @@ func newRig(t *testing.T, rules []config.AgentPrincipal, heartbeat time.Duration
 // newRigWith is newRig whose server tune changes before it serves.
 func newRigWith(t *testing.T, rules []config.AgentPrincipal, heartbeat time.Duration, tune func(*Server)) *rig {
 	t.Helper()
-	store, err := ledger.Open(ledger.Options{Path: filepath.Join(t.TempDir(), "ledger.db"), Projections: act.Projections()})
+	store, err := ledger.Open(ledger.Options{Path: filepath.Join(t.TempDir(), "ledger.db"), Projections: awareness.Projections()})
 	if err != nil {
 		t.Fatal(err)
 	}

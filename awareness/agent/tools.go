@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -27,9 +29,10 @@ type Capabilities interface {
 	Describe(name string) ([]act.Param, []string, bool)
 }
 
-// Content is the text of every tool result: the AdapterCallResult
-// content of ToBe's Awareness extension, status success with the
-// operation's data, or status error with its refusal.
+// Content is every tool result, as its text and as its
+// structuredContent: the AdapterCallResult content of ToBe's Awareness
+// extension, status success with the operation's data, or status error
+// with its refusal. Each tool's outputSchema is its shape (resultSchema).
 type Content struct {
 	Status string           `json:"status"` // "success" or "error"
 	Data   any              `json:"data,omitempty"`
@@ -40,19 +43,67 @@ type Content struct {
 // "." (gpio.set: gpio_set).
 func ToolName(capability string) string { return strings.ReplaceAll(capability, ".", "_") }
 
-// drainSchema is the drain tool's input schema.
-var drainSchema = func() *jsonschema.Schema {
-	s, err := jsonschema.For[DrainIn](nil)
+// The drain tool's input schema and the JSON of its data's schema,
+// derived when an agent's session first asks for them, as the table's
+// are.
+var (
+	drainInSchema = sync.OnceValue(func() *jsonschema.Schema {
+		s := mustSchema[DrainIn]()
+		s.Properties["limit"].Minimum = ptr(0.0)
+		return s
+	})
+	drainedSchema = sync.OnceValue(func() json.RawMessage { return mustJSON(mustSchema[Drained]()) })
+)
+
+// errorSchema is the JSON of the schema of a result's error, derived when
+// first asked for: an awareness.Error without its record, which a result
+// carries as its data (awareness.Unrecorded).
+var errorSchema = sync.OnceValue(func() json.RawMessage {
+	s := mustSchema[awareness.Error]()
+	delete(s.Properties, "record")
+	s.PropertyOrder = slices.DeleteFunc(s.PropertyOrder, func(p string) bool { return p == "record" })
+	return mustJSON(s)
+})
+
+// mustSchema is T's schema as the table derives its operations'; T is a
+// type of this package's that has one.
+func mustSchema[T any]() *jsonschema.Schema {
+	s, err := awareness.SchemaFor[T]()
 	if err != nil {
-		panic(err)
+		panic(fmt.Sprintf("agent: the schema of %T: %v", *new(T), err))
 	}
-	s.Properties["limit"].Minimum = ptr(0.0)
 	return s
-}()
+}
+
+// mustJSON is a schema derived from a type as JSON.
+func mustJSON(s *jsonschema.Schema) json.RawMessage {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(fmt.Sprintf("agent: a derived schema does not marshal: %v", err))
+	}
+	return b
+}
+
+// resultSchema is the output schema of a tool whose data has the schema
+// data (JSON): Content's shape. Status success comes with data and
+// without an error; status error with the error, and with data only when
+// the body recorded what it refused: the runner's record of a refused
+// action (an act.Result), which only action.do folds into a refusal and
+// which is then its output's type, so data has one schema either way.
+// It uses only keywords that JSON Schema draft 7 and 2020-12 read alike,
+// for clients that validate a result with either (the TypeScript SDK's
+// Ajv reads draft 7). It is JSON, not a jsonschema.Schema, for the memory
+// a schema takes (see awareness.Entry.OutSchemaJSON).
+func resultSchema(data json.RawMessage) json.RawMessage {
+	return fmt.Appendf(nil, `{"type":"object","properties":{"status":{"type":"string","enum":["success","error"]},"data":%s,"error":%s},`+
+		`"required":["status"],"additionalProperties":false,`+
+		`"if":{"properties":{"status":{"const":"success"}}},"then":{"required":["data"],"not":{"required":["error"]}},"else":{"required":["error"]}}`,
+		data, errorSchema())
+}
 
 // addDrain gives srv the drain tool of subscriber sub.
 func addDrain(srv *mcp.Server, sub *subscriber) {
-	srv.AddTool(&mcp.Tool{Name: "drain", InputSchema: drainSchema, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+	srv.AddTool(&mcp.Tool{Name: "drain", InputSchema: drainInSchema(), OutputSchema: resultSchema(drainedSchema()), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 		Description: "The observations of the body queued for this session since the last drain (oldest first), how many the queue dropped, and how many were not pushed: for a client that does not read notifications/tobe/observation, and after a reconnect."},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			var in DrainIn
@@ -76,7 +127,7 @@ func addTools(srv *mcp.Server, t *awareness.Table, caps Capabilities, p act.Prin
 		if !e.Tool.ReadOnly {
 			ann.DestructiveHint = ptr(e.Tool.Destructive)
 		}
-		srv.AddTool(&mcp.Tool{Name: e.Tool.Name, Description: e.Description, InputSchema: e.InSchema(), Annotations: ann},
+		srv.AddTool(&mcp.Tool{Name: e.Tool.Name, Description: e.Description, InputSchema: e.InSchema(), OutputSchema: resultSchema(e.OutSchemaJSON()), Annotations: ann},
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				out, err := e.Call(ctx, p, req.Params.Arguments)
 				return result(req, out, err), nil
@@ -98,7 +149,7 @@ func addTools(srv *mcp.Server, t *awareness.Table, caps Capabilities, p act.Prin
 		}
 		schema := actionSchema(params, targets)
 		tool := ToolName(c.Name)
-		srv.AddTool(&mcp.Tool{Name: tool, InputSchema: schema,
+		srv.AddTool(&mcp.Tool{Name: tool, InputSchema: schema, OutputSchema: resultSchema(do.OutSchemaJSON()),
 			Description: fmt.Sprintf("%s (risk %s; verified by %s). %s", c.Name, c.Risk, c.Verify, do.Description),
 			Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(!c.Reversible)}},
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -249,15 +300,16 @@ func result(req *mcp.CallToolRequest, out any, err error) *mcp.CallToolResult {
 	return toolReply(req, Content{Status: "success", Data: out})
 }
 
-// toolReply is c as a tool's result: its JSON as the text, IsError with
-// status error, and the call's id back in _meta.
+// toolReply is c as a tool's result: its JSON as the text and, the same
+// bytes, as the structuredContent; IsError with status error; and the
+// call's id back in _meta.
 func toolReply(req *mcp.CallToolRequest, c Content) *mcp.CallToolResult {
 	text, err := json.Marshal(c)
 	if err != nil {
-		c = Content{Status: "error", Error: &awareness.Error{Reason: awareness.ReasonFailed, Detail: "the result could not be encoded: " + err.Error()}}
+		c = Content{Status: "error", Error: &awareness.Error{Op: req.Params.Name, Reason: awareness.ReasonFailed, Detail: "the result could not be encoded: " + err.Error()}}
 		text, _ = json.Marshal(c)
 	}
-	r := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}, IsError: c.Status == "error"}
+	r := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}, StructuredContent: json.RawMessage(text), IsError: c.Status == "error"}
 	if id, ok := req.Params.Meta[CallIDKey]; ok {
 		r.Meta = mcp.Meta{CallIDKey: id}
 	}
