@@ -135,7 +135,7 @@ func (r *resources) serverOptions(o *mcp.ServerOptions) {
 	o.SubscribeHandler = func(ctx context.Context, req *mcp.SubscribeRequest) error {
 		uri := req.Params.URI
 		if !r.offered[uri] {
-			return &jsonrpc.Error{Code: mcp.CodeResourceNotFound, Message: fmt.Sprintf("no resource %q for %s (resources/list says which)", uri, r.p.Subject)}
+			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no resource %q for %s (resources/list says which)", uri, r.p.Subject)}
 		}
 		after, resume, err := afterOf(req.Params.Meta)
 		if err != nil {
