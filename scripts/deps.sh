@@ -49,7 +49,9 @@ installed() { dpkg-query -W -f '${Status}' "$1" 2>/dev/null | grep -q ' installe
 
 # The ToBe adapter's tests (make test-adapter) need Node >= 20 with its npm,
 # which Debian's own packages may not give (bookworm's Node is 18): they are
-# looked for, not installed.
+# looked for, not installed. The tests with the official MCP clients
+# (awareness/agent/clients) need Node 22 as well: npm ci installs it there
+# from the npm registry, with the rest of that package's lockfile.
 if [ -z "$what" ] && ! { node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)' 2>/dev/null && command -v npm >/dev/null 2>&1; }; then
 	echo "deps: the adapter's tests need Node >= 20 with npm (nodejs.org or NodeSource); not found" >&2
 	[ -n "$dry" ] || exit 1
