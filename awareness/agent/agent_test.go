@@ -373,14 +373,17 @@ func refusedLine(t *testing.T, sock, name string) refusalLine {
 // next call works. A frozen client (it reads nothing more, so it answers
 // no ping) with a pulse running has the pulse stopped within the window
 // and the ping's timeout, the LED back at its safe level. A frozen idle
-// one is lost at its unanswered ping, its connection closed. A closed one
-// ends at once.
+// one is lost at its unanswered ping (which waits IdleAnswer for an idle
+// session), its connection closed. A closed one ends at once.
 func TestTheAgentsRhythm(t *testing.T) {
 	uid, _ := me()
 	// A ping waits half of it for its answer: 200 ms holds under
 	// emulation on a loaded machine.
 	const heartbeat = 400 * time.Millisecond
-	g := newRig(t, []config.AgentPrincipal{{Name: "pi", Subject: "agent:pi", UID: &uid, Trust: "high"}}, heartbeat)
+	// An idle session's ping waits longer for its answer (a busy machine's
+	// late answer must not cut it off): here a second.
+	g := newRigWith(t, []config.AgentPrincipal{{Name: "pi", Subject: "agent:pi", UID: &uid, Trust: "high"}}, heartbeat,
+		func(s *Server) { s.IdleAnswer = time.Second })
 	wantEnd := func(what string, whys ...string) act.SessionEnd {
 		t.Helper()
 		select {

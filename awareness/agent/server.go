@@ -117,6 +117,10 @@ type Server struct {
 	// Sessions watches each connection's heartbeat; its onEnd must call
 	// Ended so that a silent session's connection is closed.
 	Sessions *act.Sessions
+	// IdleAnswer is how long a ping of a session that runs nothing waits
+	// for its answer (0: DefaultIdleAnswer or ten heartbeat windows,
+	// whichever is longer).
+	IdleAnswer time.Duration
 	// Hub, when not nil, pushes observations to every session and keeps
 	// them for its drain tool.
 	Hub *Hub
@@ -376,13 +380,17 @@ func (s *Server) session(ctx context.Context, c net.Conn, rwc io.ReadWriteCloser
 }
 
 // keepAlive pings the session whenever it has been silent for half the
-// heartbeat window, and waits the other half for the answer: any answer,
-// an error too, shows the link lives (and beats, as every message does).
-// A session that does not answer in time is lost: what it runs stops, the
-// end is recorded (unanswered_ping), and its connection closes. So an
-// agent that thinks between calls stays as long as its client answers
-// pings, as the MCP SDKs' clients do, and a frozen client's actions stop
-// within the window. It returns when ctx ends or the session closes.
+// heartbeat window, and waits for the answer: any answer, an error too,
+// shows the link lives (and beats, as every message does). While the
+// session runs something it waits the other half of the window; one that
+// runs nothing it waits IdleAnswer (a late answer from a busy machine must
+// not cut off an agent that holds nothing, and the deadman guards what it
+// starts meanwhile). A session that does not answer in time is lost: what
+// it runs stops, the end is recorded (unanswered_ping), and its
+// connection closes. So an agent that thinks between calls stays as long
+// as its client answers pings, as the MCP SDKs' clients do, and a frozen
+// client's actions stop within the window. It returns when ctx ends or
+// the session closes.
 func (s *Server) keepAlive(ctx context.Context, ss *mcp.ServerSession, session string, heard *atomic.Int64) {
 	half := s.Sessions.Window() / 2
 	for {
@@ -402,7 +410,11 @@ func (s *Server) keepAlive(ctx context.Context, ss *mcp.ServerSession, session s
 			heard.Store(time.Now().UnixNano())
 			continue
 		}
-		pctx, cancel := context.WithTimeout(ctx, half)
+		within := half
+		if !s.Sessions.Runs(session) {
+			within = s.idleAnswer()
+		}
+		pctx, cancel := context.WithTimeout(ctx, within)
 		err := ss.Ping(pctx, nil)
 		cancel()
 		var answered *jsonrpc.Error
@@ -413,13 +425,26 @@ func (s *Server) keepAlive(ctx context.Context, ss *mcp.ServerSession, session s
 			heard.Store(time.Now().UnixNano())
 		case errors.Is(err, context.DeadlineExceeded):
 			ids := s.Sessions.Lost(session, "unanswered_ping")
-			s.Log.Warn("agent session lost: a ping went unanswered", "session", session, "within", half, "cancelled", ids)
+			s.Log.Warn("agent session lost: a ping went unanswered", "session", session, "within", within, "cancelled", ids)
 			ss.Close()
 			return
 		default:
 			return // the session is closing
 		}
 	}
+}
+
+// DefaultIdleAnswer is how long the body waits for the answer to a ping
+// of a session that runs nothing, at least (IdleAnswer).
+const DefaultIdleAnswer = 30 * time.Second
+
+// idleAnswer is IdleAnswer, or the longer of DefaultIdleAnswer and ten
+// heartbeat windows.
+func (s *Server) idleAnswer() time.Duration {
+	if s.IdleAnswer > 0 {
+		return s.IdleAnswer
+	}
+	return max(DefaultIdleAnswer, 10*s.Sessions.Window())
 }
 
 // Stateless is the first protocol revision without initialize, ping or
