@@ -133,9 +133,10 @@ test("call-person and make-safe on the sim board: results, once per invocation (
   assert.equal(proposals(stepKey("inv-aborted", "notify")), 0);
   assert.equal(estop().latched, false, "an aborted make-safe stops nothing");
 
-  // Aborted while the body acts: the call is cancelled on the body (the
-  // session ends, and the body cancels what it runs for it), and the
-  // result is unknown, since the body had been asked.
+  // Aborted while the body acts: the call is cancelled on the body (its
+  // notifications/cancelled cancels the action the call runs, the reason
+  // caller_cancelled, before the session ends), and the result is unknown,
+  // since the body had been asked.
   const mid = new AbortController();
   const midRun = onward.run(CALL_PERSON, { text: "aborted while the light is on" }, { invocationId: "inv-mid", signal: mid.signal });
   await waitFor("the light's proposal", () => proposals(stepKey("inv-mid", "light")) === 1, 10000);
@@ -148,7 +149,7 @@ test("call-person and make-safe on the sim board: results, once per invocation (
     events("action.").find((e) => e.payload?.invocation?.idempotency_key === stepKey("inv-mid", "light") && e.event_type === "action.cancelled"),
   );
   t.diagnostic(`aborted mid-call: ${midResult.result.message}; on the body: ${JSON.stringify(cancelledOnTheBody.payload.result?.reason ?? cancelledOnTheBody.payload)}`);
-  assert.equal(cancelledOnTheBody.payload.result?.reason, "session_ended");
+  assert.equal(cancelledOnTheBody.payload.result?.reason, "caller_cancelled");
 
   // make-safe: a relay is on; the call trips the e-stop, and the body
   // reports it latched with every output read back at its safe level.
