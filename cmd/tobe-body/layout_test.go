@@ -34,7 +34,11 @@ func TestLayout(t *testing.T) {
 	}
 	for _, banned := range []string{"util", "utils", "common", "pkg", "helpers"} {
 		filepath.WalkDir(repoRoot, func(p string, d fs.DirEntry, err error) error {
-			if err == nil && d.IsDir() && d.Name() == banned {
+			switch {
+			case err != nil || !d.IsDir():
+			case d.Name() == "node_modules" || d.Name() == ".git":
+				return filepath.SkipDir // npm's packages, not ours
+			case d.Name() == banned:
 				t.Errorf("%s: no dumping-ground packages", p)
 			}
 			return nil
@@ -50,7 +54,7 @@ func TestEveryPackageHasDoc(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && p != repoRoot || d.Name() == "testdata" || d.Name() == "var") {
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && p != repoRoot || d.Name() == "testdata" || d.Name() == "var" || d.Name() == "node_modules") {
 			return filepath.SkipDir
 		}
 		if !d.IsDir() && strings.HasSuffix(p, ".go") && !strings.HasSuffix(p, "_test.go") {
@@ -109,7 +113,7 @@ func TestLayering(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && p != repoRoot || d.Name() == "testdata" || d.Name() == "var") {
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && p != repoRoot || d.Name() == "testdata" || d.Name() == "var" || d.Name() == "node_modules") {
 			return filepath.SkipDir
 		}
 		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
