@@ -9,7 +9,10 @@
 # administrator; each over the agent socket, through `tobe-body stdio`,
 # and (as root) through a real sshd on loopback whose forced command is
 # the bridge, side by side; each run times the SDK alone (its server and
-# client in one process) as the calls' peer. The gate is configured to
+# client in one process, its tool answering with the body's own answer,
+# so that the ratio is the body's share and not the answer's size; and a
+# tiny answer, as before the tools gave structuredContent) as the calls'
+# peer. The gate is configured to
 # push every notice (agentbench says how). Goals (ours, issue 31): over
 # socket and stdio the SDK's client's call p99 <= 1.5x the SDK alone's,
 # the line client's socket call p99 <= 2 ms, push p99 <= 10 ms (20 ms over

@@ -27,9 +27,13 @@
 //     request and read the answer: the body's own share, without the Go
 //     client's (an agent's client is ToBe's, in Node);
 //   - the same number of round trips of the SDK alone, its server and
-//     client in this process over a Unix socket, calling a tool that does
-//     nothing: the floor the SDK sets on this machine, which the body's
-//     figures are given against as ratios (-peer=false leaves it out);
+//     client in this process over a Unix socket, calling a tool that
+//     answers at once with the body's own last answer to the calls timed
+//     (the same text and structuredContent): the floor the SDK sets on
+//     this machine for that answer, which the body's figures are given
+//     against as ratios, so that a ratio is the body's share and not the
+//     answer's size, which the SDK's client pays to read whoever sends it
+//     (-peer=false leaves it out);
 //   - the push latency of -pushes observations: a local administrator
 //     has the body notify (body.notify through the admin socket), and the
 //     time from the event's commit (its ingested_at) to the client
@@ -219,6 +223,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 	// Round trips of an observe call.
 	rt := make([]time.Duration, 0, *calls)
+	var answer *mcp.CallToolResult // the body's last, which the peer gives back
 	for range *calls {
 		start := time.Now()
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: *tool})
@@ -229,6 +234,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return fmt.Errorf("%s: %v", *tool, res.Content)
 		}
 		rt = append(rt, time.Since(start))
+		answer = res
 	}
 	fmt.Fprintf(out, "observe call (%s) over %s, the SDK's client: %s (%d calls)\n", *tool, *via, summary(rt), *calls)
 
@@ -243,13 +249,19 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("the line client: %w", err)
 	}
 	fmt.Fprintf(out, "observe call (%s) over %s, a line client: %s (%d calls)\n", *tool, *via, summary(lrt), *calls)
-	var floor []time.Duration
+	var floor, tiny []time.Duration
 	if *peer {
-		floor, err = sdkFloor(ctx, dir, *calls)
+		floor, err = sdkFloor(ctx, dir, *calls, answer)
 		if err != nil {
 			return fmt.Errorf("the SDK alone: %w", err)
 		}
-		fmt.Fprintf(out, "peer: the SDK alone, in one process over a Unix socket, a tool that does nothing: %s (%d calls)\n", summary(floor), *calls)
+		// And as this bench measured it before the tools gave
+		// structuredContent: a tiny answer, which the body's is not.
+		if tiny, err = sdkFloor(ctx, dir, *calls, nil); err != nil {
+			return fmt.Errorf("the SDK alone, a tiny answer: %w", err)
+		}
+		fmt.Fprintf(out, "the SDK alone, a tool that answers {\"status\":\"success\"}: %s (%d calls)\n", summary(tiny), *calls)
+		fmt.Fprintf(out, "peer: the SDK alone, in one process over a Unix socket, a tool that answers with the body's last answer: %s (%d calls)\n", summary(floor), *calls)
 		for _, m := range []struct {
 			name string
 			ds   []time.Duration
@@ -280,6 +292,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			}
 			if err := figure.Print(out, f); err != nil {
 				return err
+			}
+			if m.name == "sdk_client" && tiny != nil {
+				if err := figure.Print(out, figure.Figure{Name: f.Name + "_vs_tiny", Value: f.Value, Unit: "ms",
+					Peer: ms(quantile(tiny, q.q)), Vs: "mcp-sdk-alone-tiny"}); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -534,8 +552,22 @@ func lineCalls(rw io.ReadWriter, tool string, n int) ([]time.Duration, error) {
 }
 
 // sdkFloor is n round trips of the SDK alone: its server, with one tool
-// that does nothing, and its client, in this process over a Unix socket.
-func sdkFloor(ctx context.Context, dir string, n int) ([]time.Duration, error) {
+// that answers at once with answer (nil: a tiny result), and its client,
+// in this process over a Unix socket.
+func sdkFloor(ctx context.Context, dir string, n int, answer *mcp.CallToolResult) ([]time.Duration, error) {
+	if answer == nil {
+		answer = &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"status":"success"}`}}}
+	}
+	// What the client decoded goes back as it came: the text, and the
+	// structured content as its JSON.
+	reply := &mcp.CallToolResult{Content: answer.Content, IsError: answer.IsError, Meta: answer.Meta}
+	if answer.StructuredContent != nil {
+		b, err := json.Marshal(answer.StructuredContent)
+		if err != nil {
+			return nil, err
+		}
+		reply.StructuredContent = json.RawMessage(b)
+	}
 	ln, err := net.Listen("unix", filepath.Join(dir, "floor.sock"))
 	if err != nil {
 		return nil, err
@@ -544,7 +576,7 @@ func sdkFloor(ctx context.Context, dir string, n int) ([]time.Duration, error) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "floor", Version: "1"}, nil)
 	srv.AddTool(&mcp.Tool{Name: "nothing", InputSchema: map[string]any{"type": "object"}},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"status":"success"}`}}}, nil
+			return reply, nil
 		})
 	accepted := make(chan net.Conn, 1)
 	go func() {
