@@ -5,7 +5,8 @@
 # event's commit to its observation read by the client over AGENT_PUSHES
 # (200) observations, and the time from an estop_trip call to the
 # client reading the notifications/resources/updated of tobe://estop it
-# causes over AGENT_TRIPS (200) trips, each reset by a local
+# causes over AGENT_TRIPS (200) trips (through subscriptions/listen, then
+# resources/subscribe on a session at 2025-11-25), each reset by a local
 # administrator; each over the agent socket, through `tobe-body stdio`,
 # and (as root) through a real sshd on loopback whose forced command is
 # the bridge, side by side; each run times the SDK alone (its server and

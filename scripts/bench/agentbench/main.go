@@ -46,6 +46,10 @@
 //     e-stop (estop.reset through the admin socket), and the reset's own
 //     update is read before the next trip. An update is told from the
 //     reset's by its _meta's tobe/seq, the ledger sequence of the event.
+//     It is taken twice: through the session's subscriptions/listen (the
+//     SDK's client at 2026-07-28: agent.trip_to_updated.VIA.listen), and
+//     through resources/subscribe on a session of its own at 2025-11-25,
+//     as the TypeScript SDK's client speaks (.subscribe).
 //
 // Each prints p50, p99 and max, and figure lines (scripts/bench/lib.sh)
 // for the table of make bench. The goals (issue 31): over socket and
@@ -193,17 +197,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	// and the acknowledgement of a subscriptions/listen stream.
 	updates := make(chan update, 64)
 	acked := make(chan struct{}, 1)
-	cl := mcp.NewClient(&mcp.Implementation{Name: "agentbench", Version: "1"}, &mcp.ClientOptions{
-		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
-			now := time.Now()
-			if req.Params == nil || req.Params.URI != estopURI {
-				return
-			}
-			select {
-			case updates <- update{seq: seqOf(req.Params.Meta), at: now}:
-			default: // more than the bench waits for: its wait times out and says so
-			}
-		}})
+	cl := mcp.NewClient(&mcp.Implementation{Name: "agentbench", Version: "1"}, &mcp.ClientOptions{ResourceUpdatedHandler: estopUpdates(updates)})
 	cl.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if method == "notifications/subscriptions/acknowledged" {
@@ -350,37 +344,82 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 
-	// Trips: each estop_trip call to the update of tobe://estop it causes.
+	// Trips: each estop_trip call to the update of tobe://estop it causes,
+	// through this session's subscriptions/listen (the SDK's client picks
+	// 2026-07-28), then through resources/subscribe on a session of its
+	// own at 2025-11-25, as the TypeScript SDK's client speaks.
 	if *trips > 0 {
-		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: estopURI}); err != nil {
-			return fmt.Errorf("subscribing to %s: %w", estopURI, err)
+		if err := timeTrips(ctx, out, cs, acked, updates, adm, *via, "listen", *trips); err != nil {
+			return err
 		}
-		// Under 2026-07-28 Subscribe opens a listen stream and returns at
-		// once: the subscription holds from its acknowledgement.
-		if cs.InitializeResult().ProtocolVersion >= "2026-07-28" {
-			select {
-			case <-acked:
-			case <-time.After(10 * time.Second):
-				return fmt.Errorf("the subscription to %s was not acknowledged within 10 s", estopURI)
-			}
-		}
-		tl, err := tripCalls(ctx, cs, adm, updates, *trips)
+		stream2, err := dial()
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "trip, estop_trip sent to %s's update read, over %s: %s (%d trips)\n", estopURI, *via, summary(tl), len(tl))
-		for _, q := range []struct {
-			name string
-			q    float64
-			goal figure.Goal
-		}{{"p50", 0.50, figure.Goal{}}, {"p99", 0.99, figure.Goal{Of: "value", Op: "<=", N: 20}}} {
-			if err := figure.Print(out, figure.Figure{Name: fmt.Sprintf("agent.trip_to_updated.%s.%s", *via, q.name), Value: ms(quantile(tl, q.q)), Unit: "ms",
-				Peer: figure.NoPeer(), Goal: q.goal}); err != nil {
-				return err
-			}
+		defer stream2.Close()
+		updates2 := make(chan update, 64)
+		cl2 := mcp.NewClient(&mcp.Implementation{Name: "agentbench-subscribe", Version: "1"}, &mcp.ClientOptions{ResourceUpdatedHandler: estopUpdates(updates2)})
+		cs2, err := cl2.Connect(ctx, &mcp.IOTransport{Reader: stream2, Writer: stream2}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			return fmt.Errorf("a session at 2025-11-25: %w", err)
+		}
+		defer cs2.Close()
+		if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: estopURI}); err != nil {
+			return err
+		}
+		if err := timeTrips(ctx, out, cs2, nil, updates2, adm, *via, "subscribe", *trips); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// timeTrips times n trips through session cs, subscribed to estopURI
+// (how names it: listen or subscribe), and prints their figures.
+func timeTrips(ctx context.Context, out io.Writer, cs *mcp.ClientSession, acked <-chan struct{}, updates <-chan update, adm *admin.Client, via, how string, n int) error {
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: estopURI}); err != nil {
+		return fmt.Errorf("subscribing to %s: %w", estopURI, err)
+	}
+	// Under 2026-07-28 Subscribe opens a listen stream and returns at
+	// once: the subscription holds from its acknowledgement.
+	if cs.InitializeResult().ProtocolVersion >= agent.Stateless {
+		select {
+		case <-acked:
+		case <-time.After(10 * time.Second):
+			return fmt.Errorf("the subscription to %s was not acknowledged within 10 s", estopURI)
+		}
+	}
+	tl, err := tripCalls(ctx, cs, adm, updates, n)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "trip, estop_trip sent to %s's update read, over %s, %s at %s: %s (%d trips)\n", estopURI, via, how,
+		cs.InitializeResult().ProtocolVersion, summary(tl), len(tl))
+	for _, q := range []struct {
+		name string
+		q    float64
+		goal figure.Goal
+	}{{"p50", 0.50, figure.Goal{}}, {"p99", 0.99, figure.Goal{Of: "value", Op: "<=", N: 20}}} {
+		if err := figure.Print(out, figure.Figure{Name: fmt.Sprintf("agent.trip_to_updated.%s.%s.%s", via, how, q.name), Value: ms(quantile(tl, q.q)), Unit: "ms",
+			Peer: figure.NoPeer(), Goal: q.goal}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// estopUpdates hands the updates of estopURI to updates, as they are read.
+func estopUpdates(updates chan<- update) func(context.Context, *mcp.ResourceUpdatedNotificationRequest) {
+	return func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+		now := time.Now()
+		if req.Params == nil || req.Params.URI != estopURI {
+			return
+		}
+		select {
+		case updates <- update{seq: seqOf(req.Params.Meta), at: now}:
+		default: // more than the bench waits for: its wait times out and says so
+		}
+	}
 }
 
 // estopURI is the e-stop's resource.
