@@ -55,24 +55,28 @@ func callerCancelled(ctx context.Context, inv *Invocation) *Cancellation {
 	if !errors.As(context.Cause(ctx), &cc) {
 		return nil
 	}
-	return &Cancellation{Subject: inv.Principal.Subject, Session: inv.Principal.Session, Reason: cleanReason(cc.Reason, MaxCancelReason)}
+	return &Cancellation{Subject: inv.Principal.Subject, Session: inv.Principal.Session, Reason: CleanText(cc.Reason, MaxCancelReason, false)}
 }
 
-// cleanReason is s as one line of valid UTF-8: control characters and
-// runs of space become one space, and text over max bytes is cut at a
-// character with "…".
-func cleanReason(s string, max int) string {
+// CleanText is s as valid UTF-8 without control characters (but tabs and
+// newlines when multiline; runs of space as one space on one line),
+// trimmed, and cut to max bytes at a character with "…": what a caller
+// says for the record (a stop's reason, a cancellation's), read leniently.
+func CleanText(s string, max int, multiline bool) string {
 	var b strings.Builder
 	space := false
 	for _, r := range strings.ToValidUTF8(s, " ") {
-		if unicode.IsControl(r) || unicode.IsSpace(r) {
-			if !space {
-				b.WriteByte(' ')
-			}
-			space = true
-			continue
+		if r == utf8.RuneError || unicode.IsControl(r) && !(multiline && (r == '\n' || r == '\t')) {
+			r = ' '
 		}
-		space = false
+		if !multiline && unicode.IsSpace(r) {
+			if space {
+				continue
+			}
+			r, space = ' ', true
+		} else {
+			space = false
+		}
 		b.WriteRune(r)
 	}
 	t := strings.TrimSpace(b.String())

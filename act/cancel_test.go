@@ -31,7 +31,7 @@ func TestCallerCancelStopsItsAction(t *testing.T) {
 			by:      &Cancellation{Subject: "agent:pi", Session: "s1", Reason: "context canceled"},
 			records: "action.proposed action.running action.cancelled", detailHas: "cancelled: caller_cancelled by agent:pi (session s1): context canceled"},
 		{name: "a reason cleaned and cut", cause: &CallerCancel{Reason: "user\x00pressed\n\n stop " + long}, status: Cancelled, reason: ReasonCallerCancelled,
-			by:      &Cancellation{Subject: "agent:pi", Session: "s1", Reason: cleanReason("user pressed stop "+long, MaxCancelReason)},
+			by:      &Cancellation{Subject: "agent:pi", Session: "s1", Reason: CleanText("user pressed stop "+long, MaxCancelReason, false)},
 			records: "action.proposed action.running action.cancelled", detailHas: "user pressed stop éé"},
 		{name: "no reason given", cause: &CallerCancel{}, status: Cancelled, reason: ReasonCallerCancelled,
 			by:      &Cancellation{Subject: "agent:pi", Session: "s1"},
@@ -104,8 +104,8 @@ func TestCleanReason(t *testing.T) {
 		{strings.Repeat("x", 201), strings.Repeat("x", 197) + "…"},
 		{strings.Repeat("é", 101), strings.Repeat("é", 98) + "…"},
 	} {
-		if got := cleanReason(tc.in, MaxCancelReason); got != tc.want || len(got) > MaxCancelReason {
-			t.Errorf("cleanReason(%q) = %q, want %q", tc.in, got, tc.want)
+		if got := CleanText(tc.in, MaxCancelReason, false); got != tc.want || len(got) > MaxCancelReason {
+			t.Errorf("CleanText(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }

@@ -132,44 +132,13 @@ func (in *TripIn) UnmarshalJSON(b []byte) error {
 // or holds a control character is replaced by "sha256:" and the hex of
 // its hash, which a repeat of the same key gives again.
 func CleanTripIn(in TripIn) TripIn {
-	out := TripIn{Reason: cleanText(in.Reason, MaxTripReason, false), Note: cleanText(in.Note, MaxTripNote, true), IdempotencyKey: in.IdempotencyKey}
+	out := TripIn{Reason: act.CleanText(in.Reason, MaxTripReason, false), Note: act.CleanText(in.Note, MaxTripNote, true), IdempotencyKey: in.IdempotencyKey}
 	k := in.IdempotencyKey
 	if len(k) > MaxTripKey || !utf8.ValidString(k) || strings.ContainsFunc(k, unicode.IsControl) {
 		sum := sha256.Sum256([]byte(k))
 		out.IdempotencyKey = "sha256:" + hex.EncodeToString(sum[:])
 	}
 	return out
-}
-
-// cleanText is s as valid UTF-8 without control characters (but tabs and
-// newlines when multiline), trimmed, and cut to max bytes at a character.
-func cleanText(s string, max int, multiline bool) string {
-	var b strings.Builder
-	space := false
-	for _, r := range strings.ToValidUTF8(s, " ") {
-		if r == utf8.RuneError || unicode.IsControl(r) && !(multiline && (r == '\n' || r == '\t')) {
-			r = ' '
-		}
-		if !multiline && unicode.IsSpace(r) {
-			if space {
-				continue
-			}
-			r, space = ' ', true
-		} else {
-			space = false
-		}
-		b.WriteRune(r)
-	}
-	t := strings.TrimSpace(b.String())
-	if len(t) <= max {
-		return t
-	}
-	const more = "…"
-	cut := max - len(more)
-	for cut > 0 && !utf8.RuneStart(t[cut]) {
-		cut--
-	}
-	return strings.TrimSpace(t[:cut]) + more
 }
 
 // TripOut is what a stop did: the trip, or with Repeated the first stop
