@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -59,10 +61,7 @@ type subscriber struct {
 // Publish hands o to every session.
 func (h *Hub) Publish(o awareness.Observation) {
 	h.mu.Lock()
-	subs := make([]*subscriber, 0, len(h.subs))
-	for _, s := range h.subs {
-		subs = append(subs, s)
-	}
+	subs := slices.Collect(maps.Values(h.subs))
 	h.mu.Unlock()
 	for _, s := range subs {
 		if !awareness.MaySee(s.who, o.Privacy) {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -349,10 +351,7 @@ func (s *Server) follow(ctx context.Context) {
 // touch tells every session subscribed to uri that it changed.
 func (s *Server) touch(uri string, seq uint64) {
 	s.mu.Lock()
-	ws := make([]*watcher, 0, len(s.watchers))
-	for _, w := range s.watchers {
-		ws = append(ws, w)
-	}
+	ws := slices.Collect(maps.Values(s.watchers))
 	s.mu.Unlock()
 	for _, w := range ws {
 		w.touch(uri, seq)
