@@ -182,6 +182,33 @@ func afterOf(m mcp.Meta) (after uint64, ok bool, err error) {
 	return 0, false, fmt.Errorf("_meta.%s: %v: want the sequence of the last observation you have, a whole number", AfterKey, v)
 }
 
+// install gives srv the resources, and resumes a subscription that asks
+// to (AfterKey) once it is acknowledged: after the listen stream's
+// notifications/subscriptions/acknowledged, or resources/subscribe's
+// answer.
+func (r *resources) install(srv *mcp.Server) {
+	r.w = newWatcher(srv)
+	r.add(srv)
+	srv.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			if method == "notifications/subscriptions/acknowledged" {
+				r.acknowledged()
+			}
+			return res, err
+		}
+	})
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			if method == "resources/subscribe" && err == nil {
+				r.acknowledged()
+			}
+			return res, err
+		}
+	})
+}
+
 // add gives srv the resources.
 func (r *resources) add(srv *mcp.Server) {
 	r.offered = map[string]bool{}

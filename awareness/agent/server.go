@@ -289,26 +289,7 @@ func (s *Server) session(ctx context.Context, c net.Conn, rwc io.ReadWriteCloser
 		addDrain(srv, res.sub)
 	}
 	sub := res.sub
-	res.w = newWatcher(srv)
-	res.add(srv)
-	srv.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
-		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			r, err := next(ctx, method, req)
-			if method == "notifications/subscriptions/acknowledged" {
-				res.acknowledged()
-			}
-			return r, err
-		}
-	})
-	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
-		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			r, err := next(ctx, method, req)
-			if method == "resources/subscribe" && err == nil {
-				res.acknowledged()
-			}
-			return r, err
-		}
-	})
+	res.install(srv)
 	var heard atomic.Int64 // when the last message came (UnixNano)
 	heard.Store(time.Now().UnixNano())
 	t := NewTransport(rwc, TransportOptions{OnMessage: func() {
