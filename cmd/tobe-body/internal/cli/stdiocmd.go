@@ -73,9 +73,13 @@ func Stdio(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	in := make(chan error, 1)
 	var ended atomic.Bool // stdin ended: the daemon closing after it is the end of a session, not a failure
 	go func() {
-		_, err := io.Copy(uc, stdin)
-		if err == nil {
+		r := &readErr{r: stdin}
+		_, err := io.Copy(uc, r)
+		switch {
+		case err == nil:
 			ended.Store(true) // stdin ended; a daemon that went away is another matter
+		case r.err == nil:
+			err = nil // the socket took no more: the daemon closed, which the copy out tells
 		}
 		uc.CloseWrite()
 		in <- err
@@ -91,6 +95,9 @@ func Stdio(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		if err != nil && !errors.Is(err, net.ErrClosed) {
 			return fmt.Errorf("reading stdin: %w", err)
 		}
+		if !ended.Load() {
+			return bodyClosed(path, <-out, sw)
+		}
 		// The daemon answers what it has and closes when it reads the end.
 		select {
 		case <-out:
@@ -99,19 +106,41 @@ func Stdio(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		}
 		return nil
 	case err := <-out:
-		if sw.err != nil {
-			return nil // the client went away (its end of stdout closed): done
-		}
 		if ended.Load() {
 			return nil // the daemon read the end of stdin and closed, as it does
 		}
-		if err != nil {
-			return fmt.Errorf("the body's agent socket %s: %w", path, err)
-		}
-		return errors.New("the body closed the connection: its daemon stopped or restarted, or it refused this caller (its answer is the last line on stdout)")
+		return bodyClosed(path, err, sw)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// bodyClosed is why the bridge ends when the daemon closed first, err
+// being what copying its output met.
+func bodyClosed(path string, err error, sw *stdoutWriter) error {
+	switch {
+	case sw.err != nil:
+		return nil // the client went away (its end of stdout closed): done
+	case err != nil:
+		return fmt.Errorf("the body's agent socket %s: %w", path, err)
+	}
+	return errors.New("the body closed the connection: its daemon stopped or restarted, it refused this caller (its answer is the last line on stdout), " +
+		"or it ended the session, which answered no ping or fell silent while it ran an action (`tobe-body ledger events --type action.session_ended` says which)")
+}
+
+// readErr is a reader that keeps its own error, so that a copy's failure
+// is told from the writer's.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErr) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF {
+		r.err = err
+	}
+	return n, err
 }
 
 // eofReader is a stdin that has ended.
