@@ -545,7 +545,7 @@ var enumSchemas = map[reflect.Type]*jsonschema.Schema{
 	reflect.TypeFor[act.Risk]():         {Type: "string", Enum: []any{"R0", "R1", "R2", "R3"}},
 	reflect.TypeFor[body.Degradation](): {Type: "string", Enum: []any{"normal", "constrained", "degraded", "critical"}},
 	reflect.TypeFor[ledger.UUID]():      {Type: "string"},
-	reflect.TypeFor[any]():              {},
+	reflect.TypeFor[any]():              {Description: "any JSON value"}, // not {}, which is written as the bare schema true that some clients refuse
 }
 
 // schemaOf is the JSON Schema of an operation's input or output type.
