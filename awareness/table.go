@@ -516,26 +516,25 @@ func (t *Table) Entries() []*Entry {
 // capability (Tool.PerCapability) is not among them: the transport makes
 // those, when its least admits p.
 func (t *Table) Tools(p act.Principal) []*Entry {
-	var out []*Entry
-	for _, e := range t.byName {
-		if e.Tool.Name != "" && e.Least.Admits(p) {
-			out = append(out, e)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Tool.Name < out[j].Tool.Name })
-	return out
+	return t.offered(p, func(e *Entry) string { return e.Tool.Name })
 }
 
 // Resources are the operations agent principal p is offered as MCP
 // resources, by URI: those with a Resource URI whose least admits p.
 func (t *Table) Resources(p act.Principal) []*Entry {
+	return t.offered(p, func(e *Entry) string { return e.Resource.URI })
+}
+
+// offered are the operations whose least admits p and whose name(e) is
+// set, by that name.
+func (t *Table) offered(p act.Principal, name func(*Entry) string) []*Entry {
 	var out []*Entry
 	for _, e := range t.byName {
-		if e.Resource.URI != "" && e.Least.Admits(p) {
+		if name(e) != "" && e.Least.Admits(p) {
 			out = append(out, e)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Resource.URI < out[j].Resource.URI })
+	sort.Slice(out, func(i, j int) bool { return name(out[i]) < name(out[j]) })
 	return out
 }
 
