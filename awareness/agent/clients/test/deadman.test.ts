@@ -11,30 +11,16 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { createInterface } from "node:readline";
-import { after, before, describe, test, type TestContext } from "node:test";
+import { describe, test, type TestContext } from "node:test";
 import { fileURLToPath } from "node:url";
-import { stop } from "../../../tobe/body-adapter/test/body.ts";
-import { sshdSkip, startSshd } from "../../../tobe/body-adapter/test/sshd.ts";
-import { BIN, type Body, HEARTBEAT_MS, noBin, startSimBody } from "./rig.ts";
+import { bodyForTheseTests, HEARTBEAT_MS, noBin, sshSkip } from "./rig.ts";
 
-const sshSkip = sshdSkip(BIN);
 const client = fileURLToPath(new URL("pulse-client.ts", import.meta.url));
-let body: Body;
-let ssh: Awaited<ReturnType<typeof startSshd>> | undefined;
-
-before(async () => {
-  if (noBin) return;
-  body = await startSimBody("deadman");
-  await body.cli("grant", "add", "--subject", "agent:pi", "--capability", "gpio.pulse", "--scope", "gpio.led", "--reason", "the deadman test");
-  if (!sshSkip) ssh = await startSshd(body.tmp, `exec ${body.stdio.join(" ")}`);
-});
-after(async () => {
-  await stop(ssh?.sshd);
-  await body?.close();
-});
+const rig = bodyForTheseTests("deadman", (b) =>
+  b.cli("grant", "add", "--subject", "agent:pi", "--capability", "gpio.pulse", "--scope", "gpio.led", "--reason", "the deadman test"));
 
 async function frozenDuringPulse(t: TestContext, command: string[]): Promise<void> {
-  const events = body.follow("action.");
+  const events = rig.body.follow("action.");
   // The agent as its own node process (the one running these tests, with
   // tsx to load TypeScript), its stderr here.
   const agent = spawn(process.execPath, ["--import", "tsx", client, ...command], { stdio: ["ignore", "pipe", "inherit"] });
@@ -78,7 +64,7 @@ function seenBefore(e: { payload: Record<string, any> }): boolean {
 
 describe("an SDK client stopped while its pulse runs", () => {
   test("over tobe-body stdio: the session ends, the pulse is cancelled, the LED reads back low", { skip: noBin, timeout: 60000 },
-    (t) => frozenDuringPulse(t, body.stdio));
+    (t) => frozenDuringPulse(t, rig.body.stdio));
   test("through sshd's forced command: the session ends, the pulse is cancelled, the LED reads back low", { skip: sshSkip, timeout: 60000 },
-    (t) => frozenDuringPulse(t, ssh!.command));
+    (t) => frozenDuringPulse(t, rig.sshCommand));
 });

@@ -6,24 +6,10 @@
 // through a real sshd with that forced command (root and /usr/sbin/sshd,
 // else skipped by name). The long idles run side by side.
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
-import { sshdSkip, startSshd } from "../../../tobe/body-adapter/test/sshd.ts";
-import { stop } from "../../../tobe/body-adapter/test/body.ts";
-import { BIN, type Body, connect, HEARTBEAT_MS, idle, noBin, resultOf, startSimBody } from "./rig.ts";
+import { describe, test } from "node:test";
+import { bodyForTheseTests, connect, HEARTBEAT_MS, idle, noBin, resultOf, sshSkip } from "./rig.ts";
 
-const sshSkip = sshdSkip(BIN);
-let body: Body;
-let ssh: Awaited<ReturnType<typeof startSshd>> | undefined;
-
-before(async () => {
-  if (noBin) return;
-  body = await startSimBody("idle");
-  if (!sshSkip) ssh = await startSshd(body.tmp, `exec ${body.stdio.join(" ")}`);
-});
-after(async () => {
-  await stop(ssh?.sshd);
-  await body?.close();
-});
+const rig = bodyForTheseTests("idle");
 
 /** Connects through command, idles for ms, then calls self_state. */
 async function idleThenCall(command: () => string[], ms: number): Promise<void> {
@@ -39,18 +25,18 @@ async function idleThenCall(command: () => string[], ms: number): Promise<void> 
   } finally {
     await client.close();
   }
-  const ended = (await body.cli("ledger", "events", "--json", "--type", "action.session_ended"))
+  const ended = (await rig.body.cli("ledger", "events", "--json", "--type", "action.session_ended"))
     .split("\n").filter((l) => l.includes("unanswered_ping"));
   assert.deepEqual(ended, [], "no session was lost to an unanswered ping");
 }
 
 describe("the SDK's Client idles on the body", { concurrency: true }, () => {
   test(`over tobe-body stdio: ${20 * HEARTBEAT_MS} ms (20 heartbeats) idle, then self_state`, { skip: noBin, timeout: 60000 },
-    () => idleThenCall(() => body.stdio, 20 * HEARTBEAT_MS));
+    () => idleThenCall(() => rig.body.stdio, 20 * HEARTBEAT_MS));
   test(`through sshd's forced command: ${20 * HEARTBEAT_MS} ms (20 heartbeats) idle, then self_state`, { skip: sshSkip, timeout: 60000 },
-    () => idleThenCall(() => ssh!.command, 20 * HEARTBEAT_MS));
+    () => idleThenCall(() => rig.sshCommand, 20 * HEARTBEAT_MS));
   test("over tobe-body stdio: a minute idle, then self_state", { skip: noBin, timeout: 120000 },
-    () => idleThenCall(() => body.stdio, 60000));
+    () => idleThenCall(() => rig.body.stdio, 60000));
   test("through sshd's forced command: a minute idle, then self_state", { skip: sshSkip, timeout: 120000 },
-    () => idleThenCall(() => ssh!.command, 60000));
+    () => idleThenCall(() => rig.sshCommand, 60000));
 });

@@ -9,28 +9,14 @@
 // first on PATH, and these tests run on it.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { stop } from "../../../tobe/body-adapter/test/body.ts";
-import { sshdSkip, startSshd } from "../../../tobe/body-adapter/test/sshd.ts";
-import { BIN, type Body, noBin, startSimBody } from "./rig.ts";
+import { bodyForTheseTests, noBin, sshSkip } from "./rig.ts";
 
 const run = promisify(execFile);
 const inspector = fileURLToPath(new URL("../node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js", import.meta.url));
-const sshSkip = sshdSkip(BIN);
-let body: Body;
-let ssh: Awaited<ReturnType<typeof startSshd>> | undefined;
-
-before(async () => {
-  if (noBin) return;
-  body = await startSimBody("inspector");
-  if (!sshSkip) ssh = await startSshd(body.tmp, `exec ${body.stdio.join(" ")}`);
-});
-after(async () => {
-  await stop(ssh?.sshd);
-  await body?.close();
-});
+const rig = bodyForTheseTests("inspector");
 
 /** Runs the inspector's CLI with args, then the server's command; its stdout as JSON. */
 async function cli(t: { diagnostic(s: string): void }, args: string[], server: string[]): Promise<any> {
@@ -46,8 +32,8 @@ test("this package runs on the Node the inspector needs", () => {
 });
 
 for (const [how, skip, server] of [
-  ["over tobe-body stdio", noBin, () => body.stdio],
-  ["through sshd's forced command", sshSkip, () => ssh!.command],
+  ["over tobe-body stdio", noBin, () => rig.body.stdio],
+  ["through sshd's forced command", sshSkip, () => rig.sshCommand],
 ] as const) {
   test(`the inspector's CLI ${how}: tools/list, then tools/call self_state`, { skip, timeout: 60000 }, async (t) => {
     const listed = await cli(t, ["--method", "tools/list"], server());

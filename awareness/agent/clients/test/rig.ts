@@ -11,7 +11,9 @@ import { createInterface } from "node:readline";
 import { promisify } from "node:util";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { after, before } from "node:test";
 import { startBody, stop } from "../../../tobe/body-adapter/test/body.ts";
+import { sshdSkip, startSshd } from "../../../tobe/body-adapter/test/sshd.ts";
 
 export const BIN = process.env.BODY_BIN ?? "";
 export const noBin = BIN === "" ? "BODY_BIN is not set (make test-adapter sets it to the binary it builds)" : false;
@@ -21,6 +23,41 @@ export const noBin = BIN === "" ? "BODY_BIN is not set (make test-adapter sets i
  * for half of it and waits the other half for the answer.
  */
 export const HEARTBEAT_MS = 1000;
+
+/** Why the tests through sshd are skipped here, or false. */
+export const sshSkip = sshdSkip(BIN);
+
+/** The body of a file's tests, and the command that reaches it through sshd. */
+export interface Rig {
+  readonly body: Body;
+  /** ssh's argv to the forced command `tobe-body stdio` (when not sshSkip). */
+  readonly sshCommand: string[];
+}
+
+/**
+ * A body on the sim board (startSimBody) for the tests of the file that
+ * calls it, and, unless sshSkip, a real sshd on loopback whose forced
+ * command is its bridge: started before those tests (setUp runs on the
+ * body first), stopped after them.
+ */
+export function bodyForTheseTests(name: string, setUp?: (b: Body) => Promise<unknown>): Rig {
+  let body: Body | undefined;
+  let ssh: Awaited<ReturnType<typeof startSshd>> | undefined;
+  before(async () => {
+    if (noBin) return;
+    body = await startSimBody(name);
+    await setUp?.(body);
+    if (!sshSkip) ssh = await startSshd(body.tmp, `exec ${body.stdio.join(" ")}`);
+  });
+  after(async () => {
+    await stop(ssh?.sshd);
+    await body?.close();
+  });
+  return {
+    get body() { return body!; },
+    get sshCommand() { return ssh!.command; },
+  };
+}
 
 /** The principal every test's client is, as the forced command names it. */
 export const PRINCIPAL = "pi";
