@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -182,9 +181,13 @@ func (s *Store) openProjections(tx *bolt.Tx) (created bool, err error) {
 	return true, nil
 }
 
-func follows(p Projection, eventType string) bool {
-	for _, t := range p.Types() {
-		if t == eventType || strings.HasSuffix(t, ".") && strings.HasPrefix(eventType, t) {
+func follows(p Projection, eventType string) bool { return followsTypes(p.Types(), eventType) }
+
+// followsTypes tells whether a list of types and prefixes ending in a dot
+// selects eventType.
+func followsTypes(types []string, eventType string) bool {
+	for _, t := range types {
+		if MatchType(t, eventType) {
 			return true
 		}
 	}

@@ -105,6 +105,30 @@ func (s *Store) Scan(f Filter) (evs []Stored, next uint64, more bool, err error)
 	return evs, next, more, err
 }
 
+// EventsAt returns the events stored at the sequences given, in the
+// order given, and leaves out those the ledger no longer holds (deleted
+// by retention) or never held. A record that cannot be read is an error
+// naming its sequence.
+func (s *Store) EventsAt(seqs ...uint64) ([]Stored, error) {
+	var evs []Stored
+	err := s.read(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bEvents)
+		for _, seq := range seqs {
+			v := b.Get(u64(seq))
+			if v == nil {
+				continue
+			}
+			st := Stored{Seq: seq}
+			if err := Decode(v, &st.Event); err != nil {
+				return fmt.Errorf("event %d: %w", seq, err)
+			}
+			evs = append(evs, st)
+		}
+		return nil
+	})
+	return evs, err
+}
+
 // Follow calls fn for every event matching f, then for each new one as it
 // is committed, until ctx ends or fn returns an error.
 func (s *Store) Follow(ctx context.Context, f Filter, fn func(Stored) error) error {

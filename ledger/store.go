@@ -101,6 +101,9 @@ type Options struct {
 	Classes *Classes
 	// Projections are kept up to date with every append.
 	Projections []Projection
+	// Derivers append what they conclude from the events they follow, in
+	// the same transaction (see Deriver).
+	Derivers []Deriver
 	// Group commit: a batch waits at most Linger for more appends, and only
 	// when the previous batch had more than one (a lone appender never
 	// waits); it holds at most MaxBatch requests.

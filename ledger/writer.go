@@ -174,6 +174,9 @@ func (w *writer) apply(r *request) error {
 			return err
 		}
 		results[i].Seq = seq
+		if err := w.derive(&evs[i], seq); err != nil {
+			return err
+		}
 	}
 	for i, j := range dupOf {
 		results[i].Seq = results[j].Seq

@@ -1,0 +1,112 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+)
+
+// countMotion derives "world.count" from every camera event: how many it
+// has seen, read from its own projection, so each derivation depends on
+// the one before it in the same transaction. A payload of "bad" fails.
+type countMotion struct{}
+
+func (countMotion) Name() string    { return "count" }
+func (countMotion) Types() []string { return []string{"camera."} }
+func (countMotion) Derive(v *View, e *Event, d Derivation) ([]Event, error) {
+	switch {
+	case bytes.Equal(e.Payload, []byte("bad")): // a text of two bytes, "ad"
+		return nil, errors.New("a bad payload")
+	case bytes.Equal(e.Payload, []byte{0x01}):
+		return []Event{{Type: "world.count", Payload: []byte{0x01, 0x02}}}, nil // two items: the ledger refuses it
+	}
+	var n uint64
+	if b := v.Get("count", []byte("n")); b != nil {
+		if err := UnmarshalPayload(b, &n); err != nil {
+			return nil, err
+		}
+	}
+	p, err := MarshalPayload(n + 1)
+	return []Event{{Type: "world.count", OccurredAt: e.OccurredAt, Payload: p}}, err
+}
+
+// lastCount keeps the last world.count.
+type lastCount struct{}
+
+func (lastCount) Name() string                { return "count" }
+func (lastCount) Types() []string             { return []string{"world.count"} }
+func (lastCount) Apply(kv KV, e *Event) error { return kv.Put([]byte("n"), e.Payload) }
+
+func TestDeriverWritesInTheEventsTransaction(t *testing.T) {
+	var logged bytes.Buffer
+	s := openTest(t, tempPath(t), func(o *Options) {
+		o.Projections = append(o.Projections, lastCount{})
+		o.Derivers = []Deriver{countMotion{}}
+		o.Log = slog.New(slog.NewTextHandler(&logged, nil))
+	})
+	ctx := context.Background()
+	// Three in one request, one that fails to derive, one alone.
+	bad := motion(3)
+	bad.Payload = []byte("bad")
+	if _, err := s.Append(ctx, motion(1), motion(2), bad); err != nil {
+		t.Fatal(err)
+	}
+	junk := motion(5)
+	junk.Payload = []byte{0x01}
+	if _, err := s.Append(ctx, junk); err != nil {
+		t.Fatalf("an event whose derivation the ledger refuses: %v", err)
+	}
+	res, err := s.AppendGrouped(ctx, s.opts.Now(), motion(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := s.Events(Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range evs {
+		got = append(got, e.Type)
+	}
+	want := []string{"camera.motion_started", "world.count", "camera.motion_started", "world.count", "camera.motion_started",
+		"camera.motion_started", "camera.motion_started", "world.count"}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("got %v, want %v", got, want)
+		}
+	}
+	if res[0].Seq != evs[6].Seq || evs[7].Seq != res[0].Seq+1 {
+		t.Errorf("the derived event is at %d; want right after its event at %d", evs[7].Seq, res[0].Seq)
+	}
+	var n uint64
+	if err := UnmarshalPayload(evs[7].Payload, &n); err != nil || n != 3 {
+		t.Errorf("the last count is %d, want 3: each derivation reads the one before it", n)
+	}
+	if !bytes.Contains(logged.Bytes(), []byte("a bad payload")) || !bytes.Contains(logged.Bytes(), []byte("more than one item")) {
+		t.Errorf("the failed derivation was not logged: %s", logged.String())
+	}
+	rep, err := s.Verify(ctx)
+	if err != nil || !rep.OK() {
+		t.Fatalf("verify: %v %v", rep.Problems, err)
+	}
+}
+
+func TestEventsAtLeavesOutWhatIsNotThere(t *testing.T) {
+	s := openTest(t, tempPath(t))
+	res, err := s.Append(context.Background(), motion(1), motion(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := s.EventsAt(res[1].Seq, 999, res[0].Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 2 || evs[0].Seq != res[1].Seq || evs[1].Seq != res[0].Seq || evs[0].ID != res[1].ID {
+		t.Fatalf("got %+v; want events %d and %d in that order", evs, res[1].Seq, res[0].Seq)
+	}
+}
