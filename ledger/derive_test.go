@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 )
 
@@ -108,5 +109,65 @@ func TestEventsAtLeavesOutWhatIsNotThere(t *testing.T) {
 	}
 	if len(evs) != 2 || evs[0].Seq != res[1].Seq || evs[1].Seq != res[0].Seq || evs[0].ID != res[1].ID {
 		t.Fatalf("got %+v; want events %d and %d in that order", evs, res[1].Seq, res[0].Seq)
+	}
+}
+
+// keys is a projection that keeps the payload's text as a key.
+type keys struct{}
+
+func (keys) Name() string    { return "keys" }
+func (keys) Types() []string { return []string{"grant.key"} }
+func (keys) Apply(kv KV, e *Event) error {
+	var k []byte
+	if err := UnmarshalPayload(e.Payload, &k); err != nil {
+		return err
+	}
+	return kv.Put(k, k)
+}
+
+func TestRangeReadsABucketAsItReadsMemory(t *testing.T) {
+	all := []string{"a", "b1", "b2", "b3", "b\xff", "c", "\xff", "\xff\xff"}
+	s := openTest(t, tempPath(t), func(o *Options) { o.Projections = append(o.Projections, keys{}) })
+	mem := MemKV{}
+	for _, k := range all {
+		p, _ := MarshalPayload([]byte(k))
+		if _, err := s.Append(context.Background(), Event{Type: "grant.key", Payload: p}); err != nil {
+			t.Fatal(err)
+		}
+		mem.Put([]byte(k), []byte(k))
+	}
+	for _, tc := range []struct {
+		prefix, from string
+		fromNil      bool
+		reverse      bool
+		want         string
+	}{
+		{"b", "", true, false, "b1 b2 b3 b\xff"},
+		{"b", "", true, true, "b\xff b3 b2 b1"},
+		{"b", "b2", false, false, "b2 b3 b\xff"},
+		{"b", "b2", false, true, "b2 b1"},
+		{"b", "b25", false, true, "b2 b1"},
+		{"b", "b0", false, true, ""},
+		{"b", "b4", false, true, "b3 b2 b1"},
+		{"\xff", "", true, true, "\xff\xff \xff"},
+		{"", "", true, true, "\xff\xff \xff c b\xff b3 b2 b1 a"},
+		{"x", "", true, false, ""},
+	} {
+		var from []byte
+		if !tc.fromNil {
+			from = []byte(tc.from)
+		}
+		read := func(kv ReadKV) string {
+			var got []string
+			Range(kv, []byte(tc.prefix), from, tc.reverse, func(k, _ []byte) bool { got = append(got, string(k)); return true })
+			return strings.Join(got, " ")
+		}
+		var fromBucket string
+		if err := s.ReadProjection("keys", func(kv ReadKV) error { fromBucket = read(kv); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if got := read(mem); got != tc.want || fromBucket != tc.want {
+			t.Errorf("prefix %q from %q reverse %v: memory %q, bucket %q; want %q", tc.prefix, tc.from, tc.reverse, got, fromBucket, tc.want)
+		}
 	}
 }

@@ -94,6 +94,84 @@ func (s *Store) ReadProjection(name string, fn func(ReadKV) error) error {
 	})
 }
 
+// Range calls fn with the keys of kv that begin with prefix, in key order
+// from the first at or after from (nil: the first with the prefix), or
+// in reverse order from the last at or before from (nil: the last with
+// the prefix), until fn returns false. A bucket of the ledger is read
+// with a cursor, so only the keys visited are read; another ReadKV is
+// read whole.
+func Range(kv ReadKV, prefix, from []byte, reverse bool, fn func(k, v []byte) bool) {
+	type cursorer interface{ Cursor() *bolt.Cursor }
+	cb, ok := kv.(cursorer)
+	if bk, isKV := kv.(boltKV); isKV {
+		cb, ok = bk.b, true
+	}
+	if !ok {
+		var keys [][]byte
+		var vals [][]byte
+		_ = kv.ForEach(func(k, v []byte) error {
+			if bytes.HasPrefix(k, prefix) && (from == nil || !reverse && bytes.Compare(k, from) >= 0 || reverse && bytes.Compare(k, from) <= 0) {
+				keys, vals = append(keys, k), append(vals, v)
+			}
+			return nil
+		})
+		for i := range keys {
+			j := i
+			if reverse {
+				j = len(keys) - 1 - i
+			}
+			if !fn(keys[j], vals[j]) {
+				return
+			}
+		}
+		return
+	}
+	c := cb.Cursor()
+	if !reverse {
+		if from == nil {
+			from = prefix
+		}
+		for k, v := c.Seek(from); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if !fn(k, v) {
+				return
+			}
+		}
+		return
+	}
+	var k, v []byte
+	at := from
+	if at == nil {
+		at = prefixEnd(prefix) // after every key with the prefix; nil: none is
+	}
+	if at != nil {
+		k, v = c.Seek(at)
+	}
+	switch {
+	case k == nil:
+		k, v = c.Last()
+	case from == nil || !bytes.Equal(k, from):
+		k, v = c.Prev()
+	}
+	for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Prev() {
+		if !fn(k, v) {
+			return
+		}
+	}
+}
+
+// prefixEnd is the least key greater than every key that begins with
+// prefix, or nil when there is none (the prefix is all 0xff).
+func prefixEnd(prefix []byte) []byte {
+	end := bytes.Clone(prefix)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
 // ProjectionReader reads projections: a Store does.
 type ProjectionReader interface {
 	ReadProjection(name string, fn func(ReadKV) error) error

@@ -237,6 +237,17 @@ func (v *View) Get(projection string, key []byte) []byte {
 	return b.Get(key)
 }
 
+// Projection is a projection's bucket as of the transaction (empty when
+// the store keeps no projection of that name); what it returns is valid
+// during Decide or Derive only.
+func (v *View) Projection(name string) ReadKV {
+	b := v.tx.Bucket(bProj).Bucket([]byte(name))
+	if b == nil {
+		return MemKV{}
+	}
+	return b
+}
+
 // appendCmd appends events as they are: the sense path.
 type appendCmd []Event
 
