@@ -37,6 +37,18 @@ type MotionEnded struct {
 	Cut bool `cbor:"cut,omitempty" json:"cut,omitempty"`
 }
 
+// CameraSummary is the payload of camera.summary: what a camera watched
+// over a period (OverS seconds): its zones, those with motion at the
+// end, the frames it analysed and skipped. It says the camera still
+// watches: a zone with no motion is quiet because it was seen to be.
+type CameraSummary struct {
+	Zones   []string `cbor:"zones" json:"zones"`
+	Moving  []string `cbor:"moving,omitempty" json:"moving,omitempty"`
+	Frames  uint64   `cbor:"frames" json:"frames"`
+	Skipped uint64   `cbor:"skipped,omitempty" json:"skipped,omitempty"`
+	OverS   float64  `cbor:"over_s" json:"over_s"`
+}
+
 // Snapshots configures evidence: a small greyscale JPEG of the frame that
 // started motion, kept under Dir for TTL. Off unless Dir is set.
 type Snapshots struct {
