@@ -1,0 +1,458 @@
+package world
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/tobe-body/tobe-body/ledger"
+)
+
+// current is a source's record as a change sees it: stored at seq, or
+// written by this change (seq 0).
+type current struct {
+	seq uint64
+	rec Record
+}
+
+// mark is the last seen mark of a channel: stored at seq, or written by
+// this change (seq 0, after every stored record).
+type mark struct {
+	seq uint64
+	s   Seen
+}
+
+// change decides the events of one step of the model (a sensed event, a
+// told assertion, the keeper's round) from the projection as a
+// transaction sees it, and keeps what it writes in view for its own next
+// decisions: the events it appends are applied only after it returns.
+type change struct {
+	kv    ledger.ReadKV
+	model *Model
+	run   int64 // the running clock, ms
+	// base stamps the events: time, clock, causation.
+	base ledger.Event
+	out  []ledger.Event
+	cur  map[string]*current // entity NUL source -> record; nil: none
+	// marks are the channels' last marks; touched the entities whose
+	// fused state may have changed, in order.
+	marks   map[string]*mark
+	touched []string
+	// at is the valid time of the latest of what touched an entity.
+	at map[string]int64
+}
+
+func newChange(kv ledger.ReadKV, m *Model, runMS int64, base ledger.Event) *change {
+	return &change{kv: kv, model: m, run: runMS, base: base, cur: map[string]*current{}, marks: map[string]*mark{}, at: map[string]int64{}}
+}
+
+// current returns a source's record, or nil.
+func (c *change) current(entity, source string) *current {
+	k := entity + "\x00" + source
+	if cu, ok := c.cur[k]; ok {
+		return cu
+	}
+	var cu *current
+	if b := c.kv.Get(currentKey(entity, source)); len(b) == 8 {
+		seq := getU64(b)
+		if rb := c.kv.Get(recordKey(seq)); rb != nil {
+			cu = &current{seq: seq}
+			if err := ledger.UnmarshalPayload(rb, &cu.rec); err != nil {
+				cu = nil
+			}
+		}
+	}
+	c.cur[k] = cu
+	return cu
+}
+
+// lastMark returns a channel's last seen mark, or nil.
+func (c *change) lastMark(channel string) *mark {
+	if m, ok := c.marks[channel]; ok {
+		return m
+	}
+	var m *mark
+	ledger.Range(c.kv, markPrefix(channel), nil, true, func(k, v []byte) bool {
+		var s Seen
+		if ledger.UnmarshalPayload(v, &s) == nil {
+			m = &mark{seq: getU64(k[len(k)-8:]), s: s}
+		}
+		return false
+	})
+	c.marks[channel] = m
+	return m
+}
+
+// seen is when a record was last seen: its own time, or its channel's
+// last mark after it.
+func (c *change) seen(cu *current) (runMS, at int64) {
+	runMS, at = cu.rec.RunMS, cu.rec.ValidFrom
+	if cu.rec.Channel == "" || cu.seq == 0 {
+		return runMS, at
+	}
+	if m := c.lastMark(cu.rec.Channel); m != nil && (m.seq == 0 || m.seq > cu.seq) {
+		// The latest sighting, whatever the wall clock said of it.
+		runMS, at = max(runMS, m.s.RunMS), m.s.At
+	}
+	return runMS, at
+}
+
+// expired tells whether a record is past its expiry at the running time
+// of the change.
+func (c *change) expired(cu *current) bool {
+	if cu.rec.ExpireMS <= 0 {
+		return false
+	}
+	run, _ := c.seen(cu)
+	return c.run-run > cu.rec.ExpireMS
+}
+
+// emit appends an event of the model.
+func (c *change) emit(typ, entity string, prov ledger.Provenance, payload any) error {
+	p, err := ledger.MarshalPayload(payload)
+	if err != nil {
+		return err
+	}
+	e := c.base
+	e.ID = ledger.NewID()
+	e.Type, e.ChannelID, e.Payload, e.Provenance = typ, entity, p, prov
+	if ent, ok := c.model.Entity(entity); ok {
+		e.Privacy = ent.Privacy
+	} else if e.Privacy == 0 {
+		e.Privacy = ledger.Sensitive
+	}
+	c.out = append(c.out, e)
+	return nil
+}
+
+func (c *change) touch(entity string, at int64) {
+	if !slices.Contains(c.touched, entity) {
+		c.touched = append(c.touched, entity)
+		c.at[entity] = at
+	}
+	c.at[entity] = max(c.at[entity], at)
+}
+
+// end ends a source's record for reason at valid time at (never before
+// the record began).
+func (c *change) end(cu *current, reason string, at int64, ev *Evidence) error {
+	_, seenAt := c.seen(cu)
+	at = max(at, cu.rec.ValidFrom)
+	if err := c.emit(EventEnded, cu.rec.Entity, ledger.Inferred, Ended{Entity: cu.rec.Entity, Source: cu.rec.Source, Record: cu.seq,
+		Reason: reason, At: at, LastSeen: seenAt, Evidence: ev}); err != nil {
+		return err
+	}
+	c.cur[cu.rec.Entity+"\x00"+cu.rec.Source] = nil
+	c.touch(cu.rec.Entity, at)
+	return nil
+}
+
+// endIfExpired ends a record past its expiry, at the last time it was
+// seen plus its expiry, or at before if that is earlier: the valid time
+// of the source's next record, which an end must not come after (after
+// the wall clock stepped back, valid times run slower than the running
+// clock that expires).
+func (c *change) endIfExpired(cu *current, before int64) (bool, error) {
+	if cu == nil || !c.expired(cu) {
+		return false, nil
+	}
+	_, at := c.seen(cu)
+	if at <= math.MaxInt64-cu.rec.ExpireMS*1e6 {
+		at += cu.rec.ExpireMS * 1e6
+	}
+	return true, c.end(cu, EndNotSeen, min(at, before), nil)
+}
+
+// observe applies what a source observed of an entity: a new record when
+// the value changed (or none was held), a seen mark of its channel when
+// it only confirms the record and the last mark is older than a quarter
+// of the record's expiry.
+func (c *change) observe(ent Entity, o *observation, ev Evidence) error {
+	cu := c.current(ent.ID, o.source)
+	if ended, err := c.endIfExpired(cu, c.base.OccurredAt); err != nil {
+		return err
+	} else if ended {
+		cu = nil
+	}
+	if o.end != "" {
+		if cu == nil {
+			return nil
+		}
+		return c.end(cu, o.end, c.base.OccurredAt, &ev)
+	}
+	value := o.valueFor(ent.Kind)
+	if cu != nil && o.channel != "" && cu.rec.Channel == o.channel && (o.confirm || same(cu.rec, value, o.readings)) {
+		if cu.rec.ExpireMS <= 0 {
+			return nil
+		}
+		if m := c.lastMark(o.channel); m != nil && m.seq == 0 {
+			return nil // marked by this change already
+		}
+		run, _ := c.seen(cu)
+		if c.run-run < cu.rec.ExpireMS/4 {
+			return nil
+		}
+		s := Seen{Channel: o.channel, At: c.base.OccurredAt, RunMS: c.run, Evidence: ev}
+		c.marks[o.channel] = &mark{s: s}
+		return c.emit(EventSeen, ent.ID, o.prov, s)
+	}
+	if value == "" && o.readings == nil {
+		return nil // nothing this kind can hold
+	}
+	var evs []Evidence
+	if ev.ID != "" {
+		evs = []Evidence{ev}
+	}
+	r := Record{Entity: ent.ID, Source: o.source, Channel: o.channel, Value: value, Readings: o.readings, Confidence: o.conf,
+		Provenance: o.prov.String(), Evidence: evs, ValidFrom: c.base.OccurredAt, UncertaintyMS: c.base.ClockUncertaintyMS,
+		Unsynced: c.base.ClockUnsynced, ExpireMS: msOf(ent.ExpireAfter), RunMS: c.run, By: o.by}
+	if o.expireMS > 0 {
+		r.ExpireMS = o.expireMS
+	}
+	if cu != nil {
+		r.Supersedes = cu.seq
+	}
+	if err := c.emit(EventObserved, ent.ID, o.prov, r); err != nil {
+		return err
+	}
+	c.cur[ent.ID+"\x00"+o.source] = &current{rec: r}
+	c.touch(ent.ID, r.ValidFrom)
+	return nil
+}
+
+// same tells whether a record says value (or readings within the
+// uncertainty of its own).
+func same(r Record, value string, readings map[string]Reading) bool {
+	if readings == nil || r.Readings == nil {
+		return readings == nil && r.Readings == nil && r.Value == value
+	}
+	if len(readings) != len(r.Readings) {
+		return false
+	}
+	for q, now := range readings {
+		was, ok := r.Readings[q]
+		if !ok || math.Abs(now.Value-was.Value) > max(was.Uncertainty, now.Uncertainty) {
+			return false
+		}
+	}
+	return true
+}
+
+// sourcesOf lists an entity's source ids: those of the model, and those
+// of the records the projection holds for it (told assertions).
+func (c *change) sourcesOf(ent Entity) []string {
+	var out []string
+	for _, s := range ent.Sources {
+		out = append(out, s.ID())
+	}
+	prefix := append(key(kCurrent, ent.ID), 0)
+	ledger.Range(c.kv, prefix, nil, false, func(k, _ []byte) bool {
+		if s := string(k[len(prefix):]); !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+		return true
+	})
+	for k, cu := range c.cur {
+		if e, s, _ := cutNUL(k); e == ent.ID && cu != nil && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func cutNUL(s string) (string, string, bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
+}
+
+// settle records world.changed for each touched entity whose fused state
+// is not the one last recorded, after ending its sources' records that
+// expired.
+func (c *change) settle() error {
+	for i := 0; i < len(c.touched); i++ {
+		ent, ok := c.model.Entity(c.touched[i])
+		if !ok {
+			ent = Entity{ID: c.touched[i], Kind: kindOfID(c.touched[i]), Privacy: ledger.Sensitive}
+		}
+		var held []*current
+		for _, s := range c.sourcesOf(ent) {
+			cu := c.current(ent.ID, s)
+			if ended, err := c.endIfExpired(cu, math.MaxInt64); err != nil {
+				return err
+			} else if cu != nil && !ended {
+				held = append(held, cu)
+			}
+		}
+		st := fuse(ent, held)
+		var last Changed
+		if b := c.kv.Get(entityKey(ent.ID)); b != nil {
+			if err := ledger.UnmarshalPayload(b, &last); err != nil {
+				return fmt.Errorf("world: %s: the last state: %w", ent.ID, err)
+			}
+		} else {
+			last.Value = Unknown
+		}
+		if p, ok := c.pending(ent.ID); ok {
+			last = p
+		}
+		if st.Value == last.Value && st.Conflict == last.Conflict && st.Provenance == last.Provenance &&
+			slices.Equal(st.Sources, last.Sources) && sameReadings(st.Readings, last.Readings) {
+			continue
+		}
+		at := c.at[ent.ID]
+		st.At, st.Since, st.Was = at, at, last.Value
+		if st.Value == last.Value {
+			st.Since, st.Was = last.Since, last.Was
+		}
+		if err := c.emit(EventChanged, ent.ID, provenanceOf(st.Provenance), st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pending is the last world.changed this change wrote for an entity.
+func (c *change) pending(entity string) (Changed, bool) {
+	for i := len(c.out) - 1; i >= 0; i-- {
+		if c.out[i].Type == EventChanged && c.out[i].ChannelID == entity {
+			var ch Changed
+			if ledger.UnmarshalPayload(c.out[i].Payload, &ch) == nil {
+				return ch, true
+			}
+		}
+	}
+	return Changed{}, false
+}
+
+func sameReadings(a, b map[string]Reading) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for q, r := range a {
+		if o, ok := b[q]; !ok || o != r {
+			return false
+		}
+	}
+	return true
+}
+
+func provenanceOf(s string) ledger.Provenance {
+	for _, p := range []ledger.Provenance{ledger.Observed, ledger.Told, ledger.Inferred, ledger.Verified} {
+		if p.String() == s {
+			return p
+		}
+	}
+	return ledger.Inferred
+}
+
+// kindOfID is the kind an entity id's prefix says (an entity the model
+// no longer has, whose told records remain).
+func kindOfID(id string) Kind {
+	for _, k := range Kinds() {
+		if len(id) > len(k.prefix()) && id[:len(k.prefix())+1] == k.prefix()+"." {
+			return k
+		}
+	}
+	if id == "body" {
+		return Self
+	}
+	return Door
+}
+
+// fuse is an entity's state from its sources' records that hold:
+//   - a room is active when any source says so, quiet when the others
+//     are quiet, unknown with none (a person may be still before a
+//     camera and talking to its microphone: not a conflict);
+//   - the air is its latest record's readings, in conflict when two
+//     sources differ by more than their uncertainties;
+//   - anything else is the value its sources agree on; when they do not
+//     (both are kept), the value with the strongest provenance
+//     (verified, observed, told), the latest on a tie, in conflict, at
+//     half the confidence and of inferred provenance.
+//
+// The confidence is the highest of the records that say the value, the
+// provenance theirs (the strongest of them). A told value is never more
+// than told: only a source of its own makes it observed or verified.
+func fuse(ent Entity, held []*current) Changed {
+	st := Changed{Entity: ent.ID, Kind: ent.Kind, Value: Unknown}
+	if len(held) == 0 {
+		return st
+	}
+	if ent.Kind == Air {
+		latest := held[0]
+		for _, cu := range held[1:] {
+			if cu.rec.ValidFrom > latest.rec.ValidFrom {
+				latest = cu
+			}
+		}
+		st.Value, st.Readings = "measured", latest.rec.Readings
+		support(&st, []*current{latest})
+		for _, cu := range held {
+			if cu != latest && !same(latest.rec, "", cu.rec.Readings) {
+				st.Conflict = true
+			}
+		}
+	} else {
+		by := map[string][]*current{}
+		var values []string
+		for _, cu := range held {
+			if by[cu.rec.Value] == nil {
+				values = append(values, cu.rec.Value)
+			}
+			by[cu.rec.Value] = append(by[cu.rec.Value], cu)
+		}
+		var pick string
+		switch {
+		case ent.Kind == Room && by["active"] != nil:
+			pick = "active"
+		case ent.Kind == Room:
+			pick = "quiet"
+		default:
+			best := func(v string) (rank int, latest int64) {
+				for _, cu := range by[v] {
+					rank, latest = max(rank, provenanceRank(cu.rec.Provenance)), max(latest, cu.rec.ValidFrom)
+				}
+				return rank, latest
+			}
+			for _, v := range values {
+				if pick == "" {
+					pick = v
+					continue
+				}
+				r, l := best(v)
+				pr, pl := best(pick)
+				if r > pr || r == pr && (l > pl || l == pl && v > pick) {
+					pick = v
+				}
+			}
+			st.Conflict = len(values) > 1
+		}
+		st.Value = pick
+		support(&st, by[pick])
+	}
+	if st.Conflict {
+		st.Confidence = math.Round(st.Confidence*50) / 100
+		st.Provenance = ledger.Inferred.String()
+	}
+	return st
+}
+
+// support fills in the confidence, provenance and sources of the
+// records that say a state.
+func support(st *Changed, recs []*current) {
+	rank := 0
+	for _, cu := range recs {
+		st.Confidence = max(st.Confidence, cu.rec.Confidence)
+		if r := provenanceRank(cu.rec.Provenance); r > rank {
+			rank, st.Provenance = r, cu.rec.Provenance
+		}
+		st.Sources = append(st.Sources, cu.rec.Source)
+	}
+	sort.Strings(st.Sources)
+}

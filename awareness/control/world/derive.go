@@ -1,0 +1,267 @@
+package world
+
+import (
+	"strings"
+
+	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/ledger"
+	"github.com/tobe-body/tobe-body/sense"
+)
+
+// observation is what one event says of one source.
+type observation struct {
+	source, channel string
+	// value is the kind-free word: "active"/"quiet" (rooms), "on"/"off"
+	// (outputs), a level (the body); line is a line's state instead,
+	// which each kind of contact words in its own way.
+	value    string
+	line     *bool
+	readings map[string]Reading
+	conf     float64
+	prov     ledger.Provenance
+	// end: the source's state ends for this reason.
+	end string
+	// confirm: it only confirms what the source holds, whatever its
+	// value, and says value when the source holds nothing.
+	confirm bool
+	// by and expireMS: a told assertion's teller and expiry.
+	by       string
+	expireMS int64
+}
+
+// valueFor is the observation's value as an entity of kind k says it.
+func (o *observation) valueFor(k Kind) string {
+	if o.line == nil {
+		return o.value
+	}
+	words := map[Kind][2]string{Door: {"open", "closed"}, Window: {"open", "closed"}, Presence: {"present", "absent"}}[k]
+	if words[0] == "" {
+		return ""
+	}
+	if *o.line {
+		return words[0]
+	}
+	return words[1]
+}
+
+// The confidence of what each source observes: how often its word is
+// right in a home, by the kind of detector (ours; no standard gives
+// them). Motion is a change of light as well as a person; silence is
+// not absence.
+const (
+	confMotion     = 0.8
+	confStill      = 0.7
+	confVoice      = 0.7
+	confNoVoice    = 0.6
+	confLevelQuiet = 0.5
+	confLine       = 0.95
+	confAir        = 0.9
+	confReadBack   = 0.99
+	confSelf       = 1.0
+)
+
+// The air's uncertainties: a BME280's absolute accuracy (Bosch's
+// datasheet, BST-BME280-DS002: ±1 °C, ±3 %RH, ±1 hPa).
+var airQuantities = []struct {
+	name, unit  string
+	uncertainty float64
+	of          func(*sense.EnvReading) *float64
+}{
+	{"temperature_c", "°C", 1, func(r *sense.EnvReading) *float64 { return r.Temperature }},
+	{"humidity_pct", "%", 3, func(r *sense.EnvReading) *float64 { return r.Humidity }},
+	{"pressure_hpa", "hPa", 1, func(r *sense.EnvReading) *float64 { return r.Pressure }},
+}
+
+// Types are the event types the model follows.
+var Types = []string{"camera.motion_started", "camera.motion_ended", "camera.summary",
+	"audio.voice_started", "audio.voice_ended", "audio.level",
+	"gpio.changed", "gpio.level", "env.reading",
+	"action.succeeded", "action.failed", "action.unknown",
+	"estop.tripped", "estop.stop_again", "body.degradation"}
+
+// observations reads what an event says of the model's sources. A
+// payload that cannot be read says nothing.
+func (m *Model) observations(e *ledger.Event) []observation {
+	ch := e.ChannelID
+	one := func(o observation) []observation {
+		if o.channel == "" {
+			o.channel = ch
+		}
+		if o.source == "" {
+			o.source = o.channel
+		}
+		if o.prov == 0 {
+			o.prov = ledger.Observed
+		}
+		return []observation{o}
+	}
+	switch e.Type {
+	case "camera.motion_started":
+		var p sense.MotionStarted
+		if ledger.UnmarshalPayload(e.Payload, &p) != nil {
+			return nil
+		}
+		return one(observation{source: ch + "#" + p.Zone, value: "active", conf: confMotion})
+	case "camera.motion_ended":
+		var p sense.MotionEnded
+		if ledger.UnmarshalPayload(e.Payload, &p) != nil {
+			return nil
+		}
+		if p.Cut {
+			return one(observation{source: ch + "#" + p.Zone, end: EndSourceLost})
+		}
+		return one(observation{source: ch + "#" + p.Zone, value: "quiet", conf: confStill})
+	case "camera.summary":
+		var p sense.CameraSummary
+		if ledger.UnmarshalPayload(e.Payload, &p) != nil {
+			return nil
+		}
+		var out []observation
+		for _, z := range p.Zones {
+			o := observation{source: ch + "#" + z, channel: ch, value: "quiet", conf: confStill, prov: ledger.Observed}
+			for _, mv := range p.Moving {
+				if mv == z {
+					o.value, o.conf = "active", confMotion
+				}
+			}
+			out = append(out, o)
+		}
+		return out
+	case "audio.voice_started":
+		return one(observation{value: "active", conf: confVoice})
+	case "audio.voice_ended":
+		var p sense.Voice
+		if ledger.UnmarshalPayload(e.Payload, &p) != nil {
+			return nil
+		}
+		if p.Cut {
+			return one(observation{end: EndSourceLost})
+		}
+		return one(observation{value: "quiet", conf: confNoVoice})
+	case "audio.level":
+		// A summary confirms what the microphone holds; with nothing
+		// held (after a start) it says quiet: a voice would have
+		// started.
+		return one(observation{value: "quiet", conf: confLevelQuiet, confirm: true})
+	case "gpio.changed", "gpio.level":
+		var p body.LineChanged
+		if ledger.UnmarshalPayload(e.Payload, &p) != nil {
+			return nil
+		}
+		active := p.Active
+		return one(observation{line: &active, conf: confLine})
+	case "env.reading":
+		var p sense.EnvReading
+		if ledger.UnmarshalPayload(e.Payload, &p) != nil {
+			return nil
+		}
+		rs := map[string]Reading{}
+		for _, q := range airQuantities {
+			if v := q.of(&p); v != nil {
+				rs[q.name] = Reading{Value: *v, Uncertainty: q.uncertainty, Unit: q.unit}
+			}
+		}
+		if len(rs) == 0 {
+			return nil
+		}
+		return one(observation{readings: rs, conf: confAir})
+	case "action.succeeded", "action.failed", "action.unknown":
+		var p struct {
+			Invocation act.Invocation `cbor:"invocation"`
+			Result     act.Result     `cbor:"result"`
+		}
+		if ledger.UnmarshalPayload(e.Payload, &p) != nil || p.Invocation.Mode != act.Live {
+			return nil
+		}
+		out := "gpio." + p.Invocation.Target
+		var value string
+		switch p.Invocation.Capability {
+		case "gpio.set":
+			value = p.Invocation.Params["state"]
+		case "gpio.pulse":
+			value = "off" // a pulse ends at the safe level
+		default:
+			return nil
+		}
+		if v := p.Result.Verification; v == nil || v.Result != "verified" || value != "on" && value != "off" {
+			return one(observation{channel: out, end: EndUnverified})
+		}
+		return one(observation{channel: out, value: value, conf: confReadBack, prov: ledger.Verified})
+	case "estop.tripped", "estop.stop_again":
+		var p act.Trip
+		if ledger.UnmarshalPayload(e.Payload, &p) != nil {
+			return nil
+		}
+		var obs []observation
+		for _, o := range p.Outputs {
+			ob := observation{source: "gpio." + o.Name, channel: "gpio." + o.Name, value: "off", conf: confReadBack, prov: ledger.Verified}
+			if o.ReadBack != o.Safe {
+				ob.value, ob.end = "", EndUnverified
+			}
+			obs = append(obs, ob)
+		}
+		return obs
+	case "body.degradation":
+		var p sense.LevelChange
+		if ledger.UnmarshalPayload(e.Payload, &p) != nil {
+			return nil
+		}
+		return []observation{{source: selfChannel, channel: selfChannel, value: p.Level, conf: confSelf, prov: ledger.Observed}}
+	}
+	return nil
+}
+
+// Deriver keeps the model: from each event of its Types it derives the
+// records, seen marks, ends and changes of state it makes, in the
+// event's transaction (see ledger.Deriver). It is safe for concurrent
+// use: it keeps nothing of its own.
+type Deriver struct {
+	Model *Model
+}
+
+func (*Deriver) Name() string    { return "world" }
+func (*Deriver) Types() []string { return Types }
+
+// Derive implements ledger.Deriver.
+func (d *Deriver) Derive(v *ledger.View, e *ledger.Event, at ledger.Derivation) ([]ledger.Event, error) {
+	if !d.feeds(e) {
+		return nil, nil
+	}
+	obs := d.Model.observations(e)
+	if len(obs) == 0 {
+		return nil, nil
+	}
+	base := ledger.Event{OccurredAt: e.OccurredAt, MonotonicNS: e.MonotonicNS, ClockDomain: e.ClockDomain,
+		ClockUncertaintyMS: e.ClockUncertaintyMS, ClockUnsynced: e.ClockUnsynced, CausationID: e.ID, CorrelationID: e.CorrelationID,
+		Trust: ledger.Medium}
+	if base.OccurredAt == 0 {
+		base.OccurredAt = e.IngestedAt
+	}
+	c := newChange(v.Projection(ProjectionName), d.Model, at.Running.Milliseconds(), base)
+	ev := Evidence{Seq: at.Seq, ID: e.ID.String(), Type: e.Type}
+	for i := range obs {
+		for _, ix := range d.Model.feeds[obs[i].source] {
+			if err := c.observe(d.Model.entities[ix], &obs[i], ev); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := c.settle(); err != nil {
+		return nil, err
+	}
+	return c.out, nil
+}
+
+// feeds tells quickly whether an event can say anything of the model:
+// most events a body records do not.
+func (d *Deriver) feeds(e *ledger.Event) bool {
+	switch {
+	case strings.HasPrefix(e.Type, "action."), strings.HasPrefix(e.Type, "estop."):
+		return d.Model.outputs
+	case e.Type == "body.degradation":
+		return true
+	}
+	_, ok := d.Model.channels[e.ChannelID]
+	return ok
+}

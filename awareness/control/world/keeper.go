@@ -1,0 +1,254 @@
+package world
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/tobe-body/tobe-body/ledger"
+)
+
+// roundCmd ends what is past its expiry, or (restart) every record of a
+// sensed source: a ledger command, decided on the projection as the
+// transaction sees it.
+type roundCmd struct {
+	model   *Model
+	run     int64 // ms
+	now     int64 // ns, the wall clock: the valid time of what it records
+	restart bool
+	// stoppedAt bounds a restart's ends (ns; 0: now).
+	stoppedAt int64
+}
+
+func (c *roundCmd) Decide(v *ledger.View) ([]ledger.Event, error) {
+	ch := newChange(v.Projection(ProjectionName), c.model, c.run, ledger.Event{OccurredAt: c.now, Trust: ledger.High})
+	var currents []*current
+	ledger.Range(ch.kv, []byte{kCurrent}, nil, false, func(k, _ []byte) bool {
+		e, s, _ := cutNUL(string(k[1:]))
+		currents = append(currents, ch.current(e, s))
+		return true
+	})
+	for _, cu := range currents {
+		if cu == nil {
+			continue
+		}
+		if !c.restart || cu.rec.Channel == "" {
+			if _, err := ch.endIfExpired(cu, math.MaxInt64); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		// What the body sensed before it stopped is not known to hold
+		// after: it ended when the body stopped, or when it expired if
+		// that came first.
+		_, seenAt := ch.seen(cu)
+		at := c.stoppedAt
+		if at == 0 {
+			at = c.now
+		}
+		if cu.rec.ExpireMS > 0 && seenAt <= math.MaxInt64-cu.rec.ExpireMS*1e6 {
+			at = min(at, seenAt+cu.rec.ExpireMS*1e6)
+		}
+		if err := ch.end(cu, EndRestarted, at, nil); err != nil {
+			return nil, err
+		}
+	}
+	if err := ch.settle(); err != nil {
+		return nil, err
+	}
+	return ch.out, nil
+}
+
+// Keeper keeps the model true to the running clock: at Start it ends
+// what the body sensed before it stopped (restarted), and every Every
+// it records the ends of states that expired (not_seen), which queries
+// already treat as unknown. It writes only when there is something to
+// end.
+type Keeper struct {
+	Store *ledger.Store
+	Model *Model
+	// Now is the wall clock of what it records (valid time); nil:
+	// time.Now.
+	Now func() time.Time
+	// Every is how often it looks for expiries; 0: MinExpiry/20 (30 s).
+	Every time.Duration
+	// StoppedAt is when the body stopped before this start (the time of
+	// the ledger's last event then); zero: unknown, the start's time.
+	StoppedAt time.Time
+	Log       *slog.Logger
+}
+
+func (k *Keeper) now() time.Time {
+	if k.Now == nil {
+		return time.Now()
+	}
+	return k.Now()
+}
+
+// Start records that the body restarted: every record of a sensed
+// source ends (told assertions keep their own expiry).
+func (k *Keeper) Start(ctx context.Context) error {
+	var stopped int64
+	if !k.StoppedAt.IsZero() {
+		stopped = k.StoppedAt.UnixNano()
+	}
+	_, err := k.Store.Execute(ctx, &roundCmd{model: k.Model, run: k.Store.Running().Milliseconds(), now: k.now().UnixNano(),
+		restart: true, stoppedAt: stopped})
+	if err != nil {
+		return fmt.Errorf("world: recording the restart: %w", err)
+	}
+	return nil
+}
+
+// Round records the ends of the states past their expiry, if any.
+func (k *Keeper) Round(ctx context.Context) error {
+	run := k.Store.Running().Milliseconds()
+	due := false
+	err := k.Store.ReadProjection(ProjectionName, func(kv ledger.ReadKV) error {
+		ledger.Range(kv, []byte{kCurrent}, nil, false, func(_, v []byte) bool {
+			seq := getU64(v)
+			rec, err := readRecord(kv, seq)
+			if err != nil || rec.ExpireMS <= 0 {
+				return true
+			}
+			seenRun, _ := lastSeen(kv, rec, seq, math.MaxUint64)
+			due = run-seenRun > rec.ExpireMS
+			return !due
+		})
+		return nil
+	})
+	if err != nil || !due {
+		return err
+	}
+	_, err = k.Store.Execute(ctx, &roundCmd{model: k.Model, run: run, now: k.now().UnixNano()})
+	return err
+}
+
+// Run looks for expiries every Every until ctx ends.
+func (k *Keeper) Run(ctx context.Context) error {
+	every := k.Every
+	if every <= 0 {
+		every = MinExpiry / 20
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := k.Round(ctx); err != nil && !errors.Is(err, context.Canceled) && k.Log != nil {
+				k.Log.Warn("world: the expiries could not be recorded; queries still treat them as unknown", "err", err)
+			}
+		}
+	}
+}
+
+// Assertion is something a principal tells the body of an entity: a
+// value it says holds, for a while.
+type Assertion struct {
+	Entity string
+	Value  string
+	// By is the teller's subject, Trust its trust.
+	By    string
+	Trust ledger.Level
+	// Confidence is the teller's (0..1; 0: 0.5); For how long it holds
+	// (on the running clock) unless told again.
+	Confidence float64
+	For        time.Duration
+	// Withdraw takes back what By told of Entity instead.
+	Withdraw bool
+}
+
+// Limits of an assertion.
+const (
+	MaxTellFor  = 30 * 24 * time.Hour
+	DefaultTell = time.Hour
+)
+
+// ErrInvalid: an assertion the model cannot keep; the error says why.
+var ErrInvalid = errors.New("world: invalid")
+
+// tellCmd records an assertion.
+type tellCmd struct {
+	model *Model
+	a     Assertion
+	run   int64
+	now   int64
+}
+
+func (c *tellCmd) Decide(v *ledger.View) ([]ledger.Event, error) {
+	ent, ok := c.model.Entity(c.a.Entity)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrNoEntity, c.a.Entity)
+	}
+	ch := newChange(v.Projection(ProjectionName), c.model, c.run, ledger.Event{OccurredAt: c.now, Trust: c.a.Trust})
+	src := "told:" + c.a.By
+	if c.a.Withdraw {
+		cu := ch.current(ent.ID, src)
+		if cu == nil {
+			return nil, fmt.Errorf("%w: %s told nothing of %s that holds", ErrInvalid, c.a.By, ent.ID)
+		}
+		if err := ch.end(cu, EndWithdrawn, c.now, nil); err != nil {
+			return nil, err
+		}
+	} else {
+		o := observation{source: src, value: c.a.Value, conf: c.a.Confidence, prov: ledger.Told, by: c.a.By, expireMS: c.a.For.Milliseconds()}
+		if err := ch.observe(ent, &o, Evidence{}); err != nil {
+			return nil, err
+		}
+	}
+	if err := ch.settle(); err != nil {
+		return nil, err
+	}
+	return ch.out, nil
+}
+
+// Tell records an assertion (or withdraws one): a record of its own
+// source, "told:" and the teller, of provenance told. It never makes a
+// state observed or verified: only a source of the body's own does.
+func Tell(ctx context.Context, s *ledger.Store, m *Model, a Assertion, now time.Time) (State, error) {
+	ent, ok := m.Entity(a.Entity)
+	if !ok {
+		return State{}, fmt.Errorf("%w: %q", ErrNoEntity, a.Entity)
+	}
+	if !a.Withdraw {
+		if ent.Kind == Air {
+			return State{}, fmt.Errorf("%w: the air is measured, not told", ErrInvalid)
+		}
+		valid := false
+		for _, v := range ent.Kind.Values() {
+			valid = valid || v == a.Value
+		}
+		if !valid {
+			return State{}, fmt.Errorf("%w: value %q: %s is one of %v", ErrInvalid, a.Value, ent.ID, ent.Kind.Values())
+		}
+		switch {
+		case a.For == 0:
+			a.For = DefaultTell
+		case a.For < time.Second || a.For > MaxTellFor:
+			return State{}, fmt.Errorf("%w: for %v: between 1s and %v", ErrInvalid, a.For, MaxTellFor)
+		}
+		switch {
+		case a.Confidence == 0:
+			a.Confidence = 0.5
+		case a.Confidence < 0 || a.Confidence > 1 || math.IsNaN(a.Confidence):
+			return State{}, fmt.Errorf("%w: confidence %g: between 0 and 1", ErrInvalid, a.Confidence)
+		}
+	}
+	if a.By == "" {
+		return State{}, fmt.Errorf("%w: an assertion needs its teller", ErrInvalid)
+	}
+	cmd := &tellCmd{model: m, a: a, run: s.Running().Milliseconds(), now: now.UnixNano()}
+	if _, err := s.Execute(ctx, cmd); err != nil {
+		return State{}, err
+	}
+	sts, err := (&Reader{Store: s, Model: m}).Now(ent.ID)
+	if err != nil {
+		return State{}, err
+	}
+	return sts[0], nil
+}

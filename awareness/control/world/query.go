@@ -1,0 +1,512 @@
+package world
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/tobe-body/tobe-body/ledger"
+)
+
+// Store is what the queries read: the projection, the running clock, and
+// events by sequence (a *ledger.Store).
+type Store interface {
+	ledger.ProjectionReader
+	Running() time.Duration
+	EventsAt(seqs ...uint64) ([]ledger.Stored, error)
+}
+
+// Reader answers what the model knows, from the projection alone: no
+// query replays history. It is safe for concurrent use.
+type Reader struct {
+	Store Store
+	Model *Model
+}
+
+// ErrNoEntity: the model has no entity of that id, and the ledger no
+// record of one.
+var ErrNoEntity = errors.New("world: no such entity")
+
+// State is an entity's state in an answer.
+type State struct {
+	Entity   string             `json:"entity"`
+	Kind     Kind               `json:"kind"`
+	Value    string             `json:"value"`
+	Readings map[string]Reading `json:"readings,omitempty"`
+	// Confidence is 0..1; Provenance observed, verified, told or
+	// inferred (the sources disagree: Conflict).
+	Confidence float64 `json:"confidence"`
+	Provenance string  `json:"provenance,omitempty"`
+	Conflict   bool    `json:"conflict,omitempty"`
+	// Since is when the value became this (valid time), when known.
+	Since *time.Time `json:"since,omitempty"`
+	// Sources say what each source holds; their records are the
+	// evidence.
+	Sources []SourceState `json:"sources"`
+}
+
+// SourceState is what one source holds of an entity.
+type SourceState struct {
+	Source   string             `json:"source"`
+	Value    string             `json:"value"`
+	Readings map[string]Reading `json:"readings,omitempty"`
+	// Why is why a source holds nothing: no record yet, or why its
+	// record ended (not_seen, source_lost, restarted, unverified,
+	// withdrawn).
+	Why        string  `json:"why,omitempty"`
+	Confidence float64 `json:"confidence,omitempty"`
+	Provenance string  `json:"provenance,omitempty"`
+	// By is who told a told assertion.
+	By string `json:"by,omitempty"`
+	// ValidFrom is when the record's value became true, give or take
+	// UncertaintyMS (ClockUnsynced: the clock was not synchronised, and
+	// the time may be off by any amount).
+	ValidFrom     *time.Time `json:"valid_from,omitempty"`
+	UncertaintyMS uint32     `json:"uncertainty_ms,omitempty"`
+	ClockUnsynced bool       `json:"clock_unsynced,omitempty"`
+	// LastSeen is when it was last seen (its record or its channel's
+	// last mark); ExpiresInMS how long, on the running clock, before it
+	// is unknown unless seen again (now only; absent: never).
+	LastSeen    *time.Time `json:"last_seen,omitempty"`
+	ExpiresInMS *int64     `json:"expires_in_ms,omitempty"`
+	// Recorded is the ledger sequence of its record (transaction time),
+	// Supersedes the one it replaced.
+	Recorded   uint64     `json:"recorded,omitempty"`
+	Supersedes uint64     `json:"supersedes,omitempty"`
+	Evidence   []Evidence `json:"evidence,omitempty"`
+}
+
+func ptrTime(ns int64) *time.Time {
+	t := time.Unix(0, ns).UTC()
+	return &t
+}
+
+// snapshot reads the projection once for a query.
+func (r *Reader) snapshot(fn func(kv ledger.ReadKV) error) error {
+	return r.Store.ReadProjection(ProjectionName, fn)
+}
+
+// entity is the model's entity of id, or one the ledger has records of
+// that the model no longer keeps.
+func (r *Reader) entity(kv ledger.ReadKV, id string) (Entity, error) {
+	if e, ok := r.Model.Entity(id); ok {
+		return e, nil
+	}
+	found := false
+	ledger.Range(kv, sourcePrefix(id), nil, false, func(_, _ []byte) bool { found = true; return false })
+	if !found {
+		return Entity{}, fmt.Errorf("%w: %q", ErrNoEntity, id)
+	}
+	return Entity{ID: id, Kind: kindOfID(id), Name: id, Privacy: ledger.Sensitive}, nil
+}
+
+// sources lists the sources of an entity: the model's, and every source
+// that has had a record of it.
+func sources(kv ledger.ReadKV, e Entity) []string {
+	var out []string
+	for _, s := range e.Sources {
+		out = append(out, s.ID())
+	}
+	p := sourcePrefix(e.ID)
+	ledger.Range(kv, p, nil, false, func(k, _ []byte) bool {
+		if s := string(k[len(p):]); !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+		return true
+	})
+	sort.Strings(out)
+	return out
+}
+
+func readRecord(kv ledger.ReadKV, seq uint64) (Record, error) {
+	var rec Record
+	b := kv.Get(recordKey(seq))
+	if b == nil {
+		return rec, fmt.Errorf("world: record %d is missing", seq)
+	}
+	return rec, ledger.UnmarshalPayload(b, &rec)
+}
+
+// markAt is a channel's last seen mark after the record at after and at
+// or before the sequence upto.
+func markAt(kv ledger.ReadKV, channel string, after, upto uint64) (Seen, uint64, bool) {
+	var s Seen
+	var seq uint64
+	found := false
+	ledger.Range(kv, markPrefix(channel), markKey(channel, upto), true, func(k, v []byte) bool {
+		seq = getU64(k[len(k)-8:])
+		found = seq > after && ledger.UnmarshalPayload(v, &s) == nil
+		return false
+	})
+	return s, seq, found
+}
+
+// lastSeen is when a record was last seen as known at the sequence
+// upto: its channel's last mark after it, or itself.
+func lastSeen(kv ledger.ReadKV, rec Record, seq, upto uint64) (runMS, at int64) {
+	runMS, at = rec.RunMS, rec.ValidFrom
+	if closed := getU64(kv.Get(closedKey(seq))); closed != 0 && closed <= upto {
+		upto = closed - 1 // marks after its end are another record's
+	}
+	if rec.Channel != "" {
+		if m, _, ok := markAt(kv, rec.Channel, seq, upto); ok {
+			runMS, at = max(runMS, m.RunMS), m.At // the latest sighting, whatever the wall clock said of it
+		}
+	}
+	return runMS, at
+}
+
+func (s *SourceState) fill(rec Record, seq uint64, seenAt int64) {
+	s.Value, s.Readings, s.Confidence, s.Provenance, s.By = rec.Value, rec.Readings, rec.Confidence, rec.Provenance, rec.By
+	s.ValidFrom, s.UncertaintyMS, s.ClockUnsynced = ptrTime(rec.ValidFrom), rec.UncertaintyMS, rec.Unsynced
+	s.LastSeen, s.Recorded, s.Supersedes, s.Evidence = ptrTime(seenAt), seq, rec.Supersedes, rec.Evidence
+}
+
+// Now returns the state of the entities named (none: every entity of the
+// model) as the body knows it now: each source's current record unless
+// it is past its expiry on the running clock (then unknown, not_seen,
+// whether or not the end is recorded yet), fused as the model fuses.
+func (r *Reader) Now(ids ...string) ([]State, error) {
+	if len(ids) == 0 {
+		for _, e := range r.Model.entities {
+			ids = append(ids, e.ID)
+		}
+	}
+	run := r.Store.Running().Milliseconds()
+	out := make([]State, 0, len(ids))
+	err := r.snapshot(func(kv ledger.ReadKV) error {
+		for _, id := range ids {
+			ent, err := r.entity(kv, id)
+			if err != nil {
+				return err
+			}
+			var held []*current
+			st := State{Entity: ent.ID, Kind: ent.Kind}
+			expiredAt := int64(0)
+			for _, src := range sources(kv, ent) {
+				ss := SourceState{Source: src, Value: Unknown, Why: "no record"}
+				if b := kv.Get(currentKey(ent.ID, src)); len(b) == 8 {
+					seq := getU64(b)
+					rec, err := readRecord(kv, seq)
+					if err != nil {
+						return err
+					}
+					seenRun, seenAt := lastSeen(kv, rec, seq, math.MaxUint64)
+					ss.fill(rec, seq, seenAt)
+					ss.Why = ""
+					if rec.ExpireMS > 0 {
+						left := rec.ExpireMS - (run - seenRun)
+						ss.ExpiresInMS = &left
+						if left < 0 {
+							ss.Value, ss.Readings, ss.Why = Unknown, nil, EndNotSeen
+							expiredAt = max(expiredAt, seenAt+rec.ExpireMS*1e6)
+						}
+					}
+					if ss.Why == "" {
+						held = append(held, &current{seq: seq, rec: rec})
+					}
+				} else if why, ok := lastEnd(kv, ent.ID, src); ok {
+					ss.Why = why
+				}
+				st.Sources = append(st.Sources, ss)
+			}
+			f := fuse(ent, held)
+			st.Value, st.Readings, st.Confidence, st.Provenance, st.Conflict = f.Value, f.Readings, f.Confidence, f.Provenance, f.Conflict
+			var last Changed
+			if b := kv.Get(entityKey(ent.ID)); b != nil && ledger.UnmarshalPayload(b, &last) == nil {
+				switch {
+				case last.Value == f.Value:
+					st.Since = ptrTime(last.Since)
+				case expiredAt > 0:
+					st.Since = ptrTime(expiredAt) // an expiry not yet recorded changed it
+				}
+			}
+			out = append(out, st)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// lastEnd is why a source's last record ended, when the last thing in
+// its valid index is an end.
+func lastEnd(kv ledger.ReadKV, entity, source string) (string, bool) {
+	why, ok := "", false
+	ledger.Range(kv, validPrefix(entity, source), nil, true, func(_, v []byte) bool {
+		if len(v) > 0 && v[0] == 'x' {
+			why, ok = string(v[1:]), true
+		}
+		return false
+	})
+	return why, ok
+}
+
+// At returns an entity's state at the valid time t, as the body knew it
+// when the ledger was at the sequence knownAt (0: as it knows it now):
+// for each source, the record with the latest valid time at or before t
+// among those recorded by knownAt, unless an end recorded by then comes
+// after it and before t, or t is past its expiry after the last time it
+// was seen as known by then; fused as the model fuses. It reads only the
+// indexes of the entity's sources, never the history between.
+func (r *Reader) At(id string, t time.Time, knownAt uint64) (State, error) {
+	if knownAt == 0 {
+		knownAt = math.MaxUint64
+	}
+	tn := t.UnixNano()
+	var st State
+	err := r.snapshot(func(kv ledger.ReadKV) error {
+		ent, err := r.entity(kv, id)
+		if err != nil {
+			return err
+		}
+		st = State{Entity: ent.ID, Kind: ent.Kind}
+		var held []*current
+		for _, src := range sources(kv, ent) {
+			ss := SourceState{Source: src, Value: Unknown, Why: "no record"}
+			var found bool
+			var mark []byte
+			var seq uint64
+			ledger.Range(kv, validPrefix(ent.ID, src), validKey(ent.ID, src, tn, math.MaxUint64), true, func(k, v []byte) bool {
+				_, s := tail(k)
+				if s > knownAt || len(v) == 0 {
+					return true
+				}
+				found, mark, seq = true, v, s
+				return false
+			})
+			switch {
+			case !found:
+			case mark[0] == 'x':
+				ss.Why = string(mark[1:])
+			default:
+				rec, err := readRecord(kv, seq)
+				if err != nil {
+					return err
+				}
+				_, seenAt := lastSeen(kv, rec, seq, knownAt)
+				ss.fill(rec, seq, seenAt)
+				ss.Why = ""
+				if rec.ExpireMS > 0 && tn > seenAt+rec.ExpireMS*1e6 {
+					ss.Value, ss.Readings, ss.Why = Unknown, nil, EndNotSeen
+				} else {
+					held = append(held, &current{seq: seq, rec: rec})
+				}
+			}
+			st.Sources = append(st.Sources, ss)
+		}
+		f := fuse(ent, held)
+		st.Value, st.Readings, st.Confidence, st.Provenance, st.Conflict = f.Value, f.Readings, f.Confidence, f.Provenance, f.Conflict
+		ledger.Range(kv, historyPrefix(ent.ID), historyKey(ent.ID, tn, math.MaxUint64), true, func(k, v []byte) bool {
+			_, s := tail(k)
+			if s > knownAt {
+				return true
+			}
+			var c Changed
+			if ledger.UnmarshalPayload(v, &c) == nil && c.Value == f.Value {
+				st.Since = ptrTime(c.Since)
+			}
+			return false
+		})
+		return nil
+	})
+	return st, err
+}
+
+// Change is one change of an entity's state in a history.
+type Change struct {
+	Value      string             `json:"value"`
+	Readings   map[string]Reading `json:"readings,omitempty"`
+	Was        string             `json:"was,omitempty"`
+	Confidence float64            `json:"confidence"`
+	Provenance string             `json:"provenance"`
+	Conflict   bool               `json:"conflict,omitempty"`
+	Sources    []string           `json:"sources,omitempty"`
+	// At is when it changed (valid time); Since when the value became
+	// this (earlier than At when only the provenance or confidence
+	// changed); Recorded its ledger sequence.
+	At       time.Time `json:"at"`
+	Since    time.Time `json:"since"`
+	Recorded uint64    `json:"recorded"`
+}
+
+// History is an entity's changes over a range of valid time.
+type History struct {
+	Entity string `json:"entity"`
+	Kind   Kind   `json:"kind"`
+	// Before is the change in force at the range's start, if any.
+	Before  *Change  `json:"before,omitempty"`
+	Changes []Change `json:"changes"`
+	// More: the range has more changes than the limit; ask again from
+	// the last one's at.
+	More bool `json:"more,omitempty"`
+}
+
+// MaxHistory bounds the changes one history returns.
+const MaxHistory = 1000
+
+// History returns an entity's changes with valid times in [from, to),
+// oldest first, at most limit (0 or more than MaxHistory: MaxHistory),
+// and the change in force at from.
+func (r *Reader) History(id string, from, to time.Time, limit int) (History, error) {
+	if limit <= 0 || limit > MaxHistory {
+		limit = MaxHistory
+	}
+	var h History
+	err := r.snapshot(func(kv ledger.ReadKV) error {
+		ent, err := r.entity(kv, id)
+		if err != nil {
+			return err
+		}
+		h = History{Entity: ent.ID, Kind: ent.Kind, Changes: []Change{}}
+		conv := func(k, v []byte) (Change, bool) {
+			var c Changed
+			if ledger.UnmarshalPayload(v, &c) != nil {
+				return Change{}, false
+			}
+			_, seq := tail(k)
+			return Change{Value: c.Value, Readings: c.Readings, Was: c.Was, Confidence: c.Confidence, Provenance: c.Provenance,
+				Conflict: c.Conflict, Sources: c.Sources, At: time.Unix(0, c.At).UTC(), Since: time.Unix(0, c.Since).UTC(), Recorded: seq}, true
+		}
+		start := historyKey(ent.ID, from.UnixNano(), 0)
+		ledger.Range(kv, historyPrefix(ent.ID), start, true, func(k, v []byte) bool {
+			if c, ok := conv(k, v); ok && !bytesEqual(k, start) {
+				h.Before = &c
+			}
+			return false
+		})
+		end := to.UnixNano()
+		ledger.Range(kv, historyPrefix(ent.ID), start, false, func(k, v []byte) bool {
+			if at, _ := tail(k); at >= end {
+				return false
+			}
+			if len(h.Changes) == limit {
+				h.More = true
+				return false
+			}
+			if c, ok := conv(k, v); ok {
+				h.Changes = append(h.Changes, c)
+			}
+			return true
+		})
+		return nil
+	})
+	return h, err
+}
+
+func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
+
+// Explanation is an entity's state now with the chain of evidence under
+// it: for each source, its records back through what they superseded
+// (at most MaxChain), each with the events it rests on, and the last
+// seen mark of its channel.
+type Explanation struct {
+	State
+	Chains []Chain `json:"chains"`
+}
+
+// Chain is one source's records, newest first.
+type Chain struct {
+	Source  string `json:"source"`
+	Records []Link `json:"records"`
+	// LastMark is the last seen mark of the source's channel, with the
+	// event it rests on.
+	LastMark *Cited `json:"last_mark,omitempty"`
+}
+
+// Link is one record of a chain.
+type Link struct {
+	Recorded   uint64             `json:"recorded"`
+	Value      string             `json:"value"`
+	Readings   map[string]Reading `json:"readings,omitempty"`
+	Confidence float64            `json:"confidence"`
+	Provenance string             `json:"provenance"`
+	By         string             `json:"by,omitempty"`
+	ValidFrom  time.Time          `json:"valid_from"`
+	Evidence   []Cited            `json:"evidence"`
+}
+
+// Cited is an event a state rests on, as the ledger has it now.
+type Cited struct {
+	Evidence
+	// Event is the event (its type, channel, time and payload), nil when
+	// the ledger no longer holds it: Gone then says why.
+	Event *ledger.Stored `json:"event,omitempty"`
+	Gone  string         `json:"gone,omitempty"`
+}
+
+// MaxChain bounds the records of a chain.
+const MaxChain = 8
+
+// Explain returns an entity's state now with its evidence chain.
+func (r *Reader) Explain(id string) (Explanation, error) {
+	sts, err := r.Now(id)
+	if err != nil {
+		return Explanation{}, err
+	}
+	x := Explanation{State: sts[0]}
+	var cite []*Cited
+	err = r.snapshot(func(kv ledger.ReadKV) error {
+		for _, ss := range x.Sources {
+			ch := Chain{Source: ss.Source, Records: []Link{}}
+			seq := ss.Recorded
+			var channel string
+			for n := 0; seq != 0 && n < MaxChain; n++ {
+				rec, err := readRecord(kv, seq)
+				if err != nil {
+					return err
+				}
+				channel = rec.Channel
+				l := Link{Recorded: seq, Value: rec.Value, Readings: rec.Readings, Confidence: rec.Confidence, Provenance: rec.Provenance,
+					By: rec.By, ValidFrom: time.Unix(0, rec.ValidFrom).UTC()}
+				for _, ev := range rec.Evidence {
+					l.Evidence = append(l.Evidence, Cited{Evidence: ev})
+				}
+				ch.Records = append(ch.Records, l)
+				seq = rec.Supersedes
+			}
+			if channel != "" && ss.Recorded != 0 {
+				if m, _, ok := markAt(kv, channel, ss.Recorded, math.MaxUint64); ok {
+					ch.LastMark = &Cited{Evidence: m.Evidence}
+				}
+			}
+			x.Chains = append(x.Chains, ch)
+		}
+		return nil
+	})
+	if err != nil {
+		return x, err
+	}
+	for i := range x.Chains {
+		for j := range x.Chains[i].Records {
+			for k := range x.Chains[i].Records[j].Evidence {
+				cite = append(cite, &x.Chains[i].Records[j].Evidence[k])
+			}
+		}
+		if m := x.Chains[i].LastMark; m != nil {
+			cite = append(cite, m)
+		}
+	}
+	seqs := make([]uint64, len(cite))
+	for i, c := range cite {
+		seqs[i] = c.Seq
+	}
+	evs, err := r.Store.EventsAt(seqs...)
+	if err != nil {
+		return x, err
+	}
+	have := map[uint64]*ledger.Stored{}
+	for i := range evs {
+		have[evs[i].Seq] = &evs[i]
+	}
+	for _, c := range cite {
+		if e := have[c.Seq]; e != nil && e.ID.String() == c.ID {
+			c.Event = e
+		} else {
+			c.Gone = "deleted by retention (sensed events are kept for their class's time; the record stays)"
+		}
+	}
+	return x, nil
+}

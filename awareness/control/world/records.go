@@ -1,0 +1,246 @@
+package world
+
+import (
+	"encoding/binary"
+	"math"
+	"time"
+
+	"github.com/tobe-body/tobe-body/ledger"
+)
+
+// The model's event types. They are kept with the audit records (their
+// class does not expire), so the projection of them is rebuilt by
+// verify long after the sensed events they cite are gone.
+const (
+	// EventObserved is a new state of an entity from one source (a
+	// Record): the first, a revision when the value changed, a told
+	// assertion.
+	EventObserved = "world.observed"
+	// EventSeen marks a channel's sources as seen again (a Seen): what
+	// keeps their states from expiring.
+	EventSeen = "world.seen"
+	// EventEnded ends a source's state without a new one (an Ended): not
+	// seen in its time, the source lost, the body restarted, a told
+	// assertion withdrawn.
+	EventEnded = "world.expired"
+	// EventChanged is a change of an entity's state as the model fuses
+	// its sources (a Changed): what wait conditions and the agent
+	// follow.
+	EventChanged = "world.changed"
+	// EventHeld says that an entity's state has held as long as a wait
+	// condition asked (a Held).
+	EventHeld = "world.held"
+)
+
+// Reasons a source's state ended.
+const (
+	EndNotSeen    = "not_seen"    // not observed again within its expiry
+	EndSourceLost = "source_lost" // the source said it stopped observing (a camera gone)
+	EndRestarted  = "restarted"   // the body stopped and started: what it sensed before is not known to hold
+	EndUnverified = "unverified"  // an output's read-back did not confirm what was asked
+	EndWithdrawn  = "withdrawn"   // a told assertion was taken back by its teller
+)
+
+// Record is one source's state of an entity from a valid time on: the
+// payload of world.observed. Its sequence in the ledger is when the body
+// recorded it (transaction time).
+type Record struct {
+	Entity string `cbor:"entity" json:"entity"`
+	Source string `cbor:"source" json:"source"`
+	// Channel is the channel whose seen marks keep it ("" for a told
+	// assertion, which only its own expiry ends).
+	Channel string `cbor:"channel,omitempty" json:"channel,omitempty"`
+	// Value is one of the kind's values ("" for air, which has
+	// Readings).
+	Value      string             `cbor:"value,omitempty" json:"value,omitempty"`
+	Readings   map[string]Reading `cbor:"readings,omitempty" json:"readings,omitempty"`
+	Confidence float64            `cbor:"confidence" json:"confidence"`
+	Provenance string             `cbor:"provenance" json:"provenance"`
+	Evidence   []Evidence         `cbor:"evidence" json:"evidence"`
+	// ValidFrom is when it became true (the evidence's occurred_at, Unix
+	// ns), UncertaintyMS how far that time may be off, Unsynced that the
+	// wall clock was not synchronised (the uncertainty is unbounded).
+	ValidFrom     int64  `cbor:"valid_from" json:"valid_from_ns"`
+	UncertaintyMS uint32 `cbor:"uncertainty_ms,omitempty" json:"uncertainty_ms,omitempty"`
+	Unsynced      bool   `cbor:"unsynced,omitempty" json:"unsynced,omitempty"`
+	// ExpireMS: not seen again within this on the running clock, it is
+	// unknown; 0 never.
+	ExpireMS int64 `cbor:"expire_ms,omitempty" json:"expire_ms,omitempty"`
+	// RunMS is the ledger's running clock when it was recorded.
+	RunMS int64 `cbor:"run_ms" json:"run_ms"`
+	// Supersedes is the sequence of the record of this source it
+	// replaces (0: none held).
+	Supersedes uint64 `cbor:"supersedes,omitempty" json:"supersedes,omitempty"`
+	// By is who told it (told assertions).
+	By string `cbor:"by,omitempty" json:"by,omitempty"`
+}
+
+// Reading is one quantity of the air, with its uncertainty (the
+// sensor's accuracy), in Unit.
+type Reading struct {
+	Value       float64 `cbor:"value" json:"value"`
+	Uncertainty float64 `cbor:"uncertainty" json:"uncertainty"`
+	Unit        string  `cbor:"unit" json:"unit"`
+}
+
+// Evidence is an event a state rests on.
+type Evidence struct {
+	Seq  uint64 `cbor:"seq" json:"seq"`
+	ID   string `cbor:"id" json:"id"`
+	Type string `cbor:"type" json:"type"`
+}
+
+// Seen is the payload of world.seen: the channel observed again at At
+// (Unix ns) and RunMS on the running clock, by Evidence.
+type Seen struct {
+	Channel  string   `cbor:"channel" json:"channel"`
+	At       int64    `cbor:"at" json:"at_ns"`
+	RunMS    int64    `cbor:"run_ms" json:"run_ms"`
+	Evidence Evidence `cbor:"evidence" json:"evidence"`
+}
+
+// Ended is the payload of world.expired: the record of a source ended
+// at At (valid time, Unix ns) for Reason; LastSeen is when it was last
+// seen, as far as the ledger knows.
+type Ended struct {
+	Entity   string `cbor:"entity" json:"entity"`
+	Source   string `cbor:"source" json:"source"`
+	Record   uint64 `cbor:"record" json:"record"`
+	Reason   string `cbor:"reason" json:"reason"`
+	At       int64  `cbor:"at" json:"at_ns"`
+	LastSeen int64  `cbor:"last_seen,omitempty" json:"last_seen_ns,omitempty"`
+	// Evidence is the event that ended it, when one did.
+	Evidence *Evidence `cbor:"evidence,omitempty" json:"evidence,omitempty"`
+}
+
+// Changed is the payload of world.changed: an entity's state as the
+// model fuses its sources, from Since (valid time, Unix ns: when the
+// value became this).
+type Changed struct {
+	Entity     string             `cbor:"entity" json:"entity"`
+	Kind       Kind               `cbor:"kind" json:"kind"`
+	Value      string             `cbor:"value" json:"value"`
+	Readings   map[string]Reading `cbor:"readings,omitempty" json:"readings,omitempty"`
+	Was        string             `cbor:"was,omitempty" json:"was,omitempty"`
+	Confidence float64            `cbor:"confidence" json:"confidence"`
+	Provenance string             `cbor:"provenance" json:"provenance"`
+	// Conflict: its sources disagree; Value is the one the model
+	// believes (see fuse), Provenance inferred.
+	Conflict bool `cbor:"conflict,omitempty" json:"conflict,omitempty"`
+	// Sources are the sources that say Value; Records their records.
+	Sources []string `cbor:"sources,omitempty" json:"sources,omitempty"`
+	Records []uint64 `cbor:"records,omitempty" json:"records,omitempty"`
+	Since   int64    `cbor:"since" json:"since_ns"`
+	// At is the valid time of the change (Since, unless only the
+	// provenance or confidence changed).
+	At int64 `cbor:"at" json:"at_ns"`
+}
+
+// Held is the payload of world.held: Entity has been Value since Since
+// (Unix ns), HeldS seconds when it was recorded.
+type Held struct {
+	Entity string `cbor:"entity" json:"entity"`
+	Value  string `cbor:"value" json:"value"`
+	Since  int64  `cbor:"since" json:"since_ns"`
+	HeldS  int64  `cbor:"held_s" json:"held_s"`
+	// Condition is the wait condition that asked.
+	Condition string `cbor:"condition" json:"condition"`
+}
+
+// The projection's keys, in its bucket (ProjectionName):
+//
+//	r SEQ                          the Record at SEQ
+//	c ENTITY 0 SOURCE              SEQ of the source's current record
+//	v ENTITY 0 SOURCE 0 VALID SEQ  'o' a record from VALID on, or 'x' and its reason: an end at VALID
+//	m CHANNEL 0 SEQ                the Seen at SEQ
+//	s ENTITY 0 SOURCE              a source that has had a record of the entity
+//	z SEQ                          the SEQ that ended or superseded the record at SEQ
+//	e ENTITY                       the latest Changed
+//	h ENTITY 0 VALID SEQ           the Changed at SEQ, from VALID on
+//
+// SEQ is big-endian; VALID a Unix ns time, big-endian with its sign bit
+// flipped, so that keys sort by time.
+const (
+	kRecord  = 'r'
+	kCurrent = 'c'
+	kValid   = 'v'
+	kMark    = 'm'
+	kEntity  = 'e'
+	kSource  = 's'
+	kClosed  = 'z'
+	kHistory = 'h'
+)
+
+func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+func getU64(b []byte) uint64 {
+	if len(b) < 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(b)
+}
+
+// ordTime is a time's part of a key.
+func ordTime(ns int64) []byte { return u64(uint64(ns) ^ 1<<63) }
+
+func timeOf(b []byte) int64 { return int64(getU64(b) ^ 1<<63) }
+
+func key(kind byte, parts ...string) []byte {
+	b := []byte{kind}
+	for i, p := range parts {
+		if i > 0 {
+			b = append(b, 0)
+		}
+		b = append(b, p...)
+	}
+	return b
+}
+
+func recordKey(seq uint64) []byte             { return append([]byte{kRecord}, u64(seq)...) }
+func closedKey(seq uint64) []byte             { return append([]byte{kClosed}, u64(seq)...) }
+func currentKey(entity, source string) []byte { return key(kCurrent, entity, source) }
+func validPrefix(entity, source string) []byte {
+	return append(key(kValid, entity, source), 0)
+}
+func validKey(entity, source string, at int64, seq uint64) []byte {
+	return append(append(validPrefix(entity, source), ordTime(at)...), u64(seq)...)
+}
+func markPrefix(channel string) []byte { return append(key(kMark, channel), 0) }
+func markKey(channel string, seq uint64) []byte {
+	return append(markPrefix(channel), u64(seq)...)
+}
+func entityKey(entity string) []byte     { return key(kEntity, entity) }
+func sourcePrefix(entity string) []byte  { return append(key(kSource, entity), 0) }
+func historyPrefix(entity string) []byte { return append(key(kHistory, entity), 0) }
+func historyKey(entity string, at int64, seq uint64) []byte {
+	return append(append(historyPrefix(entity), ordTime(at)...), u64(seq)...)
+}
+
+// tail reads the VALID and SEQ at the end of a v or h key.
+func tail(k []byte) (at int64, seq uint64) {
+	if len(k) < 16 {
+		return 0, 0
+	}
+	return timeOf(k[len(k)-16:]), getU64(k[len(k)-8:])
+}
+
+// msOf is a duration in whole milliseconds.
+func msOf(d time.Duration) int64 { return d.Milliseconds() }
+
+// never is a time after every other.
+const never = math.MaxInt64
+
+// provenanceRank orders provenances by how much a state rests on the
+// world: verified over observed over told over inferred.
+func provenanceRank(p string) int {
+	switch p {
+	case ledger.Verified.String():
+		return 4
+	case ledger.Observed.String():
+		return 3
+	case ledger.Told.String():
+		return 2
+	case ledger.Inferred.String():
+		return 1
+	}
+	return 0
+}
