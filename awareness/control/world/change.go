@@ -437,7 +437,7 @@ func fuse(ent Entity, held []*current) Changed {
 		support(&st, by[pick])
 	}
 	if st.Conflict {
-		st.Confidence = math.Round(st.Confidence*50) / 100
+		st.Confidence /= 2
 		st.Provenance = ledger.Inferred.String()
 	}
 	return st

@@ -167,7 +167,8 @@ func (m *Model) observations(e *ledger.Event) []observation {
 		}
 		return one(observation{readings: rs, conf: confAir})
 	case "action.succeeded", "action.failed", "action.unknown":
-		var p struct {
+		var p struct { // the runner's record of an outcome
+			Status     string         `cbor:"status"`
 			Invocation act.Invocation `cbor:"invocation"`
 			Result     act.Result     `cbor:"result"`
 		}

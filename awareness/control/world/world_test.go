@@ -1,0 +1,439 @@
+package world
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/ledger"
+	"github.com/tobe-body/tobe-body/sense"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var simFacts = Facts{Cameras: map[string][]string{"camera.front": {"left", "right door"}}, Microphones: []string{"audio.mic"},
+	Lines: []string{"gpio.door"}, EnvSensors: []string{"env.air"}, Outputs: []string{"gpio.relay1"},
+	CameraSummary: time.Minute, MicSummary: 10 * time.Second, EnvSummary: 5 * time.Minute}
+
+func ids(m *Model) string {
+	var out []string
+	for _, e := range m.Entities() {
+		s := e.ID + "<"
+		for i, src := range e.Sources {
+			if i > 0 {
+				s += ","
+			}
+			s += src.ID()
+		}
+		out = append(out, s+">")
+	}
+	return strings.Join(out, " ")
+}
+
+func TestBuild(t *testing.T) {
+	off := false
+	neg := -1
+	for _, tc := range []struct {
+		name    string
+		c       Config
+		want    string // the entities, or the error's words
+		wantErr bool
+	}{
+		{"defaults", Config{},
+			"air.air<env.air> body<body.self> output.relay1<gpio.relay1> room.front-left<camera.front#left> room.front-right-door<camera.front#right door> room.mic<audio.mic>", false},
+		{"a room takes a zone and the microphone from the defaults", Config{Entities: map[string]EntityConfig{
+			"kitchen": {Kind: "room", Sources: []Source{{Channel: "camera.front", Zone: "left"}, {Channel: "audio.mic"}}},
+			"front":   {Kind: "door", Sources: []Source{{Channel: "gpio.door"}}, Area: "hall"}}},
+			"air.air<env.air> body<body.self> contact.front<gpio.door> output.relay1<gpio.relay1> room.front-right-door<camera.front#right door> room.kitchen<camera.front#left,audio.mic>", false},
+		{"no defaults", Config{Defaults: &off, Entities: map[string]EntityConfig{"hall": {Kind: "air", Sources: []Source{{Channel: "env.air"}}}}},
+			"air.hall<env.air> body<body.self>", false},
+		{"a kind that is not", Config{Entities: map[string]EntityConfig{"x": {Kind: "garage", Sources: []Source{{Channel: "gpio.door"}}}}},
+			`$.world.entities.x.kind: "garage" is not a kind`, true},
+		{"a channel the body has not", Config{Entities: map[string]EntityConfig{"x": {Kind: "door", Sources: []Source{{Channel: "gpio.nope"}}}}},
+			`$.world.entities.x.sources[0]: channel "gpio.nope" is not a channel of this body`, true},
+		{"a zone the camera has not", Config{Entities: map[string]EntityConfig{"x": {Kind: "room", Sources: []Source{{Channel: "camera.front", Zone: "up"}}}}},
+			`$.world.entities.x.sources[0]: zone "up" is not a zone of camera.front`, true},
+		{"a camera without a zone", Config{Entities: map[string]EntityConfig{"x": {Kind: "room", Sources: []Source{{Channel: "camera.front"}}}}},
+			`$.world.entities.x.sources[0]: a camera feeds a room through one of its zones`, true},
+		{"a door on a microphone", Config{Entities: map[string]EntityConfig{"x": {Kind: "door", Sources: []Source{{Channel: "audio.mic"}}}}},
+			`$.world.entities.x.sources[0]: audio.mic is not an input line`, true},
+		{"the body declared", Config{Entities: map[string]EntityConfig{"me": {Kind: "body"}}},
+			`$.world.entities.me.kind: the body is one entity`, true},
+		{"no source", Config{Entities: map[string]EntityConfig{"x": {Kind: "door"}}},
+			`$.world.entities.x.sources: an entity needs at least one source`, true},
+		{"a source twice", Config{Entities: map[string]EntityConfig{"x": {Kind: "door", Sources: []Source{{Channel: "gpio.door"}, {Channel: "gpio.door"}}}}},
+			`$.world.entities.x.sources[1]: gpio.door is named twice`, true},
+		{"a negative expiry", Config{Entities: map[string]EntityConfig{"x": {Kind: "door", Sources: []Source{{Channel: "gpio.door"}}, ExpireAfterS: &neg}}},
+			`$.world.entities.x.expire_after_s: -1 is negative`, true},
+		{"a bad name", Config{Entities: map[string]EntityConfig{"Front Door": {Kind: "door", Sources: []Source{{Channel: "gpio.door"}}}}},
+			`$.world.entities.Front Door: a name is lower-case`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := Build(tc.c, simFacts)
+			switch {
+			case tc.wantErr && err == nil:
+				t.Fatalf("got %s, want an error saying %q", ids(m), tc.want)
+			case tc.wantErr && !strings.Contains(err.Error(), tc.want):
+				t.Fatalf("got %v, want it to say %q", err, tc.want)
+			case !tc.wantErr && err != nil:
+				t.Fatal(err)
+			case !tc.wantErr && ids(m) != tc.want:
+				t.Fatalf("got %s\nwant %s", ids(m), tc.want)
+			}
+		})
+	}
+	m, _ := Build(Config{}, simFacts)
+	for id, want := range map[string]time.Duration{"room.front-left": MinExpiry, "room.mic": MinExpiry, "air.air": 15 * time.Minute, "output.relay1": 0, "body": 0} {
+		if e, _ := m.Entity(id); e.ExpireAfter != want {
+			t.Errorf("%s expires after %v, want %v", id, e.ExpireAfter, want)
+		}
+	}
+	if e, _ := m.Entity("room.mic"); e.Privacy != ledger.Sensitive {
+		t.Errorf("a room is %v, want sensitive", e.Privacy)
+	}
+}
+
+// rig is a ledger with the model, on a clock the test moves.
+type rig struct {
+	t     *testing.T
+	m     *Model
+	clk   *scriptClock
+	path  string
+	s     *ledger.Store
+	r     *Reader
+	wall  time.Time
+	seqOf map[string]uint64 // by event id
+	mod   func(*ledger.Options)
+}
+
+func newRig(t *testing.T, c Config) *rig {
+	t.Helper()
+	m, err := Build(c, simFacts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	g := &rig{t: t, m: m, clk: &scriptClock{now: start}, path: filepath.Join(t.TempDir(), "ledger.db"), wall: start, seqOf: map[string]uint64{}}
+	g.open()
+	t.Cleanup(func() { g.s.Close() })
+	return g
+}
+
+func (g *rig) open() {
+	o := ledger.Options{Path: g.path, AgentID: ledger.UUID{1}, BodyID: ledger.UUID{2}, Now: g.clk.Now,
+		Projections: []ledger.Projection{Projection{}}, Derivers: []ledger.Deriver{&Deriver{Model: g.m}}}
+	if g.mod != nil {
+		g.mod(&o)
+	}
+	s, err := ledger.Open(o)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.s, g.r = s, &Reader{Store: s, Model: g.m}
+}
+
+func (g *rig) advance(d time.Duration) { g.clk.now, g.wall = g.clk.now.Add(d), g.wall.Add(d) }
+
+func (g *rig) sense(typ, ch string, p any) ledger.UUID {
+	g.t.Helper()
+	res, err := g.s.Append(context.Background(), ledger.Event{Type: typ, ChannelID: ch, OccurredAt: g.wall.UnixNano(),
+		Provenance: ledger.Observed, Payload: payload(g.t, p)})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.seqOf[res[0].ID.String()] = res[0].Seq
+	return res[0].ID
+}
+
+func (g *rig) now(id string) State {
+	g.t.Helper()
+	sts, err := g.r.Now(id)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return sts[0]
+}
+
+func (g *rig) types(after uint64) []string {
+	evs, err := g.s.Events(ledger.Filter{After: after, Types: []string{"world."}})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	var out []string
+	for _, e := range evs {
+		out = append(out, e.Type)
+	}
+	return out
+}
+
+func TestARoomActiveQuietAndUnknown(t *testing.T) {
+	g := newRig(t, Config{})
+	if st := g.now("room.front-left"); st.Value != Unknown || st.Sources[0].Why != "no record" {
+		t.Fatalf("before anything: got %+v, want unknown with no record", st)
+	}
+	started := g.sense("camera.motion_started", "camera.front", sense.MotionStarted{Zone: "left"})
+	st := g.now("room.front-left")
+	if st.Value != "active" || st.Provenance != "observed" || st.Confidence != confMotion || st.Since == nil || !st.Since.Equal(g.wall) {
+		t.Fatalf("after motion: got %+v, want active, observed, %v, since now", st, confMotion)
+	}
+	ev := st.Sources[0].Evidence
+	if len(ev) != 1 || ev[0].ID != started.String() || ev[0].Seq != g.seqOf[started.String()] {
+		t.Fatalf("evidence %+v, want the motion event %s", ev, started)
+	}
+	g.advance(30 * time.Second)
+	g.sense("camera.motion_ended", "camera.front", sense.MotionEnded{Zone: "left"})
+	if st := g.now("room.front-left"); st.Value != "quiet" || st.Sources[0].Supersedes == 0 {
+		t.Fatalf("after motion ended: got %+v, want quiet, superseding the active record", st)
+	}
+	// Summaries keep it: one mark a quarter of the expiry at most.
+	before, _ := g.s.Stats()
+	for i := 0; i < 12; i++ {
+		g.advance(time.Minute)
+		g.sense("camera.summary", "camera.front", sense.CameraSummary{Zones: []string{"left", "right door"}})
+	}
+	got := g.types(before.LastSeq)
+	// Right door had no record: the first summary makes one (and a
+	// change); marks every 2.5 minutes of the running clock after.
+	if n := strings.Count(strings.Join(got, " "), EventSeen); n < 4 || n > 6 {
+		t.Errorf("12 summaries a minute apart wrote %d seen marks (%v); want one every quarter of 10 minutes", n, got)
+	}
+	if st := g.now("room.front-left"); st.Value != "quiet" || *st.Sources[0].ExpiresInMS <= 0 {
+		t.Fatalf("kept by summaries: got %+v", st)
+	}
+	// The camera goes away: nothing for longer than the expiry.
+	g.advance(MinExpiry + time.Second)
+	st = g.now("room.front-left")
+	if st.Value != Unknown || st.Sources[0].Why != EndNotSeen {
+		t.Fatalf("not seen for its expiry: got %+v, want unknown, not_seen", st)
+	}
+	before, _ = g.s.Stats()
+	k := &Keeper{Store: g.s, Model: g.m, Now: func() time.Time { return g.wall }}
+	if err := k.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.types(before.LastSeq); !strings.Contains(strings.Join(got, " "), EventEnded) || !strings.Contains(strings.Join(got, " "), EventChanged) {
+		t.Fatalf("the keeper's round wrote %v; want the ends and the change", got)
+	}
+	if st := g.now("room.front-left"); st.Value != Unknown || st.Sources[0].Why != EndNotSeen {
+		t.Fatalf("after the round: got %+v", st)
+	}
+	before, _ = g.s.Stats()
+	if err := k.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := g.s.Stats(); after.LastSeq != before.LastSeq {
+		t.Errorf("a round with nothing due wrote %d events", after.LastSeq-before.LastSeq)
+	}
+}
+
+func TestCutEndsAndARestartForgets(t *testing.T) {
+	g := newRig(t, Config{})
+	g.sense("camera.motion_started", "camera.front", sense.MotionStarted{Zone: "left"})
+	g.sense("camera.motion_ended", "camera.front", sense.MotionEnded{Zone: "left", Cut: true})
+	if st := g.now("room.front-left"); st.Value != Unknown || st.Sources[0].Why != EndSourceLost {
+		t.Fatalf("the camera went away: got %+v, want unknown, source_lost", st)
+	}
+	g.sense("gpio.level", "gpio.door", body.LineChanged{Line: "DOOR", Active: true})
+	g.sense("body.degradation", "body.self", sense.LevelChange{Level: "normal"})
+	g.advance(time.Minute)
+	stopped := g.wall
+	g.s.Close()
+	g.advance(time.Hour)
+	g.open()
+	k := &Keeper{Store: g.s, Model: g.m, Now: func() time.Time { return g.wall }, StoppedAt: stopped}
+	if err := k.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"body", "output.relay1"} {
+		if st := g.now(id); st.Value != Unknown {
+			t.Errorf("%s after a restart: %+v, want unknown", id, st)
+		}
+	}
+	// Before the stop it was normal, as known now.
+	if st, _ := g.r.At("body", stopped.Add(-time.Millisecond), 0); st.Value != "normal" {
+		t.Errorf("the body before the stop: %+v, want normal", st)
+	}
+	if st, _ := g.r.At("body", stopped.Add(time.Minute), 0); st.Value != Unknown {
+		t.Errorf("the body while it was off: %+v, want unknown", st)
+	}
+}
+
+func TestOutputsFromReadBackAndTheEStop(t *testing.T) {
+	g := newRig(t, Config{})
+	do := func(status string, verified string, state string) {
+		r := act.Result{Status: act.Status(status)}
+		if verified != "" {
+			r.Verification = &act.Verification{Result: verified, Evidence: "read back"}
+		}
+		g.sense("action."+status, "gpio.set", map[string]any{"status": status, "result": r,
+			"invocation": act.Invocation{Capability: "gpio.set", Target: "relay1", Params: map[string]string{"state": state}, Mode: act.Live}})
+	}
+	do("succeeded", "verified", "on")
+	if st := g.now("output.relay1"); st.Value != "on" || st.Provenance != "verified" {
+		t.Fatalf("after a verified set: %+v, want on, verified", st)
+	}
+	do("failed", "failed", "off")
+	if st := g.now("output.relay1"); st.Value != Unknown || st.Sources[0].Why != EndUnverified {
+		t.Fatalf("after a set that failed verification: %+v, want unknown, unverified", st)
+	}
+	g.sense("estop.tripped", "estop.main", act.Trip{Outputs: []act.OutputState{{Name: "relay1", Safe: "low", ReadBack: "low"}}})
+	if st := g.now("output.relay1"); st.Value != "off" || st.Provenance != "verified" {
+		t.Fatalf("after a trip: %+v, want off, verified", st)
+	}
+}
+
+func TestToldIsNeverMoreThanTold(t *testing.T) {
+	g := newRig(t, Config{Entities: map[string]EntityConfig{"front": {Kind: "door", Sources: []Source{{Channel: "gpio.door"}}}}})
+	ctx := context.Background()
+	st, err := Tell(ctx, g.s, g.m, Assertion{Entity: "contact.front", Value: "closed", By: "agent:pi", Trust: ledger.Medium, For: time.Hour}, g.wall)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Value != "closed" || st.Provenance != "told" || st.Confidence != 0.5 {
+		t.Fatalf("told closed: %+v, want closed, told, 0.5", st)
+	}
+	// The line agrees: the state is observed, and both records stay.
+	g.sense("gpio.changed", "gpio.door", body.LineChanged{Line: "DOOR", Active: false})
+	st = g.now("contact.front")
+	if st.Value != "closed" || st.Provenance != "observed" || st.Conflict || len(st.Sources) != 2 {
+		t.Fatalf("told and observed closed: %+v, want closed, observed, both sources", st)
+	}
+	// The line disagrees: observed wins, in conflict, inferred.
+	g.advance(time.Second)
+	g.sense("gpio.changed", "gpio.door", body.LineChanged{Line: "DOOR", Active: true})
+	st = g.now("contact.front")
+	if st.Value != "open" || !st.Conflict || st.Provenance != "inferred" || st.Confidence != confLine/2 {
+		t.Fatalf("told closed, observed open: %+v, want open in conflict, inferred, half confidence", st)
+	}
+	// The teller takes it back.
+	if _, err := Tell(ctx, g.s, g.m, Assertion{Entity: "contact.front", By: "agent:pi", Withdraw: true}, g.wall); err != nil {
+		t.Fatal(err)
+	}
+	if st = g.now("contact.front"); st.Value != "open" || st.Conflict || st.Provenance != "observed" {
+		t.Fatalf("withdrawn: %+v, want open, observed", st)
+	}
+	for _, a := range []Assertion{
+		{Entity: "contact.front", Value: "ajar", By: "agent:pi"},
+		{Entity: "contact.nope", Value: "open", By: "agent:pi"},
+		{Entity: "air.air", Value: "warm", By: "agent:pi"},
+		{Entity: "contact.front", Value: "open", By: "agent:pi", For: 90 * 24 * time.Hour},
+		{Entity: "contact.front", Value: "open", By: "agent:pi", Confidence: 2},
+		{Entity: "contact.front", Value: "open"},
+		{Entity: "contact.front", By: "agent:pi", Withdraw: true},
+	} {
+		if _, err := Tell(ctx, g.s, g.m, a, g.wall); !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrNoEntity) {
+			t.Errorf("%+v: got %v, want it refused", a, err)
+		}
+	}
+	// A told state expires on its own.
+	if _, err := Tell(ctx, g.s, g.m, Assertion{Entity: "contact.front", Value: "closed", By: "agent:pi", For: time.Minute}, g.wall); err != nil {
+		t.Fatal(err)
+	}
+	g.advance(2 * time.Minute)
+	for _, ss := range g.now("contact.front").Sources {
+		if ss.Source == "told:agent:pi" && ss.Why != EndNotSeen {
+			t.Errorf("a told state past its time: %+v, want not_seen", ss)
+		}
+	}
+}
+
+func TestExplainResolvesTheEvidence(t *testing.T) {
+	g := newRig(t, Config{})
+	a := g.sense("camera.motion_started", "camera.front", sense.MotionStarted{Zone: "left"})
+	g.advance(time.Second)
+	b := g.sense("camera.motion_ended", "camera.front", sense.MotionEnded{Zone: "left"})
+	g.advance(3 * time.Minute)
+	c := g.sense("camera.summary", "camera.front", sense.CameraSummary{Zones: []string{"left"}})
+	x, err := g.r.Explain("room.front-left")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := x.Chains[0]
+	if x.Value != "quiet" || len(ch.Records) != 2 || ch.Records[0].Value != "quiet" || ch.Records[1].Value != "active" {
+		t.Fatalf("the chain: %+v, want quiet then active before it", ch)
+	}
+	for i, want := range []ledger.UUID{b, a} {
+		e := ch.Records[i].Evidence[0]
+		if e.Event == nil || e.Event.ID != want || e.Gone != "" {
+			t.Errorf("record %d's evidence: %+v, want event %s", i, e, want)
+		}
+	}
+	if ch.LastMark == nil || ch.LastMark.Event == nil || ch.LastMark.Event.ID != c {
+		t.Errorf("the last mark: %+v, want the summary %s", ch.LastMark, c)
+	}
+	// Evidence retention deleted is said to be gone, the record stays.
+	if _, err := g.r.Explain("room.nope"); !errors.Is(err, ErrNoEntity) {
+		t.Errorf("an entity that is not: %v", err)
+	}
+}
+
+func TestHistory(t *testing.T) {
+	g := newRig(t, Config{})
+	t0 := g.wall
+	for i := 0; i < 5; i++ {
+		g.advance(time.Minute)
+		g.sense("camera.motion_started", "camera.front", sense.MotionStarted{Zone: "left"})
+		g.advance(time.Minute)
+		g.sense("camera.motion_ended", "camera.front", sense.MotionEnded{Zone: "left"})
+	}
+	h, err := g.r.History("room.front-left", t0.Add(3*time.Minute), t0.Add(7*time.Minute), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Before == nil || h.Before.Value != "quiet" || len(h.Changes) != 4 || h.Changes[0].Value != "active" || h.Changes[3].Value != "quiet" {
+		t.Fatalf("got before %+v and %d changes %+v", h.Before, len(h.Changes), h.Changes)
+	}
+	h, _ = g.r.History("room.front-left", t0, t0.Add(time.Hour), 3)
+	if len(h.Changes) != 3 || !h.More {
+		t.Fatalf("limited to 3: %d, more %v", len(h.Changes), h.More)
+	}
+}
+
+func TestVerifyRebuildsAfterRetention(t *testing.T) {
+	g := newRig(t, Config{Entities: map[string]EntityConfig{"front": {Kind: "door", Sources: []Source{{Channel: "gpio.door"}}}}})
+	g.s.Close()
+	g.mod = func(o *ledger.Options) {
+		c := ledger.DefaultClasses()
+		tel := ledger.ClassTelemetry
+		tel.TTL = time.Hour
+		c.ByPrefix["gpio."] = tel
+		o.Classes = &c
+	}
+	g.open()
+	a := g.sense("gpio.changed", "gpio.door", body.LineChanged{Line: "DOOR", Active: true})
+	g.advance(2 * time.Hour) // on the running clock too
+	g.sense("gpio.changed", "gpio.door", body.LineChanged{Line: "DOOR", Active: false})
+	g.s.Close() // a checkpoint of the running clock, which retention reads
+	g.open()
+	if _, err := g.s.Retain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if evs, _ := g.s.EventsAt(g.seqOf[a.String()]); len(evs) != 0 {
+		t.Fatalf("retention kept the first change: %+v", evs)
+	}
+	rep, err := g.s.Verify(context.Background())
+	if err != nil || !rep.OK() {
+		t.Fatalf("verify after retention: %v %v", rep.Problems, err)
+	}
+	x, err := g.r.Explain("contact.front")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(x.Chains[0].Records) != 2 {
+		t.Fatalf("the chain: %+v, want closed then open", x.Chains[0])
+	}
+	old := x.Chains[0].Records[1].Evidence[0]
+	if old.ID != a.String() || old.Event != nil || old.Gone == "" {
+		t.Fatalf("evidence retention deleted: %+v, want it said gone", old)
+	}
+	if st, _ := g.r.At("contact.front", g.wall.Add(-time.Hour), 0); st.Value != "open" {
+		t.Fatalf("what was true an hour ago, after its evidence went: %+v", st)
+	}
+}
