@@ -56,6 +56,27 @@ type Config struct {
 	Agent   Agent   `json:"agent"`
 	Gate    Gate    `json:"gate"`
 	MQTT    MQTT    `json:"mqtt"`
+	World   World   `json:"world"`
+}
+
+// World configures the world model's entities (see the schema).
+type World struct {
+	Defaults bool                   `json:"defaults"`
+	Entities map[string]WorldEntity `json:"entities"`
+}
+
+// WorldEntity declares one entity of the world model.
+type WorldEntity struct {
+	Kind         string        `json:"kind"`
+	Sources      []WorldSource `json:"sources"`
+	ExpireAfterS *int          `json:"expire_after_s,omitempty"`
+	Area         string        `json:"area,omitempty"`
+}
+
+// WorldSource is a channel that feeds an entity, and a camera's zone.
+type WorldSource struct {
+	Channel string `json:"channel"`
+	Zone    string `json:"zone,omitempty"`
 }
 
 // Gate configures the control plane's gate: which events wake the agent
@@ -512,6 +533,7 @@ func Default() Config {
 			Reconnect: Reconnect{MinMS: 1000, MaxMS: 120000}, JSONMirror: []string{}, EmbeddedPort: 1883,
 			HomeAssistant: HomeAssistant{Enabled: true, Prefix: "homeassistant", Buttons: []HAButton{}},
 			Commands:      MQTTCommands{Subject: "mqtt:home", Trust: "low"}},
+		World: World{Defaults: true, Entities: map[string]WorldEntity{}},
 	}
 }
 
