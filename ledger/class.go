@@ -85,6 +85,10 @@ func DefaultClasses() Classes {
 			"body.clock_stepped": ClassAudit,
 			// Who was refused at the agent socket.
 			"agent.refused": ClassAudit,
+			// The world model's records: kept (its projection is rebuilt
+			// from them long after the sensed events they cite expire),
+			// not sent (the home server gets its state documents).
+			"world.": ClassLocal,
 		},
 	}
 }

@@ -110,6 +110,15 @@ func TestEventsAtLeavesOutWhatIsNotThere(t *testing.T) {
 	if len(evs) != 2 || evs[0].Seq != res[1].Seq || evs[1].Seq != res[0].Seq || evs[0].ID != res[1].ID {
 		t.Fatalf("got %+v; want events %d and %d in that order", evs, res[1].Seq, res[0].Seq)
 	}
+	for _, r := range res {
+		e, ok, err := s.EventByID(r.ID)
+		if err != nil || !ok || e.Seq != r.Seq {
+			t.Errorf("EventByID(%s): %+v %v %v; want the event at %d", r.ID, e, ok, err, r.Seq)
+		}
+	}
+	if _, ok, err := s.EventByID(NewID()); ok || err != nil {
+		t.Errorf("EventByID of an id never stored: %v %v", ok, err)
+	}
 }
 
 // keys is a projection that keeps the payload's text as a key.

@@ -105,6 +105,31 @@ func (s *Store) Scan(f Filter) (evs []Stored, next uint64, more bool, err error)
 	return evs, next, more, err
 }
 
+// EventByID returns the event with an id, and false when the ledger does
+// not hold it (never held, or deleted by retention).
+func (s *Store) EventByID(id UUID) (Stored, bool, error) {
+	seq, ok := s.pendingID(id)
+	if !ok {
+		err := s.read(func(tx *bolt.Tx) error {
+			if v := tx.Bucket(bIDs).Get(id[:]); v != nil {
+				seq, ok = getU64(v), true
+			}
+			return nil
+		})
+		if err != nil {
+			return Stored{}, false, err
+		}
+	}
+	if !ok {
+		return Stored{}, false, nil
+	}
+	evs, err := s.EventsAt(seq)
+	if err != nil || len(evs) == 0 || evs[0].ID != id {
+		return Stored{}, false, err
+	}
+	return evs[0], true, nil
+}
+
 // EventsAt returns the events stored at the sequences given, in the
 // order given, and leaves out those the ledger no longer holds (deleted
 // by retention) or never held. A record that cannot be read is an error

@@ -301,7 +301,7 @@ func (c *change) settle() error {
 		if p, ok := c.pending(ent.ID); ok {
 			last = p
 		}
-		if st.Value == last.Value && st.Conflict == last.Conflict && st.Provenance == last.Provenance &&
+		if st.Value == last.Value && st.Conflict == last.Conflict && st.Provenance == last.Provenance && st.Observed == last.Observed &&
 			slices.Equal(st.Sources, last.Sources) && sameReadings(st.Readings, last.Readings) {
 			continue
 		}
@@ -449,10 +449,12 @@ func support(st *Changed, recs []*current) {
 	rank := 0
 	for _, cu := range recs {
 		st.Confidence = max(st.Confidence, cu.rec.Confidence)
-		if r := provenanceRank(cu.rec.Provenance); r > rank {
+		r := provenanceRank(cu.rec.Provenance)
+		if r > rank {
 			rank, st.Provenance = r, cu.rec.Provenance
 		}
 		st.Sources = append(st.Sources, cu.rec.Source)
+		st.Observed = st.Observed || r >= provenanceRank(ledger.Observed.String())
 	}
 	sort.Strings(st.Sources)
 }

@@ -127,6 +127,11 @@ type Changed struct {
 	// Conflict: its sources disagree; Value is the one the model
 	// believes (see fuse), Provenance inferred.
 	Conflict bool `cbor:"conflict,omitempty" json:"conflict,omitempty"`
+	// Observed: a record that says Value was observed or verified by the
+	// body itself; false when only told or inferred states say it (an
+	// action it causes is refused at R2 and above when its provenance is
+	// inferred too).
+	Observed bool `cbor:"observed,omitempty" json:"observed,omitempty"`
 	// Sources are the sources that say Value; Records their records.
 	Sources []string `cbor:"sources,omitempty" json:"sources,omitempty"`
 	Records []uint64 `cbor:"records,omitempty" json:"records,omitempty"`
