@@ -13,6 +13,7 @@ import (
 
 	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/awareness/control/gate"
+	"github.com/tobe-body/tobe-body/awareness/control/world"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/uplink"
 	"github.com/tobe-body/tobe-body/ledger"
@@ -38,6 +39,9 @@ type Parts struct {
 	Store  *ledger.Store
 	// Relay is the MQTT uplink; nil when it does not run.
 	Relay *uplink.Relay
+	// World is the world model the ledger keeps; nil: none (the world
+	// operations answer unavailable).
+	World *world.Model
 	// Pool is the gate's noise pool, which explains what it ignored;
 	// nil without a gate.
 	Pool *gate.Pool
@@ -109,7 +113,9 @@ func (b *Parts) trip(_ context.Context, p act.Principal, in TripIn) (TripOut, er
 // The daemon opens its ledger with them, and so does whatever fills a
 // ledger for it (a projection missing from a ledger is built from its
 // whole history at the next open).
-func Projections() []ledger.Projection { return append(act.Projections(), gate.Projections()...) }
+func Projections() []ledger.Projection {
+	return append(append(act.Projections(), gate.Projections()...), world.Projection{})
+}
 
 // Table binds every operation to the parts.
 func (b *Parts) Table() (*Table, error) {
@@ -206,6 +212,11 @@ func (b *Parts) Table() (*Table, error) {
 		Bind(OpWaitRemove, b.waitRemove),
 		Bind(OpWaitList, b.waitList),
 		Bind(OpExplain, b.explain),
+		Bind(OpWorldNow, b.worldNow),
+		Bind(OpWorldAt, b.worldAt),
+		Bind(OpWorldHistory, b.worldHistory),
+		Bind(OpWorldExplain, b.worldExplain),
+		Bind(OpWorldTell, b.worldTell),
 	)
 }
 

@@ -34,7 +34,8 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 var allOps = []string{"action.capabilities", "action.do", "action.result", "approval.approve", "approval.deny", "approval.list",
 	"channels", "estop.reset", "estop.status", "estop.trip", "events", "gate.explain", "grant.add", "grant.list", "grant.revoke",
 	"ledger.backup", "ledger.stats", "ledger.verify", "self", "status",
-	"wait.add", "wait.list", "wait.remove", "work.close", "work.create", "work.list", "work.show", "work.update"}
+	"wait.add", "wait.list", "wait.remove", "work.close", "work.create", "work.list", "work.show", "work.update",
+	"world.at", "world.explain", "world.history", "world.now", "world.tell"}
 
 // emptyTable is the table over no parts: a handler that ran would panic
 // on them, so a refused call shows it never reached its handler.

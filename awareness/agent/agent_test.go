@@ -22,6 +22,7 @@ import (
 
 	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/awareness"
+	"github.com/tobe-body/tobe-body/awareness/control/world"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/hal"
@@ -55,7 +56,12 @@ func newRig(t *testing.T, rules []config.AgentPrincipal, heartbeat time.Duration
 // newRigWith is newRig whose server tune changes before it serves.
 func newRigWith(t *testing.T, rules []config.AgentPrincipal, heartbeat time.Duration, tune func(*Server)) *rig {
 	t.Helper()
-	store, err := ledger.Open(ledger.Options{Path: filepath.Join(t.TempDir(), "ledger.db"), Projections: awareness.Projections()})
+	wm, err := world.Build(world.Config{}, world.Facts{Outputs: []string{"gpio.relay1", "gpio.led"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := ledger.Open(ledger.Options{Path: filepath.Join(t.TempDir(), "ledger.db"), Projections: awareness.Projections(),
+		Derivers: []ledger.Deriver{&world.Deriver{Model: wm}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +102,7 @@ func newRigWith(t *testing.T, rules []config.AgentPrincipal, heartbeat time.Dura
 	}
 	estop.SetRunner(r, leases)
 	parts := &awareness.Parts{Info: awareness.Status{Body: "test", Board: "test"}, Started: time.Now(), Registry: reg, EStop: estop, Runner: r, Store: store,
-		Self: func() (body.SelfState, bool) { return body.SelfState{}, false }}
+		Self: func() (body.SelfState, bool) { return body.SelfState{}, false }, World: wm}
 	table, err := parts.Table()
 	if err != nil {
 		t.Fatal(err)

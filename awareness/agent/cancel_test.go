@@ -102,6 +102,7 @@ func rawSession(t *testing.T, g *rig, lines ...string) (answers map[string]strin
 	c.SetReadDeadline(time.Now().Add(20 * time.Second))
 	answers = map[string]string{}
 	sc := bufio.NewScanner(c)
+	sc.Buffer(nil, 4<<20) // the tools' list is one long line
 	for sc.Scan() {
 		var m struct {
 			ID     json.RawMessage `json:"id"`

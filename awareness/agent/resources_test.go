@@ -84,7 +84,7 @@ func testResources(t *testing.T, version string) {
 	for _, r := range list.Resources {
 		uris = append(uris, r.URI)
 	}
-	want := []string{"tobe://channels", "tobe://estop", "tobe://observations", "tobe://self", "tobe://status"}
+	want := []string{"tobe://channels", "tobe://estop", "tobe://observations", "tobe://self", "tobe://status", "tobe://world"}
 	if slices.Sort(uris); !slices.Equal(uris, want) {
 		t.Errorf("resources %v, want %v", uris, want)
 	}

@@ -203,6 +203,17 @@ func TestResultsAreStructured(t *testing.T) {
 		{name: "close the running item", tool: "work_close", args: func() any { return map[string]any{"id": workID, "version": workVersion, "reason": "tidy"} }, status: "success"},
 		{name: "explain an event", tool: "explain", args: func() any { return map[string]any{"event_id": ev[0].ID.String()} }, status: "success"},
 		{name: "explain nothing", tool: "explain", args: func() any { return map[string]any{} }, status: "error"},
+		{name: "the world", tool: "world_now", status: "success"},
+		{name: "an output an hour ago", tool: "world_at", args: func() any {
+			return map[string]any{"entity": "output.relay1", "at": time.Now().Add(-time.Hour).Format(time.RFC3339)}
+		}, status: "success"},
+		{name: "an output yesterday", tool: "world_at", args: func() any { return map[string]any{"entity": "output.relay1", "at": "yesterday"} }, status: "error"},
+		{name: "an output's history", tool: "world_history", args: func() any { return map[string]any{"entity": "output.relay1"} }, status: "success"},
+		{name: "no such entity's history", tool: "world_history", args: func() any { return map[string]any{"entity": "room.nope"} }, status: "error"},
+		{name: "tell", tool: "world_tell", args: func() any { return map[string]any{"entity": "output.relay1", "value": "on", "for": "1m"} }, status: "success"},
+		{name: "tell nonsense", tool: "world_tell", args: func() any { return map[string]any{"entity": "output.relay1", "value": "purple"} }, status: "error"},
+		{name: "explain the output", tool: "world_explain", args: func() any { return map[string]any{"entity": "output.relay1"} }, status: "success"},
+		{name: "explain nothing there", tool: "world_explain", args: func() any { return map[string]any{"entity": "room.nope"} }, status: "error"},
 		{name: "drain", tool: "drain", status: "success"},
 		{name: "drain a negative limit", tool: "drain", args: func() any { return map[string]any{"limit": -1} }, status: "error"},
 		{name: "trip", tool: "estop_trip", args: func() any { return map[string]any{"reason": "test"} }, status: "success"},
@@ -240,7 +251,7 @@ func TestResultsAreStructured(t *testing.T) {
 	// refuse nothing an agent can send them, and gpio_set, which no grant
 	// of the rig's lets an agent use (gpio_pulse's success has the same
 	// schema, action.do's output).
-	refusesNothing := []string{"body_status", "list_channels", "self_state", "estop_status", "capabilities", "list_work", "list_waits", "estop_trip"}
+	refusesNothing := []string{"body_status", "list_channels", "self_state", "estop_status", "capabilities", "list_work", "list_waits", "estop_trip", "world_now"}
 	for name := range schemas {
 		wantSuccess, wantError := name != "gpio_set", !slices.Contains(refusesNothing, name)
 		if wantSuccess && !slices.Contains(seen[name], "success") || wantError && !slices.Contains(seen[name], "error") {

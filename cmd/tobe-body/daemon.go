@@ -21,6 +21,7 @@ import (
 	"github.com/tobe-body/tobe-body/awareness/agent"
 	"github.com/tobe-body/tobe-body/awareness/control/gate"
 	"github.com/tobe-body/tobe-body/awareness/control/sched"
+	"github.com/tobe-body/tobe-body/awareness/control/world"
 	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
@@ -112,7 +113,12 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 	if err != nil {
 		return nil, err
 	}
-	rec := d.openLedger(cfg, h)
+	wm, err := worldModel(h.profile, &cfg.Config)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	rec := d.openLedger(cfg, h, wm)
+	d.startWorld(ctx, rec.store, wm, d.log)
 	relay, err := d.startUplink(cfg.MQTT, cfg.Ledger, h.id, rec.store, d.log)
 	if err != nil {
 		return nil, err
@@ -213,18 +219,22 @@ type ledgerOpened struct {
 	store   *ledger.Store // nil: it could not be opened
 	opts    ledger.Options
 	safety  string               // what the status says: "normal", or why the body is latched
+	world   *world.Model         // the entities the ledger's deriver keeps
 	stepped <-chan time.Duration // the wall clock's steps, for the grants
 }
 
 // openLedger opens the ledger. If it cannot be opened the body still
 // senses and answers, but latched safe: nothing that acts may run
 // without its record. The clock's steps are watched from here on.
-func (d *daemon) openLedger(cfg *config.Loaded, h *host) *ledgerOpened {
+func (d *daemon) openLedger(cfg *config.Loaded, h *host, wm *world.Model) *ledgerOpened {
 	log := d.log
-	rec := &ledgerOpened{safety: "normal"}
+	rec := &ledgerOpened{safety: "normal", world: wm}
 	var err error
 	rec.opts, err = body.LedgerOptions(cfg.Ledger, cfg.DataDir, h.id, log, awareness.Projections()...)
 	if err == nil {
+		// What the body senses becomes what it knows of its
+		// surroundings in the same transaction.
+		rec.opts.Derivers = []ledger.Deriver{&world.Deriver{Model: wm}}
 		rec.opts.RetainEvery = time.Duration(cfg.Ledger.RetentionIntervalMin) * time.Minute
 		rec.opts.Stamp = h.clock.LedgerStamp // audit records carry the boot, the monotonic time and the uncertainty
 		// With no uplink nothing is queued for one; one that starts gets
@@ -497,7 +507,8 @@ func (d *daemon) serveAdmin(cfg *config.Loaded, h *host, rec *ledgerOpened, rela
 		Board: h.profile.Name, BoardDesc: h.profile.Description, BoardFrom: h.profile.Source, BoardWhy: h.why,
 		Drivers: h.drivers.Name, Version: version, DataDir: cfg.DataDir, Config: cfg.Layers, Safety: rec.safety,
 		Ledger: awareness.LedgerStatus{Path: rec.opts.Path}},
-		Started: d.started, Registry: h.reg, Self: senses.Self, Senses: senses.Stats, EStop: estop, Runner: a.runner, Grants: a.grants, Store: store, Relay: relay}
+		Started: d.started, Registry: h.reg, Self: senses.Self, Senses: senses.Stats, EStop: estop, Runner: a.runner, Grants: a.grants, Store: store, Relay: relay,
+		World: rec.world}
 	// What the agent is told, and when: the observation rules are the
 	// gate's default rules, their texts the observations' words.
 	observer, err := awareness.NewObserver(append(slices.Clone(cfg.Agent.Observations.Rules), awareness.DefaultObservationRules...))

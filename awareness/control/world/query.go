@@ -42,7 +42,7 @@ type State struct {
 	Provenance string  `json:"provenance,omitempty"`
 	Conflict   bool    `json:"conflict,omitempty"`
 	// Since is when the value became this (valid time), when known.
-	Since *time.Time `json:"since,omitempty"`
+	Since time.Time `json:"since,omitzero"`
 	// Sources say what each source holds; their records are the
 	// evidence.
 	Sources []SourceState `json:"sources"`
@@ -64,14 +64,14 @@ type SourceState struct {
 	// ValidFrom is when the record's value became true, give or take
 	// UncertaintyMS (ClockUnsynced: the clock was not synchronised, and
 	// the time may be off by any amount).
-	ValidFrom     *time.Time `json:"valid_from,omitempty"`
-	UncertaintyMS uint32     `json:"uncertainty_ms,omitempty"`
-	ClockUnsynced bool       `json:"clock_unsynced,omitempty"`
+	ValidFrom     time.Time `json:"valid_from,omitzero"`
+	UncertaintyMS uint32    `json:"uncertainty_ms,omitempty"`
+	ClockUnsynced bool      `json:"clock_unsynced,omitempty"`
 	// LastSeen is when it was last seen (its record or its channel's
 	// last mark); ExpiresInMS how long, on the running clock, before it
 	// is unknown unless seen again (now only; absent: never).
-	LastSeen    *time.Time `json:"last_seen,omitempty"`
-	ExpiresInMS *int64     `json:"expires_in_ms,omitempty"`
+	LastSeen    time.Time `json:"last_seen,omitzero"`
+	ExpiresInMS *int64    `json:"expires_in_ms,omitempty"`
 	// Recorded is the ledger sequence of its record (transaction time),
 	// Supersedes the one it replaced.
 	Recorded   uint64     `json:"recorded,omitempty"`
@@ -79,10 +79,7 @@ type SourceState struct {
 	Evidence   []Evidence `json:"evidence,omitempty"`
 }
 
-func ptrTime(ns int64) *time.Time {
-	t := time.Unix(0, ns).UTC()
-	return &t
-}
+func timeAt(ns int64) time.Time { return time.Unix(0, ns).UTC() }
 
 // snapshot reads the projection once for a query.
 func (r *Reader) snapshot(fn func(kv ledger.ReadKV) error) error {
@@ -161,8 +158,8 @@ func lastSeen(kv ledger.ReadKV, rec Record, seq, upto uint64) (runMS, at int64) 
 
 func (s *SourceState) fill(rec Record, seq uint64, seenAt int64) {
 	s.Value, s.Readings, s.Confidence, s.Provenance, s.By = rec.Value, rec.Readings, rec.Confidence, rec.Provenance, rec.By
-	s.ValidFrom, s.UncertaintyMS, s.ClockUnsynced = ptrTime(rec.ValidFrom), rec.UncertaintyMS, rec.Unsynced
-	s.LastSeen, s.Recorded, s.Supersedes, s.Evidence = ptrTime(seenAt), seq, rec.Supersedes, rec.Evidence
+	s.ValidFrom, s.UncertaintyMS, s.ClockUnsynced = timeAt(rec.ValidFrom), rec.UncertaintyMS, rec.Unsynced
+	s.LastSeen, s.Recorded, s.Supersedes, s.Evidence = timeAt(seenAt), seq, rec.Supersedes, rec.Evidence
 }
 
 // Now returns the state of the entities named (none: every entity of the
@@ -219,9 +216,9 @@ func (r *Reader) Now(ids ...string) ([]State, error) {
 			if b := kv.Get(entityKey(ent.ID)); b != nil && ledger.UnmarshalPayload(b, &last) == nil {
 				switch {
 				case last.Value == f.Value:
-					st.Since = ptrTime(last.Since)
+					st.Since = timeAt(last.Since)
 				case expiredAt > 0:
-					st.Since = ptrTime(expiredAt) // an expiry not yet recorded changed it
+					st.Since = timeAt(expiredAt) // an expiry not yet recorded changed it
 				}
 			}
 			out = append(out, st)
@@ -306,7 +303,7 @@ func (r *Reader) At(id string, t time.Time, knownAt uint64) (State, error) {
 			}
 			var c Changed
 			if ledger.UnmarshalPayload(v, &c) == nil && c.Value == f.Value {
-				st.Since = ptrTime(c.Since)
+				st.Since = timeAt(c.Since)
 			}
 			return false
 		})
@@ -433,8 +430,8 @@ type Cited struct {
 	Evidence
 	// Event is the event (its type, channel, time and payload), nil when
 	// the ledger no longer holds it: Gone then says why.
-	Event *ledger.Stored `json:"event,omitempty"`
-	Gone  string         `json:"gone,omitempty"`
+	Event *ledger.EventView `json:"event,omitempty"`
+	Gone  string            `json:"gone,omitempty"`
 }
 
 // MaxChain bounds the records of a chain.
@@ -503,7 +500,8 @@ func (r *Reader) Explain(id string) (Explanation, error) {
 	}
 	for _, c := range cite {
 		if e := have[c.Seq]; e != nil && e.ID.String() == c.ID {
-			c.Event = e
+			v := e.View()
+			c.Event = &v
 		} else {
 			c.Gone = "deleted by retention (sensed events are kept for their class's time; the record stays)"
 		}

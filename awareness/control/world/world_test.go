@@ -180,7 +180,7 @@ func TestARoomActiveQuietAndUnknown(t *testing.T) {
 	}
 	started := g.sense("camera.motion_started", "camera.front", sense.MotionStarted{Zone: "left"})
 	st := g.now("room.front-left")
-	if st.Value != "active" || st.Provenance != "observed" || st.Confidence != confMotion || st.Since == nil || !st.Since.Equal(g.wall) {
+	if st.Value != "active" || st.Provenance != "observed" || st.Confidence != confMotion || !st.Since.Equal(g.wall) {
 		t.Fatalf("after motion: got %+v, want active, observed, %v, since now", st, confMotion)
 	}
 	ev := st.Sources[0].Evidence
@@ -361,11 +361,11 @@ func TestExplainResolvesTheEvidence(t *testing.T) {
 	}
 	for i, want := range []ledger.UUID{b, a} {
 		e := ch.Records[i].Evidence[0]
-		if e.Event == nil || e.Event.ID != want || e.Gone != "" {
+		if e.Event == nil || e.Event.ID != want.String() || e.Gone != "" {
 			t.Errorf("record %d's evidence: %+v, want event %s", i, e, want)
 		}
 	}
-	if ch.LastMark == nil || ch.LastMark.Event == nil || ch.LastMark.Event.ID != c {
+	if ch.LastMark == nil || ch.LastMark.Event == nil || ch.LastMark.Event.ID != c.String() {
 		t.Errorf("the last mark: %+v, want the summary %s", ch.LastMark, c)
 	}
 	// Evidence retention deleted is said to be gone, the record stays.
