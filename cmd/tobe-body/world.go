@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/tobe-body/tobe-body/awareness/control/world"
+	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
-	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
