@@ -70,6 +70,8 @@ commands:
   work <command>       list, show, close: the work items the agent left on the body
   wait <command>       list, add, remove: what the body waits for, for them
   gate explain ID      why the agent was woken for an event, or was not
+  world <command>      now, at, history, explain, tell, withdraw: what the body knows of its
+                       surroundings, then and now, and the evidence
   approvals [--json]   the R3 actions waiting for a local administrator's approval
   approve ACTION_ID    approve one of them: it runs now, with the policy checked again
   deny ACTION_ID       deny it (--why TEXT): it is cancelled
@@ -118,6 +120,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cli.Wait(ctx, rest, stdout, stderr)
 	case "gate":
 		return cli.Gate(ctx, rest, stdout, stderr)
+	case "world":
+		return cli.World(ctx, rest, stdout, stderr)
 	case "approvals":
 		return cli.Approvals(ctx, rest, stdout, stderr)
 	case "approve", "deny":
