@@ -89,8 +89,10 @@ var DefaultObservationRules = []ObservationRule{
 	{Type: "env.changed", When: map[string]string{"crossed": "false"}, Actor: "signal", Attention: "low", Trust: "high", Text: "{quantity} is back at {value}, clear of {threshold} ({sensor})."},
 	{Type: "env.reading", Actor: "signal", Attention: "off", Trust: "high"},
 	{Type: "audio.level", Actor: "signal", Attention: "off", Trust: "medium"},
+	{Type: "camera.summary", Actor: "signal", Attention: "off", Trust: "medium"},
 	{Type: "input.activity", Actor: "signal", Attention: "off", Trust: "medium"},
 	{Type: "gpio.changed", Actor: "signal", Attention: "off", Trust: "medium"},
+	{Type: "gpio.level", Actor: "signal", Attention: "off", Trust: "medium"},
 }
 
 // Observer applies rules to events, the first that matches deciding.

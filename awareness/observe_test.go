@@ -64,6 +64,8 @@ func TestObservationRules(t *testing.T) {
 		{"the door's line, by the config", stored(t, "gpio.changed", "gpio.door", ledger.High, map[string]any{"edge": "rising"}), true, ledger.High, ledger.High, "The door: rising"},
 		{"another line is off", stored(t, "gpio.changed", "gpio.button", ledger.High, map[string]any{"edge": "rising"}), false, 0, 0, ""},
 		{"levels are off", stored(t, "audio.level", "audio.mic", 0, map[string]any{}), false, 0, 0, ""},
+		{"a camera's summary is off", stored(t, "camera.summary", "camera.front", ledger.Low, map[string]any{"zones": []string{"frame"}, "frames": 900, "over_s": 60}), false, 0, 0, ""},
+		{"a line's level at start is off", stored(t, "gpio.level", "gpio.door", ledger.High, map[string]any{"line": "DOOR", "level": "high", "active": true}), false, 0, 0, ""},
 		{"no rule, nothing", stored(t, "action.proposed", "gpio.set", 0, map[string]any{}), false, 0, 0, ""},
 		{"a field it lacks", stored(t, "input.pressed", "input.keypad", 0, map[string]any{"key": "KEY_1"}), true, ledger.Medium, ledger.Medium, "KEY_1 pressed on ?."},
 		{"long text is cut", stored(t, "input.pressed", "input.keypad", 0, map[string]any{"key": strings.Repeat("x", 500), "device": "d"}), true, ledger.Medium, ledger.Medium, strings.Repeat("x", 200) + "…"},

@@ -1,11 +1,14 @@
 package body
 
 // LineChanged is the payload of gpio.changed, which the sense channel
-// of a GPIO input writes and the people's takeover reads.
+// of a GPIO input writes and the people's takeover reads, and of
+// gpio.level, the level the channel read at start (no Edge: nothing
+// changed; the takeover does not read it).
 type LineChanged struct {
-	Line   string `cbor:"line" json:"line"`
-	Level  string `cbor:"level" json:"level"` // "high" or "low"
-	Edge   string `cbor:"edge" json:"edge"`   // "rising" or "falling"
+	Line  string `cbor:"line" json:"line"`
+	Level string `cbor:"level" json:"level"` // "high" or "low"
+	// Edge is "rising" or "falling"; empty (and left out) in gpio.level.
+	Edge   string `cbor:"edge,omitempty" json:"edge,omitempty"`
 	Active bool   `cbor:"active" json:"active"`
 	// Reconciled marks a change no edge event told of (found by the
 	// driver's periodic read); its time is when it was found.

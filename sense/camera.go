@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,10 +61,15 @@ type Snapshots struct {
 // CameraState is told when the camera goes offline and comes back.
 type CameraState func(online bool, err error)
 
+// DefaultCameraSummary is how often a camera channel emits
+// camera.summary unless SetSummary says otherwise.
+const DefaultCameraSummary = time.Minute
+
 // CameraChannel runs a camera's frames through motion detection and emits
 // camera.motion_started / camera.motion_ended per zone, never an event
-// per frame. Frames are released as soon as they are analysed; no frame
-// leaves the channel, except the optional snapshot the config allows.
+// per frame, and camera.summary once a summary period (SetSummary).
+// Frames are released as soon as they are analysed; no frame leaves the
+// channel, except the optional snapshot the config allows.
 type CameraChannel struct {
 	out   *Outlet
 	cam   hal.Camera
@@ -71,8 +77,15 @@ type CameraChannel struct {
 	snaps Snapshots
 	state CameraState
 	cpu   *CPU
+	zones []string // the detector's, in its order
 
 	tr []motion.Transition
+
+	// How often camera.summary comes (SetSummary), and the period in
+	// progress, read and written by Run only.
+	every    time.Duration
+	period   summaryPeriod
+	lastSeen hal.Mono // time of the last frame given to the detector
 
 	mu    sync.Mutex
 	stats CameraChannelStats
@@ -97,7 +110,26 @@ func NewCameraChannel(out *Outlet, cam hal.Camera, cfg motion.Config, snaps Snap
 	if snaps.Dir != "" && snaps.Width == 0 {
 		snaps.Width = 160
 	}
-	return &CameraChannel{out: out, cam: cam, det: det, snaps: snaps, state: state}, nil
+	zones := []string{motion.WholeFrame}
+	if len(cfg.Zones) > 0 {
+		zones = zones[:0]
+		for _, z := range cfg.Zones {
+			zones = append(zones, z.Name)
+		}
+	}
+	return &CameraChannel{out: out, cam: cam, det: det, snaps: snaps, state: state, zones: zones, every: DefaultCameraSummary}, nil
+}
+
+// Zones returns the names of the zones motion is reported in: the
+// configured ones, in their order, or motion.WholeFrame when none is.
+func (c *CameraChannel) Zones() []string { return append([]string(nil), c.zones...) }
+
+// SetSummary sets how often the channel emits camera.summary (call
+// before Run); every <= 0 keeps DefaultCameraSummary.
+func (c *CameraChannel) SetSummary(every time.Duration) {
+	if every > 0 {
+		c.every = every
+	}
 }
 
 // SetCPU makes the channel take a slot of cpu for each frame it analyses
@@ -116,6 +148,16 @@ func (c *CameraChannel) Stats() CameraChannelStats {
 // Run reads frames until ctx is done or the camera is halted (nil). A
 // camera that goes away ends the motion it had (marked cut) and is waited
 // for: the driver reopens it. Another error is returned.
+//
+// Run also emits camera.summary, judging time by the frames' timestamps
+// alone (no timer): the first frame starts a summary period, and the
+// first frame at least a period after its start closes it, counted in it;
+// the summary has that frame's time and sequence, and the frame starts
+// the next period. A camera that stops sending frames sends no summary:
+// a period in progress when the camera goes away, or when a frame comes
+// more than a period after the one before, is dropped, and the next
+// frame starts a period afresh, so a summary never spans time no frame
+// was seen in.
 func (c *CameraChannel) Run(ctx context.Context) error {
 	offline := false
 	for {
@@ -127,6 +169,7 @@ func (c *CameraChannel) Run(ctx context.Context) error {
 			return nil
 		case errors.Is(err, hal.ErrAbsent):
 			c.emit(c.det.Reset(c.tr[:0]), true)
+			c.period = summaryPeriod{}
 			if !offline && c.state != nil {
 				c.state(false, err)
 			}
@@ -149,6 +192,7 @@ func (c *CameraChannel) Run(ctx context.Context) error {
 				return nil
 			}
 		}
+		before := c.det.Stats()
 		c.tr, err = c.det.Process(f, c.tr[:0])
 		if c.cpu != nil {
 			c.cpu.Release()
@@ -164,10 +208,11 @@ func (c *CameraChannel) Run(ctx context.Context) error {
 		if c.snaps.Dir != "" && hasStart(c.tr) {
 			snap = c.snapshot(f)
 		}
-		seq := f.Seq
+		seq, at := f.Seq, f.Time
 		f.Release()
 		c.emitAt(c.tr, false, seq, snap)
 		st := c.det.Stats()
+		c.summarise(at, seq, before, st)
 		c.mu.Lock()
 		c.stats.Frames, c.stats.Skipped, c.stats.Calibrations, c.stats.LastSeq = st.Frames, st.Skipped, st.Calibrations, seq
 		if li := c.det.Last(); !li.Skipped {
@@ -175,6 +220,40 @@ func (c *CameraChannel) Run(ctx context.Context) error {
 		}
 		c.mu.Unlock()
 	}
+}
+
+// summaryPeriod is a camera.summary period in progress: from start, with
+// the detector's counters as they were before its first frame.
+type summaryPeriod struct {
+	on    bool
+	start hal.Mono
+	base  motion.Stats
+}
+
+// summarise counts the frame at t (seq) that took the detector's counters
+// from before to now into the summary period, and emits camera.summary
+// when the frame closes the period (see Run).
+func (c *CameraChannel) summarise(t hal.Mono, seq uint64, before, now motion.Stats) {
+	gap := c.period.on && t.Sub(c.lastSeen) > c.every
+	c.lastSeen = t
+	if !c.period.on || gap {
+		c.period = summaryPeriod{on: true, start: t, base: before}
+		return
+	}
+	over := t.Sub(c.period.start)
+	if over < c.every {
+		return
+	}
+	moving := c.Stats().Moving
+	var inZones []string
+	for _, z := range c.zones {
+		if slices.Contains(moving, z) {
+			inZones = append(inZones, z)
+		}
+	}
+	c.out.Emit("camera.summary", t, seq, CameraSummary{Zones: c.zones, Moving: inZones,
+		Frames: now.Frames - c.period.base.Frames, Skipped: now.Skipped - c.period.base.Skipped, OverS: round3(over.Seconds())})
+	c.period = summaryPeriod{on: true, start: t, base: now}
 }
 
 func hasStart(tr []motion.Transition) bool {

@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/hal/haltest"
 	"github.com/tobe-body/tobe-body/hal/haltest/stepclock"
@@ -115,5 +117,113 @@ func TestCameraChannelRefusesAFormatItCannotRead(t *testing.T) {
 	_, err := NewCameraChannel(NewOutlet(Source{Channel: "camera.x"}, 1), cam, motion.Config{}, Snapshots{}, nil)
 	if !errors.Is(err, motion.ErrFormat) || !strings.Contains(err.Error(), "camera.x") {
 		t.Errorf("got %v, want ErrFormat naming the channel", err)
+	}
+}
+
+// A camera channel summarises each period by its frames' own time: the
+// zones it watches, those moving when the period ends, the frames it
+// analysed and skipped. No summary comes before a period has passed, nor
+// for time no frame was seen in: a camera that stops, or goes away,
+// starts a period afresh when its frames come back.
+func TestCameraChannelSummary(t *testing.T) {
+	format := hal.FrameFormat{Pixel: hal.PixelYUYV, Width: 160, Height: 120, Stride: 320}
+	halves := []motion.Zone{
+		{Name: "left", Polygon: []motion.Point{{X: 0, Y: 0}, {X: 0.5, Y: 0}, {X: 0.5, Y: 1}, {X: 0, Y: 1}}},
+		{Name: "right", Polygon: []motion.Point{{X: 0.5, Y: 0}, {X: 1, Y: 0}, {X: 1, Y: 1}, {X: 0.5, Y: 1}}},
+	}
+	// Frames come every 100 ms from each span's from to its to (both
+	// included); the camera goes away before a span marked offline.
+	type span struct {
+		from, to time.Duration
+		offline  bool
+	}
+	s := time.Second
+	for _, tc := range []struct {
+		name    string
+		cfg     motion.Config
+		objects []motiontest.Object
+		spans   []span
+		want    []string // "@ms zones=[…] moving=[…] frames=N skipped=N over_s=S", times from the first frame
+	}{
+		{"none before the first period ends", motion.Config{}, nil,
+			[]span{{0, 1900 * time.Millisecond, false}}, nil},
+		{"one a period, the first a period after the first frame", motion.Config{}, nil,
+			[]span{{0, 6 * s, false}},
+			[]string{"@2000 zones=[frame] moving=[] frames=21 skipped=0 over_s=2", "@4000 zones=[frame] moving=[] frames=20 skipped=0 over_s=2",
+				"@6000 zones=[frame] moving=[] frames=20 skipped=0 over_s=2"}},
+		{"frames max_fps skips are counted apart", motion.Config{MaxFPS: 5}, nil,
+			[]span{{0, 4 * s, false}},
+			[]string{"@2000 zones=[frame] moving=[] frames=11 skipped=10 over_s=2", "@4000 zones=[frame] moving=[] frames=10 skipped=10 over_s=2"}},
+		{"the zones moving when the period ends", motion.Config{Zones: halves},
+			[]motiontest.Object{{From: 2500 * time.Millisecond, To: 4500 * time.Millisecond, Start: [2]float64{0.1, 0.5}, End: [2]float64{0.35, 0.5}, W: 0.15, H: 0.2, Luma: 230}},
+			[]span{{0, 10 * s, false}},
+			[]string{"@2000 zones=[left right] moving=[] frames=21 skipped=0 over_s=2", "@4000 zones=[left right] moving=[left] frames=20 skipped=0 over_s=2",
+				"@6000 zones=[left right] moving=[left] frames=20 skipped=0 over_s=2", "@8000 zones=[left right] moving=[] frames=20 skipped=0 over_s=2",
+				"@10000 zones=[left right] moving=[] frames=20 skipped=0 over_s=2"}},
+		{"none while frames stop; they start a period afresh", motion.Config{}, nil,
+			[]span{{0, 3 * s, false}, {10 * s, 13 * s, false}},
+			[]string{"@2000 zones=[frame] moving=[] frames=21 skipped=0 over_s=2", "@12000 zones=[frame] moving=[] frames=21 skipped=0 over_s=2"}},
+		{"a camera that went away starts a period afresh", motion.Config{}, nil,
+			[]span{{0, 3 * s, false}, {3100 * time.Millisecond, 6 * s, true}},
+			[]string{"@2000 zones=[frame] moving=[] frames=21 skipped=0 over_s=2", "@5100 zones=[frame] moving=[] frames=21 skipped=0 over_s=2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sc := motiontest.Scene{Format: format, Seed: 1, Noise: 3, Objects: tc.objects}
+				cam := haltest.NewCamera(format, 1)
+				clock, err := body.NewClock()
+				if err != nil {
+					t.Fatal(err)
+				}
+				o := NewOutlet(Source{Channel: "camera.front", Clock: clock}, 256)
+				c, err := NewCameraChannel(o, cam, tc.cfg, Snapshots{}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.SetSummary(2 * time.Second)
+				done := make(chan error, 1)
+				go func() { done <- c.Run(t.Context()) }()
+				const base = hal.Mono(time.Second) // the first frame's time
+				seq := uint64(0)
+				seqAt := map[int64]uint64{} // the frames' sequence numbers by their time
+				for _, sp := range tc.spans {
+					if sp.offline {
+						cam.Fail(fmt.Errorf("camera front: %w", hal.ErrAbsent))
+						synctest.Wait()
+					}
+					for at := sp.from; at <= sp.to; at += 100 * time.Millisecond {
+						buf := make([]byte, sc.Bytes())
+						sc.Render(buf, at, seq)
+						seq++
+						cam.Push(buf, seq, base.Add(at))
+						seqAt[int64(base.Add(at))] = seq
+						synctest.Wait() // the channel analysed it
+					}
+				}
+				cam.Halt()
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+				var got []string
+				for len(o.q) > 0 {
+					ev := (<-o.q).ev
+					if ev.Type != "camera.summary" {
+						continue
+					}
+					var p CameraSummary
+					if err := ledger.UnmarshalPayload(ev.Payload, &p); err != nil {
+						t.Fatal(err)
+					}
+					if want, ok := seqAt[ev.MonotonicNS]; !ok || ev.SourceSequence != want {
+						t.Errorf("a summary at %d with sequence %d: got no frame of that time and sequence, want the frame's (%d)", ev.MonotonicNS, ev.SourceSequence, want)
+					}
+					got = append(got, fmt.Sprintf("@%d zones=%v moving=%v frames=%d skipped=%d over_s=%v",
+						time.Duration(ev.MonotonicNS-int64(base)).Milliseconds(), p.Zones, p.Moving, p.Frames, p.Skipped, p.OverS))
+				}
+				if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+					t.Errorf("summaries:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+				}
+			})
+		})
 	}
 }

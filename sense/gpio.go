@@ -45,8 +45,9 @@ func (c *LineConfig) Validate() error {
 	return nil
 }
 
-// Changed is the payload of gpio.changed; it is the body's, so that the
-// people's takeover in act reads the same type.
+// Changed is the payload of gpio.changed, and of gpio.level (with no
+// Edge); it is the body's, so that the people's takeover in act reads
+// the same type.
 type Changed = body.LineChanged
 
 // Press is the payload of gpio.long_press and gpio.double_press.
@@ -59,7 +60,9 @@ type Press struct {
 
 // LineChannel turns a GPIO input line's edges into events: gpio.changed
 // for every (debounced) change, and for buttons gpio.long_press and
-// gpio.double_press. Times come from the driver's edge timestamps.
+// gpio.double_press. Times come from the driver's edge timestamps. At
+// start it reports the line's level (gpio.level), so that a contact's
+// state is known without waiting for it to change.
 type LineChannel struct {
 	out  *Outlet
 	line hal.LineIn
@@ -89,14 +92,20 @@ func levelWord(l hal.Level) string {
 	return "low"
 }
 
-// Run reads edges until ctx is done or the line is halted (then it
-// returns nil); another error of the line is returned.
+// Run reads the line's level and emits it as gpio.level, timed now
+// (nothing is emitted when the read fails), then reads edges until ctx
+// is done or the line is halted (then it returns nil); another error of
+// the line is returned.
 func (c *LineChannel) Run(ctx context.Context) error {
 	if l, err := c.line.Read(); err == nil {
+		now := c.now()
 		c.active = l == c.cfg.Active
 		if c.active {
-			c.pressedAt, c.longSent = c.now(), true // held before we came: not a press of ours
+			c.pressedAt, c.longSent = now, true // held before we came: not a press of ours
 		}
+		// No edge, no sequence: a level read, not a change (the people's
+		// takeover reads gpio.changed only).
+		c.out.Emit("gpio.level", now, 0, Changed{Line: c.line.Name(), Level: levelWord(l), Active: c.active})
 	}
 	for {
 		wctx, cancel := ctx, context.CancelFunc(func() {})

@@ -56,21 +56,21 @@ func TestLineChannel(t *testing.T) {
 	}{
 		{"a sensor line reports every change", LineConfig{Active: hi},
 			[]step{{100 * time.Millisecond, hi}, {300 * time.Millisecond, lo}},
-			[]string{"gpio.changed@100 level=high edge=rising active=true", "gpio.changed@300 level=low edge=falling active=false"}, time.Second},
+			[]string{"gpio.level@0 level=low active=false", "gpio.changed@100 level=high edge=rising active=true", "gpio.changed@300 level=low edge=falling active=false"}, time.Second},
 		{"a short press is two changes and nothing else", LineConfig{Active: lo, Button: true},
 			[]step{{100 * time.Millisecond, lo}, {250 * time.Millisecond, hi}},
-			[]string{"gpio.changed@100 level=low edge=falling active=true", "gpio.changed@250 level=high edge=rising active=false"}, 3 * time.Second},
+			[]string{"gpio.level@0 level=high active=false", "gpio.changed@100 level=low edge=falling active=true", "gpio.changed@250 level=high edge=rising active=false"}, 3 * time.Second},
 		{"a long press is reported while still held", LineConfig{Active: hi, Button: true},
 			[]step{{100 * time.Millisecond, hi}, {1600 * time.Millisecond, lo}},
-			[]string{"gpio.changed@100 level=high edge=rising active=true", "gpio.long_press@1100 held_ms=1000", "gpio.changed@1600 level=low edge=falling active=false"}, 3 * time.Second},
+			[]string{"gpio.level@0 level=low active=false", "gpio.changed@100 level=high edge=rising active=true", "gpio.long_press@1100 held_ms=1000", "gpio.changed@1600 level=low edge=falling active=false"}, 3 * time.Second},
 		{"a double press, and a third press that starts over", LineConfig{Active: hi, Button: true},
 			[]step{{100 * time.Millisecond, hi}, {200 * time.Millisecond, lo}, {450 * time.Millisecond, hi}, {550 * time.Millisecond, lo}, {700 * time.Millisecond, hi}, {800 * time.Millisecond, lo}},
-			[]string{"gpio.changed@100 level=high edge=rising active=true", "gpio.changed@200 level=low edge=falling active=false",
+			[]string{"gpio.level@0 level=low active=false", "gpio.changed@100 level=high edge=rising active=true", "gpio.changed@200 level=low edge=falling active=false",
 				"gpio.changed@450 level=high edge=rising active=true", "gpio.double_press@450 held_ms=250", "gpio.changed@550 level=low edge=falling active=false",
 				"gpio.changed@700 level=high edge=rising active=true", "gpio.changed@800 level=low edge=falling active=false"}, 3 * time.Second},
 		{"presses further apart are not double", LineConfig{Active: hi, Button: true, DoublePress: 200 * time.Millisecond},
 			[]step{{100 * time.Millisecond, hi}, {200 * time.Millisecond, lo}, {450 * time.Millisecond, hi}, {500 * time.Millisecond, lo}},
-			[]string{"gpio.changed@100 level=high edge=rising active=true", "gpio.changed@200 level=low edge=falling active=false",
+			[]string{"gpio.level@0 level=low active=false", "gpio.changed@100 level=high edge=rising active=true", "gpio.changed@200 level=low edge=falling active=false",
 				"gpio.changed@450 level=high edge=rising active=true", "gpio.changed@500 level=low edge=falling active=false"}, 3 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -111,6 +111,65 @@ func TestLineChannel(t *testing.T) {
 					t.Fatalf("Run: %v", err)
 				}
 				cancel()
+				got := drain(t, o, base)
+				if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+					t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+				}
+			})
+		})
+	}
+}
+
+// At start a line channel reports the level it reads, active or not by
+// the line's config, once and before any change; a line it cannot read
+// at start is not reported until it changes.
+func TestLineChannelLevelAtStart(t *testing.T) {
+	const lo, hi = hal.Low, hal.High
+	for _, tc := range []struct {
+		name    string
+		cfg     LineConfig
+		initial hal.Level
+		fail    bool
+		want    []string
+	}{
+		{"active-high, low", LineConfig{Active: hi}, lo, false, []string{"gpio.level@0 level=low active=false"}},
+		{"active-high, high", LineConfig{Active: hi}, hi, false, []string{"gpio.level@0 level=high active=true"}},
+		{"active-low, low", LineConfig{Active: lo}, lo, false, []string{"gpio.level@0 level=low active=true"}},
+		{"active-low, high", LineConfig{Active: lo}, hi, false, []string{"gpio.level@0 level=high active=false"}},
+		{"a button held at start: its level, and no press of ours", LineConfig{Active: lo, Button: true}, lo, false,
+			[]string{"gpio.level@0 level=low active=true", "gpio.changed@2000 level=high edge=rising active=false"}},
+		{"a failed read: nothing", LineConfig{Active: hi}, hi, true, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				clock, err := body.NewClock()
+				if err != nil {
+					t.Fatal(err)
+				}
+				start := time.Now()
+				base := hal.MonoNow()
+				now := func() hal.Mono { return base.Add(time.Since(start)) }
+				src := haltest.NewChip("c").AddIn("DOOR", tc.initial)
+				if tc.fail {
+					src.Fail(fmt.Errorf("haltest: read DOOR: %w", hal.ErrAbsent))
+				}
+				o := NewOutlet(Source{Channel: "gpio.door", Clock: clock}, 8)
+				c, err := NewLineChannel(o, src, tc.cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.now = now
+				done := make(chan error, 1)
+				go func() { done <- c.Run(t.Context()) }()
+				time.Sleep(2 * time.Second) // the bubble's fake clock: past a long press
+				if tc.cfg.Button {
+					src.Set(hi, now())
+					synctest.Wait()
+				}
+				src.Halt()
+				if err := <-done; err != nil {
+					t.Fatalf("Run: %v", err)
+				}
 				got := drain(t, o, base)
 				if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
 					t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))

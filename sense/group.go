@@ -146,14 +146,8 @@ func NewGroup(ds *body.Devices, gc GroupConfig) *Group {
 			continue
 		}
 		ch.SetCPU(heavy)
-		zones := []string{motion.WholeFrame}
-		if len(cc.Zones) > 0 {
-			zones = zones[:0]
-			for _, z := range cc.Zones {
-				zones = append(zones, z.Name)
-			}
-		}
-		s.Cameras = append(s.Cameras, GroupCamera{ID: c.ID, Cam: c.Cam, Ch: ch, Zones: zones})
+		ch.SetSummary(time.Duration(cc.SummaryS) * time.Second)
+		s.Cameras = append(s.Cameras, GroupCamera{ID: c.ID, Cam: c.Cam, Ch: ch, Zones: ch.Zones()})
 		s.runs = append(s.runs, senseRun{c.ID, ch.Run})
 	}
 	if ds.Mic != nil {

@@ -62,3 +62,30 @@ func TestGroupReportsAStoppedDevice(t *testing.T) {
 		sn.Stop()
 	})
 }
+
+// A camera's summary period and zones come from its config, by the
+// profile's camera name; a camera the config does not name has the
+// defaults.
+func TestGroupCameraSummaryAndZones(t *testing.T) {
+	format := hal.FrameFormat{Pixel: hal.PixelGrey, Width: 64, Height: 48, Stride: 64}
+	ds := &body.Devices{Cams: []body.CameraDevice{{ID: "camera.front", Cam: haltest.NewCamera(format, 1)}, {ID: "camera.back", Cam: haltest.NewCamera(format, 1)}}}
+	clock, err := body.NewClock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default().Sense
+	cfg.Cameras = map[string]config.Camera{"front": {SummaryS: 30, Zones: []config.Zone{
+		{Name: "door", Polygon: [][2]float64{{0, 0}, {0.5, 0}, {0.5, 1}}},
+		{Name: "window", Polygon: [][2]float64{{0.5, 0}, {1, 0}, {1, 1}}},
+	}}}
+	sn := NewGroup(ds, GroupConfig{Sense: cfg, DataDir: t.TempDir(), Clock: clock, Registry: body.NewRegistry(time.Now), Log: slog.New(slog.DiscardHandler)})
+	got := map[string]string{}
+	for _, c := range sn.Cameras {
+		got[c.ID] = fmt.Sprintf("every %v, zones %v", c.Ch.every, c.Zones)
+	}
+	for id, want := range map[string]string{"camera.front": "every 30s, zones [door window]", "camera.back": "every 1m0s, zones [frame]"} {
+		if got[id] != want {
+			t.Errorf("%s: got %q, want %q", id, got[id], want)
+		}
+	}
+}

@@ -342,6 +342,9 @@ type Camera struct {
 	MaxFPS      *float64   `json:"max_fps"`
 	Privacy     string     `json:"privacy"`
 	Snapshots   *Snapshots `json:"snapshots"`
+	// SummaryS is how often camera.summary is emitted, in seconds; 0
+	// (absent) is the schema's default.
+	SummaryS int `json:"summary_s"`
 }
 
 // Zone is a named polygon in normalised frame coordinates.

@@ -51,6 +51,8 @@ func TestCheckRefuses(t *testing.T) {
 		{"zone corner outside the frame", `{"version": 1, "sense": {"cameras": {"front": {"zones": [{"name": "door", "polygon": [[0, 0], [1.5, 0], [1, 1]]}]}}}}`, `$.sense.cameras.front.zones[0].polygon[1][0]: out of range: 1.5 is more than the maximum 1`},
 		{"zone of two corners", `{"version": 1, "sense": {"cameras": {"front": {"zones": [{"name": "door", "polygon": [[0, 0], [1, 1]]}]}}}}`, `$.sense.cameras.front.zones[0].polygon: 2 items, want at least 3`},
 		{"unknown camera key", `{"version": 1, "sense": {"cameras": {"front": {"zone": []}}}}`, `$.sense.cameras.front.zone: unknown key "zone"`},
+		{"camera summary of no time", `{"version": 1, "sense": {"cameras": {"front": {"summary_s": 0}}}}`, `$.sense.cameras.front.summary_s: out of range: 0 is less than the minimum 1`},
+		{"camera summary past an hour", `{"version": 1, "sense": {"cameras": {"front": {"summary_s": 3601}}}}`, `$.sense.cameras.front.summary_s: out of range: 3601 is more than the maximum 3600`},
 		{"loud at full scale", `{"version": 1, "sense": {"microphones": {"mic": {"loud_dbfs": 0}}}}`, `$.sense.microphones.mic.loud_dbfs: out of range`},
 		{"privacy class", `{"version": 1, "sense": {"cameras": {"front": {"privacy": "` + canary + `"}}}}`, `$.sense.cameras.front.privacy: not one of the allowed values`},
 		{"speaker at full scale", `{"version": 1, "act": {"speakers": {"speaker": {"max_level_dbfs": 0}}}}`, `$.act.speakers.speaker.max_level_dbfs: out of range`},
@@ -278,12 +280,12 @@ func TestLoadRefusesLimitsOutOfOrder(t *testing.T) {
 			t.Errorf("%s: %v, want %q", tc.doc, err, tc.want)
 		}
 	}
-	l, err := Load(Sources{File: write(t, "config.json", `{"version": 1, "sense": {"cameras": {"front": {"zones": [{"name": "door", "polygon": [[0,0],[0.5,0],[0.5,1]]}], "sensitivity": 0.8, "snapshots": {"enabled": true}}}}}`)})
+	l, err := Load(Sources{File: write(t, "config.json", `{"version": 1, "sense": {"cameras": {"front": {"zones": [{"name": "door", "polygon": [[0,0],[0.5,0],[0.5,1]]}], "sensitivity": 0.8, "snapshots": {"enabled": true}, "summary_s": 30}}}}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cam := l.Sense.Cameras["front"]
-	if len(cam.Zones) != 1 || cam.Zones[0].Polygon[1] != [2]float64{0.5, 0} || *cam.Sensitivity != 0.8 || !cam.Snapshots.Enabled || cam.MinArea != nil {
+	if len(cam.Zones) != 1 || cam.Zones[0].Polygon[1] != [2]float64{0.5, 0} || *cam.Sensitivity != 0.8 || !cam.Snapshots.Enabled || cam.MinArea != nil || cam.SummaryS != 30 {
 		t.Errorf("camera config %+v", cam)
 	}
 }
