@@ -154,19 +154,24 @@ func NewEnvChannel(out *Outlet, dev hal.EnvSensor, cfg EnvConfig, state EnvState
 
 // Run reads until ctx is done. A sensor that fails lostAfter reads in a
 // row is reported lost (EnvState) and read on at the same interval; the
-// first good read reports it back. The summary is taken after the read
-// that completes its interval, so it holds that read.
+// first good read reports it back. The first good read after the start
+// is an env.reading of its own at once (what the air is is known from
+// the start, not a summary interval later); after it, each summary is
+// taken after the read that completes its interval, so it holds that
+// read.
 func (c *EnvChannel) Run(ctx context.Context) error {
 	t := time.NewTicker(c.cfg.Every)
 	defer t.Stop()
 	c.mu.Lock()
 	c.since = time.Now()
 	c.mu.Unlock()
+	first := true
 	for {
 		at := hal.MonoNow()
 		c.read(at)
 		c.mu.Lock()
-		due := time.Since(c.since)+c.cfg.Every/2 >= c.cfg.Summary
+		due := time.Since(c.since)+c.cfg.Every/2 >= c.cfg.Summary || first && c.samples > 0
+		first = first && c.samples == 0
 		c.mu.Unlock()
 		if due {
 			c.summarise(at)

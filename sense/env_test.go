@@ -95,8 +95,9 @@ func TestEnvChannelHysteresis(t *testing.T) {
 	}
 }
 
-// TestEnvChannelSummaries: env.reading every summary interval, with the
-// last value at the top and each quantity's least, greatest and mean;
+// TestEnvChannelSummaries: env.reading of the first read at once, then
+// every summary interval, with the last value at the top and each
+// quantity's least, greatest and mean;
 // a sensor without humidity reports none; failed reads are counted, three
 // in a row report the sensor lost, and the next good read back; an
 // interval with no good read emits nothing.
@@ -116,6 +117,9 @@ func TestEnvChannelSummaries(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- c.Run(ctx) }()
 		synctest.Wait()
+		if got := envEvents(t, o); len(got) != 1 || got[0] != "env.reading temperature_c=20 pressure_hpa=1000 samples=1" {
+			t.Fatalf("at the start: %q, want the first read at once", got)
+		}
 		// Values change between reads (at 5, 15, ... 45 s), so which a
 		// read sees does not depend on the order of two goroutines.
 		time.Sleep(5 * time.Second)
@@ -128,13 +132,13 @@ func TestEnvChannelSummaries(t *testing.T) {
 		synctest.Wait()
 		var r EnvReading
 		got := envEvents(t, o, &r)
-		if len(got) != 1 || got[0] != "env.reading temperature_c=25 pressure_hpa=1004 samples=7" {
+		if len(got) != 1 || got[0] != "env.reading temperature_c=25 pressure_hpa=1004 samples=6" {
 			t.Fatalf("the first summary: %q", got)
 		}
-		// Seven reads, at 0, 10, ... 60 s: 20, 21, 22, 23, 24, 25 and 25 °C;
-		// 1000, 1000, 1001, 1002, 1003, 1004 and 1004 hPa.
-		if st := r.Stats[QuantityTemperature]; st != (Stat{Last: 25, Min: 20, Max: 25, Mean: 22.86}) || r.Over != 60 || r.Humidity != nil ||
-			r.Stats[QuantityPressure] != (Stat{Last: 1004, Min: 1000, Max: 1004, Mean: 1002}) || r.Sensor != "BMP280 at 0x77 on I2C1" {
+		// Six reads after the first, at 10, 20, ... 60 s: 21, 22, 23, 24,
+		// 25 and 25 °C; 1000, 1001, 1002, 1003, 1004 and 1004 hPa.
+		if st := r.Stats[QuantityTemperature]; st != (Stat{Last: 25, Min: 21, Max: 25, Mean: 23.33}) || r.Over != 60 || r.Humidity != nil ||
+			r.Stats[QuantityPressure] != (Stat{Last: 1004, Min: 1000, Max: 1004, Mean: 1002.33}) || r.Sensor != "BMP280 at 0x77 on I2C1" {
 			t.Errorf("the first summary: %+v", r)
 		}
 		dev.Fail(errors.New("I2C1 address 0x77: remote I/O error"))

@@ -10,19 +10,20 @@ import (
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/ledger"
+	"github.com/tobe-body/tobe-body/sense"
 )
 
 // Summary periods of the channels whose summaries keep the world model's
 // states, when their config says nothing.
 const (
-	defaultCameraSummary = time.Minute
+	defaultCameraSummary = sense.DefaultCameraSummary
 	defaultMicSummary    = 10 * time.Second
 )
 
 // worldFacts are what the board and the config give the world model:
 // which channels feed entities, and how often those that summarise do.
 func worldFacts(p *board.Profile, c *config.Config) world.Facts {
-	f := world.Facts{Cameras: map[string][]string{}, CameraSummary: defaultCameraSummary, MicSummary: defaultMicSummary,
+	f := world.Facts{Cameras: map[string][]string{}, MicSummary: defaultMicSummary,
 		EnvSummary: time.Duration(c.Sense.Env.SummaryS) * time.Second}
 	for _, cam := range p.Cameras {
 		zones := []string{"frame"}
@@ -33,6 +34,11 @@ func worldFacts(p *board.Profile, c *config.Config) world.Facts {
 			}
 		}
 		f.Cameras[body.ChannelID("camera", cam.Name)] = zones
+		every := defaultCameraSummary
+		if cc, ok := c.Sense.Cameras[cam.Name]; ok && cc.SummaryS > 0 {
+			every = time.Duration(cc.SummaryS) * time.Second
+		}
+		f.CameraSummary = max(f.CameraSummary, every)
 	}
 	if a := p.Audio.Capture; a != nil {
 		f.Microphones = append(f.Microphones, body.ChannelID("audio-capture", a.Name))
