@@ -306,9 +306,9 @@ func (c *change) settle() error {
 			continue
 		}
 		at := c.at[ent.ID]
-		st.At, st.Since, st.Was = at, at, last.Value
+		st.At, st.Since, st.SinceRunMS, st.Was = at, at, c.run, last.Value
 		if st.Value == last.Value {
-			st.Since, st.Was = last.Since, last.Was
+			st.Since, st.SinceRunMS, st.Was = last.Since, last.SinceRunMS, last.Was
 		}
 		if err := c.emit(EventChanged, ent.ID, provenanceOf(st.Provenance), st); err != nil {
 			return err

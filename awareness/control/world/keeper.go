@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/tobe-body/tobe-body/awareness/control/wait"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
@@ -63,10 +66,11 @@ func (c *roundCmd) Decide(v *ledger.View) ([]ledger.Event, error) {
 }
 
 // Keeper keeps the model true to the running clock: at Start it ends
-// what the body sensed before it stopped (restarted), and every Every
-// it records the ends of states that expired (not_seen), which queries
-// already treat as unknown. It writes only when there is something to
-// end.
+// what the body sensed before it stopped (restarted); every Every it
+// records the ends of states that expired (not_seen), which queries
+// already treat as unknown; and every HoldEvery it records that a state
+// has held as long as a wait condition asks (world.held). It writes only
+// when there is something to record.
 type Keeper struct {
 	Store *ledger.Store
 	Model *Model
@@ -79,6 +83,9 @@ type Keeper struct {
 	// the ledger's last event then); zero: unknown, the start's time.
 	StoppedAt time.Time
 	Log       *slog.Logger
+
+	// held are the holds recorded, by dedupe key, while they are due.
+	held map[string]bool
 }
 
 func (k *Keeper) now() time.Time {
@@ -127,7 +134,12 @@ func (k *Keeper) Round(ctx context.Context) error {
 	return err
 }
 
-// Run looks for expiries every Every until ctx ends.
+// HoldEvery is how often the keeper looks for states that have held as
+// long as a wait condition asks: a world.held comes at most this late.
+const HoldEvery = 5 * time.Second
+
+// Run looks for expiries every Every, and for holds every HoldEvery,
+// until ctx ends.
 func (k *Keeper) Run(ctx context.Context) error {
 	every := k.Every
 	if every <= 0 {
@@ -135,6 +147,8 @@ func (k *Keeper) Run(ctx context.Context) error {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	h := time.NewTicker(HoldEvery)
+	defer h.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -143,8 +157,131 @@ func (k *Keeper) Run(ctx context.Context) error {
 			if err := k.Round(ctx); err != nil && !errors.Is(err, context.Canceled) && k.Log != nil {
 				k.Log.Warn("world: the expiries could not be recorded; queries still treat them as unknown", "err", err)
 			}
+		case <-h.C:
+			if err := k.Holds(ctx); err != nil && !errors.Is(err, context.Canceled) && k.Log != nil {
+				k.Log.Warn("world: the holds wait conditions ask for could not be recorded", "err", err)
+			}
 		}
 	}
+}
+
+// hold is what a wait condition asks of world.held: an entity (its
+// clause on entity, or a channel it names), a value (its clause on
+// value; "" any but unknown), held longer than above seconds (its clause
+// on held_s).
+type hold struct {
+	cond, entity, value string
+	above               float64
+}
+
+// holdsOf reads what waiting conditions ask of world.held.
+func holdsOf(conds []wait.Condition) []hold {
+	var out []hold
+	for _, c := range conds {
+		if !slices.ContainsFunc(c.Types, func(t string) bool { return ledger.MatchType(t, EventHeld) }) {
+			continue
+		}
+		h := hold{cond: c.ID, above: -1}
+		var entities []string
+		for _, cl := range c.Match {
+			s, _ := cl.Equals.(string)
+			switch {
+			case cl.Field == "entity" && s != "":
+				entities = append(entities, s)
+			case cl.Field == "value" && s != "":
+				h.value = s
+			case cl.Field == "held_s" && cl.Above != nil:
+				h.above = *cl.Above
+			}
+		}
+		if len(entities) == 0 {
+			entities = c.Channels
+		}
+		if h.above < 0 {
+			continue
+		}
+		for _, e := range entities {
+			if !strings.HasSuffix(e, ".") {
+				h.entity = e
+				out = append(out, h)
+			}
+		}
+	}
+	return out
+}
+
+// Holds records a world.held for each waiting condition whose entity
+// has held its value (on the running clock) longer than the condition's
+// held_s: once for each time the value began (a dedupe key of the
+// condition, the entity and the start), whatever restarts come between.
+func (k *Keeper) Holds(ctx context.Context) error {
+	conds, err := wait.List(k.Store, func(c *wait.Condition) bool { return c.Removed == "" })
+	if err != nil {
+		return err
+	}
+	hs := holdsOf(conds)
+	if len(hs) == 0 {
+		return nil
+	}
+	run := k.Store.Running().Milliseconds()
+	states := map[string]Changed{}
+	err = k.Store.ReadProjection(ProjectionName, func(kv ledger.ReadKV) error {
+		for _, h := range hs {
+			var c Changed
+			if b := kv.Get(entityKey(h.entity)); b != nil && ledger.UnmarshalPayload(b, &c) == nil {
+				states[h.entity] = c
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if k.held == nil {
+		k.held = map[string]bool{}
+	}
+	var evs []ledger.Event
+	due := map[string]bool{}
+	for _, h := range hs {
+		c, ok := states[h.entity]
+		if !ok || c.Value == Unknown || h.value != "" && c.Value != h.value {
+			continue
+		}
+		held := float64(run-c.SinceRunMS) / 1000
+		if held <= h.above {
+			continue
+		}
+		dk := fmt.Sprintf("world.held:%s:%s:%d", h.cond, h.entity, c.Since)
+		due[dk] = true
+		if k.held[dk] {
+			continue
+		}
+		p, err := ledger.MarshalPayload(Held{Entity: h.entity, Value: c.Value, Since: c.Since, HeldS: int64(held), Condition: h.cond})
+		if err != nil {
+			return err
+		}
+		priv := ledger.Sensitive
+		if e, ok := k.Model.Entity(h.entity); ok {
+			priv = e.Privacy
+		}
+		evs = append(evs, ledger.Event{Type: EventHeld, ChannelID: h.entity, OccurredAt: k.now().UnixNano(), Provenance: provenanceOf(c.Provenance),
+			Trust: ledger.High, Privacy: priv, DedupeKey: dk, Payload: p})
+	}
+	for dk := range k.held {
+		if !due[dk] {
+			delete(k.held, dk) // the value changed since: its key is not asked for again
+		}
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	if _, err := k.Store.Append(ctx, evs...); err != nil {
+		return err
+	}
+	for _, e := range evs {
+		k.held[e.DedupeKey] = true
+	}
+	return nil
 }
 
 // Assertion is something a principal tells the body of an entity: a

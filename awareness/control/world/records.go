@@ -136,13 +136,18 @@ type Changed struct {
 	Sources []string `cbor:"sources,omitempty" json:"sources,omitempty"`
 	Records []uint64 `cbor:"records,omitempty" json:"records,omitempty"`
 	Since   int64    `cbor:"since" json:"since_ns"`
+	// SinceRunMS is Since on the ledger's running clock: how long the
+	// value has held is judged by it (see Held), never by the wall
+	// clock.
+	SinceRunMS int64 `cbor:"since_run_ms" json:"since_run_ms"`
 	// At is the valid time of the change (Since, unless only the
 	// provenance or confidence changed).
 	At int64 `cbor:"at" json:"at_ns"`
 }
 
 // Held is the payload of world.held: Entity has been Value since Since
-// (Unix ns), HeldS seconds when it was recorded.
+// (Unix ns), HeldS seconds on the running clock when it was recorded,
+// longer than a wait condition asked (its clause on held_s: above).
 type Held struct {
 	Entity string `cbor:"entity" json:"entity"`
 	Value  string `cbor:"value" json:"value"`

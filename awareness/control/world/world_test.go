@@ -11,6 +11,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tobe-body/tobe-body/act"
+	"github.com/tobe-body/tobe-body/awareness/control/gate"
+	"github.com/tobe-body/tobe-body/awareness/control/wait"
+	"github.com/tobe-body/tobe-body/awareness/control/work"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/ledger"
 	"github.com/tobe-body/tobe-body/sense"
@@ -435,5 +438,76 @@ func TestVerifyRebuildsAfterRetention(t *testing.T) {
 	}
 	if st, _ := g.r.At("contact.front", g.wall.Add(-time.Hour), 0); st.Value != "open" {
 		t.Fatalf("what was true an hour ago, after its evidence went: %+v", st)
+	}
+}
+
+// TestAHoldWakesWhatWaitsForIt: a wait condition for world.held of a
+// room quiet longer than 10 minutes gets one world.held once the room
+// has been quiet that long on the running clock, none before, none
+// again for the same quiet, and another after the next quiet begins.
+func TestAHoldWakesWhatWaitsForIt(t *testing.T) {
+	g := newRig(t, Config{})
+	g.s.Close()
+	g.mod = func(o *ledger.Options) { o.Projections = append(o.Projections, gate.Projections()...) }
+	g.open()
+	ctx := context.Background()
+	item := work.NewCreate(work.Spec{Goal: "tidy the kitchen when nobody is there", DoneWhen: []string{"tidy"}}, "agent:pi", g.wall)
+	if _, err := g.s.Execute(ctx, item); err != nil {
+		t.Fatal(err)
+	}
+	ten := 600.0
+	add := wait.NewAdd(wait.Condition{Owner: item.Item.ID, Types: []string{EventHeld}, ExpiresAt: g.wall.Add(24 * time.Hour).UnixMilli(),
+		Match: []wait.Clause{{Field: "entity", Equals: "room.front-left"}, {Field: "value", Equals: "quiet"}, {Field: "held_s", Above: &ten}}},
+		"agent:pi", g.wall)
+	if _, err := g.s.Execute(ctx, add); err != nil {
+		t.Fatal(err)
+	}
+	k := &Keeper{Store: g.s, Model: g.m, Now: func() time.Time { return g.wall }}
+	held := func() []Held {
+		evs, err := g.s.Events(ledger.Filter{Types: []string{EventHeld}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []Held
+		for _, e := range evs {
+			var h Held
+			if err := ledger.UnmarshalPayload(e.Payload, &h); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, h)
+		}
+		return out
+	}
+	g.sense("camera.motion_started", "camera.front", sense.MotionStarted{Zone: "left"})
+	g.advance(time.Minute)
+	g.sense("camera.motion_ended", "camera.front", sense.MotionEnded{Zone: "left"})
+	for i := 0; i < 11; i++ { // summaries keep it quiet: 11 minutes
+		g.advance(time.Minute)
+		g.sense("camera.summary", "camera.front", sense.CameraSummary{Zones: []string{"left"}})
+		if err := k.Holds(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(held()); i < 9 && n != 0 || i >= 10 && n != 1 {
+			t.Fatalf("after %d minutes of quiet: %d holds recorded", i+1, n)
+		}
+	}
+	h := held()[0]
+	if h.Entity != "room.front-left" || h.Value != "quiet" || h.HeldS <= 600 || h.Condition != add.Condition.ID {
+		t.Fatalf("the hold: %+v", h)
+	}
+	// A keeper of a new start does not record the same hold again.
+	k2 := &Keeper{Store: g.s, Model: g.m, Now: func() time.Time { return g.wall }}
+	if err := k2.Holds(ctx); err != nil || len(held()) != 1 {
+		t.Fatalf("the same quiet again: %v, %d holds", err, len(held()))
+	}
+	g.sense("camera.motion_started", "camera.front", sense.MotionStarted{Zone: "left"})
+	g.advance(time.Second)
+	g.sense("camera.motion_ended", "camera.front", sense.MotionEnded{Zone: "left"})
+	for i := 0; i < 11; i++ {
+		g.advance(time.Minute)
+		g.sense("camera.summary", "camera.front", sense.CameraSummary{Zones: []string{"left"}})
+	}
+	if err := k.Holds(ctx); err != nil || len(held()) != 2 {
+		t.Fatalf("the next quiet: %v, %d holds", err, len(held()))
 	}
 }
