@@ -50,7 +50,7 @@ func (w *writer) derive(e *Event, seq uint64) error {
 		if !followsTypes(d.Types(), e.Type) {
 			continue
 		}
-		evs, err := d.Derive(&View{tx: w.tx, s: w.s}, e, Derivation{Seq: seq, Running: time.Duration(w.run)})
+		evs, err := d.Derive(&View{tx: w.tx, s: w.s, w: w}, e, Derivation{Seq: seq, Running: time.Duration(w.run)})
 		if err == nil && len(evs) > 0 {
 			var todo []int
 			_, todo, _, err = w.prepare(evs)

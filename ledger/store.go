@@ -221,6 +221,9 @@ type Command interface {
 type View struct {
 	tx *bolt.Tx
 	s  *Store
+	// w is the writer whose transaction it is, which keeps the
+	// projections' buckets it looked up.
+	w *writer
 }
 
 // AggregateVersion returns the version of an aggregate (0: none yet).
@@ -241,9 +244,20 @@ func (v *View) Get(projection string, key []byte) []byte {
 // the store keeps no projection of that name); what it returns is valid
 // during Decide or Derive only.
 func (v *View) Projection(name string) ReadKV {
+	if v.w != nil {
+		if b, ok := v.w.buckets[name]; ok {
+			return b
+		}
+	}
 	b := v.tx.Bucket(bProj).Bucket([]byte(name))
 	if b == nil {
 		return MemKV{}
+	}
+	if v.w != nil {
+		if v.w.buckets == nil {
+			v.w.buckets = map[string]*bolt.Bucket{}
+		}
+		v.w.buckets[name] = b
 	}
 	return b
 }

@@ -28,6 +28,9 @@ type writer struct {
 	wrote, ckpt bool
 
 	events, ids, inbox, aggs, meta, projs *bolt.Bucket
+	// buckets are the projections' buckets commands and derivers looked
+	// up in this transaction (View.Projection).
+	buckets map[string]*bolt.Bucket
 	// The counts as this transaction leaves them; update publishes them
 	// before the commit. outboxDirty: the outbox changed.
 	n           counts
@@ -158,7 +161,7 @@ func (w *writer) apply(r *request) error {
 	if r.cmd == nil {
 		return w.ack(r.ack)
 	}
-	evs, err := r.cmd.Decide(&View{tx: w.tx, s: w.s})
+	evs, err := r.cmd.Decide(&View{tx: w.tx, s: w.s, w: w})
 	if err != nil {
 		r.err = err
 		return nil

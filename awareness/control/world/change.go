@@ -23,6 +23,35 @@ type mark struct {
 	s   Seen
 }
 
+// cache is what a Deriver keeps of the projection between events: the
+// sources' current records, the channels' last marks and the entities'
+// last changes, as of the projection's generation gen (the sequence of
+// the last event of the model it applied). Anything else that writes the
+// model (a told assertion, the keeper) moves the generation on, and the
+// next derivation starts the cache afresh.
+type cache struct {
+	gen   uint64
+	cur   map[string]*current
+	marks map[string]*mark
+	last  map[string]*Changed
+	// held lists by entity the sources the projection holds a current
+	// record of, as first read; a change adds its own (sourcesOf).
+	held map[string][]string
+}
+
+func newCache(gen uint64) *cache {
+	return &cache{gen: gen, cur: map[string]*current{}, marks: map[string]*mark{}, last: map[string]*Changed{}, held: map[string][]string{}}
+}
+
+// step is what a change makes of one entity: new records of its sources
+// and ends of old ones.
+type step struct {
+	recs  []Record
+	ended []Ended
+	// at is the valid time of the latest of them.
+	at int64
+}
+
 // change decides the events of one step of the model (a sensed event, a
 // told assertion, the keeper's round) from the projection as a
 // transaction sees it, and keeps what it writes in view for its own next
@@ -34,17 +63,32 @@ type change struct {
 	// base stamps the events: time, clock, causation.
 	base ledger.Event
 	out  []ledger.Event
-	cur  map[string]*current // entity NUL source -> record; nil: none
-	// marks are the channels' last marks; touched the entities whose
-	// fused state may have changed, in order.
-	marks   map[string]*mark
+	// cur and marks are what this change wrote, over cache (nil: none)
+	// over kv.
+	cur   map[string]*current // entity NUL source -> record; nil: none
+	marks map[string]*mark
+	cache *cache
+	// steps are the touched entities' steps, in the order touched.
+	steps   map[string]*step
 	touched []string
-	// at is the valid time of the latest of what touched an entity.
-	at map[string]int64
+	// changed are the changes this change recorded.
+	changed []Changed
 }
 
-func newChange(kv ledger.ReadKV, m *Model, runMS int64, base ledger.Event) *change {
-	return &change{kv: kv, model: m, run: runMS, base: base, cur: map[string]*current{}, marks: map[string]*mark{}, at: map[string]int64{}}
+func newChange(kv ledger.ReadKV, m *Model, runMS int64, base ledger.Event, c *cache) *change {
+	ch := &change{kv: kv, model: m, run: runMS, base: base, cache: c}
+	if c == nil {
+		ch.cur, ch.marks = map[string]*current{}, map[string]*mark{}
+	}
+	return ch
+}
+
+// wrote keeps what this change wrote of a source (nil: its record ended).
+func (c *change) wrote(k string, cu *current) {
+	if c.cur == nil {
+		c.cur = map[string]*current{}
+	}
+	c.cur[k] = cu
 }
 
 // current returns a source's record, or nil.
@@ -53,17 +97,26 @@ func (c *change) current(entity, source string) *current {
 	if cu, ok := c.cur[k]; ok {
 		return cu
 	}
+	if c.cache != nil {
+		if cu, ok := c.cache.cur[k]; ok {
+			return cu
+		}
+	}
 	var cu *current
 	if b := c.kv.Get(currentKey(entity, source)); len(b) == 8 {
 		seq := getU64(b)
-		if rb := c.kv.Get(recordKey(seq)); rb != nil {
+		if rb := c.kv.Get(recordKey(entity, source, seq)); rb != nil {
 			cu = &current{seq: seq}
 			if err := ledger.UnmarshalPayload(rb, &cu.rec); err != nil {
 				cu = nil
 			}
 		}
 	}
-	c.cur[k] = cu
+	if c.cache != nil {
+		c.cache.cur[k] = cu
+	} else {
+		c.cur[k] = cu
+	}
 	return cu
 }
 
@@ -71,6 +124,11 @@ func (c *change) current(entity, source string) *current {
 func (c *change) lastMark(channel string) *mark {
 	if m, ok := c.marks[channel]; ok {
 		return m
+	}
+	if c.cache != nil {
+		if m, ok := c.cache.marks[channel]; ok {
+			return m
+		}
 	}
 	var m *mark
 	ledger.Range(c.kv, markPrefix(channel), nil, true, func(k, v []byte) bool {
@@ -80,7 +138,11 @@ func (c *change) lastMark(channel string) *mark {
 		}
 		return false
 	})
-	c.marks[channel] = m
+	if c.cache != nil {
+		c.cache.marks[channel] = m
+	} else {
+		c.marks[channel] = m
+	}
 	return m
 }
 
@@ -126,12 +188,19 @@ func (c *change) emit(typ, entity string, prov ledger.Provenance, payload any) e
 	return nil
 }
 
-func (c *change) touch(entity string, at int64) {
-	if !slices.Contains(c.touched, entity) {
+// stepOf is an entity's step in this change, touched now.
+func (c *change) stepOf(entity string, at int64) *step {
+	st := c.steps[entity]
+	if st == nil {
+		if c.steps == nil {
+			c.steps = map[string]*step{}
+		}
+		st = &step{at: at}
+		c.steps[entity] = st
 		c.touched = append(c.touched, entity)
-		c.at[entity] = at
 	}
-	c.at[entity] = max(c.at[entity], at)
+	st.at = max(st.at, at)
+	return st
 }
 
 // end ends a source's record for reason at valid time at (never before
@@ -139,12 +208,9 @@ func (c *change) touch(entity string, at int64) {
 func (c *change) end(cu *current, reason string, at int64, ev *Evidence) error {
 	_, seenAt := c.seen(cu)
 	at = max(at, cu.rec.ValidFrom)
-	if err := c.emit(EventEnded, cu.rec.Entity, ledger.Inferred, Ended{Entity: cu.rec.Entity, Source: cu.rec.Source, Record: cu.seq,
-		Reason: reason, At: at, LastSeen: seenAt, Evidence: ev}); err != nil {
-		return err
-	}
-	c.cur[cu.rec.Entity+"\x00"+cu.rec.Source] = nil
-	c.touch(cu.rec.Entity, at)
+	st := c.stepOf(cu.rec.Entity, at)
+	st.ended = append(st.ended, Ended{Entity: cu.rec.Entity, Source: cu.rec.Source, Record: cu.seq, Reason: reason, At: at, LastSeen: seenAt, Evidence: ev})
+	c.wrote(cu.rec.Entity+"\x00"+cu.rec.Source, nil)
 	return nil
 }
 
@@ -194,6 +260,9 @@ func (c *change) observe(ent Entity, o *observation, ev Evidence) error {
 			return nil
 		}
 		s := Seen{Channel: o.channel, At: c.base.OccurredAt, RunMS: c.run, Evidence: ev}
+		if c.marks == nil {
+			c.marks = map[string]*mark{}
+		}
 		c.marks[o.channel] = &mark{s: s}
 		return c.emit(EventSeen, ent.ID, o.prov, s)
 	}
@@ -213,11 +282,9 @@ func (c *change) observe(ent Entity, o *observation, ev Evidence) error {
 	if cu != nil {
 		r.Supersedes = cu.seq
 	}
-	if err := c.emit(EventObserved, ent.ID, o.prov, r); err != nil {
-		return err
-	}
-	c.cur[ent.ID+"\x00"+o.source] = &current{rec: r}
-	c.touch(ent.ID, r.ValidFrom)
+	st := c.stepOf(ent.ID, r.ValidFrom)
+	st.recs = append(st.recs, r)
+	c.wrote(ent.ID+"\x00"+o.source, &current{rec: r})
 	return nil
 }
 
@@ -246,13 +313,25 @@ func (c *change) sourcesOf(ent Entity) []string {
 	for _, s := range ent.Sources {
 		out = append(out, s.ID())
 	}
-	prefix := append(key(kCurrent, ent.ID), 0)
-	ledger.Range(c.kv, prefix, nil, false, func(k, _ []byte) bool {
-		if s := string(k[len(prefix):]); !slices.Contains(out, s) {
+	held, ok := []string(nil), false
+	if c.cache != nil {
+		held, ok = c.cache.held[ent.ID]
+	}
+	if !ok {
+		prefix := append(key(kCurrent, ent.ID), 0)
+		ledger.Range(c.kv, prefix, nil, false, func(k, _ []byte) bool {
+			held = append(held, string(k[len(prefix):]))
+			return true
+		})
+		if c.cache != nil {
+			c.cache.held[ent.ID] = held
+		}
+	}
+	for _, s := range held {
+		if !slices.Contains(out, s) {
 			out = append(out, s)
 		}
-		return true
-	})
+	}
 	for k, cu := range c.cur {
 		if e, s, _ := cutNUL(k); e == ent.ID && cu != nil && !slices.Contains(out, s) {
 			out = append(out, s)
@@ -271,9 +350,9 @@ func cutNUL(s string) (string, string, bool) {
 	return s, "", false
 }
 
-// settle records world.changed for each touched entity whose fused state
-// is not the one last recorded, after ending its sources' records that
-// expired.
+// settle records each touched entity's step: a world.changed when its
+// fused state is not the one last recorded (after ending its sources'
+// records that expired), else a world.observed.
 func (c *change) settle() error {
 	for i := 0; i < len(c.touched); i++ {
 		ent, ok := c.model.Entity(c.touched[i])
@@ -289,45 +368,91 @@ func (c *change) settle() error {
 				held = append(held, cu)
 			}
 		}
+		step := c.steps[ent.ID]
 		st := fuse(ent, held)
-		var last Changed
-		if b := c.kv.Get(entityKey(ent.ID)); b != nil {
-			if err := ledger.UnmarshalPayload(b, &last); err != nil {
-				return fmt.Errorf("world: %s: the last state: %w", ent.ID, err)
-			}
-		} else {
-			last.Value = Unknown
-		}
-		if p, ok := c.pending(ent.ID); ok {
-			last = p
+		last, err := c.lastChange(ent.ID)
+		if err != nil {
+			return err
 		}
 		if st.Value == last.Value && st.Conflict == last.Conflict && st.Provenance == last.Provenance && st.Observed == last.Observed &&
 			slices.Equal(st.Sources, last.Sources) && sameReadings(st.Readings, last.Readings) {
+			if len(step.recs)+len(step.ended) == 0 {
+				continue
+			}
+			if err := c.emit(EventObserved, ent.ID, ledger.Inferred, Step{Entity: ent.ID, Records: step.recs, Ended: step.ended}); err != nil {
+				return err
+			}
 			continue
 		}
-		at := c.at[ent.ID]
-		st.At, st.Since, st.SinceRunMS, st.Was = at, at, c.run, last.Value
+		st.At, st.Since, st.SinceRunMS, st.Was = step.at, step.at, c.run, last.Value
 		if st.Value == last.Value {
 			st.Since, st.SinceRunMS, st.Was = last.Since, last.SinceRunMS, last.Was
 		}
+		st.Records, st.Ended = step.recs, step.ended
 		if err := c.emit(EventChanged, ent.ID, provenanceOf(st.Provenance), st); err != nil {
 			return err
 		}
+		st.Records, st.Ended = nil, nil
+		c.changed = append(c.changed, st)
 	}
 	return nil
 }
 
-// pending is the last world.changed this change wrote for an entity.
-func (c *change) pending(entity string) (Changed, bool) {
-	for i := len(c.out) - 1; i >= 0; i-- {
-		if c.out[i].Type == EventChanged && c.out[i].ChannelID == entity {
-			var ch Changed
-			if ledger.UnmarshalPayload(c.out[i].Payload, &ch) == nil {
-				return ch, true
+// lastChange is an entity's last recorded change (a value of unknown
+// when none).
+func (c *change) lastChange(entity string) (Changed, error) {
+	if c.cache != nil {
+		if ch, ok := c.cache.last[entity]; ok {
+			return *ch, nil
+		}
+	}
+	last := Changed{Value: Unknown}
+	if b := c.kv.Get(entityKey(entity)); b != nil {
+		if err := ledger.UnmarshalPayload(b, &last); err != nil {
+			return Changed{}, fmt.Errorf("world: %s: the last state: %w", entity, err)
+		}
+	}
+	if c.cache != nil {
+		c.cache.last[entity] = &last
+	}
+	return last, nil
+}
+
+// keep moves what this change wrote into the cache, its derived events
+// having taken the sequences after first, in order; the cache's
+// generation is the last of them.
+func (c *change) keep(first uint64) {
+	if c.cache == nil || len(c.out) == 0 {
+		return
+	}
+	seqOf := map[string]uint64{} // entity -> the seq of its step's event
+	for i, e := range c.out {
+		if e.Type != EventSeen {
+			seqOf[e.ChannelID] = first + uint64(i)
+			continue
+		}
+		{
+			var s Seen
+			if ledger.UnmarshalPayload(e.Payload, &s) == nil {
+				c.cache.marks[s.Channel] = &mark{seq: first + uint64(i), s: s}
 			}
 		}
 	}
-	return Changed{}, false
+	for k, cu := range c.cur {
+		entity, source, _ := cutNUL(k)
+		if cu != nil && cu.seq == 0 {
+			cu = &current{seq: seqOf[entity], rec: cu.rec}
+		}
+		c.cache.cur[k] = cu
+		if held, ok := c.cache.held[entity]; ok && cu != nil && !slices.Contains(held, source) {
+			c.cache.held[entity] = append(held, source)
+		}
+	}
+	for i := range c.changed {
+		ch := c.changed[i]
+		c.cache.last[ch.Entity] = &ch
+	}
+	c.cache.gen = first + uint64(len(c.out)) - 1
 }
 
 func sameReadings(a, b map[string]Reading) bool {

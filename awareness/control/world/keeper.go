@@ -27,7 +27,7 @@ type roundCmd struct {
 }
 
 func (c *roundCmd) Decide(v *ledger.View) ([]ledger.Event, error) {
-	ch := newChange(v.Projection(ProjectionName), c.model, c.run, ledger.Event{OccurredAt: c.now, Trust: ledger.High})
+	ch := newChange(v.Projection(ProjectionName), c.model, c.run, ledger.Event{OccurredAt: c.now, Trust: ledger.High}, nil)
 	var currents []*current
 	ledger.Range(ch.kv, []byte{kCurrent}, nil, false, func(k, _ []byte) bool {
 		e, s, _ := cutNUL(string(k[1:]))
@@ -115,9 +115,10 @@ func (k *Keeper) Round(ctx context.Context) error {
 	run := k.Store.Running().Milliseconds()
 	due := false
 	err := k.Store.ReadProjection(ProjectionName, func(kv ledger.ReadKV) error {
-		ledger.Range(kv, []byte{kCurrent}, nil, false, func(_, v []byte) bool {
+		ledger.Range(kv, []byte{kCurrent}, nil, false, func(k, v []byte) bool {
 			seq := getU64(v)
-			rec, err := readRecord(kv, seq)
+			e, src, _ := cutNUL(string(k[1:]))
+			rec, err := readRecord(kv, e, src, seq)
 			if err != nil || rec.ExpireMS <= 0 {
 				return true
 			}
@@ -322,7 +323,7 @@ func (c *tellCmd) Decide(v *ledger.View) ([]ledger.Event, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrNoEntity, c.a.Entity)
 	}
-	ch := newChange(v.Projection(ProjectionName), c.model, c.run, ledger.Event{OccurredAt: c.now, Trust: c.a.Trust})
+	ch := newChange(v.Projection(ProjectionName), c.model, c.run, ledger.Event{OccurredAt: c.now, Trust: c.a.Trust}, nil)
 	src := "told:" + c.a.By
 	if c.a.Withdraw {
 		cu := ch.current(ent.ID, src)

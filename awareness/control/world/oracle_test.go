@@ -450,7 +450,7 @@ func dumpSource(s *ledger.Store, or *oracle, entity, source string) string {
 			at, seq := tail(k)
 			extra := ""
 			if v[0] == 'o' {
-				r, _ := readRecord(kv, seq)
+				r, _ := readRecord(kv, entity, source, seq)
 				extra = fmt.Sprintf("%s run %d", r.Value, r.RunMS)
 			}
 			out += fmt.Sprintf("  seq %d at %s %s %s\n", seq, time.Unix(0, at).UTC().Format("15:04:05.000"), v[:1], extra)

@@ -20,7 +20,7 @@ type Projection struct{}
 
 func (Projection) Name() string { return ProjectionName }
 func (Projection) Types() []string {
-	return []string{EventObserved, EventSeen, EventEnded, EventChanged}
+	return []string{EventChanged, EventObserved, EventSeen}
 }
 
 // Apply implements ledger.Projection.
@@ -29,13 +29,68 @@ func (Projection) Apply(kv ledger.KV, e *ledger.Event) error {
 	if !ok {
 		return errors.New("world: the projection needs the events' sequences")
 	}
+	if err := kv.Put(genKey, u64(seq)); err != nil {
+		return err
+	}
 	switch e.Type {
-	case EventObserved:
-		var r Record
-		if err := ledger.UnmarshalPayload(e.Payload, &r); err != nil {
-			return fmt.Errorf("world: a record: %w", err)
+	case EventChanged:
+		var c Changed
+		if err := ledger.UnmarshalPayload(e.Payload, &c); err != nil {
+			return fmt.Errorf("world: a change: %w", err)
 		}
-		if err := kv.Put(recordKey(seq), e.Payload); err != nil {
+		if err := applyStep(kv, seq, c.Ended, c.Records); err != nil {
+			return err
+		}
+		// The change as the entity's state, without its step: the
+		// records are kept once, under their own keys.
+		c.Records, c.Ended = nil, nil
+		b, err := ledger.MarshalPayload(c)
+		if err != nil {
+			return err
+		}
+		if err := kv.Put(entityKey(c.Entity), b); err != nil {
+			return err
+		}
+		return kv.Put(historyKey(c.Entity, c.At, seq), b)
+	case EventObserved:
+		var st Step
+		if err := ledger.UnmarshalPayload(e.Payload, &st); err != nil {
+			return fmt.Errorf("world: a step: %w", err)
+		}
+		return applyStep(kv, seq, st.Ended, st.Records)
+	case EventSeen:
+		var s Seen
+		if err := ledger.UnmarshalPayload(e.Payload, &s); err != nil {
+			return fmt.Errorf("world: a seen mark: %w", err)
+		}
+		return kv.Put(markKey(s.Channel, seq), e.Payload)
+	}
+	return nil
+}
+
+// applyStep keeps the ends and then the records of a step recorded at
+// seq.
+func applyStep(kv ledger.KV, seq uint64, ended []Ended, recs []Record) error {
+	for _, x := range ended {
+		if err := kv.Put(closedKey(x.Entity, x.Source, x.Record), u64(seq)); err != nil {
+			return err
+		}
+		ck := currentKey(x.Entity, x.Source)
+		if getU64(kv.Get(ck)) == x.Record {
+			if err := kv.Delete(ck); err != nil {
+				return err
+			}
+		}
+		if err := kv.Put(validKey(x.Entity, x.Source, x.At, seq), append([]byte{'x'}, x.Reason...)); err != nil {
+			return err
+		}
+	}
+	for _, r := range recs {
+		b, err := ledger.MarshalPayload(r)
+		if err != nil {
+			return err
+		}
+		if err := kv.Put(recordKey(r.Entity, r.Source, seq), b); err != nil {
 			return err
 		}
 		if err := kv.Put(currentKey(r.Entity, r.Source), u64(seq)); err != nil {
@@ -45,41 +100,13 @@ func (Projection) Apply(kv ledger.KV, e *ledger.Event) error {
 			return err
 		}
 		if r.Supersedes != 0 {
-			if err := kv.Put(closedKey(r.Supersedes), u64(seq)); err != nil {
+			if err := kv.Put(closedKey(r.Entity, r.Source, r.Supersedes), u64(seq)); err != nil {
 				return err
 			}
 		}
-		return kv.Put(validKey(r.Entity, r.Source, r.ValidFrom, seq), []byte{'o'})
-	case EventSeen:
-		var s Seen
-		if err := ledger.UnmarshalPayload(e.Payload, &s); err != nil {
-			return fmt.Errorf("world: a seen mark: %w", err)
-		}
-		return kv.Put(markKey(s.Channel, seq), e.Payload)
-	case EventEnded:
-		var x Ended
-		if err := ledger.UnmarshalPayload(e.Payload, &x); err != nil {
-			return fmt.Errorf("world: an end: %w", err)
-		}
-		if err := kv.Put(closedKey(x.Record), u64(seq)); err != nil {
+		if err := kv.Put(validKey(r.Entity, r.Source, r.ValidFrom, seq), []byte{'o'}); err != nil {
 			return err
 		}
-		ck := currentKey(x.Entity, x.Source)
-		if getU64(kv.Get(ck)) == x.Record {
-			if err := kv.Delete(ck); err != nil {
-				return err
-			}
-		}
-		return kv.Put(validKey(x.Entity, x.Source, x.At, seq), append([]byte{'x'}, x.Reason...))
-	case EventChanged:
-		var c Changed
-		if err := ledger.UnmarshalPayload(e.Payload, &c); err != nil {
-			return fmt.Errorf("world: a change: %w", err)
-		}
-		if err := kv.Put(entityKey(c.Entity), e.Payload); err != nil {
-			return err
-		}
-		return kv.Put(historyKey(c.Entity, c.At, seq), e.Payload)
 	}
 	return nil
 }

@@ -118,11 +118,11 @@ func sources(kv ledger.ReadKV, e Entity) []string {
 	return out
 }
 
-func readRecord(kv ledger.ReadKV, seq uint64) (Record, error) {
+func readRecord(kv ledger.ReadKV, entity, source string, seq uint64) (Record, error) {
 	var rec Record
-	b := kv.Get(recordKey(seq))
+	b := kv.Get(recordKey(entity, source, seq))
 	if b == nil {
-		return rec, fmt.Errorf("world: record %d is missing", seq)
+		return rec, fmt.Errorf("world: the record of %s from %s at %d is missing", entity, source, seq)
 	}
 	return rec, ledger.UnmarshalPayload(b, &rec)
 }
@@ -145,7 +145,7 @@ func markAt(kv ledger.ReadKV, channel string, after, upto uint64) (Seen, uint64,
 // upto: its channel's last mark after it, or itself.
 func lastSeen(kv ledger.ReadKV, rec Record, seq, upto uint64) (runMS, at int64) {
 	runMS, at = rec.RunMS, rec.ValidFrom
-	if closed := getU64(kv.Get(closedKey(seq))); closed != 0 && closed <= upto {
+	if closed := getU64(kv.Get(closedKey(rec.Entity, rec.Source, seq))); closed != 0 && closed <= upto {
 		upto = closed - 1 // marks after its end are another record's
 	}
 	if rec.Channel != "" {
@@ -187,7 +187,7 @@ func (r *Reader) Now(ids ...string) ([]State, error) {
 				ss := SourceState{Source: src, Value: Unknown, Why: "no record"}
 				if b := kv.Get(currentKey(ent.ID, src)); len(b) == 8 {
 					seq := getU64(b)
-					rec, err := readRecord(kv, seq)
+					rec, err := readRecord(kv, ent.ID, src, seq)
 					if err != nil {
 						return err
 					}
@@ -279,7 +279,7 @@ func (r *Reader) At(id string, t time.Time, knownAt uint64) (State, error) {
 			case mark[0] == 'x':
 				ss.Why = string(mark[1:])
 			default:
-				rec, err := readRecord(kv, seq)
+				rec, err := readRecord(kv, ent.ID, src, seq)
 				if err != nil {
 					return err
 				}
@@ -451,7 +451,7 @@ func (r *Reader) Explain(id string) (Explanation, error) {
 			seq := ss.Recorded
 			var channel string
 			for n := 0; seq != 0 && n < MaxChain; n++ {
-				rec, err := readRecord(kv, seq)
+				rec, err := readRecord(kv, x.Entity, ss.Source, seq)
 				if err != nil {
 					return err
 				}

@@ -10,23 +10,24 @@ import (
 
 // The model's event types. They are kept with the audit records (their
 // class does not expire), so the projection of them is rebuilt by
-// verify long after the sensed events they cite are gone.
+// verify long after the sensed events they cite are gone. One step of
+// the model (what one sensed event, told assertion or round of the
+// keeper made of one entity) is one event: a change of the entity's
+// state with the records and ends that made it, or those alone.
 const (
-	// EventObserved is a new state of an entity from one source (a
-	// Record): the first, a revision when the value changed, a told
-	// assertion.
+	// EventChanged is a change of an entity's state as the model fuses
+	// its sources (a Changed), with the new records of its sources and
+	// the ends of old ones that made it: what wait conditions and the
+	// agent follow.
+	EventChanged = "world.changed"
+	// EventObserved is a step of an entity's sources that did not change
+	// its state (a Step): a source agreeing with another, a revision of
+	// the air within its uncertainty of another source, an end while
+	// another source still tells.
 	EventObserved = "world.observed"
 	// EventSeen marks a channel's sources as seen again (a Seen): what
 	// keeps their states from expiring.
 	EventSeen = "world.seen"
-	// EventEnded ends a source's state without a new one (an Ended): not
-	// seen in its time, the source lost, the body restarted, a told
-	// assertion withdrawn.
-	EventEnded = "world.expired"
-	// EventChanged is a change of an entity's state as the model fuses
-	// its sources (a Changed): what wait conditions and the agent
-	// follow.
-	EventChanged = "world.changed"
 	// EventHeld says that an entity's state has held as long as a wait
 	// condition asked (a Held).
 	EventHeld = "world.held"
@@ -41,9 +42,10 @@ const (
 	EndWithdrawn  = "withdrawn"   // a told assertion was taken back by its teller
 )
 
-// Record is one source's state of an entity from a valid time on: the
-// payload of world.observed. Its sequence in the ledger is when the body
-// recorded it (transaction time).
+// Record is one source's state of an entity from a valid time on, in a
+// Step or a Changed. The sequence of the event that holds it is when the
+// body recorded it (transaction time), and with its entity and source
+// what names it.
 type Record struct {
 	Entity string `cbor:"entity" json:"entity"`
 	Source string `cbor:"source" json:"source"`
@@ -99,9 +101,9 @@ type Seen struct {
 	Evidence Evidence `cbor:"evidence" json:"evidence"`
 }
 
-// Ended is the payload of world.expired: the record of a source ended
-// at At (valid time, Unix ns) for Reason; LastSeen is when it was last
-// seen, as far as the ledger knows.
+// Ended says that the record of a source (recorded at the sequence
+// Record) ended at At (valid time, Unix ns) for Reason; LastSeen is when
+// it was last seen, as far as the ledger knows.
 type Ended struct {
 	Entity   string `cbor:"entity" json:"entity"`
 	Source   string `cbor:"source" json:"source"`
@@ -132,9 +134,8 @@ type Changed struct {
 	// action it causes is refused at R2 and above when its provenance is
 	// inferred too).
 	Observed bool `cbor:"observed,omitempty" json:"observed,omitempty"`
-	// Sources are the sources that say Value; Records their records.
+	// Sources are the sources that say Value.
 	Sources []string `cbor:"sources,omitempty" json:"sources,omitempty"`
-	Records []uint64 `cbor:"records,omitempty" json:"records,omitempty"`
 	Since   int64    `cbor:"since" json:"since_ns"`
 	// SinceRunMS is Since on the ledger's running clock: how long the
 	// value has held is judged by it (see Held), never by the wall
@@ -143,6 +144,18 @@ type Changed struct {
 	// At is the valid time of the change (Since, unless only the
 	// provenance or confidence changed).
 	At int64 `cbor:"at" json:"at_ns"`
+	// Records and Ended are the step of the entity's sources that made
+	// the change.
+	Records []Record `cbor:"records,omitempty" json:"records,omitempty"`
+	Ended   []Ended  `cbor:"ended,omitempty" json:"ended,omitempty"`
+}
+
+// Step is the payload of world.observed: new records of an entity's
+// sources, and ends of old ones, that left its state as it was.
+type Step struct {
+	Entity  string   `cbor:"entity" json:"entity"`
+	Records []Record `cbor:"records,omitempty" json:"records,omitempty"`
+	Ended   []Ended  `cbor:"ended,omitempty" json:"ended,omitempty"`
 }
 
 // Held is the payload of world.held: Entity has been Value since Since
@@ -159,14 +172,15 @@ type Held struct {
 
 // The projection's keys, in its bucket (ProjectionName):
 //
-//	r SEQ                          the Record at SEQ
+//	r ENTITY 0 SOURCE 0 SEQ        the source's Record recorded at SEQ
 //	c ENTITY 0 SOURCE              SEQ of the source's current record
 //	v ENTITY 0 SOURCE 0 VALID SEQ  'o' a record from VALID on, or 'x' and its reason: an end at VALID
-//	m CHANNEL 0 SEQ                the Seen at SEQ
+//	z ENTITY 0 SOURCE 0 SEQ        the SEQ that ended or superseded the record at SEQ
 //	s ENTITY 0 SOURCE              a source that has had a record of the entity
-//	z SEQ                          the SEQ that ended or superseded the record at SEQ
+//	m CHANNEL 0 SEQ                the Seen at SEQ
 //	e ENTITY                       the latest Changed
 //	h ENTITY 0 VALID SEQ           the Changed at SEQ, from VALID on
+//	g                              SEQ of the last event of the model applied
 //
 // SEQ is big-endian; VALID a Unix ns time, big-endian with its sign bit
 // flipped, so that keys sort by time.
@@ -178,6 +192,7 @@ const (
 	kEntity  = 'e'
 	kSource  = 's'
 	kClosed  = 'z'
+	kGen     = 'g'
 	kHistory = 'h'
 )
 
@@ -205,8 +220,14 @@ func key(kind byte, parts ...string) []byte {
 	return b
 }
 
-func recordKey(seq uint64) []byte             { return append([]byte{kRecord}, u64(seq)...) }
-func closedKey(seq uint64) []byte             { return append([]byte{kClosed}, u64(seq)...) }
+func recordKey(entity, source string, seq uint64) []byte {
+	return append(append(key(kRecord, entity, source), 0), u64(seq)...)
+}
+func closedKey(entity, source string, seq uint64) []byte {
+	return append(append(key(kClosed, entity, source), 0), u64(seq)...)
+}
+
+var genKey = []byte{kGen}
 func currentKey(entity, source string) []byte { return key(kCurrent, entity, source) }
 func validPrefix(entity, source string) []byte {
 	return append(key(kValid, entity, source), 0)
