@@ -16,11 +16,16 @@ import (
 // one device-based discovery document (<prefix>/device/<body_id>/config,
 // with dev, o and cmps); with PerEntity, one document per entity on
 // <prefix>/<component>/<body_id>/<entity>/config, for installations from
-// before device-based discovery. Discovery documents are not retained
-// (Home Assistant's advice: a retained one outlives the device and makes
-// ghosts); they go at the start of every session and again, after a
-// short random delay, whenever Home Assistant says it is online on its
-// status topic, followed by the state documents.
+// before device-based discovery. Home Assistant takes an area only from
+// a device (suggested_area), so the entities of an area (the world
+// model's entities whose configuration says where they are) are a device
+// of their own for each area, connected through the body's device
+// (via_device), on <prefix>/device/<body_id>_<area>/config. Discovery
+// documents are not retained (Home Assistant's advice: a retained one
+// outlives the device and makes ghosts); they go at the start of every
+// session and again, after a short random delay, whenever Home Assistant
+// says it is online on its status topic, followed by the state
+// documents.
 
 // HomeAssistant configures discovery.
 type HomeAssistant struct {
@@ -45,6 +50,11 @@ type Entity struct {
 	DeviceClass, Unit          string
 	StateClass, Category       string
 	Icon                       string
+	// AttributesTopic and AttributesTemplate say where its attributes
+	// are read and how (a template rendering a JSON object).
+	AttributesTopic, AttributesTemplate string
+	// Area, when set, puts it on the area's device (see Discovery).
+	Area string
 }
 
 var (
@@ -64,32 +74,49 @@ func (h HomeAssistant) prefix() string {
 
 // Discovery returns the discovery documents: topic → payload.
 func (o Options) Discovery(h HomeAssistant, entities []Entity) (map[string][]byte, error) {
-	dev := map[string]any{"ids": []string{"tobe-body-" + o.BodyID}, "name": h.Name, "mf": "tobe-body", "sw": h.Version, "sn": o.BodyID}
+	bodyDev := "tobe-body-" + o.BodyID
+	dev := map[string]any{"ids": []string{bodyDev}, "name": h.Name, "mf": "tobe-body", "sw": h.Version, "sn": o.BodyID}
 	if h.Model != "" {
 		dev["mdl"] = h.Model
 	}
 	origin := map[string]any{"name": "tobe-body", "sw": h.Version}
 	avail := map[string]any{"availability_topic": o.StatusTopic(), "payload_available": Online, "payload_not_available": Offline}
+	// The devices: the body's (key ""), and one for each area, by the
+	// area's slug (areas whose names differ only in case and punctuation
+	// are one).
+	devs := map[string]map[string]any{"": dev}
+	cmps := map[string]map[string]any{"": {}}
+	seen := map[string]bool{}
 	out := map[string][]byte{}
-	cmps := map[string]any{}
 	for _, e := range entities {
 		if !entityID.MatchString(e.ID) {
 			return nil, fmt.Errorf("uplink: entity id %q: want [a-z0-9_]+", e.ID)
 		}
-		if _, dup := cmps[e.ID]; dup {
+		if seen[e.ID] {
 			return nil, fmt.Errorf("uplink: entity id %q twice", e.ID)
+		}
+		seen[e.ID] = true
+		area := slugOf(e.Area)
+		if devs[area] == nil {
+			name := e.Area
+			if h.Name != "" {
+				name += " (" + h.Name + ")"
+			}
+			devs[area] = map[string]any{"ids": []string{bodyDev + "-" + area}, "name": name, "mf": "tobe-body", "sw": h.Version,
+				"suggested_area": e.Area, "via_device": bodyDev}
+			cmps[area] = map[string]any{}
 		}
 		c := map[string]any{"p": e.Platform, "name": e.Name, "unique_id": o.BodyID + "_" + e.ID, "qos": 1}
 		for k, v := range map[string]string{"state_topic": e.StateTopic, "value_template": e.ValueTemplate, "command_topic": e.CommandTopic,
 			"payload_press": e.PayloadPress, "command_template": e.CommandTemplate, "device_class": e.DeviceClass, "unit_of_measurement": e.Unit, "state_class": e.StateClass,
-			"entity_category": e.Category, "icon": e.Icon} {
+			"entity_category": e.Category, "icon": e.Icon, "json_attributes_topic": e.AttributesTopic, "json_attributes_template": e.AttributesTemplate} {
 			if v != "" {
 				c[k] = v
 			}
 		}
-		cmps[e.ID] = c
+		cmps[area][e.ID] = c
 		if h.PerEntity {
-			one := map[string]any{"device": expandDevice(dev), "origin": origin}
+			one := map[string]any{"device": expandDevice(devs[area]), "origin": origin}
 			for k, v := range c {
 				if k != "p" {
 					one[k] = v
@@ -108,16 +135,27 @@ func (o Options) Discovery(h HomeAssistant, entities []Entity) (map[string][]byt
 	if h.PerEntity {
 		return out, nil
 	}
-	doc := map[string]any{"dev": dev, "o": origin, "cmps": cmps, "qos": 1}
-	for k, v := range avail {
-		doc[k] = v
+	for area, d := range devs {
+		doc := map[string]any{"dev": d, "o": origin, "cmps": cmps[area], "qos": 1}
+		for k, v := range avail {
+			doc[k] = v
+		}
+		b, err := json.Marshal(doc)
+		if err != nil {
+			return nil, err
+		}
+		id := o.BodyID
+		if area != "" {
+			id += "_" + area
+		}
+		out[fmt.Sprintf("%s/device/%s/config", h.prefix(), id)] = b
 	}
-	b, err := json.Marshal(doc)
-	if err != nil {
-		return nil, err
-	}
-	out[fmt.Sprintf("%s/device/%s/config", h.prefix(), o.BodyID)] = b
 	return out, nil
+}
+
+// slugOf is a name as an id: lower case, [a-z0-9_].
+func slugOf(s string) string {
+	return strings.Trim(notSlug.ReplaceAllString(strings.ToLower(s), "_"), "_")
 }
 
 // expandDevice is the device block with the full key names, as a
@@ -135,18 +173,19 @@ func expandDevice(dev map[string]any) map[string]any {
 }
 
 // Board is what the entities are made from: the body's cameras and their
-// zones, its microphones, whether it has an e-stop and thermal zones.
+// zones, its microphones, whether it has an e-stop and thermal zones,
+// and the entities of its world model.
 type Board struct {
 	Cameras  map[string][]string
 	Mics     []string
 	EStop    bool
 	Thermal  bool
 	Throttle bool
+	World    []WorldEntity
 }
 
 // Entities are the body's entities, reading the state documents.
 func (o Options) Entities(b Board) []Entity {
-	slug := func(s string) string { return strings.Trim(notSlug.ReplaceAllString(strings.ToLower(s), "_"), "_") }
 	onOff := func(cond string) string { return "{{ 'ON' if " + cond + " else 'OFF' }}" }
 	var es []Entity
 	if b.EStop {
@@ -155,17 +194,17 @@ func (o Options) Entities(b Board) []Entity {
 	}
 	for _, cam := range slices.Sorted(maps.Keys(b.Cameras)) {
 		for _, z := range b.Cameras[cam] {
-			es = append(es, Entity{ID: "motion_" + slug(cam) + "_" + slug(z), Platform: "binary_sensor", Name: "Motion " + z + " (" + cam + ")",
+			es = append(es, Entity{ID: "motion_" + slugOf(cam) + "_" + slugOf(z), Platform: "binary_sensor", Name: "Motion " + z + " (" + cam + ")",
 				DeviceClass: "motion", StateTopic: o.StateTopic(cam), ValueTemplate: onOff(fmt.Sprintf("value_json.zones[%q]", z))})
 		}
 	}
 	for _, mic := range b.Mics {
 		es = append(es,
-			Entity{ID: "voice_" + slug(mic), Platform: "binary_sensor", Name: "Voice (" + mic + ")", DeviceClass: "sound",
+			Entity{ID: "voice_" + slugOf(mic), Platform: "binary_sensor", Name: "Voice (" + mic + ")", DeviceClass: "sound",
 				StateTopic: o.StateTopic(mic), ValueTemplate: onOff("value_json.voice")},
 			// dBFS, relative to the microphone's full scale: not a sound
 			// pressure (dB SPL), so no device class says it is one.
-			Entity{ID: "sound_level_" + slug(mic), Platform: "sensor", Name: "Sound level (" + mic + ")", Unit: "dBFS", StateClass: "measurement",
+			Entity{ID: "sound_level_" + slugOf(mic), Platform: "sensor", Name: "Sound level (" + mic + ")", Unit: "dBFS", StateClass: "measurement",
 				Icon: "mdi:volume-high", StateTopic: o.StateTopic(mic), ValueTemplate: "{{ value_json.level_dbfs if value_json.level_dbfs is not none else '' }}"})
 	}
 	self := o.StateTopic(StateSelf)
@@ -186,6 +225,53 @@ func (o Options) Entities(b Board) []Entity {
 	if b.Throttle {
 		es = append(es, Entity{ID: "throttled", Platform: "binary_sensor", Name: "Throttled", DeviceClass: "problem", Category: "diagnostic",
 			StateTopic: self, ValueTemplate: onOff("value_json.throttled")})
+	}
+	return append(es, o.worldEntities(b.World, es)...)
+}
+
+// worldBinary are the kinds of the world model Home Assistant is shown,
+// as binary sensors: the device class, the name's word, and the values
+// that are on and off. Air and outputs are not announced (yet); their
+// documents are published all the same.
+var worldBinary = map[string]struct{ class, word, on, off string }{
+	"room":     {"occupancy", "Room", "active", "quiet"},
+	"door":     {"door", "Door", "open", "closed"},
+	"window":   {"window", "Window", "open", "closed"},
+	"presence": {"presence", "Presence", "present", "absent"},
+}
+
+// WorldAttributes is the attributes' template of a world entity: its
+// confidence, provenance, whether its sources disagree, and since when
+// its value holds (null: not known).
+const WorldAttributes = "{{ {'confidence': value_json.confidence, 'provenance': value_json.provenance, " +
+	"'conflict': value_json.conflict, 'since': value_json.since} | tojson }}"
+
+// worldEntities are the binary sensors of the world model's rooms,
+// doors, windows and presence, each reading its document: ON for the
+// kind's on value, OFF for its off value, and None (which Home Assistant
+// shows as unknown) for unknown or anything else. An id another entity
+// has already is made unique with a number.
+func (o Options) worldEntities(ws []WorldEntity, before []Entity) []Entity {
+	taken := map[string]bool{}
+	for _, e := range before {
+		taken[e.ID] = true
+	}
+	var es []Entity
+	for _, w := range ws {
+		k, ok := worldBinary[w.Kind]
+		if !ok {
+			continue
+		}
+		id := "world_" + slugOf(w.ID)
+		for n := 2; taken[id]; n++ {
+			id = fmt.Sprintf("world_%s_%d", slugOf(w.ID), n)
+		}
+		taken[id] = true
+		topic := o.StateTopic(StateWorld(w.ID))
+		es = append(es, Entity{ID: id, Platform: "binary_sensor", Name: k.word + " " + strings.NewReplacer("_", " ", "-", " ").Replace(w.Name),
+			DeviceClass: k.class, StateTopic: topic,
+			ValueTemplate:   fmt.Sprintf("{{ 'ON' if value_json.value == '%s' else ('OFF' if value_json.value == '%s' else 'None') }}", k.on, k.off),
+			AttributesTopic: topic, AttributesTemplate: WorldAttributes, Area: w.Area})
 	}
 	return es
 }

@@ -10,7 +10,8 @@ import (
 )
 
 func haBoard() Board {
-	return Board{Cameras: map[string][]string{"camera.front": {"door", "garden path"}}, Mics: []string{"audio.mic"}, EStop: true, Thermal: true, Throttle: true}
+	return Board{Cameras: map[string][]string{"camera.front": {"door", "garden path"}}, Mics: []string{"audio.mic"}, EStop: true, Thermal: true, Throttle: true,
+		World: []WorldEntity{{ID: "room.front", Kind: "room", Name: "front"}, {ID: "contact.front_door", Kind: "door", Name: "front_door"}, {ID: "air.hall", Kind: "air", Name: "hall"}}}
 }
 
 func haOptions(t *testing.T) Options {
@@ -34,7 +35,7 @@ func TestDiscoveryHasWhatHomeAssistantRequires(t *testing.T) {
 	}
 	entities = append(entities, btn)
 	states := map[string]bool{o.StateTopic(StateEStop): true, o.StateTopic(StateSelf): true, o.StateTopic(StateOutbox): true,
-		o.StateTopic("camera.front"): true, o.StateTopic("audio.mic"): true}
+		o.StateTopic("camera.front"): true, o.StateTopic("audio.mic"): true, o.StateTopic(StateWorld("room.front")): true, o.StateTopic(StateWorld("contact.front_door")): true}
 	check := func(where string, c map[string]any, root map[string]any) {
 		t.Helper()
 		get := func(k string) string {

@@ -103,8 +103,11 @@ func (t *Tracker) Docs() map[string]any {
 	return out
 }
 
-// Types are the event types Event reads.
-func (t *Tracker) Types() []string { return []string{"camera.motion_", "audio."} }
+// Types are the event types Event reads, as a ledger.Filter selects
+// them (a prefix ends in a dot).
+func (t *Tracker) Types() []string {
+	return []string{"camera.motion_started", "camera.motion_ended", "audio."}
+}
 
 // payloadFields are the fields of the payloads the tracker reads; the
 // rest of a payload is left alone (the ledger's own decoder refuses

@@ -14,11 +14,14 @@ import (
 
 // States keeps the relay's retained state documents: the e-stop's (every
 // second, and at once on an e-stop event), the board's own and the
-// outbox's (every 5 s), and the motion and sound documents the events
-// after After make. Nothing is read from history: a document starts as
-// the body is now (no motion, no voice). With Home Assistant's discovery
-// on, the entities are announced at Start and again when a grant changes
-// (what the broker's principal may press).
+// outbox's (every 5 s), the motion and sound documents the events after
+// After make, and one document per entity of the world model (set at
+// Start from WorldNow, then at each world.changed after After). Nothing
+// is read from history: a document starts as the body is now (no motion,
+// no voice; each entity's state as the model's projection holds it).
+// With Home Assistant's discovery on, the entities are announced at
+// Start and again when a grant changes (what the broker's principal may
+// press).
 //
 // Fill it, call Start once, then run Tick and Follow, each on its own
 // goroutine, until their contexts end.
@@ -38,7 +41,16 @@ type States struct {
 	EStop func() EStopState
 	// Self is the last self-state sample, if there is one.
 	Self func() (body.SelfState, bool)
-	Log  *slog.Logger
+	// WorldNow reads the state now of every entity of the world model
+	// (Board.World), from its projection; nil: no world documents at
+	// Start. An error is logged, and the documents wait for the
+	// entities' next changes.
+	WorldNow func() ([]WorldState, error)
+	// Clock stamps a world document: the wall time it is made at, and
+	// whether the wall clock is synchronised; nil: the wall time, not
+	// known to be synchronised.
+	Clock func() body.Stamp
+	Log   *slog.Logger
 
 	tracker *Tracker
 	pressed []string // the buttons last announced
@@ -55,6 +67,7 @@ func (s *States) Start() error {
 	for name, doc := range s.tracker.Docs() {
 		s.set(name, doc)
 	}
+	s.worldNow()
 	s.estop()
 	s.board()
 	return nil
@@ -79,12 +92,16 @@ func (s *States) Tick(ctx context.Context) {
 }
 
 // Follow follows the ledger after After until ctx ends: an e-stop event
-// sets its document, a grant's announces the buttons again, and a
-// camera's or a microphone's sets the document it changed.
+// sets its document, a grant's announces the buttons again, a camera's
+// or a microphone's sets the document it changed, and a world.changed
+// sets its entity's.
 func (s *States) Follow(ctx context.Context) {
-	f := ledger.Filter{After: s.After, Types: append(s.tracker.Types(), "estop.", "grant.")}
+	f := ledger.Filter{After: s.After, Types: append(s.tracker.Types(), "estop.", "grant.", EventWorldChanged)}
 	err := s.Store.Follow(ctx, f, func(e ledger.Stored) error {
 		switch {
+		case e.Type == EventWorldChanged:
+			s.worldChanged(e.Event)
+			return nil
 		case strings.HasPrefix(e.Type, "estop."):
 			s.estop()
 			return nil
@@ -146,6 +163,47 @@ func (s *States) set(name string, doc any) {
 	if err := s.Relay.SetState(name, doc); err != nil {
 		s.Log.Error("uplink state", "name", name, "err", err)
 	}
+}
+
+// worldNow sets every entity's document from the model's state now.
+func (s *States) worldNow() {
+	if s.WorldNow == nil || len(s.Board.World) == 0 {
+		return
+	}
+	states, err := s.WorldNow()
+	if err != nil {
+		s.Log.Error("uplink state: the world model's state now; each entity's document waits for its next change", "err", err)
+		return
+	}
+	for _, st := range states {
+		s.setWorld(st)
+	}
+}
+
+// worldChanged sets the document of the entity a world.changed names.
+func (s *States) worldChanged(e ledger.Event) {
+	st, err := DecodeWorldChanged(e.Payload)
+	if err != nil {
+		s.Log.Error("uplink state", "event", e.ID, "err", err)
+		return
+	}
+	s.setWorld(st)
+}
+
+// setWorld sets an entity's document, stamped now; an entity the model
+// given does not have (one it no longer keeps) has none.
+func (s *States) setWorld(st WorldState) {
+	if !slices.ContainsFunc(s.Board.World, func(w WorldEntity) bool { return w.ID == st.Entity }) {
+		return
+	}
+	doc := WorldDoc{WorldState: st}
+	if s.Clock != nil {
+		stamp := s.Clock()
+		doc.MadeAt, doc.ClockSynced = stamp.UTC, !stamp.Unsynced
+	} else {
+		doc.MadeAt = time.Now().UTC()
+	}
+	s.set(StateWorld(st.Entity), doc)
 }
 
 func (s *States) estop() {

@@ -1,9 +1,14 @@
 package uplink
 
 import (
+	"context"
+	"log/slog"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/ledger"
 )
 
 // The board's document takes the CPU's temperature from the zone the
@@ -30,4 +35,38 @@ func TestSelfDocOfTheCPUZone(t *testing.T) {
 			t.Errorf("%s: disk free %v MB, want 3", tc.name, doc.DiskFreeMB)
 		}
 	}
+}
+
+// States follows the ledger after After: a camera's motion event and a
+// microphone's voice appended to it set their documents.
+func TestStatesFollowMotionAndSound(t *testing.T) {
+	b := startBroker(t)
+	s := openStore(t)
+	r, _ := run(t, s, testOptions(b))
+	st := &States{Relay: r, Store: s, Board: Board{Cameras: map[string][]string{"camera.front": {"door"}}, Mics: []string{"audio.mic"}},
+		Self: func() (body.SelfState, bool) { return body.SelfState{}, false }, Log: slog.New(slog.DiscardHandler)}
+	if err := st.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); st.Follow(ctx) }()
+	defer func() { cancel(); wg.Wait() }()
+	retained := func(name, want string) {
+		t.Helper()
+		eventually(t, 5*time.Second, name+" = "+want, func() bool { v, _ := b.retained(r.opts.StateTopic(name)); return v == want })
+	}
+	retained("camera.front", `{"motion":false,"zones":{"door":false}}`)
+	for _, e := range []ledger.Event{
+		ev(t, "camera.motion_started", "camera.front", map[string]any{"zone": "door"}),
+		ev(t, "audio.voice_started", "audio.mic", nil),
+	} {
+		e.Provenance = ledger.Observed
+		if _, err := s.Append(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	retained("camera.front", `{"motion":true,"zones":{"door":true}}`)
+	retained("audio.mic", `{"level_dbfs":null,"peak_dbfs":null,"voice":true,"loud":false}`)
 }

@@ -140,7 +140,7 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		return nil, err
 	}
 	mon, startSeq := d.startReaders(h, rec.store, senses, estop, watch, stdout)
-	if err := d.startStates(relay, rec.store, estop, senses, a, cfg, h.profile, startSeq); err != nil {
+	if err := d.startStates(relay, rec.store, estop, senses, a, cfg, h, rec.world, startSeq); err != nil {
 		return nil, err
 	}
 	srv, err := d.serveAdmin(cfg, h, rec, relay, senses, estop, a, startSeq)

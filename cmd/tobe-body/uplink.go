@@ -10,8 +10,8 @@ import (
 
 	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/awareness"
+	"github.com/tobe-body/tobe-body/awareness/control/world"
 	"github.com/tobe-body/tobe-body/awareness/mqttcmd"
-	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/sense"
 
 	"github.com/tobe-body/tobe-body/body"
@@ -74,18 +74,25 @@ func (d *daemon) startUplink(cfg config.MQTT, lcfg config.Ledger, id body.Identi
 }
 
 // startStates runs the uplink's retained state documents (body/uplink's
-// States) over what the body has, when there is a relay.
-func (d *daemon) startStates(relay *uplink.Relay, store *ledger.Store, estop *act.EStop, senses *sense.Group, a *acting, cfg *config.Loaded, profile *board.Profile, startSeq uint64) error {
+// States) over what the body has, when there is a relay: among them the
+// world model's entities, their documents starting from the model's
+// projection (world.Reader), stamped by the body's clock.
+func (d *daemon) startStates(relay *uplink.Relay, store *ledger.Store, estop *act.EStop, senses *sense.Group, a *acting, cfg *config.Loaded, h *host, wm *world.Model, startSeq uint64) error {
 	if relay == nil || store == nil {
 		return nil
 	}
+	profile := h.profile
 	var mics []string
 	if senses.Mic != nil {
 		mics = append(mics, senses.Mic.ID)
 	}
-	s := &uplink.States{Relay: relay, Store: store, After: startSeq, Self: senses.Self, Log: d.log,
+	s := &uplink.States{Relay: relay, Store: store, After: startSeq, Self: senses.Self, Clock: h.clock.StampNow, Log: d.log,
 		Board: uplink.Board{Cameras: senses.CameraZones(), Mics: mics, EStop: estop != nil, Thermal: len(profile.Thermal.Zones) > 0,
 			Throttle: profile.Thermal.Throttle.Source != ""}}
+	if wm != nil {
+		s.Board.World = worldEntities(wm)
+		s.WorldNow = worldNow(world.Reader{Store: store, Model: wm})
+	}
 	if ha := cfg.MQTT.HomeAssistant; ha.Enabled {
 		s.HomeAssistant = &uplink.HomeAssistant{Prefix: ha.Prefix, PerEntity: ha.PerEntity, Name: cfg.Body.Name, Model: profile.Description, Version: version}
 		for _, b := range ha.Buttons {
@@ -105,6 +112,43 @@ func (d *daemon) startStates(relay *uplink.Relay, store *ledger.Store, estop *ac
 	d.spawn("uplink states", s.Tick)
 	d.spawn("uplink state follower", s.Follow)
 	return nil
+}
+
+// worldEntities are the model's entities as the uplink announces them.
+func worldEntities(m *world.Model) []uplink.WorldEntity {
+	var out []uplink.WorldEntity
+	for _, e := range m.Entities() {
+		out = append(out, uplink.WorldEntity{ID: e.ID, Kind: string(e.Kind), Name: e.Name, Area: e.Area})
+	}
+	return out
+}
+
+// worldNow reads every entity's state now through r (the projection,
+// never history), as the uplink's documents take it.
+func worldNow(r world.Reader) func() ([]uplink.WorldState, error) {
+	return func() ([]uplink.WorldState, error) {
+		sts, err := r.Now()
+		if err != nil {
+			return nil, err
+		}
+		out := make([]uplink.WorldState, 0, len(sts))
+		for _, st := range sts {
+			ws := uplink.WorldState{Entity: st.Entity, Kind: string(st.Kind), Value: st.Value, Confidence: st.Confidence,
+				Provenance: st.Provenance, Conflict: st.Conflict}
+			if len(st.Readings) > 0 {
+				ws.Readings = map[string]uplink.WorldReading{}
+				for q, rd := range st.Readings {
+					ws.Readings[q] = uplink.WorldReading{Value: rd.Value, Uncertainty: rd.Uncertainty, Unit: rd.Unit}
+				}
+			}
+			if !st.Since.IsZero() {
+				since := st.Since
+				ws.Since = &since
+			}
+			out = append(out, ws)
+		}
+		return out, nil
+	}
 }
 
 // mayPress is what the broker's principal may press: with commands on, a

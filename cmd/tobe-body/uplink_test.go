@@ -241,7 +241,9 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 
 // Home Assistant: when it says online, the body announces itself (one
 // device-based discovery document) and every state topic an entity reads
-// holds a retained document.
+// holds a retained document; among the entities the world model's room
+// (the sim's camera), whose document changes when the body is told the
+// room is active.
 func TestUplinkAnnouncesItselfToHomeAssistant(t *testing.T) {
 	m := mosquittotest.Start(t, brokerUsers)
 	d := startDaemon(t, uplinkConfig(m.URL()))
@@ -259,7 +261,9 @@ func TestUplinkAnnouncesItselfToHomeAssistant(t *testing.T) {
 			IDs []string `json:"ids"`
 		} `json:"dev"`
 		Cmps map[string]struct {
-			StateTopic string `json:"state_topic"`
+			StateTopic      string `json:"state_topic"`
+			DeviceClass     string `json:"device_class"`
+			AttributesTopic string `json:"json_attributes_topic"`
 		} `json:"cmps"`
 	}
 	eventually(t, 10*time.Second, "the discovery document", func() bool {
@@ -276,6 +280,34 @@ func TestUplinkAnnouncesItselfToHomeAssistant(t *testing.T) {
 			msgs := states.Messages(c.StateTopic)
 			return len(msgs) > 0 && msgs[0].Retain && json.Valid(msgs[0].Payload)
 		})
+	}
+	room := doc.Cmps["world_room_front"]
+	roomTopic := "tobe/" + id.AgentID + "/" + id.BodyID + "/state/world/room.front"
+	if room.DeviceClass != "occupancy" || room.StateTopic != roomTopic || room.AttributesTopic != roomTopic {
+		t.Errorf("the room: %+v, want occupancy on %s", room, roomTopic)
+	}
+	type worldDoc struct {
+		Entity, Kind, Value, Provenance string
+		Since                           *time.Time `json:"since"`
+		MadeAt                          time.Time  `json:"made_at"`
+		ClockSynced                     *bool      `json:"clock_synced"`
+	}
+	last := func() worldDoc {
+		var d worldDoc
+		if msgs := states.Messages(roomTopic); len(msgs) > 0 {
+			json.Unmarshal(msgs[len(msgs)-1].Payload, &d)
+		}
+		return d
+	}
+	if d := last(); d.Entity != "room.front" || d.Kind != "room" || d.MadeAt.IsZero() || d.ClockSynced == nil {
+		t.Errorf("the room's document at the start: %+v", d)
+	}
+	if out, err := runCmd(t, "world", "tell", "room.front", "active", "--data", d.data); err != nil {
+		t.Fatalf("world tell: %v %s", err, out)
+	}
+	eventually(t, 10*time.Second, "the room active", func() bool { return last().Value == "active" })
+	if d := last(); d.Provenance != "told" || d.Since == nil || time.Since(*d.Since) > time.Minute {
+		t.Errorf("the room told active: %+v", d)
 	}
 	t.Logf("%d entities, each with a retained state", len(doc.Cmps))
 }
