@@ -25,7 +25,8 @@ func TestUplinkReadsTheWorldModelsChanges(t *testing.T) {
 	since := time.Date(2026, 3, 1, 10, 0, 0, 7, time.UTC)
 	for _, c := range []world.Changed{
 		{Entity: "room.front", Kind: world.Room, Value: "active", Was: "quiet", Confidence: 0.6, Provenance: "inferred", Conflict: true, Observed: true,
-			Sources: []string{"camera.front#frame", "audio.mic"}, Records: []uint64{3, 9}, Since: since.UnixNano(), At: since.Add(time.Second).UnixNano()},
+			Sources: []string{"camera.front#frame", "audio.mic"}, Records: []world.Record{{Entity: "room.front", Source: "audio.mic", Value: "active", Evidence: []world.Evidence{{Seq: 3, ID: "x", Type: "audio.voice_started"}}}},
+			Ended: []world.Ended{{Entity: "room.front", Source: "camera.front#frame", Record: 2, Reason: world.EndNotSeen}}, SinceRunMS: 5, Since: since.UnixNano(), At: since.Add(time.Second).UnixNano()},
 		{Entity: "air.hall", Kind: world.Air, Readings: map[string]world.Reading{"temperature": {Value: 21.5, Uncertainty: 0.5, Unit: "°C"},
 			"humidity": {Value: 40, Uncertainty: 3, Unit: "%"}}, Confidence: 0.9, Provenance: "observed", Since: since.UnixNano(), At: since.UnixNano()},
 		{Entity: "contact.front_door", Kind: world.Door, Value: world.Unknown, Was: "open", Since: since.UnixNano(), At: since.UnixNano()},

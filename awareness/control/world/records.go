@@ -228,6 +228,7 @@ func closedKey(entity, source string, seq uint64) []byte {
 }
 
 var genKey = []byte{kGen}
+
 func currentKey(entity, source string) []byte { return key(kCurrent, entity, source) }
 func validPrefix(entity, source string) []byte {
 	return append(key(kValid, entity, source), 0)
