@@ -73,6 +73,20 @@ type change struct {
 	touched []string
 	// changed are the changes this change recorded.
 	changed []Changed
+	// cause is the event the change follows, at causeSeq (nil: a told
+	// assertion or the keeper's round, which rest on no event).
+	cause    *ledger.Event
+	causeSeq uint64
+	// stamped: base has the cause's clock.
+	stamped bool
+}
+
+// evidence is the event the change follows as evidence, or nil.
+func (c *change) evidence() *Evidence {
+	if c.cause == nil {
+		return nil
+	}
+	return &Evidence{Seq: c.causeSeq, ID: c.cause.ID.String(), Type: c.cause.Type}
 }
 
 func newChange(kv ledger.ReadKV, m *Model, runMS int64, base ledger.Event, c *cache) *change {
@@ -176,6 +190,11 @@ func (c *change) emit(typ, entity string, prov ledger.Provenance, payload any) e
 	if err != nil {
 		return err
 	}
+	if e := c.cause; e != nil && !c.stamped {
+		c.base.MonotonicNS, c.base.ClockDomain, c.base.ClockUncertaintyMS, c.base.ClockUnsynced = e.MonotonicNS, e.ClockDomain, e.ClockUncertaintyMS, e.ClockUnsynced
+		c.base.CausationID, c.base.CorrelationID, c.base.Trust = e.ID, e.CorrelationID, ledger.Medium
+		c.stamped = true
+	}
 	e := c.base
 	e.ID = ledger.NewID()
 	e.Type, e.ChannelID, e.Payload, e.Provenance = typ, entity, p, prov
@@ -234,7 +253,7 @@ func (c *change) endIfExpired(cu *current, before int64) (bool, error) {
 // the value changed (or none was held), a seen mark of its channel when
 // it only confirms the record and the last mark is older than a quarter
 // of the record's expiry.
-func (c *change) observe(ent Entity, o *observation, ev Evidence) error {
+func (c *change) observe(ent Entity, o *observation) error {
 	cu := c.current(ent.ID, o.source)
 	if ended, err := c.endIfExpired(cu, c.base.OccurredAt); err != nil {
 		return err
@@ -245,7 +264,7 @@ func (c *change) observe(ent Entity, o *observation, ev Evidence) error {
 		if cu == nil {
 			return nil
 		}
-		return c.end(cu, o.end, c.base.OccurredAt, &ev)
+		return c.end(cu, o.end, c.base.OccurredAt, c.evidence())
 	}
 	value := o.valueFor(ent.Kind)
 	if cu != nil && o.channel != "" && cu.rec.Channel == o.channel && (o.confirm || same(cu.rec, value, o.readings)) {
@@ -259,7 +278,7 @@ func (c *change) observe(ent Entity, o *observation, ev Evidence) error {
 		if c.run-run < cu.rec.ExpireMS/4 {
 			return nil
 		}
-		s := Seen{Channel: o.channel, At: c.base.OccurredAt, RunMS: c.run, Evidence: ev}
+		s := Seen{Channel: o.channel, At: c.base.OccurredAt, RunMS: c.run, Evidence: *c.evidence()}
 		if c.marks == nil {
 			c.marks = map[string]*mark{}
 		}
@@ -270,8 +289,8 @@ func (c *change) observe(ent Entity, o *observation, ev Evidence) error {
 		return nil // nothing this kind can hold
 	}
 	var evs []Evidence
-	if ev.ID != "" {
-		evs = []Evidence{ev}
+	if ev := c.evidence(); ev != nil {
+		evs = []Evidence{*ev}
 	}
 	r := Record{Entity: ent.ID, Source: o.source, Channel: o.channel, Value: value, Readings: o.readings, Confidence: o.conf,
 		Provenance: o.prov.String(), Evidence: evs, ValidFrom: c.base.OccurredAt, UncertaintyMS: c.base.ClockUncertaintyMS,

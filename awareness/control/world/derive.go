@@ -81,44 +81,46 @@ var Types = []string{"camera.motion_started", "camera.motion_ended", "camera.sum
 	"action.succeeded", "action.failed", "action.unknown",
 	"estop.tripped", "estop.stop_again", "body.degradation"}
 
-// observations reads what an event says of the model's sources. A
-// payload that cannot be read says nothing.
-func (m *Model) observations(e *ledger.Event) []observation {
-	ch := e.ChannelID
-	one := func(o observation) []observation {
-		if o.channel == "" {
-			o.channel = ch
-		}
-		if o.source == "" {
-			o.source = o.channel
-		}
-		if o.prov == 0 {
-			o.prov = ledger.Observed
-		}
-		return []observation{o}
+// one appends an observation of the event's channel (unless it names
+// its own) to out.
+func one(out []observation, ch string, o observation) []observation {
+	if o.channel == "" {
+		o.channel = ch
 	}
+	if o.source == "" {
+		o.source = o.channel
+	}
+	if o.prov == 0 {
+		o.prov = ledger.Observed
+	}
+	return append(out, o)
+}
+
+// observations appends what an event says of the model's sources to
+// out. A payload that cannot be read says nothing.
+func (m *Model) observations(e *ledger.Event, out []observation) []observation {
+	ch := e.ChannelID
 	switch e.Type {
 	case "camera.motion_started":
 		var p sense.MotionStarted
 		if ledger.UnmarshalPayload(e.Payload, &p) != nil {
-			return nil
+			return out
 		}
-		return one(observation{source: ch + "#" + p.Zone, value: "active", conf: confMotion})
+		return one(out, ch, observation{source: ch + "#" + p.Zone, value: "active", conf: confMotion})
 	case "camera.motion_ended":
 		var p sense.MotionEnded
 		if ledger.UnmarshalPayload(e.Payload, &p) != nil {
-			return nil
+			return out
 		}
 		if p.Cut {
-			return one(observation{source: ch + "#" + p.Zone, end: EndSourceLost})
+			return one(out, ch, observation{source: ch + "#" + p.Zone, end: EndSourceLost})
 		}
-		return one(observation{source: ch + "#" + p.Zone, value: "quiet", conf: confStill})
+		return one(out, ch, observation{source: ch + "#" + p.Zone, value: "quiet", conf: confStill})
 	case "camera.summary":
 		var p sense.CameraSummary
 		if ledger.UnmarshalPayload(e.Payload, &p) != nil {
-			return nil
+			return out
 		}
-		var out []observation
 		for _, z := range p.Zones {
 			o := observation{source: ch + "#" + z, channel: ch, value: "quiet", conf: confStill, prov: ledger.Observed}
 			for _, mv := range p.Moving {
@@ -130,33 +132,33 @@ func (m *Model) observations(e *ledger.Event) []observation {
 		}
 		return out
 	case "audio.voice_started":
-		return one(observation{value: "active", conf: confVoice})
+		return one(out, ch, observation{value: "active", conf: confVoice})
 	case "audio.voice_ended":
 		var p sense.Voice
 		if ledger.UnmarshalPayload(e.Payload, &p) != nil {
-			return nil
+			return out
 		}
 		if p.Cut {
-			return one(observation{end: EndSourceLost})
+			return one(out, ch, observation{end: EndSourceLost})
 		}
-		return one(observation{value: "quiet", conf: confNoVoice})
+		return one(out, ch, observation{value: "quiet", conf: confNoVoice})
 	case "audio.level":
 		// A summary confirms what the microphone holds; with nothing
 		// held (after a start) it says quiet: a voice would have
 		// started. Nothing in it is read: the most common event a body
 		// records costs the model no decoding.
-		return one(observation{value: "quiet", conf: confLevelQuiet, confirm: true})
+		return one(out, ch, observation{value: "quiet", conf: confLevelQuiet, confirm: true})
 	case "gpio.changed", "gpio.level":
 		var p body.LineChanged
 		if ledger.UnmarshalPayload(e.Payload, &p) != nil {
-			return nil
+			return out
 		}
 		active := p.Active
-		return one(observation{line: &active, conf: confLine})
+		return one(out, ch, observation{line: &active, conf: confLine})
 	case "env.reading":
 		var p sense.EnvReading
 		if ledger.UnmarshalPayload(e.Payload, &p) != nil {
-			return nil
+			return out
 		}
 		rs := map[string]Reading{}
 		for _, q := range airQuantities {
@@ -165,9 +167,9 @@ func (m *Model) observations(e *ledger.Event) []observation {
 			}
 		}
 		if len(rs) == 0 {
-			return nil
+			return out
 		}
-		return one(observation{readings: rs, conf: confAir})
+		return one(out, ch, observation{readings: rs, conf: confAir})
 	case "action.succeeded", "action.failed", "action.unknown":
 		var p struct { // the runner's record of an outcome
 			Status     string         `cbor:"status"`
@@ -175,9 +177,9 @@ func (m *Model) observations(e *ledger.Event) []observation {
 			Result     act.Result     `cbor:"result"`
 		}
 		if ledger.UnmarshalPayload(e.Payload, &p) != nil || p.Invocation.Mode != act.Live {
-			return nil
+			return out
 		}
-		out := "gpio." + p.Invocation.Target
+		output := "gpio." + p.Invocation.Target
 		var value string
 		switch p.Invocation.Capability {
 		case "gpio.set":
@@ -185,34 +187,33 @@ func (m *Model) observations(e *ledger.Event) []observation {
 		case "gpio.pulse":
 			value = "off" // a pulse ends at the safe level
 		default:
-			return nil
+			return out
 		}
 		if v := p.Result.Verification; v == nil || v.Result != "verified" || value != "on" && value != "off" {
-			return one(observation{channel: out, end: EndUnverified})
+			return one(out, ch, observation{channel: output, end: EndUnverified})
 		}
-		return one(observation{channel: out, value: value, conf: confReadBack, prov: ledger.Verified})
+		return one(out, ch, observation{channel: output, value: value, conf: confReadBack, prov: ledger.Verified})
 	case "estop.tripped", "estop.stop_again":
 		var p act.Trip
 		if ledger.UnmarshalPayload(e.Payload, &p) != nil {
-			return nil
+			return out
 		}
-		var obs []observation
 		for _, o := range p.Outputs {
 			ob := observation{source: "gpio." + o.Name, channel: "gpio." + o.Name, value: "off", conf: confReadBack, prov: ledger.Verified}
 			if o.ReadBack != o.Safe {
 				ob.value, ob.end = "", EndUnverified
 			}
-			obs = append(obs, ob)
+			out = append(out, ob)
 		}
-		return obs
+		return out
 	case "body.degradation":
 		var p sense.LevelChange
 		if ledger.UnmarshalPayload(e.Payload, &p) != nil {
-			return nil
+			return out
 		}
-		return []observation{{source: selfChannel, channel: selfChannel, value: p.Level, conf: confSelf, prov: ledger.Observed}}
+		return append(out, observation{source: selfChannel, channel: selfChannel, value: p.Level, conf: confSelf, prov: ledger.Observed})
 	}
-	return nil
+	return out
 }
 
 // Deriver keeps the model: from each event of its Types it derives the
@@ -227,6 +228,7 @@ type Deriver struct {
 
 	mu    sync.Mutex
 	cache *cache
+	obs   []observation // reused from event to event
 }
 
 func (*Deriver) Name() string    { return "world" }
@@ -237,27 +239,27 @@ func (d *Deriver) Derive(v *ledger.View, e *ledger.Event, at ledger.Derivation) 
 	if !d.feeds(e) {
 		return nil, nil
 	}
-	obs := d.Model.observations(e)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.obs = d.Model.observations(e, d.obs[:0])
+	obs := d.obs
 	if len(obs) == 0 {
 		return nil, nil
 	}
-	base := ledger.Event{OccurredAt: e.OccurredAt, MonotonicNS: e.MonotonicNS, ClockDomain: e.ClockDomain,
-		ClockUncertaintyMS: e.ClockUncertaintyMS, ClockUnsynced: e.ClockUnsynced, CausationID: e.ID, CorrelationID: e.CorrelationID,
-		Trust: ledger.Medium}
-	if base.OccurredAt == 0 {
-		base.OccurredAt = e.IngestedAt
+	occurred := e.OccurredAt
+	if occurred == 0 {
+		occurred = e.IngestedAt
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	kv := v.Projection(ProjectionName)
 	if gen := getU64(kv.Get(genKey)); d.cache == nil || d.cache.gen != gen {
 		d.cache = newCache(gen) // written by another, or a write undone
 	}
-	c := newChange(kv, d.Model, at.Running.Milliseconds(), base, d.cache)
-	ev := Evidence{Seq: at.Seq, ID: e.ID.String(), Type: e.Type}
+	c := newChange(kv, d.Model, at.Running.Milliseconds(), ledger.Event{OccurredAt: occurred}, d.cache)
+	c.cause = e
+	c.causeSeq = at.Seq
 	for i := range obs {
 		for _, ix := range d.Model.feeds[obs[i].source] {
-			if err := c.observe(d.Model.entities[ix], &obs[i], ev); err != nil {
+			if err := c.observe(d.Model.entities[ix], &obs[i]); err != nil {
 				d.cache = nil
 				return nil, err
 			}

@@ -335,7 +335,7 @@ func (c *tellCmd) Decide(v *ledger.View) ([]ledger.Event, error) {
 		}
 	} else {
 		o := observation{source: src, value: c.a.Value, conf: c.a.Confidence, prov: ledger.Told, by: c.a.By, expireMS: c.a.For.Milliseconds()}
-		if err := ch.observe(ent, &o, Evidence{}); err != nil {
+		if err := ch.observe(ent, &o); err != nil {
 			return nil, err
 		}
 	}
