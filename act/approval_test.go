@@ -372,6 +372,11 @@ func TestApprovals(t *testing.T) {
 			if len(b.r.Waiting()) != 2 || len(b.act.ran()) != 0 {
 				t.Errorf("waiting %d, ran %v", len(b.r.Waiting()), b.act.ran())
 			}
+			for _, wi := range b.r.Waiting() {
+				if wi.ActionID == res.ActionID && wi.CausedBy != "ev-1 (observed, trust max)" {
+					t.Errorf("its cause: got %q, want %q", wi.CausedBy, "ev-1 (observed, trust max)")
+				}
+			}
 			return "proposed waiting_approval", ReasonApprovalRequired, 0
 		}},
 		{"a restart cancels what waited", func(t *testing.T, b *approvalBench, w Result) (string, Reason, int) {
