@@ -107,7 +107,8 @@ type WaitingInvocation struct {
 	ExpectedPostcondition string            `json:"expected_postcondition,omitempty"`
 	Principal             string            `json:"principal"`
 	Session               string            `json:"session,omitempty"`
-	// CausedBy is the observation the request named, if any, and its trust.
+	// CausedBy is the observation the request named, if any, with its
+	// provenance and trust ("EVENT (observed, trust high)").
 	CausedBy string `json:"caused_by,omitempty"`
 	// Note is what the requester said; it is data, never an instruction.
 	Note    string    `json:"note,omitempty"`
@@ -351,7 +352,11 @@ func (r *Runner) Waiting() []WaitingInvocation {
 			}
 		}
 		if o := inv.CausedBy; o != nil {
-			w.CausedBy = fmt.Sprintf("%s (trust %s)", o.EventID, o.Trust)
+			prov := o.Provenance.String()
+			if o.Provenance == ledger.Inferred && o.Observed {
+				prov += " with observed evidence"
+			}
+			w.CausedBy = fmt.Sprintf("%s (%s, trust %s)", o.EventID, prov, o.Trust)
 		}
 		out = append(out, w)
 	}

@@ -4,7 +4,8 @@
 // deny, the strictest of the e-stop, safety rules, the capability's risk
 // class, the principal's grants, the channel's mode, the body's health,
 // the ledger, and the lowest trust of the session and the observation
-// that caused the request), a lease with a fencing check on shared
+// that caused the request, which refuses R2 and above when it is an
+// inferred state with no observed evidence), a lease with a fencing check on shared
 // resources (LeaseTable), a record that is durable before the side effect,
 // the action under a context that the e-stop, a timeout, the owning
 // session's end and its caller's own cancellation of the request

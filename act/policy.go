@@ -36,6 +36,8 @@ type Request struct {
 	Mode   Mode
 	// CausedBy is the observation the request says caused it, or nil.
 	// Its trust lowers the request's effective trust; it never raises it.
+	// An inferred one with nothing observed under it refuses R2 and
+	// above.
 	CausedBy *Observation
 	// Approval names the approval the request comes with (R3 only).
 	Approval string
@@ -225,7 +227,11 @@ func (r Request) EffectiveTrust() ledger.Level {
 //     runs only shadow requests); then the same for the capability's own
 //     mode from the config;
 //  9. risk_exceeds_trust: the effective trust, the lowest of the
-//     session's and the causing observation's, is below MinTrust;
+//     session's and the causing observation's, is below MinTrust; then
+//     inferred_cause: at R2 and above, the causing observation is an
+//     inferred state with no observed evidence (provenance inferred, and
+//     nothing the body observed or verified itself says it). Below R2
+//     such a cause only lowers the trust;
 //  10. no_grant, grant_expired, grant_revoked or clock_unsynchronized:
 //     no valid grant of the principal's subject covers the capability and
 //     the target (clock_unsynchronized: the only ones that would are of
@@ -312,6 +318,9 @@ func Decide(req Request, st State) Decision {
 		}
 		return refuse(ReasonRiskExceedsTrust, "%s needs %s trust; the effective trust is %s (from %s)", risk, need, eff, from)
 	}
+	if o := req.CausedBy; o != nil && risk >= R2 && o.Provenance == ledger.Inferred && !o.Observed {
+		return refuse(ReasonInferredCause, "%s needs a cause the body observed or verified; observation %s is inferred, with no observed evidence", risk, o.EventID)
+	}
 	allow := Decision{Allow: true, Detail: "a local administrator needs no grant below R3"}
 	if req.Principal.Kind != LocalAdmin || risk > R2 {
 		d := coveringGrant(req, st.Grants, st.Clock)
@@ -378,6 +387,9 @@ func (r Request) invalid() (field, why string) {
 		}
 		if o.Trust < ledger.Off || o.Trust > ledger.Max {
 			return "caused_by.trust", fmt.Sprintf("%s is not a trust level", o.Trust)
+		}
+		if o.Provenance < ledger.Observed || o.Provenance > ledger.Verified {
+			return "caused_by.provenance", fmt.Sprintf("%d: want observed, told, inferred or verified", uint8(o.Provenance))
 		}
 	}
 	return "", ""

@@ -135,6 +135,11 @@ var policyCases = []policyCase{
 	{"no invocation", func(r *Request, s *State) { r.Invocation = "" }, ReasonInvalidRequest, "invocation"},
 	{"observation without id", func(r *Request, s *State) { r.CausedBy = &Observation{Trust: ledger.High} }, ReasonInvalidRequest, "caused_by.event_id"},
 	{"observation without trust", func(r *Request, s *State) { r.CausedBy = &Observation{EventID: "e1"} }, ReasonInvalidRequest, "caused_by.trust"},
+	{"observation without provenance", func(r *Request, s *State) { r.CausedBy = &Observation{EventID: "e1", Trust: ledger.High} }, ReasonInvalidRequest,
+		"caused_by.provenance: 0: want observed, told, inferred or verified"},
+	{"observation of a provenance that is none", func(r *Request, s *State) {
+		r.CausedBy = &Observation{EventID: "e1", Trust: ledger.High, Provenance: ledger.Verified + 1, Observed: true}
+	}, ReasonInvalidRequest, "caused_by.provenance: 5"},
 
 	// E-stop line unreadable: only R0.
 	{"unverified R1", func(r *Request, s *State) { s.EStopVerified = false; r.Capability.Risk = R1 }, ReasonEStopUnverified, ""},
@@ -223,13 +228,56 @@ var policyCases = []policyCase{
 	// Trust: the lowest of the session's and the observation's.
 	{"R2 with medium trust", func(r *Request, s *State) { r.Principal.Trust = ledger.Medium }, ReasonRiskExceedsTrust, "from the session"},
 	{"R2 caused by a low observation", func(r *Request, s *State) {
-		r.CausedBy = &Observation{EventID: "obs-9", Trust: ledger.Low}
+		r.CausedBy = &Observation{EventID: "obs-9", Trust: ledger.Low, Provenance: ledger.Observed}
 	}, ReasonRiskExceedsTrust, "from observation obs-9"},
 	{"R2 caused by a max observation from a medium session", func(r *Request, s *State) {
 		r.Principal.Trust = ledger.Medium
-		r.CausedBy = &Observation{EventID: "obs-9", Trust: ledger.Max}
+		r.CausedBy = &Observation{EventID: "obs-9", Trust: ledger.Max, Provenance: ledger.Observed}
 	}, ReasonRiskExceedsTrust, "from the session"},
-	{"R2 caused by a high observation", func(r *Request, s *State) { r.CausedBy = &Observation{EventID: "obs-9", Trust: ledger.High} }, "", ""},
+	{"R2 caused by a high observation", func(r *Request, s *State) {
+		r.CausedBy = &Observation{EventID: "obs-9", Trust: ledger.High, Provenance: ledger.Observed}
+	}, "", ""},
+	// A cause that is an inferred state with no observed evidence: only
+	// below R2, and still under the trust rule.
+	{"R1 caused by an inferred state without evidence", func(r *Request, s *State) {
+		r.Capability.Risk = R1
+		r.CausedBy = &Observation{EventID: "obs-9", Trust: ledger.High, Provenance: ledger.Inferred}
+	}, "", "grant g1"},
+	{"R1 caused by a low inferred state without evidence", func(r *Request, s *State) {
+		r.Capability.Risk = R1
+		r.CausedBy = &Observation{EventID: "obs-9", Trust: ledger.Low, Provenance: ledger.Inferred}
+	}, ReasonRiskExceedsTrust, "from observation obs-9"},
+	{"R0 caused by an inferred state without evidence", func(r *Request, s *State) {
+		r.Capability.Risk = R0
+		r.CausedBy = &Observation{EventID: "obs-9", Trust: ledger.Low, Provenance: ledger.Inferred}
+	}, "", ""},
+	{"R2 caused by an inferred state without evidence", func(r *Request, s *State) {
+		r.CausedBy = &Observation{EventID: "obs-9", Trust: ledger.High, Provenance: ledger.Inferred}
+	}, ReasonInferredCause, "R2 needs a cause the body observed or verified; observation obs-9 is inferred, with no observed evidence"},
+	{"R3 caused by an inferred state without evidence", func(r *Request, s *State) {
+		r3(r, s)
+		r.CausedBy = &Observation{EventID: "obs-9", Trust: ledger.Max, Provenance: ledger.Inferred}
+	}, ReasonInferredCause, "R3 needs a cause the body observed or verified; observation obs-9"},
+	{"an administrator's R2 caused by an inferred state without evidence", func(r *Request, s *State) {
+		r.Principal = Principal{Kind: LocalAdmin, Subject: "admin:uid=0", Trust: ledger.Max}
+		r.CausedBy = &Observation{EventID: "obs-9", Trust: ledger.Max, Provenance: ledger.Inferred}
+	}, ReasonInferredCause, ""},
+	{"R2 caused by an inferred state with observed evidence", func(r *Request, s *State) {
+		r.CausedBy = &Observation{EventID: "obs-9", Trust: ledger.High, Provenance: ledger.Inferred, Observed: true}
+	}, "", "grant g1"},
+	{"R3 caused by an inferred state with observed evidence", func(r *Request, s *State) {
+		r3(r, s)
+		r.CausedBy = &Observation{EventID: "obs-9", Trust: ledger.Max, Provenance: ledger.Inferred, Observed: true}
+	}, "", "approval ap1"},
+	{"R2 caused by a told state", func(r *Request, s *State) {
+		r.CausedBy = &Observation{EventID: "obs-9", Trust: ledger.High, Provenance: ledger.Told}
+	}, "", ""},
+	{"R2 caused by an observed state", func(r *Request, s *State) {
+		r.CausedBy = &Observation{EventID: "obs-9", Trust: ledger.High, Provenance: ledger.Observed, Observed: true}
+	}, "", ""},
+	{"R2 caused by a verified state", func(r *Request, s *State) {
+		r.CausedBy = &Observation{EventID: "obs-9", Trust: ledger.High, Provenance: ledger.Verified, Observed: true}
+	}, "", ""},
 	{"R0 with trust off", func(r *Request, s *State) { r.Principal.Trust = ledger.Off; r.Capability.Risk = R0 }, ReasonRiskExceedsTrust, ""},
 	{"R0 with low trust", func(r *Request, s *State) { r.Principal.Trust = ledger.Low; r.Capability.Risk = R0 }, "", ""},
 	{"R1 with low trust", func(r *Request, s *State) { r.Principal.Trust = ledger.Low; r.Capability.Risk = R1 }, ReasonRiskExceedsTrust, ""},
@@ -360,8 +408,9 @@ func TestDecideCoversEveryReason(t *testing.T) {
 func TestDecideOrder(t *testing.T) {
 	req, st := allowed()
 	r3(&req, &st)
-	req.Mode = ""                                                                        // invalid
-	req.CausedBy = &Observation{EventID: "obs-1", Trust: ledger.Low}                     // lowers the trust
+	req.Mode = "" // invalid
+	// A cause that lowers the trust, and is inferred without evidence.
+	req.CausedBy = &Observation{EventID: "obs-1", Trust: ledger.Low, Provenance: ledger.Inferred}
 	st = State{Clock: Reading{Wall: t0}, EStopLatched: true, Health: body.LevelCritical, // everything else wrong
 		Rules: SafetyRules{Forbidden: []ForbiddenRule{{Capability: "gpio.*", Scope: "*"}}}}
 	steps := []struct {
@@ -379,6 +428,7 @@ func TestDecideOrder(t *testing.T) {
 		{ReasonHealthDegraded, func() { st.Health = body.LevelNormal }},
 		{ReasonChannelShadow, func() { st.Channel = body.Enabled }},
 		{ReasonRiskExceedsTrust, func() { req.CausedBy.Trust = ledger.Max }},
+		{ReasonInferredCause, func() { req.CausedBy.Observed = true }},
 		{ReasonNoGrant, func() {
 			st.Grants = []Grant{{ID: "g", Subject: "agent:pi", Capability: "gpio.pulse", Scope: "gpio.relay1", ByTrust: ledger.Max}}
 		}},
@@ -413,8 +463,19 @@ func TestDecidePrecedence(t *testing.T) {
 			s.Rules.Forbidden = []ForbiddenRule{{Capability: "gpio.set", Scope: "gpio.relay1"}}
 		}, ReasonSafetyRule, ""},
 		{"lowest trust wins over a grant", func(r *Request, s *State) {
-			r.CausedBy = &Observation{EventID: "obs-1", Trust: ledger.Low}
+			r.CausedBy = &Observation{EventID: "obs-1", Trust: ledger.Low, Provenance: ledger.Observed}
 		}, ReasonRiskExceedsTrust, ""},
+		{"trust beats an inferred cause", func(r *Request, s *State) {
+			r.CausedBy = &Observation{EventID: "obs-1", Trust: ledger.Low, Provenance: ledger.Inferred}
+		}, ReasonRiskExceedsTrust, ""},
+		{"an inferred cause beats a missing grant", func(r *Request, s *State) {
+			r.CausedBy = &Observation{EventID: "obs-1", Trust: ledger.High, Provenance: ledger.Inferred}
+			s.Grants = nil
+		}, ReasonInferredCause, ""},
+		{"a disabled channel beats an inferred cause", func(r *Request, s *State) {
+			s.Channel = body.Disabled
+			r.CausedBy = &Observation{EventID: "obs-1", Trust: ledger.High, Provenance: ledger.Inferred}
+		}, ReasonChannelDisabled, ""},
 		{"trust beats a missing grant", func(r *Request, s *State) { r.Principal.Trust = ledger.Low; s.Grants = nil }, ReasonRiskExceedsTrust, ""},
 		{"a disabled channel beats trust", func(r *Request, s *State) { s.Channel = body.Disabled; r.Principal.Trust = ledger.Off }, ReasonChannelDisabled, ""},
 		{"a grant does not beat an approval", func(r *Request, s *State) { r3(r, s); s.Approvals = nil }, ReasonApprovalRequired, ""},
@@ -426,7 +487,7 @@ func TestDecidePrecedence(t *testing.T) {
 func TestDecideIsPure(t *testing.T) {
 	req, st := allowed()
 	r3(&req, &st)
-	req.CausedBy = &Observation{EventID: "o", Trust: ledger.Max}
+	req.CausedBy = &Observation{EventID: "o", Trust: ledger.Max, Provenance: ledger.Observed}
 	before := st
 	before.Grants = slices.Clone(st.Grants)
 	before.Approvals = slices.Clone(st.Approvals)
@@ -461,7 +522,7 @@ func TestPromptInjection(t *testing.T) {
 	}
 
 	agent := Principal{Kind: AgentSession, Subject: "agent:pi", Session: "s1", Trust: ledger.High}
-	obs := &Observation{EventID: "obs-text-1", Trust: ledger.Low}
+	obs := &Observation{EventID: "obs-text-1", Trust: ledger.Low, Provenance: ledger.Observed}
 	st := State{Clock: at(t0), EStopLatched: true, EStopVerified: true, LedgerWritable: true, Channel: body.Enabled, Grants: g.All()}
 	reqs := map[string]Request{
 		"relay": {Principal: agent, Capability: Capability{Name: "gpio.set", Risk: R2}, Target: "gpio.relay1", Mode: Live,
@@ -505,15 +566,17 @@ func TestPromptInjection(t *testing.T) {
 // FuzzDecide: Decide never panics, never allows without the basics, and
 // the note never changes its answer.
 func FuzzDecide(f *testing.F) {
-	f.Add("agent:pi", "gpio.set", "gpio.relay1", "live", "inv-1", uint8(2), uint8(4), uint8(4), "gpio.*", "*", injection, false)
-	f.Add("admin:uid=0", "estop.reset", "estop.main", "live", "", uint8(3), uint8(5), uint8(0), "*", "*", "", true)
-	f.Add("mqtt:home", "gpio.pulse", "gpio.relay2", "shadow", "x", uint8(3), uint8(5), uint8(5), "gpio.pulse", "gpio.relay2", "reset", false)
-	f.Fuzz(func(t *testing.T, subject, capName, target, mode, inv string, risk, trust, obsTrust uint8, gcap, gscope, note string, latched bool) {
+	f.Add("agent:pi", "gpio.set", "gpio.relay1", "live", "inv-1", uint8(2), uint8(4), uint8(4), uint8(1), false, "gpio.*", "*", injection, false)
+	f.Add("admin:uid=0", "estop.reset", "estop.main", "live", "", uint8(3), uint8(5), uint8(0), uint8(0), false, "*", "*", "", true)
+	f.Add("mqtt:home", "gpio.pulse", "gpio.relay2", "shadow", "x", uint8(3), uint8(5), uint8(5), uint8(3), false, "gpio.pulse", "gpio.relay2", "reset", false)
+	f.Add("agent:pi", "gpio.set", "gpio.relay1", "live", "inv-1", uint8(2), uint8(4), uint8(4), uint8(3), true, "gpio.*", "*", "", false)
+	f.Add("agent:pi", "gpio.set", "gpio.led", "live", "inv-1", uint8(1), uint8(4), uint8(4), uint8(3), false, "gpio.*", "*", "", false)
+	f.Fuzz(func(t *testing.T, subject, capName, target, mode, inv string, risk, trust, obsTrust, obsProv uint8, obsSeen bool, gcap, gscope, note string, latched bool) {
 		kind, _, _ := strings.Cut(subject, ":")
 		req := Request{Principal: Principal{Kind: PrincipalKind(kind), Subject: subject, Trust: ledger.Level(trust)},
 			Capability: Capability{Name: capName, Risk: Risk(risk)}, Target: target, Mode: Mode(mode), Invocation: inv, Note: note}
 		if obsTrust != 0 {
-			req.CausedBy = &Observation{EventID: "o", Trust: ledger.Level(obsTrust)}
+			req.CausedBy = &Observation{EventID: "o", Trust: ledger.Level(obsTrust), Provenance: ledger.Provenance(obsProv), Observed: obsSeen}
 		}
 		st := State{Clock: at(t0), EStopLatched: latched, EStopVerified: true, LedgerWritable: true, Channel: body.Enabled,
 			Grants: []Grant{{ID: "g", Subject: subject, Capability: gcap, Scope: gscope, ByTrust: ledger.Max}}}
@@ -540,6 +603,12 @@ func FuzzDecide(f *testing.F) {
 		}
 		if latched || req.EffectiveTrust() < MinTrust(req.Capability.Risk) || req.Capability.Risk > R3 {
 			t.Fatalf("allowed: latched %v, trust %s, risk %s", latched, req.EffectiveTrust(), req.Capability.Risk)
+		}
+		if o := req.CausedBy; o != nil && (o.Provenance < ledger.Observed || o.Provenance > ledger.Verified) {
+			t.Fatalf("allowed with a cause of provenance %d", o.Provenance)
+		}
+		if o := req.CausedBy; o != nil && req.Capability.Risk >= R2 && o.Provenance == ledger.Inferred && !o.Observed {
+			t.Fatalf("%s allowed, caused by an inferred state with no observed evidence", req.Capability.Risk)
 		}
 		if req.Capability.Risk == R3 {
 			t.Fatal("R3 allowed without an approval")

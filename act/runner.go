@@ -593,8 +593,14 @@ func (r *Runner) submit(ctx context.Context, inv *Invocation, key string) Result
 	case d.AwaitsApproval:
 		d = r.mayWait(inv, capab, d)
 	}
-	dup, err := r.recordProposed(ctx, inv, map[string]any{"decision": decisionView(d), "risk": capab.Risk.String(), "principal": inv.Principal.Subject,
-		"session": inv.Principal.Session, "mode": string(inv.Mode)})
+	proposed := map[string]any{"decision": decisionView(d), "risk": capab.Risk.String(), "principal": inv.Principal.Subject,
+		"session": inv.Principal.Session, "mode": string(inv.Mode)}
+	if o := inv.CausedBy; o != nil {
+		// What the decision weighed of the cause, so the record says why
+		// it was allowed or refused.
+		proposed["caused_by"] = causeRecord{EventID: o.EventID, Provenance: o.Provenance.String(), Observed: o.Observed, Trust: o.Trust.String()}
+	}
+	dup, err := r.recordProposed(ctx, inv, proposed)
 	switch {
 	case errors.Is(err, ledger.ErrInvalid):
 		// The ledger refused the record for what it holds: the request
@@ -762,6 +768,16 @@ func (r *Runner) execute(ctx context.Context, inv *Invocation, a Action, capab C
 	}
 	r.recordResult(inv, res)
 	return res
+}
+
+// causeRecord is the cause an invocation named (its CausedBy), as its
+// proposal records it: the event, its provenance and trust by name, and
+// whether the body observed or verified what it says.
+type causeRecord struct {
+	EventID    string `cbor:"event_id" json:"event_id"`
+	Provenance string `cbor:"provenance" json:"provenance"`
+	Observed   bool   `cbor:"observed" json:"observed"`
+	Trust      string `cbor:"trust" json:"trust"`
 }
 
 func decisionView(d Decision) map[string]string {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fxamacker/cbor/v2"
+
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/hal/haltest"
@@ -122,6 +124,68 @@ func TestRunnerLifecycle(t *testing.T) {
 			recs := b.types(t, res.ActionID)
 			if len(recs) < 2 || recs[0] != "action.proposed" || recs[len(recs)-1] != "action."+string(tc.status) {
 				t.Errorf("recorded %v", recs)
+			}
+		})
+	}
+}
+
+// TestTheProposalNamesItsCause: an invocation's cause is weighed by the
+// policy (an inferred state with no observed evidence refuses R2, not
+// R1) and named in its proposal's record, with what was weighed of it;
+// an invocation without one records none.
+func TestTheProposalNamesItsCause(t *testing.T) {
+	b := newBench(t)
+	inferred := &Observation{EventID: "ev-inferred", Trust: ledger.High, Provenance: ledger.Inferred}
+	pulse := map[string]string{"duration_ms": "10"}
+	for _, tc := range []struct {
+		name   string
+		inv    Invocation
+		status Status
+		reason Reason
+		cause  *causeRecord
+	}{
+		{"R2 caused by an inferred state without evidence", Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.relay1", Params: pulse, CausedBy: inferred},
+			Refused, ReasonInferredCause, &causeRecord{EventID: "ev-inferred", Provenance: "inferred", Observed: false, Trust: "high"}},
+		{"R1 caused by an inferred state without evidence", Invocation{Principal: b.agent, Capability: "gpio.set", Target: "gpio.led", Params: map[string]string{"state": "on"}, CausedBy: inferred},
+			Succeeded, "", &causeRecord{EventID: "ev-inferred", Provenance: "inferred", Observed: false, Trust: "high"}},
+		{"R2 caused by an inferred state with observed evidence", Invocation{Principal: b.agent, Capability: "gpio.pulse", Target: "gpio.relay1", Params: pulse,
+			CausedBy: &Observation{EventID: "ev-seen", Trust: ledger.Max, Provenance: ledger.Inferred, Observed: true}},
+			Succeeded, "", &causeRecord{EventID: "ev-seen", Provenance: "inferred", Observed: true, Trust: "max"}},
+		{"without a cause", Invocation{Principal: b.agent, Capability: "gpio.set", Target: "gpio.led", Params: map[string]string{"state": "off"}},
+			Succeeded, "", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := b.r.Submit(t.Context(), tc.inv)
+			if res.Status != tc.status || res.Reason != tc.reason {
+				t.Fatalf("got %s %s (%s), want %s %s", res.Status, res.Reason, res.Detail, tc.status, orAllowed(tc.reason))
+			}
+			evs, err := b.store.Events(ledger.Filter{Types: []string{"action.proposed"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got *causeRecord
+			found := false
+			for _, e := range evs {
+				if e.AggregateID != "action:"+res.ActionID {
+					continue
+				}
+				found = true
+				var p map[string]cbor.RawMessage
+				if err := ledger.UnmarshalPayload(e.Payload, &p); err != nil {
+					t.Fatal(err)
+				}
+				if raw, ok := p["caused_by"]; ok {
+					got = new(causeRecord)
+					if err := ledger.UnmarshalPayload(raw, got); err != nil {
+						t.Fatalf("caused_by: %v", err)
+					}
+				}
+			}
+			switch {
+			case !found:
+				t.Fatal("no proposal recorded")
+			case (got == nil) != (tc.cause == nil) || got != nil && *got != *tc.cause:
+				t.Errorf("the proposal's caused_by: got %+v, want %+v", got, tc.cause)
 			}
 		})
 	}

@@ -108,11 +108,20 @@ type Capability struct {
 	Shared bool `json:"shared"`
 }
 
-// Observation is what a request says caused it, with the trust the body
-// gave it. The lowest trust of the session and the observation decides.
+// Observation is what a request says caused it, as the body recorded it:
+// the event's id, the trust the body gave it, and how the body knows
+// what it says. The lowest trust of the session and the observation
+// decides; an inferred cause with nothing observed under it is refused
+// at R2 and above (ReasonInferredCause).
 type Observation struct {
 	EventID string
 	Trust   ledger.Level
+	// Provenance is the event's: observed, told, inferred or verified.
+	Provenance ledger.Provenance
+	// Observed: the cause rests on something the body observed or
+	// verified itself (for a world.changed, a record that says its value
+	// was; for any other event, its provenance is observed or verified).
+	Observed bool
 }
 
 // Reason is why a request was refused, or "" when it was allowed. Every
@@ -126,6 +135,7 @@ const (
 	ReasonSafetyRule        Reason = "safety_rule"        // a global safety rule forbids it
 	ReasonUnknownCapability Reason = "unknown_capability" // no channel offers it
 	ReasonRiskExceedsTrust  Reason = "risk_exceeds_trust" // the lowest trust in the chain is too low for the risk
+	ReasonInferredCause     Reason = "inferred_cause"     // R2 and above caused by an inferred state with no observed evidence
 	ReasonNoGrant           Reason = "no_grant"           // no grant covers principal, capability and target
 	ReasonGrantExpired      Reason = "grant_expired"
 	ReasonGrantRevoked      Reason = "grant_revoked"

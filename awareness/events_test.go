@@ -166,7 +166,8 @@ func TestLargestDoRequestFitsALine(t *testing.T) {
 		params[k] = strings.Repeat("<", per)
 	}
 	in := DoIn{Capability: strings.Repeat("a", act.MaxNameBytes), Target: strings.Repeat("t", act.MaxNameBytes), Params: params,
-		IdempotencyKey: strings.Repeat("k", act.MaxNameBytes), Mode: act.Live, TimeoutMS: 1 << 30, Note: strings.Repeat("<", act.MaxNoteBytes)}
+		IdempotencyKey: strings.Repeat("k", act.MaxNameBytes), Mode: act.Live, TimeoutMS: 1 << 30, Note: strings.Repeat("<", act.MaxNoteBytes),
+		CausedBy: ledger.NewID().String()}
 	if err := act.CheckInvocation(&act.Invocation{Capability: in.Capability, Target: in.Target, Params: in.Params, IdempotencyKey: in.IdempotencyKey, Note: in.Note}); err != nil {
 		t.Fatalf("the largest request is out of bounds: %v", err)
 	}

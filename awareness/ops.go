@@ -46,7 +46,7 @@ var (
 	OpCapabilities = Op[None, Capabilities]{Name: "action.capabilities", Kind: Observe, Least: Anyone, Tool: Tool{Name: "capabilities", ReadOnly: true, Idempotent: true},
 		Description: "What the body can do, with each capability's risk class and how it is verified."}
 	OpDo = Op[DoIn, act.Result]{Name: "action.do", Kind: Interact, Least: Anyone, Tool: Tool{PerCapability: true},
-		Description: "Act through the runner: policy, lease, the action, its verification. Mode live, shadow (record only) or simulation. Bounds: capability, target and idempotency_key at most 128 bytes, at most 16 params of 1024 bytes each and 1536 in all, note at most 1024 bytes, no control characters but tab and newline in text; a request outside them, or over the caller's admission limit, is refused (invalid_request, rate_limited) without an action id and only counted in the caller's action.refusals summary."}
+		Description: "Act through the runner: policy, lease, the action, its verification. Mode live, shadow (record only) or simulation; caused_by is the id of the event that caused the request, whose trust and evidence the policy weighs. Bounds: capability, target and idempotency_key at most 128 bytes, at most 16 params of 1024 bytes each and 1536 in all, note at most 1024 bytes, no control characters but tab and newline in text; a request outside them, or over the caller's admission limit, is refused (invalid_request, rate_limited) without an action id and only counted in the caller's action.refusals summary."}
 	OpResult = Op[ResultIn, act.Result]{Name: "action.result", Kind: Observe, Least: Anyone, Tool: Tool{Name: "action_result", ReadOnly: true, Idempotent: true},
 		Description: "What became of an action, by its id or by the caller's idempotency key."}
 	OpGrantAdd = Op[GrantAddIn, GrantView]{Name: "grant.add", Kind: Admin, Least: HighAdmin,
@@ -257,6 +257,9 @@ type Capabilities struct {
 
 // DoIn is a request to act. Mode is live (the default), shadow or
 // simulation; TimeoutMS bounds the action (0: the runner's 30 s).
+// CausedBy is the id (UUID text) of the event that caused the request,
+// an event the body recorded: the policy weighs its trust and how the
+// body knows what it says.
 type DoIn struct {
 	Capability     string            `json:"capability"`
 	Target         string            `json:"target"`
@@ -265,6 +268,7 @@ type DoIn struct {
 	Mode           act.Mode          `json:"mode,omitempty"`
 	TimeoutMS      int               `json:"timeout_ms,omitempty"`
 	Note           string            `json:"note,omitempty"`
+	CausedBy       string            `json:"caused_by,omitempty"`
 }
 
 // ResultIn names an action by its id, or by the idempotency key the

@@ -421,9 +421,64 @@ func (b *Parts) do(ctx context.Context, p act.Principal, in DoIn) (act.Result, e
 	if in.TimeoutMS < 0 {
 		return act.Result{}, refuse(ReasonInvalidParams, "timeout_ms %d: want 0 (the default) or more", in.TimeoutMS)
 	}
+	cause, err := b.cause(p, in.CausedBy)
+	if err != nil {
+		return act.Result{}, err
+	}
 	inv := act.Invocation{Principal: p, Capability: in.Capability, Target: in.Target, Params: in.Params,
-		IdempotencyKey: in.IdempotencyKey, Mode: in.Mode, Timeout: time.Duration(in.TimeoutMS) * time.Millisecond, Note: in.Note}
+		IdempotencyKey: in.IdempotencyKey, Mode: in.Mode, Timeout: time.Duration(in.TimeoutMS) * time.Millisecond, Note: in.Note,
+		CausedBy: cause}
 	return refused(b.Runner.Submit(ctx, inv), nil)
+}
+
+// cause is the event a request names as its cause (DoIn.CausedBy), as
+// the policy weighs it: its trust (an event without one: low), its
+// provenance (without one: inferred), and whether the body observed or
+// verified what it says: for a world.changed its payload's Observed, for
+// any other event its provenance. It returns nil for no id. It fails
+// closed, so a cause that cannot be read refuses the request and is
+// never dropped: an id that is not a UUID is invalid_params; an event the
+// ledger does not hold, or that p may not see (MaySee: its existence is
+// not told), is not_found; without a ledger the request is unavailable;
+// a record that cannot be read is failed.
+func (b *Parts) cause(p act.Principal, id string) (*act.Observation, error) {
+	if id == "" {
+		return nil, nil
+	}
+	u, err := ledger.ParseUUID(id)
+	if err != nil {
+		if len(id) > 64 {
+			return nil, refuse(ReasonInvalidParams, "caused_by: %d bytes, not an event id (a UUID)", len(id))
+		}
+		return nil, refuse(ReasonInvalidParams, "caused_by %q: not an event id (a UUID)", id)
+	}
+	if b.Store == nil {
+		return nil, errNoLedger
+	}
+	notFound := refuse(ReasonNotFound, "caused_by %s: the ledger holds no such event; the cause must be an event the body recorded (retention may have deleted it)", u)
+	e, ok, err := b.Store.EventByID(u)
+	switch {
+	case err != nil:
+		return nil, refuse(ReasonFailed, "caused_by %s: the ledger could not be read: %v", u, err)
+	case !ok || !MaySee(p, e.Privacy):
+		return nil, notFound
+	}
+	o := &act.Observation{EventID: u.String(), Trust: e.Trust, Provenance: e.Provenance,
+		Observed: e.Provenance == ledger.Observed || e.Provenance == ledger.Verified}
+	if o.Trust == 0 {
+		o.Trust = ledger.Low
+	}
+	if o.Provenance == 0 {
+		o.Provenance = ledger.Inferred
+	}
+	if e.Type == world.EventChanged {
+		var c world.Changed
+		if err := ledger.UnmarshalPayload(e.Payload, &c); err != nil {
+			return nil, refuse(ReasonFailed, "caused_by %s: its %s payload could not be read: %v", u, e.Type, err)
+		}
+		o.Observed = c.Observed
+	}
+	return o, nil
 }
 
 // refused folds an action the runner refused into an error with the

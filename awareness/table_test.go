@@ -371,6 +371,12 @@ func TestWithoutALedger(t *testing.T) {
 			t.Errorf("%s: %v, want unavailable", name, err)
 		}
 	}
+	// A cause cannot be looked up: the request is refused, never sent
+	// on without it.
+	in := DoIn{Capability: "gpio.set", Target: "gpio.relay1", Params: map[string]string{"state": "on"}, CausedBy: ledger.NewID().String()}
+	if _, err := Invoke(context.Background(), tb, OpDo, maxAdmin, in); ReasonOf(err) != ReasonUnavailable {
+		t.Errorf("action.do caused by an event: %v, want unavailable", err)
+	}
 }
 
 // The attack of a local administrator at high trust granting R3, which

@@ -241,7 +241,7 @@ func TestAnAgentOverTheSocket(t *testing.T) {
 		t.Errorf("gpio_set annotations %+v: an interact tool", a)
 	}
 	schema, _ := json.Marshal(byName["gpio_set"].InputSchema)
-	for _, s := range []string{`"target":{"description":"what to act on, as this body names it","enum":["gpio.led","gpio.relay1"],"type":"string"}`, `"state":{`, `"enum":["on","off"]`, `"required":["target","state"]`} {
+	for _, s := range []string{`"target":{"description":"what to act on, as this body names it","enum":["gpio.led","gpio.relay1"],"type":"string"}`, `"state":{`, `"enum":["on","off"]`, `"required":["target","state"]`, `"caused_by":{`} {
 		if !strings.Contains(string(schema), s) {
 			t.Errorf("gpio_set's schema %s lacks %s", schema, s)
 		}
@@ -270,6 +270,10 @@ func TestAnAgentOverTheSocket(t *testing.T) {
 	c, _ = call(t, cs, "gpio_set", map[string]any{"target": "gpio.relay1", "state": "on", "volume": 11})
 	if c.Status != "error" || c.Error.Reason != awareness.ReasonInvalidParams || !strings.Contains(c.Error.Detail, `gpio.set takes no "volume"`) {
 		t.Errorf("an unknown argument: %+v %+v", c, c.Error)
+	}
+	c, _ = call(t, cs, "gpio_set", map[string]any{"target": "gpio.relay1", "state": "on", "caused_by": "the front door"})
+	if c.Status != "error" || c.Error.Reason != awareness.ReasonInvalidParams || !strings.Contains(c.Error.Detail, `caused_by "the front door": not an event id`) {
+		t.Errorf("a cause that is not an event id: %+v %+v", c, c.Error)
 	}
 	c, _ = call(t, cs, "gpio_pulse", map[string]any{"target": "gpio.led", "duration_ms": 2.5})
 	if c.Status != "error" || !strings.Contains(c.Error.Detail, "want a whole number") {

@@ -175,6 +175,7 @@ var actionArgs = map[string]*jsonschema.Schema{
 	"mode":            {Type: "string", Enum: []any{"live", "shadow", "simulation"}, Description: "live (the default) acts; shadow records only; simulation runs the simulated driver"},
 	"timeout_ms":      {Type: "integer", Minimum: ptr(1.0), Maximum: ptr(600000.0), Description: "bounds the action (the runner's 30 s when not given)"},
 	"note":            {Type: "string", MaxLength: ptr(1024), Description: "why, for the record"},
+	"caused_by":       {Type: "string", Description: "the id of the event that caused this request (an observation's id): its trust and evidence are weighed"},
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -245,6 +246,8 @@ func doIn(capability string, params []act.Param, raw json.RawMessage) (awareness
 			err = json.Unmarshal(v, &in.TimeoutMS)
 		case "note":
 			err = json.Unmarshal(v, &in.Note)
+		case "caused_by":
+			err = json.Unmarshal(v, &in.CausedBy)
 		default:
 			p, ok := byName[k]
 			if !ok {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -97,6 +98,25 @@ func TestDoThroughTheRunner(t *testing.T) {
 	out, err = runCmd(t, "do", "gpio.set", "gpio.relay1", "state=on", "--mode", "simulation", "--data", d.data)
 	if err != nil || !strings.Contains(out, " succeeded") || !strings.Contains(out, "relay1 read back high") {
 		t.Errorf("relay on in simulation: %v\n%s", err, out)
+	}
+	// A cause: an event the body recorded, by its id.
+	out, err = runCmd(t, "ledger", "events", "--data", d.data, "--type", "body.notified", "--json")
+	m := regexp.MustCompile(`"event_id":\s*"([0-9a-f-]{36})"`).FindStringSubmatch(out)
+	if err != nil || m == nil {
+		t.Fatalf("the notification's event: %v\n%s", err, out)
+	}
+	out, err = runCmd(t, "do", "gpio.set", "gpio.led", "state=off", "--caused-by", m[1], "--data", d.data)
+	if err != nil || !strings.Contains(out, " succeeded") {
+		t.Errorf("caused by the notification: %v\n%s", err, out)
+	}
+	for _, tc := range []struct{ cause, want string }{
+		{"the-door", `invalid_params: caused_by "the-door": not an event id (a UUID)`},
+		{"0190a6f2-0000-7000-8000-000000000000", "not_found: caused_by 0190a6f2-0000-7000-8000-000000000000: the ledger holds no such event"},
+	} {
+		out, err = runCmd(t, "do", "gpio.set", "gpio.led", "state=on", "--caused-by", tc.cause, "--data", d.data)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("caused by %s: got %v\n%s\nwant %q", tc.cause, err, out, tc.want)
+		}
 	}
 	runCmd(t, "estop", "trip", "--data", d.data)
 	out, err = runCmd(t, "do", "gpio.set", "gpio.led", "state=on", "--data", d.data)

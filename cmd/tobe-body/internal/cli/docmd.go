@@ -13,7 +13,7 @@ import (
 	"github.com/tobe-body/tobe-body/awareness/admin"
 )
 
-const doUsage = `usage: tobe-body do CAPABILITY TARGET [key=value ...] [--mode live|shadow|simulation] [--key K] [--json]
+const doUsage = `usage: tobe-body do CAPABILITY TARGET [key=value ...] [--mode live|shadow|simulation] [--key K] [--caused-by EVENT_ID] [--json]
 
   tobe-body do gpio.set gpio.relay1 state=on
   tobe-body do gpio.pulse gpio.buzzer duration_ms=200
@@ -26,6 +26,10 @@ as every other principal; the result says what became of it. Shadow
 records what would happen and touches nothing; simulation runs against a
 simulated twin of each output, never the hardware. An R3
 capability waits for approval (tobe-body approvals, approve, deny).
+--caused-by names the event that caused the action (its id, as tobe-body
+ledger events shows it): the policy weighs its trust and evidence, and
+refuses R2 and above caused by an inferred state the body observed
+nothing of (inferred_cause).
 `
 
 // Do is 'tobe-body do': one action as a local administrator.
@@ -34,6 +38,7 @@ func Do(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := NewFlagSet("do", stderr, &c, true)
 	mode := fs.String("mode", "", "live (the default); shadow: record only; simulation: a simulated twin, never the hardware")
 	key := fs.String("key", "", "idempotency key: a repeat returns the first result")
+	causedBy := fs.String("caused-by", "", "the id of the event (`EVENT_ID`) that caused the action, whose trust and evidence the policy weighs")
 	list := fs.Bool("list", false, "list the capabilities")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := Parse(fs, args, -1)
@@ -58,7 +63,8 @@ func Do(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, doUsage)
 		return UsageError("do needs a capability and a target")
 	}
-	in := awareness.DoIn{Capability: pos[0], Target: pos[1], Params: map[string]string{}, Mode: act.Mode(*mode), IdempotencyKey: *key}
+	in := awareness.DoIn{Capability: pos[0], Target: pos[1], Params: map[string]string{}, Mode: act.Mode(*mode), IdempotencyKey: *key,
+		CausedBy: *causedBy}
 	for _, kv := range pos[2:] {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
