@@ -114,7 +114,7 @@ func (b *Parts) trip(_ context.Context, p act.Principal, in TripIn) (TripOut, er
 // ledger for it (a projection missing from a ledger is built from its
 // whole history at the next open).
 func Projections() []ledger.Projection {
-	return append(append(act.Projections(), gate.Projections()...), world.Projection{})
+	return append(append(act.Projections(), gate.Projections()...), world.Projections()...)
 }
 
 // Table binds every operation to the parts.

@@ -74,7 +74,7 @@ func TestWorldNowForTheUplink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := ledger.Open(ledger.Options{Path: filepath.Join(t.TempDir(), "ledger.db"), Projections: []ledger.Projection{world.Projection{}},
+	s, err := ledger.Open(ledger.Options{Path: filepath.Join(t.TempDir(), "ledger.db"), Projections: world.Projections(),
 		Derivers: []ledger.Deriver{&world.Deriver{Model: m}}})
 	if err != nil {
 		t.Fatal(err)

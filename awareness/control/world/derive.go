@@ -251,7 +251,7 @@ func (d *Deriver) Derive(v *ledger.View, e *ledger.Event, at ledger.Derivation) 
 		occurred = e.IngestedAt
 	}
 	kv := v.Projection(ProjectionName)
-	if gen := getU64(kv.Get(genKey)); d.cache == nil || d.cache.gen != gen {
+	if gen := getU64(v.Projection(GenName).Get(genKey)); d.cache == nil || d.cache.gen != gen {
 		d.cache = newCache(gen) // written by another, or a write undone
 	}
 	c := newChange(kv, d.Model, at.Running.Milliseconds(), ledger.Event{OccurredAt: occurred}, d.cache)

@@ -29,9 +29,6 @@ func (Projection) Apply(kv ledger.KV, e *ledger.Event) error {
 	if !ok {
 		return errors.New("world: the projection needs the events' sequences")
 	}
-	if err := kv.Put(genKey, u64(seq)); err != nil {
-		return err
-	}
 	switch e.Type {
 	case EventChanged:
 		var c Changed
@@ -110,3 +107,26 @@ func applyStep(kv ledger.KV, seq uint64, ended []Ended, recs []Record) error {
 	}
 	return nil
 }
+
+// GenName names the projection of the model's generation.
+const GenName = "world_gen"
+
+// Gen is the model's generation: the sequence of the last event of the
+// model, in a bucket of its own that holds nothing else, so the deriver
+// reads it at every event for next to nothing (see Deriver).
+type Gen struct{}
+
+func (Gen) Name() string    { return GenName }
+func (Gen) Types() []string { return Projection{}.Types() }
+
+// Apply implements ledger.Projection.
+func (Gen) Apply(kv ledger.KV, _ *ledger.Event) error {
+	seq, ok := ledger.SeqOf(kv)
+	if !ok {
+		return errors.New("world: the generation needs the events' sequences")
+	}
+	return kv.Put(genKey, u64(seq))
+}
+
+// Projections are the model's projections.
+func Projections() []ledger.Projection { return []ledger.Projection{Projection{}, Gen{}} }

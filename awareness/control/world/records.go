@@ -180,7 +180,9 @@ type Held struct {
 //	m CHANNEL 0 SEQ                the Seen at SEQ
 //	e ENTITY                       the latest Changed
 //	h ENTITY 0 VALID SEQ           the Changed at SEQ, from VALID on
-//	g                              SEQ of the last event of the model applied
+//
+// and in a bucket of its own (Gen), g: the SEQ of the last event of the
+// model applied.
 //
 // SEQ is big-endian; VALID a Unix ns time, big-endian with its sign bit
 // flipped, so that keys sort by time.

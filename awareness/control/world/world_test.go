@@ -131,7 +131,7 @@ func newRig(t *testing.T, c Config) *rig {
 
 func (g *rig) open() {
 	o := ledger.Options{Path: g.path, AgentID: ledger.UUID{1}, BodyID: ledger.UUID{2}, Now: g.clk.Now,
-		Projections: []ledger.Projection{Projection{}}, Derivers: []ledger.Deriver{&Deriver{Model: g.m}}}
+		Projections: Projections(), Derivers: []ledger.Deriver{&Deriver{Model: g.m}}}
 	if g.mod != nil {
 		g.mod(&o)
 	}
