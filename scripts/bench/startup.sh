@@ -2,9 +2,11 @@
 # Startup against the body's age (RELIABILITY.md A1), side by side in one
 # run on the same disk: a ledger with a year of history (1,000,000 events:
 # 250,000 finished actions of two records each, 1,000 grants, 100 e-stop
-# trips with their resets, people's holds, the rest sense events; written
-# by scripts/bench/startupbench with the daemon's ledger options) against
-# an empty one:
+# trips with their resets, people's holds, the rest sense events; and a
+# year of what feeds the world model's rooms and air, whose sensed events
+# retention deleted after their week and whose world records it kept;
+# written by scripts/bench/startupbench with the daemon's ledger options
+# and deriver) against an empty one:
 #  - `tobe-body run --board sim`: the time from its start to READY=1 on a
 #    NOTIFY_SOCKET the bench listens on, and its peak resident memory then
 #    (VmHWM, which counts the ledger's pages it mapped as well as its

@@ -127,6 +127,54 @@ func BenchmarkKeepingTheModel(b *testing.B) {
 			}
 		})
 	}
+	b.Run("gate-daemon", func(b *testing.B) {
+		// The gate as the daemon runs it: following the ledger, reading
+		// each event back, deciding it, and recording what it does not
+		// ignore, until it has decided a stop appended after the
+		// events (a hard rule: it always wakes).
+		observer, err := awareness.NewObserver(awareness.DefaultObservationRules)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s, err := ledger.Open(ledger.Options{Path: benchDir(b) + "/ledger.db", AgentID: ledger.UUID{1}, BodyID: ledger.UUID{2}, Projections: awareness.Projections()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		rules := gate.DefaultRules()
+		rules.Defaults = observer.Defaults()
+		done := make(chan struct{})
+		stop := ledger.Event{ID: ledger.NewID(), Type: "estop.tripped", ChannelID: "estop.main", Provenance: ledger.Observed, Trust: ledger.High}
+		g := &gate.Gate{Store: s, Sal: gate.NewSalience(rules), Pool: &gate.Pool{Per: 8, TTL: time.Hour, MaxKeys: 1024}, Classes: ledger.DefaultClasses(),
+			Push: func(d gate.Decision, e ledger.Stored) {
+				if e.ID == stop.ID {
+					close(done)
+				}
+			}}
+		if err := g.Load(); err != nil { // it begins after the last event: none yet
+			b.Fatal(err)
+		}
+		for n, part := 0, 0; n < b.N; part++ {
+			mix := simMix(b, part)
+			mix = mix[:min(len(mix), b.N-n)]
+			if _, err := s.Append(ctx, mix...); err != nil {
+				b.Fatal(err)
+			}
+			n += len(mix)
+		}
+		if _, err := s.Append(ctx, stop); err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		errc := make(chan error, 1)
+		go func() { errc <- g.Run(ctx) }()
+		<-done
+		b.StopTimer()
+		cancel()
+		<-errc
+	})
 	b.Run("gate", func(b *testing.B) {
 		observer, err := awareness.NewObserver(awareness.DefaultObservationRules)
 		if err != nil {

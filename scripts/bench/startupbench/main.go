@@ -10,7 +10,11 @@
 // each, the way the runner writes them), the grants (a tenth of them
 // revoked later), e-stop trips each with its reset, people's holds each
 // with its release, spread over the year, and the rest sense events in the
-// last six days (older telemetry would have been deleted by retention). It
+// last six days (older telemetry would have been deleted by retention).
+// Besides the N, what feeds the world model of the sim board over the
+// last -world-days days (365), written through the daemon's deriver:
+// retention deletes the sensed events older than their week, and the
+// model's records of them stay, as on a body a year old. It
 // is written through a clock that moves with the history, so ingest times
 // and the ledger's running clock are of their moment, and retention is run
 // at the end,
@@ -49,9 +53,11 @@ import (
 
 	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/awareness"
+	"github.com/tobe-body/tobe-body/awareness/control/world"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/ledger"
+	"github.com/tobe-body/tobe-body/sense"
 )
 
 func main() {
@@ -89,6 +95,15 @@ const (
 	kReset
 	kTakeover
 	kRelease
+	// What feeds the world model over the whole year (deleted by
+	// retention after its week, what the model made of it kept).
+	kCamSummary
+	kMicLevel
+	kAir
+	kMotionStarted
+	kMotionEnded
+	kVoiceStarted
+	kVoiceEnded
 )
 
 // slot is one event of the history: when, what, and which of its kind.
@@ -106,6 +121,7 @@ func fill(ctx context.Context, args []string, out io.Writer) error {
 	trips := fs.Int("trips", 100, "e-stop trips, each with its reset")
 	holds := fs.Int("holds", 50, "people's holds, each with its release")
 	seed := fs.Uint64("seed", 1, "random seed")
+	worldDays := fs.Int("world-days", 365, "days of what feeds the world model (the sim board's rooms and air), besides the events: a camera summary and a sound summary every 7.5 minutes (the rate at which they mark a room seen), the air every 5 minutes, 75 motions and 75 voices a day")
 	if len(args) < 1 {
 		return errUsage
 	}
@@ -163,6 +179,24 @@ func fill(ctx context.Context, args []string, out io.Writer) error {
 	for i := 0; len(slots) < *events; i++ {
 		add(end.UnixNano()-recent+rng.Int64N(recent-int64(time.Minute)), kSense, i)
 	}
+	for day := 0; day < *worldDays; day++ {
+		d0 := end.UnixNano() - int64(day+1)*int64(24*time.Hour)
+		for t := int64(0); t < int64(24*time.Hour); t += int64(450 * time.Second) {
+			add(d0+t, kCamSummary, day)
+			add(d0+t+int64(time.Second), kMicLevel, day)
+		}
+		for t := int64(0); t < int64(24*time.Hour); t += int64(5 * time.Minute) {
+			add(d0+t+int64(2*time.Second), kAir, day)
+		}
+		for i := 0; i < 75; i++ {
+			at := d0 + rng.Int64N(int64(24*time.Hour-2*time.Minute))
+			add(at, kMotionStarted, i)
+			add(at+int64(time.Minute), kMotionEnded, i)
+			at = d0 + rng.Int64N(int64(24*time.Hour-2*time.Minute))
+			add(at, kVoiceStarted, i)
+			add(at+int64(20*time.Second), kVoiceEnded, i)
+		}
+	}
 	slices.SortStableFunc(slots, func(a, b slot) int { return cmp.Compare(a.at, b.at) })
 
 	// The daemon's ledger options, on a clock that moves with the
@@ -175,6 +209,16 @@ func fill(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	opts.Now = func() time.Time { return time.Unix(0, clock.Load()) }
+	// The world model the daemon keeps on the sim board with its
+	// defaults: its events are derived as the daemon derives them.
+	wm, err := world.Build(world.Config{}, world.Facts{Cameras: map[string][]string{"camera.front": {"frame"}},
+		Microphones: []string{"audio.mic"}, EnvSensors: []string{"env.air"},
+		Outputs:       []string{"gpio.relay1", "gpio.relay2", "gpio.led", "gpio.buzzer"},
+		CameraSummary: sense.DefaultCameraSummary, MicSummary: 10 * time.Second, EnvSummary: 5 * time.Minute})
+	if err != nil {
+		return err
+	}
+	opts.Derivers = []ledger.Deriver{&world.Deriver{Model: wm}}
 	store, err := ledger.Open(opts)
 	if err != nil {
 		return err
@@ -292,6 +336,29 @@ func (h *history) event(s slot) (ledger.Event, error) {
 	case kRelease:
 		e.Type, e.ChannelID = act.EventHumanReleased, "gpio.button"
 		p = map[string]any{"resource": "gpio.relay1", "control": "gpio.button", "why": "pressed again"}
+	case kCamSummary:
+		e.Type, e.ChannelID, e.Trust = "camera.summary", "camera.front", ledger.Medium
+		p = sense.CameraSummary{Zones: []string{"frame"}, Frames: 13500, OverS: 60}
+	case kMicLevel:
+		e.Type, e.ChannelID, e.Trust = "audio.level", "audio.mic", ledger.Medium
+		p = sense.SoundLevel{RMS: -48, Peak: -40, Floor: -52, CoveredMS: 10000, PeriodMS: 10000}
+	case kAir:
+		t := 20 + 4*float64(s.at%int64(24*time.Hour))/float64(24*time.Hour)
+		h := 45.0
+		e.Type, e.ChannelID = "env.reading", "env.air"
+		p = sense.EnvReading{Sensor: "air", Temperature: &t, Humidity: &h, Over: 300, Samples: 30}
+	case kMotionStarted:
+		e.Type, e.ChannelID, e.Trust, e.Privacy = "camera.motion_started", "camera.front", ledger.Medium, ledger.Sensitive
+		p = sense.MotionStarted{Zone: "frame", Area: 0.05}
+	case kMotionEnded:
+		e.Type, e.ChannelID, e.Trust, e.Privacy = "camera.motion_ended", "camera.front", ledger.Medium, ledger.Sensitive
+		p = sense.MotionEnded{Zone: "frame", DurationMS: 60000, Frames: 1800}
+	case kVoiceStarted:
+		e.Type, e.ChannelID, e.Trust, e.Privacy = "audio.voice_started", "audio.mic", ledger.Medium, ledger.Sensitive
+		p = sense.Voice{SNR: 12}
+	case kVoiceEnded:
+		e.Type, e.ChannelID, e.Trust, e.Privacy = "audio.voice_ended", "audio.mic", ledger.Medium, ledger.Sensitive
+		p = sense.Voice{SNR: 12, DurationMS: 20000}
 	default:
 		e.Provenance, e.Trust, e.SourceSequence = ledger.Observed, ledger.Medium, uint64(s.n)
 		switch s.n % 4 {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tobe-body/tobe-body/act"
 	"github.com/tobe-body/tobe-body/awareness"
+	"github.com/tobe-body/tobe-body/awareness/control/world"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/ledger"
@@ -39,17 +40,54 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// What feeds the world model over ten days: retention deleted what is
+// older than a week, what the model made of it is kept, and the model
+// answers what the room was nine days ago.
+func TestFillKeepsTheWorldsHistory(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"fill", dir, "-events", "2000", "-actions", "100", "-grants", "10", "-trips", "1", "-holds", "1", "-world-days", "10"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	id, _, err := body.LoadIdentity(dir, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := body.LedgerOptions(config.Default().Ledger, dir, id, slog.New(slog.DiscardHandler), awareness.Projections()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ledger.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if r, err := s.Verify(t.Context()); err != nil || !r.OK() {
+		t.Errorf("verify: %+v %v", r, err)
+	}
+	old, err := s.Events(ledger.Filter{Types: []string{"camera.summary"}, Limit: 1})
+	if err != nil || len(old) == 0 || time.Since(old[0].Occurred()) > 9*24*time.Hour {
+		t.Errorf("the oldest camera summary kept: %+v %v; want retention to have deleted the older ones", old, err)
+	}
+	m, _ := world.Build(world.Config{}, world.Facts{Cameras: map[string][]string{"camera.front": {"frame"}}})
+	r := &world.Reader{Store: s, Model: m}
+	h, err := r.History("room.front", time.Now().Add(-10*24*time.Hour), time.Now().Add(-8*24*time.Hour), 0)
+	if err != nil || len(h.Changes) < 50 {
+		t.Errorf("the room's changes nine days ago: %d, %v; want the model's history kept", len(h.Changes), err)
+	}
+}
+
 // A small history, as the daemon would find it: every projection in
 // place (nothing to build at open), the counts right, and the state it
 // restores what the history says.
 func TestFill(t *testing.T) {
 	dir := t.TempDir()
 	var out bytes.Buffer
-	err := run(t.Context(), []string{"fill", dir, "-events", "3000", "-actions", "400", "-grants", "20", "-trips", "3", "-holds", "2"}, &out)
+	err := run(t.Context(), []string{"fill", dir, "-events", "3000", "-actions", "400", "-grants", "20", "-trips", "3", "-holds", "2", "-world-days", "0"}, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "filled "+dir+": 3000 events") {
+	if !strings.Contains(out.String(), "filled "+dir+": ") {
 		t.Errorf("printed %q", out.String())
 	}
 	id, created, err := body.LoadIdentity(dir, time.Now())
@@ -73,8 +111,10 @@ func TestFill(t *testing.T) {
 		t.Errorf("verify: %+v %v", r, err)
 	}
 	st, _ := s.Stats()
-	if st.Events != 3000 || st.Aggregates != 400+20 {
-		t.Errorf("stats %+v", st)
+	// The world model's records of the trips' outputs besides the 3000.
+	derived, _ := s.Events(ledger.Filter{Types: []string{"world."}, Limit: 100})
+	if st.Events != 3000+len(derived) || len(derived) == 0 || st.Aggregates != 400+20 {
+		t.Errorf("stats %+v, %d of the world model", st, len(derived))
 	}
 	if latched, err := act.LatchedAtStop(s); latched || err != nil {
 		t.Errorf("latched %v %v: every trip was reset", latched, err)

@@ -1,0 +1,86 @@
+#!/bin/sh
+# The world model (issue 32), in one run:
+#  - world.at on a year-old ledger (startupbench's fill: 1,000,000 events
+#    of a year, and a year of what feeds the sim board's rooms and air,
+#    whose sensed events retention deleted after their week and whose
+#    world records it kept) against the same questions on a young ledger
+#    (5,000 events, one day of the model): the median and 99th
+#    percentile of WORLD_QUERIES (10,000) questions, an entity at a
+#    random time of the model's history, as known now (four in five) or
+#    at a random sequence. Goal: p99 <= 5 ms on the year-old ledger.
+#  - the per-event cost of keeping the model against the gate's, on a
+#    day's mix of the sim's sensed events (BenchmarkKeepingTheModel, run
+#    ROUNDS times (7), each round every part; the medians of the rounds'
+#    ratios): the deriver's own time a event against the gate's decision
+#    (an event decoded, matched against 10 wait conditions, weighed by
+#    the built-in rules), and the whole cost of the model (appends with
+#    the deriver less appends without: the deriving and the writing of
+#    what it derives) against the gate as the daemon runs it (following
+#    the ledger, deciding, recording what it does not ignore). Goal: at
+#    most 0.5x.
+#
+#   scripts/bench/world.sh
+#   STARTUP_DIR=/var/tmp/startup scripts/bench/world.sh   # a year-old ledger filled before (startup.sh's)
+#   BENCH_SHORT=1 scripts/bench/world.sh   # 5,000 events and 30 days, 500 questions, one short round
+set -eu
+cd "$(dirname "$0")/../.."
+. scripts/bench/lib.sh
+events=1000000 days=365 queries=10000 rounds=7 benchtime=1s
+short && events=5000 days=30 queries=500 rounds=1 benchtime=0.1s
+events=${WORLD_EVENTS:-$events}
+queries=${WORLD_QUERIES:-$queries}
+rounds=${ROUNDS:-$rounds}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+go build -o "$out/startupbench" ./scripts/bench/startupbench
+go build -o "$out/worldbench" ./scripts/bench/worldbench
+go test -c -o "$out/world.test" ./awareness/control/world
+
+old=${STARTUP_DIR:-$out/old}
+if [ ! -f "$old/ledger.db" ]; then
+	echo "filling $old with $events events and $days days of the world model"
+	"$out/startupbench" fill "$old" -events "$events" -actions $((events / 4)) -world-days "$days"
+fi
+young="$out/young"
+"$out/startupbench" fill "$young" -events 5000 -actions 1250 -world-days 1 >/dev/null
+echo "young: $("$out/worldbench" at "$young" -queries "$queries")"
+echo "old:   $("$out/worldbench" at "$old" -queries "$queries")"
+y=$("$out/worldbench" at "$young" -queries "$queries")
+o=$("$out/worldbench" at "$old" -queries "$queries")
+echo "young, again: $y"
+echo "old, again:   $o"
+get() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+figure world.at.p50 "$(get "$o" p50_ms)" ms "$(get "$y" p50_ms)" - young-ledger
+figure world.at.p99 "$(get "$o" p99_ms)" ms "$(get "$y" p99_ms)" value\<=5 young-ledger
+
+: >"$out/rounds"
+i=0
+while [ "$i" -lt "$rounds" ]; do
+	"$out/world.test" -test.run '^$' -test.bench '^BenchmarkKeepingTheModel$' -test.cpu 1 -test.benchtime "$benchtime" |
+		awk -v round="$i" '/^BenchmarkKeepingTheModel\// {
+			split($1, p, "/"); name = p[2]; sub(/-[0-9]+$/, "", name); ns[name] = $3
+			for (f = 4; f < NF; f++) if ($(f + 1) == "derive-ns/event") derive = $f
+		}
+		END { printf "%d %s %s %s %s %s\n", round, ns["ledger"], ns["ledger+world"], derive, ns["gate"], ns["gate-daemon"] }' >>"$out/rounds"
+	i=$((i + 1))
+done
+echo "round ledger ledger+world derive gate gate-daemon (ns an event)"
+cat "$out/rounds"
+awk '
+function median(list, n,   i, j, t, a) {
+	split(list, a, " ")
+	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+{
+	n++
+	keep = $3 - $2; if (keep < 0) keep = 0
+	d = d " " $4; g = g " " $5; k = k " " keep; gd = gd " " $6
+	rd = rd " " ($4 / $5); rk = rk " " (keep / $6)
+}
+END {
+	printf "median ratios: derive/gate %.3f, keep/gate-daemon %.3f\n", median(rd, n), median(rk, n) > "/dev/stderr"
+	printf "world.derive_per_event %s ns %s ratio<=0.5 gate-decide\n", median(d, n), median(g, n)
+	printf "world.keep_per_event %s ns %s ratio<=0.5 gate-daemon\n", median(k, n), median(gd, n)
+}' "$out/rounds" | figures
