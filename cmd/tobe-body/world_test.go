@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tobe-body/tobe-body/awareness"
 	"github.com/tobe-body/tobe-body/awareness/control/world"
 	"github.com/tobe-body/tobe-body/body/uplink"
 	"github.com/tobe-body/tobe-body/ledger"
@@ -116,4 +117,54 @@ func jsonString(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestAnAgentWaitsForTheWorld: on the sim board, an agent (the official
+// MCP client over `tobe-body stdio`) waits for the room at the door to
+// become active; the sim's moving object makes it so and the gate wakes
+// the agent with the world.changed, whose state the agent then reads
+// with world_now and explains down to the motion event.
+func TestAnAgentWaitsForTheWorld(t *testing.T) {
+	d := startDaemon(t, agentConfig()+zones)
+	defer d.stop(t)
+	b := startBridge(t, "--data", d.data, "--principal", "pi-high")
+	defer b.stdin.Close()
+	if c := b.content(t, "work_create", map[string]any{"id": "door-room", "goal": "know when the room at the door is busy",
+		"done_when": []string{"told the room is active"}}); c.Status != "success" {
+		t.Fatalf("work_create: %+v", c)
+	}
+	if c := b.content(t, "wait_add", map[string]any{"id": "busy", "owner": "door-room", "event_types": []string{"world.changed"},
+		"match": []any{map[string]any{"field": "entity", "equals": "room.front-door"}, map[string]any{"field": "value", "equals": "active"}},
+		"priority": "high", "cooldown_ms": 3_600_000, "expires_in": "10m"}); c.Status != "success" {
+		t.Fatalf("wait_add: %+v", c)
+	}
+	pushed := gatePushes(t, b, "busy", time.Now().Add(2*time.Minute), 1)
+	if len(pushed) != 1 {
+		t.Fatalf("no wake for the room in two minutes; the body's log:\n%s", d.stderr)
+	}
+	if o := pushed[0]; o.Type != "world.changed" || o.Attention != ledger.High {
+		t.Fatalf("the wake: %+v", o)
+	}
+	c := b.content(t, "world_now", map[string]any{})
+	raw, _ := json.Marshal(c.Data)
+	var now awareness.WorldStates
+	if err := json.Unmarshal(raw, &now); err != nil || len(now.States) == 0 {
+		t.Fatalf("world_now: %+v %v", c, err)
+	}
+	c = b.content(t, "world_explain", map[string]any{"entity": "room.front-door"})
+	raw, _ = json.Marshal(c.Data)
+	var x world.Explanation
+	if err := json.Unmarshal(raw, &x); err != nil || len(x.Chains) != 1 || len(x.Chains[0].Records) == 0 {
+		t.Fatalf("world_explain: %+v %v", c, err)
+	}
+	var cited []string
+	for _, r := range x.Chains[0].Records {
+		for _, e := range r.Evidence {
+			if e.Event == nil || e.Event.ID != e.ID || !strings.HasPrefix(e.Event.Type, "camera.") {
+				t.Errorf("evidence %+v does not resolve to its camera event", e)
+			}
+			cited = append(cited, e.Type)
+		}
+	}
+	t.Logf("the room's evidence: %v", cited)
 }
