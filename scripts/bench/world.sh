@@ -51,8 +51,8 @@ o=$("$out/worldbench" at "$old" -queries "$queries")
 echo "young, again: $y"
 echo "old, again:   $o"
 get() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
-figure world.at.p50 "$(get "$o" p50_ms)" ms "$(get "$y" p50_ms)" - young-ledger
-figure world.at.p99 "$(get "$o" p99_ms)" ms "$(get "$y" p99_ms)" value\<=5 young-ledger
+figure world.at.p50 "$(get "$o" p50_ms)" ms "$(get "$y" p50_ms)" - small-ledger
+figure world.at.p99 "$(get "$o" p99_ms)" ms "$(get "$y" p99_ms)" value\<=5 small-ledger
 
 : >"$out/rounds"
 i=0

@@ -98,11 +98,27 @@ func (k *Keeper) now() time.Time {
 // Start records that the body restarted: every record of a sensed
 // source ends (told assertions keep their own expiry).
 func (k *Keeper) Start(ctx context.Context) error {
+	sensed := false
+	err := k.Store.ReadProjection(ProjectionName, func(kv ledger.ReadKV) error {
+		ledger.Range(kv, []byte{kCurrent}, nil, false, func(k, v []byte) bool {
+			e, src, _ := cutNUL(string(k[1:]))
+			rec, err := readRecord(kv, e, src, getU64(v))
+			sensed = err != nil || rec.Channel != ""
+			return !sensed
+		})
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("world: reading what the body sensed before it stopped: %w", err)
+	}
+	if !sensed {
+		return nil // nothing to end: no write
+	}
 	var stopped int64
 	if !k.StoppedAt.IsZero() {
 		stopped = k.StoppedAt.UnixNano()
 	}
-	_, err := k.Store.Execute(ctx, &roundCmd{model: k.Model, run: k.Store.Running().Milliseconds(), now: k.now().UnixNano(),
+	_, err = k.Store.Execute(ctx, &roundCmd{model: k.Model, run: k.Store.Running().Milliseconds(), now: k.now().UnixNano(),
 		restart: true, stoppedAt: stopped})
 	if err != nil {
 		return fmt.Errorf("world: recording the restart: %w", err)
