@@ -134,7 +134,7 @@ func TestAnAgentWaitsForTheWorld(t *testing.T) {
 		t.Fatalf("work_create: %+v", c)
 	}
 	if c := b.content(t, "wait_add", map[string]any{"id": "busy", "owner": "door-room", "event_types": []string{"world.changed"},
-		"match": []any{map[string]any{"field": "entity", "equals": "room.front-door"}, map[string]any{"field": "value", "equals": "active"}},
+		"match":    []any{map[string]any{"field": "entity", "equals": "room.front-door"}, map[string]any{"field": "value", "equals": "active"}},
 		"priority": "high", "cooldown_ms": 3_600_000, "expires_in": "10m"}); c.Status != "success" {
 		t.Fatalf("wait_add: %+v", c)
 	}

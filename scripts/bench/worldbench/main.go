@@ -111,7 +111,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 	slices.Sort(took)
-	q := func(p float64) float64 { return float64(took[min(len(took)-1, int(p*float64(len(took))))].Microseconds()) / 1000 }
+	q := func(p float64) float64 {
+		return float64(took[min(len(took)-1, int(p*float64(len(took))))].Microseconds()) / 1000
+	}
 	fmt.Fprintf(out, "at: queries=%d p50_ms=%.3f p99_ms=%.3f max_ms=%.3f unknown=%d history_days=%.0f\n",
 		len(took), q(0.5), q(0.99), float64(took[len(took)-1].Microseconds())/1000, unknown, float64(to-from)/float64(24*time.Hour))
 	return nil
