@@ -2,7 +2,6 @@ package world
 
 import (
 	"encoding/binary"
-	"math"
 	"time"
 
 	"github.com/tobe-body/tobe-body/ledger"
@@ -260,8 +259,6 @@ func tail(k []byte) (at int64, seq uint64) {
 // msOf is a duration in whole milliseconds.
 func msOf(d time.Duration) int64 { return d.Milliseconds() }
 
-// never is a time after every other.
-const never = math.MaxInt64
 
 // provenanceRank orders provenances by how much a state rests on the
 // world: verified over observed over told over inferred.

@@ -44,7 +44,14 @@ func World(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, worldUsage)
 		return &ExitError{Code: 2}
 	}
-	sub, rest := args[0], args[1:]
+	sub, rest := args[0], slices.Clone(args[1:])
+	// A TIME before now (-90m) would read as a flag: it is marked as a
+	// time where it stands as an argument, not as a flag's value.
+	for i, a := range rest {
+		if len(a) > 1 && a[0] == '-' && a[1] >= '0' && a[1] <= '9' && (i == 0 || !valueFlag(rest[i-1])) {
+			rest[i] = "now" + a
+		}
+	}
 	var c Common
 	fs := NewFlagSet("world "+sub, stderr, &c, true)
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -88,7 +95,7 @@ func World(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if s == "" {
 			return "", nil
 		}
-		if d, err := time.ParseDuration(s); err == nil {
+		if d, err := time.ParseDuration(strings.TrimPrefix(s, "now")); err == nil {
 			return now.Add(d).UTC().Format(time.RFC3339Nano), nil
 		}
 		if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
@@ -185,6 +192,20 @@ func World(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		printState(stdout, st)
 		return nil
 	}
+}
+
+// valueFlag tells whether an argument is a flag that takes the next as
+// its value.
+func valueFlag(a string) bool {
+	name := strings.TrimLeft(a, "-")
+	if strings.Contains(name, "=") || name == a {
+		return false
+	}
+	switch name {
+	case "known-at", "from", "to", "limit", "for", "confidence", "data", "board", "config", "socket":
+		return true
+	}
+	return false
 }
 
 func valueOf(value string, rs map[string]world.Reading) string {
