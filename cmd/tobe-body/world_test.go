@@ -167,4 +167,26 @@ func TestAnAgentWaitsForTheWorld(t *testing.T) {
 		}
 	}
 	t.Logf("the room's evidence: %v", cited)
+
+	// The same through the CLI, as a local administrator.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"world", "now", "room.front-door"}, "room.front-door"},
+		{[]string{"world", "explain", "room.front-door"}, "evidence camera.motion_"},
+		{[]string{"world", "at", "room.front-door", "-1s"}, "camera.front#door="},
+		{[]string{"world", "history", "room.front-door", "--from", "-10m"}, "active"},
+		{[]string{"world", "tell", "room.front-door", "quiet", "--for", "1m"}, "told:"},
+		{[]string{"world", "withdraw", "room.front-door"}, "room.front-door"},
+		{[]string{"world", "now", "--json"}, `"entity": "body"`},
+	} {
+		out, err := runCmd(t, append(tc.args, "--data", d.data)...)
+		if err != nil || !strings.Contains(out, tc.want) {
+			t.Errorf("tobe-body %s: %v\n%s\nwant it to say %q", strings.Join(tc.args, " "), err, out, tc.want)
+		}
+	}
+	if out, err := runCmd(t, "world", "at", "room.front-door", "yesterday", "--data", d.data); err == nil || !strings.Contains(out+err.Error(), "RFC 3339") {
+		t.Errorf("a time that is not: %v %s", err, out)
+	}
 }

@@ -141,14 +141,7 @@ func World(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		st, err := admin.Call(ctx, cl, awareness.OpWorldAt, awareness.WorldAtIn{Entity: pos[0], At: at, KnownAt: *knownAt})
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return writeJSON(stdout, st)
-		}
-		printState(stdout, st)
-		return nil
+		return show(stdout, *asJSON, st, err, printState)
 	case "history":
 		f, err := when("--from", *from)
 		if err != nil {
@@ -159,38 +152,17 @@ func World(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		h, err := admin.Call(ctx, cl, awareness.OpWorldHistory, awareness.WorldHistoryIn{Entity: pos[0], From: f, To: t, Limit: *limit})
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return writeJSON(stdout, h)
-		}
-		printHistory(stdout, h)
-		return nil
+		return show(stdout, *asJSON, h, err, printHistory)
 	case "explain":
 		x, err := admin.Call(ctx, cl, awareness.OpWorldExplain, awareness.WorldEntityIn{Entity: pos[0]})
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return writeJSON(stdout, x)
-		}
-		printExplanation(stdout, x)
-		return nil
+		return show(stdout, *asJSON, x, err, printExplanation)
 	default:
 		in := awareness.WorldTellIn{Entity: pos[0], Withdraw: sub == "withdraw"}
 		if sub == "tell" {
 			in.Value, in.For, in.Confidence = pos[1], *forD, *conf
 		}
 		st, err := admin.Call(ctx, cl, awareness.OpWorldTell, in)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return writeJSON(stdout, st)
-		}
-		printState(stdout, st)
-		return nil
+		return show(stdout, *asJSON, st, err, printState)
 	}
 }
 
@@ -206,6 +178,18 @@ func valueFlag(a string) bool {
 		return true
 	}
 	return false
+}
+
+// show prints an answer as JSON, or in words with print.
+func show[T any](w io.Writer, asJSON bool, v T, err error, print func(io.Writer, T)) error {
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(w, v)
+	}
+	print(w, v)
+	return nil
 }
 
 func valueOf(value string, rs map[string]world.Reading) string {
