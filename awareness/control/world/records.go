@@ -259,7 +259,6 @@ func tail(k []byte) (at int64, seq uint64) {
 // msOf is a duration in whole milliseconds.
 func msOf(d time.Duration) int64 { return d.Milliseconds() }
 
-
 // provenanceRank orders provenances by how much a state rests on the
 // world: verified over observed over told over inferred.
 func provenanceRank(p string) int {
