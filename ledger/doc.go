@@ -11,6 +11,12 @@
 // that transaction is on disk. Concurrent appends share one commit (group
 // commit), so durability stays cheap under load.
 //
+// A Deriver appends, in the transaction of an event it follows, what the
+// body concludes from it (the world model's records of what it sensed):
+// events of a class that lasts, which projections may follow even when
+// the events they were concluded from expire, so verify rebuilds those
+// projections long after retention deleted what they cite.
+//
 // Opening does not grow with the file's age. A file its last writer closed
 // gets a quick check of what bbolt needs to map it, and its counts are
 // read from the record Close left; only after an unclean stop (or with
