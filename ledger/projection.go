@@ -37,6 +37,10 @@ func SeqOf(kv KV) (uint64, bool) {
 	return s.seq(), true
 }
 
+// AtSeq is m as the bucket of an event applied at seq (SeqOf reads it):
+// for a projection's tests and fuzzing, outside the ledger.
+func AtSeq(m MemKV, seq uint64) KV { return seqKV{m, seq} }
+
 // sequenced is a bucket that knows the sequence of the event applied.
 type sequenced interface{ seq() uint64 }
 
