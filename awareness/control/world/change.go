@@ -9,6 +9,9 @@ import (
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
+// src names a source of an entity.
+type src struct{ entity, source string }
+
 // current is a source's record as a change sees it: stored at seq, or
 // written by this change (seq 0).
 type current struct {
@@ -31,7 +34,7 @@ type mark struct {
 // next derivation starts the cache afresh.
 type cache struct {
 	gen   uint64
-	cur   map[string]*current
+	cur   map[src]*current
 	marks map[string]*mark
 	last  map[string]*Changed
 	// held lists by entity the sources the projection holds a current
@@ -40,7 +43,7 @@ type cache struct {
 }
 
 func newCache(gen uint64) *cache {
-	return &cache{gen: gen, cur: map[string]*current{}, marks: map[string]*mark{}, last: map[string]*Changed{}, held: map[string][]string{}}
+	return &cache{gen: gen, cur: map[src]*current{}, marks: map[string]*mark{}, last: map[string]*Changed{}, held: map[string][]string{}}
 }
 
 // step is what a change makes of one entity: new records of its sources
@@ -65,7 +68,7 @@ type change struct {
 	out  []ledger.Event
 	// cur and marks are what this change wrote, over cache (nil: none)
 	// over kv.
-	cur   map[string]*current // entity NUL source -> record; nil: none
+	cur   map[src]*current // a source of an entity -> its record; nil: none
 	marks map[string]*mark
 	cache *cache
 	// steps are the touched entities' steps, in the order touched.
@@ -92,22 +95,22 @@ func (c *change) evidence() *Evidence {
 func newChange(kv ledger.ReadKV, m *Model, runMS int64, base ledger.Event, c *cache) *change {
 	ch := &change{kv: kv, model: m, run: runMS, base: base, cache: c}
 	if c == nil {
-		ch.cur, ch.marks = map[string]*current{}, map[string]*mark{}
+		ch.cur, ch.marks = map[src]*current{}, map[string]*mark{}
 	}
 	return ch
 }
 
 // wrote keeps what this change wrote of a source (nil: its record ended).
-func (c *change) wrote(k string, cu *current) {
+func (c *change) wrote(k src, cu *current) {
 	if c.cur == nil {
-		c.cur = map[string]*current{}
+		c.cur = map[src]*current{}
 	}
 	c.cur[k] = cu
 }
 
 // current returns a source's record, or nil.
 func (c *change) current(entity, source string) *current {
-	k := entity + "\x00" + source
+	k := src{entity, source}
 	if cu, ok := c.cur[k]; ok {
 		return cu
 	}
@@ -229,7 +232,7 @@ func (c *change) end(cu *current, reason string, at int64, ev *Evidence) error {
 	at = max(at, cu.rec.ValidFrom)
 	st := c.stepOf(cu.rec.Entity, at)
 	st.ended = append(st.ended, Ended{Entity: cu.rec.Entity, Source: cu.rec.Source, Record: cu.seq, Reason: reason, At: at, LastSeen: seenAt, Evidence: ev})
-	c.wrote(cu.rec.Entity+"\x00"+cu.rec.Source, nil)
+	c.wrote(src{cu.rec.Entity, cu.rec.Source}, nil)
 	return nil
 }
 
@@ -303,7 +306,7 @@ func (c *change) observe(ent Entity, o *observation) error {
 	}
 	st := c.stepOf(ent.ID, r.ValidFrom)
 	st.recs = append(st.recs, r)
-	c.wrote(ent.ID+"\x00"+o.source, &current{rec: r})
+	c.wrote(src{ent.ID, o.source}, &current{rec: r})
 	return nil
 }
 
@@ -352,7 +355,7 @@ func (c *change) sourcesOf(ent Entity) []string {
 		}
 	}
 	for k, cu := range c.cur {
-		if e, s, _ := cutNUL(k); e == ent.ID && cu != nil && !slices.Contains(out, s) {
+		if e, s := k.entity, k.source; e == ent.ID && cu != nil && !slices.Contains(out, s) {
 			out = append(out, s)
 		}
 	}
@@ -458,7 +461,7 @@ func (c *change) keep(first uint64) {
 		}
 	}
 	for k, cu := range c.cur {
-		entity, source, _ := cutNUL(k)
+		entity, source := k.entity, k.source
 		if cu != nil && cu.seq == 0 {
 			cu = &current{seq: seqOf[entity], rec: cu.rec}
 		}
