@@ -296,8 +296,11 @@ func (c *change) observe(ent Entity, o *observation) error {
 		evs = []Evidence{*ev}
 	}
 	r := Record{Entity: ent.ID, Source: o.source, Channel: o.channel, Value: value, Readings: o.readings, Confidence: o.conf,
-		Provenance: o.prov.String(), Evidence: evs, ValidFrom: c.base.OccurredAt, UncertaintyMS: c.base.ClockUncertaintyMS,
-		Unsynced: c.base.ClockUnsynced, ExpireMS: msOf(ent.ExpireAfter), RunMS: c.run, By: o.by}
+		Provenance: o.prov.String(), Evidence: evs, ValidFrom: c.base.OccurredAt, ExpireMS: msOf(ent.ExpireAfter), RunMS: c.run, By: o.by}
+	if e := c.cause; e != nil {
+		// The valid time is the evidence's, as sure as its clock was.
+		r.UncertaintyMS, r.Unsynced = e.ClockUncertaintyMS, e.ClockUnsynced
+	}
 	if o.expireMS > 0 {
 		r.ExpireMS = o.expireMS
 	}

@@ -243,6 +243,29 @@ func TestARoomActiveQuietAndUnknown(t *testing.T) {
 	}
 }
 
+// TestAStateSaysHowSureItsTimeIs: a record's valid time carries the
+// uncertainty of its evidence's clock, and whether that clock was
+// synchronised.
+func TestAStateSaysHowSureItsTimeIs(t *testing.T) {
+	g := newRig(t, Config{})
+	for _, tc := range []struct {
+		zone     string
+		unc      uint32
+		unsynced bool
+	}{{"left", 40, false}, {"right door", 4294967295, true}} {
+		_, err := g.s.Append(context.Background(), ledger.Event{Type: "camera.motion_started", ChannelID: "camera.front", OccurredAt: g.wall.UnixNano(),
+			ClockDomain: "boot", MonotonicNS: 1, ClockUncertaintyMS: tc.unc, ClockUnsynced: tc.unsynced, Provenance: ledger.Observed,
+			Payload: payload(t, sense.MotionStarted{Zone: tc.zone})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := "room.front-" + slug(tc.zone)
+		if ss := g.now(id).Sources[0]; ss.UncertaintyMS != tc.unc || ss.ClockUnsynced != tc.unsynced || !ss.ValidFrom.Equal(g.wall) {
+			t.Errorf("%s: %+v, want valid from %v ±%d ms, unsynced %v", id, ss, g.wall, tc.unc, tc.unsynced)
+		}
+	}
+}
+
 func TestCutEndsAndARestartForgets(t *testing.T) {
 	g := newRig(t, Config{})
 	g.sense("camera.motion_started", "camera.front", sense.MotionStarted{Zone: "left"})
