@@ -227,24 +227,33 @@ func fill(ctx context.Context, args []string, out io.Writer) error {
 
 	h := newHistory(*actions, *grants)
 	started := time.Now()
-	const batch = 2000
+	// A commit holds at most 2000 events and at most a minute of the
+	// history: the ledger's running clock is read once a commit, and the
+	// world model judges its expiries and seen marks by it, as the
+	// daemon's commits (every telemetry_commit_ms at most) let it.
+	const batch, window = 2000, int64(time.Minute)
 	evs := make([]ledger.Event, 0, batch)
-	for i := 0; i < len(slots); i += batch {
+	written, reported := 0, 0
+	for i := 0; i < len(slots); {
 		evs = evs[:0]
-		for _, s := range slots[i:min(i+batch, len(slots))] {
-			e, err := h.event(s)
+		j := i
+		for ; j < len(slots) && j-i < batch && slots[j].at-slots[i].at < window; j++ {
+			e, err := h.event(slots[j])
 			if err != nil {
 				return err
 			}
 			evs = append(evs, e)
 		}
-		clock.Store(slots[min(i+batch, len(slots))-1].at)
+		clock.Store(slots[j-1].at)
 		if _, err := store.Append(ctx, evs...); err != nil {
 			return err
 		}
-		if n := i + len(evs); n%100_000 == 0 {
-			fmt.Fprintf(out, "  %d events written in %v\n", n, time.Since(started).Round(time.Second))
+		written += len(evs)
+		if written/100_000 > reported {
+			reported = written / 100_000
+			fmt.Fprintf(out, "  %d events written in %v\n", written, time.Since(started).Round(time.Second))
 		}
+		i = j
 	}
 	// Retention ran on the body now and then: it finds nothing of the
 	// last six days old enough, and dedupe keys live as long as their

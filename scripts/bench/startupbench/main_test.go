@@ -112,7 +112,7 @@ func TestFill(t *testing.T) {
 	}
 	st, _ := s.Stats()
 	// The world model's records of the trips' outputs besides the 3000.
-	derived, _ := s.Events(ledger.Filter{Types: []string{"world."}, Limit: 100})
+	derived, _ := s.Events(ledger.Filter{Types: []string{"world."}, Limit: 100_000})
 	if st.Events != 3000+len(derived) || len(derived) == 0 || st.Aggregates != 400+20 {
 		t.Errorf("stats %+v, %d of the world model", st, len(derived))
 	}
