@@ -57,6 +57,7 @@ import (
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/ledger"
+	"github.com/tobe-body/tobe-body/scripts/bench/simworld"
 	"github.com/tobe-body/tobe-body/sense"
 )
 
@@ -211,10 +212,7 @@ func fill(ctx context.Context, args []string, out io.Writer) error {
 	opts.Now = func() time.Time { return time.Unix(0, clock.Load()) }
 	// The world model the daemon keeps on the sim board with its
 	// defaults: its events are derived as the daemon derives them.
-	wm, err := world.Build(world.Config{}, world.Facts{Cameras: map[string][]string{"camera.front": {"frame"}},
-		Microphones: []string{"audio.mic"}, EnvSensors: []string{"env.air"},
-		Outputs:       []string{"gpio.relay1", "gpio.relay2", "gpio.led", "gpio.buzzer"},
-		CameraSummary: sense.DefaultCameraSummary, MicSummary: 10 * time.Second, EnvSummary: 5 * time.Minute})
+	wm, err := simworld.Model()
 	if err != nil {
 		return err
 	}

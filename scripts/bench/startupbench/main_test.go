@@ -19,6 +19,7 @@ import (
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/ledger"
+	"github.com/tobe-body/tobe-body/scripts/bench/simworld"
 )
 
 // With fakeDaemon set, the test binary plays a daemon: it says READY=1
@@ -69,7 +70,7 @@ func TestFillKeepsTheWorldsHistory(t *testing.T) {
 	if err != nil || len(old) == 0 || time.Since(old[0].Occurred()) > 9*24*time.Hour {
 		t.Errorf("the oldest camera summary kept: %+v %v; want retention to have deleted the older ones", old, err)
 	}
-	m, _ := world.Build(world.Config{}, world.Facts{Cameras: map[string][]string{"camera.front": {"frame"}}})
+	m, _ := simworld.Model()
 	r := &world.Reader{Store: s, Model: m}
 	h, err := r.History("room.front", time.Now().Add(-10*24*time.Hour), time.Now().Add(-8*24*time.Hour), 0)
 	if err != nil || len(h.Changes) < 50 {

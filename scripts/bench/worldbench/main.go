@@ -31,7 +31,7 @@ import (
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/ledger"
-	"github.com/tobe-body/tobe-body/sense"
+	"github.com/tobe-body/tobe-body/scripts/bench/simworld"
 )
 
 func main() {
@@ -69,10 +69,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer s.Close()
 	// The sim board's model with its defaults, as startupbench fills it.
-	m, err := world.Build(world.Config{}, world.Facts{Cameras: map[string][]string{"camera.front": {"frame"}},
-		Microphones: []string{"audio.mic"}, EnvSensors: []string{"env.air"},
-		Outputs:       []string{"gpio.relay1", "gpio.relay2", "gpio.led", "gpio.buzzer"},
-		CameraSummary: sense.DefaultCameraSummary, MicSummary: 10 * time.Second, EnvSummary: 5 * time.Minute})
+	m, err := simworld.Model()
 	if err != nil {
 		return err
 	}
