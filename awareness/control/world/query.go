@@ -422,7 +422,10 @@ type Link struct {
 	Provenance string             `json:"provenance"`
 	By         string             `json:"by,omitempty"`
 	ValidFrom  time.Time          `json:"valid_from"`
-	Evidence   []Cited            `json:"evidence"`
+	// ValidTo is when the record that superseded it began (absent: it
+	// holds, or it ended without one; the state's sources say why).
+	ValidTo  time.Time `json:"valid_to,omitzero"`
+	Evidence []Cited   `json:"evidence"`
 }
 
 // Cited is an event a state rests on, as the ledger has it now.
@@ -458,6 +461,9 @@ func (r *Reader) Explain(id string) (Explanation, error) {
 				channel = rec.Channel
 				l := Link{Recorded: seq, Value: rec.Value, Readings: rec.Readings, Confidence: rec.Confidence, Provenance: rec.Provenance,
 					By: rec.By, ValidFrom: time.Unix(0, rec.ValidFrom).UTC()}
+				if n := len(ch.Records); n > 0 {
+					l.ValidTo = ch.Records[n-1].ValidFrom // the record after it superseded it
+				}
 				for _, ev := range rec.Evidence {
 					l.Evidence = append(l.Evidence, Cited{Evidence: ev})
 				}

@@ -392,6 +392,9 @@ func TestExplainResolvesTheEvidence(t *testing.T) {
 	if x.Value != "quiet" || len(ch.Records) != 2 || ch.Records[0].Value != "quiet" || ch.Records[1].Value != "active" {
 		t.Fatalf("the chain: %+v, want quiet then active before it", ch)
 	}
+	if !ch.Records[0].ValidTo.IsZero() || !ch.Records[1].ValidTo.Equal(ch.Records[0].ValidFrom) {
+		t.Errorf("the chain's valid times: %+v; want the active record valid until the quiet one began, the quiet one open", ch.Records)
+	}
 	for i, want := range []ledger.UUID{b, a} {
 		e := ch.Records[i].Evidence[0]
 		if e.Event == nil || e.Event.ID != want.String() || e.Gone != "" {

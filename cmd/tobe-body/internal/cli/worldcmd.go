@@ -286,7 +286,11 @@ func printExplanation(w io.Writer, x world.Explanation) {
 			if r.By != "" {
 				by = " by " + r.By
 			}
-			fmt.Fprintf(w, "  record %d: %s from %s, %s%s, confidence %.2f\n", r.Recorded, valueOf(r.Value, r.Readings), since(r.ValidFrom), r.Provenance, by, r.Confidence)
+			until := ""
+			if !r.ValidTo.IsZero() {
+				until = " until " + since(r.ValidTo)
+			}
+			fmt.Fprintf(w, "  record %d: %s from %s%s, %s%s, confidence %.2f\n", r.Recorded, valueOf(r.Value, r.Readings), since(r.ValidFrom), until, r.Provenance, by, r.Confidence)
 			for _, e := range r.Evidence {
 				printCited(w, "    evidence", e)
 			}
