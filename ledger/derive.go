@@ -41,6 +41,12 @@ type Derivation struct {
 	// Running is the ledger's running clock at its transaction (see
 	// Store.Running): not the wall clock, which can step.
 	Running time.Duration
+	// Lost counts the derivations since the store opened that may not
+	// be in the ledger: what the ledger refused of a deriver, and every
+	// transaction rolled back after a deriver ran in it. A deriver that
+	// keeps what it derived between events (rather than reading it back)
+	// must forget it when Lost has moved since.
+	Lost uint64
 }
 
 // derive runs the derivers that follow e, just written at seq, and
@@ -50,7 +56,8 @@ func (w *writer) derive(e *Event, seq uint64) error {
 		if !followsTypes(d.Types(), e.Type) {
 			continue
 		}
-		evs, err := d.Derive(&View{tx: w.tx, s: w.s, w: w}, e, Derivation{Seq: seq, Running: time.Duration(w.run)})
+		w.derived = true
+		evs, err := d.Derive(&View{tx: w.tx, s: w.s, w: w}, e, Derivation{Seq: seq, Running: time.Duration(w.run), Lost: w.s.derivedLost.Load()})
 		if err == nil && len(evs) > 0 {
 			var todo []int
 			_, todo, _, err = w.prepare(evs)
@@ -72,6 +79,7 @@ func (w *writer) derive(e *Event, seq uint64) error {
 			}
 		}
 		if err != nil {
+			w.s.derivedLost.Add(1)
 			w.s.opts.Log.Error("ledger: a deriver drew nothing from an event", "deriver", d.Name(), "seq", seq, "type", e.Type, "err", err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -94,6 +95,81 @@ func TestDeriverWritesInTheEventsTransaction(t *testing.T) {
 	rep, err := s.Verify(ctx)
 	if err != nil || !rep.OK() {
 		t.Fatalf("verify: %v %v", rep.Problems, err)
+	}
+}
+
+// lostProbe derives a world.probe with its event's payload, and notes
+// the Lost count each derivation is told.
+type lostProbe struct{ lost *[]uint64 }
+
+func (lostProbe) Name() string    { return "probe" }
+func (lostProbe) Types() []string { return []string{"camera."} }
+func (p lostProbe) Derive(v *View, e *Event, d Derivation) ([]Event, error) {
+	*p.lost = append(*p.lost, d.Lost)
+	if bytes.Equal(e.Payload, probe("bad")) {
+		return nil, errors.New("a bad payload")
+	}
+	return []Event{{Type: "world.probe", Payload: e.Payload}}, nil
+}
+
+// failProbe is a projection of world.probe that fails on "boom": the
+// transaction that wrote it fails.
+type failProbe struct{}
+
+func (failProbe) Name() string    { return "probe" }
+func (failProbe) Types() []string { return []string{"world.probe"} }
+func (failProbe) Apply(kv KV, e *Event) error {
+	if bytes.Equal(e.Payload, probe("boom")) {
+		return errors.New("boom")
+	}
+	return kv.Put([]byte("last"), e.Payload)
+}
+
+func probe(text string) []byte {
+	p, _ := MarshalPayload(text)
+	return p
+}
+
+// A deriver is told when what it derived may not be in the ledger: a
+// derivation the ledger refused or logged as failed, a transaction
+// rolled back after it ran.
+func TestDerivationsLostAreCounted(t *testing.T) {
+	var lost []uint64
+	s := openTest(t, tempPath(t), func(o *Options) {
+		o.Projections = append(o.Projections, failProbe{})
+		o.Derivers = []Deriver{lostProbe{&lost}}
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	})
+	ctx := context.Background()
+	with := func(text string) Event {
+		e := motion(1)
+		e.Payload = probe(text)
+		return e
+	}
+	step := func(e Event, wantErr bool) uint64 {
+		t.Helper()
+		if _, err := s.Append(ctx, e); (err != nil) != wantErr {
+			t.Fatalf("append %q: %v", e.Payload, err)
+		}
+		n := len(lost)
+		if _, err := s.Append(ctx, with("ok")); err != nil {
+			t.Fatal(err)
+		}
+		return lost[n]
+	}
+	if n := step(with("ok"), false); n != 0 {
+		t.Fatalf("lost %d after derivations that were all written", n)
+	}
+	if n := step(with("bad"), false); n == 0 {
+		t.Fatalf("lost still %d after a derivation that failed", n)
+	}
+	was := lost[len(lost)-1]
+	if n := step(with("boom"), true); n <= was {
+		t.Fatalf("lost still %d after a transaction rolled back with a derivation in it", n)
+	}
+	was = lost[len(lost)-1]
+	if n := step(with("ok"), false); n != was {
+		t.Fatalf("lost moved from %d to %d with nothing lost", was, n)
 	}
 }
 

@@ -307,6 +307,8 @@ type Store struct {
 	countsMu sync.Mutex
 	counts   counts
 	writeGen atomic.Uint64
+	// derivedLost: see Derivation.Lost.
+	derivedLost atomic.Uint64
 
 	// The id index is written behind: the ids of recent events are kept
 	// here and written to the ids bucket a thousand at a time, which
@@ -388,6 +390,8 @@ func (s *Store) update(fn func(w *writer) error) error {
 	}
 	if err == nil {
 		w.done()
+	} else if w != nil && w.derived {
+		s.derivedLost.Add(1) // what the derivers kept of it is not in the ledger
 	}
 	return err
 }

@@ -36,6 +36,8 @@ type writer struct {
 	n           counts
 	nDirty      bool
 	outboxDirty bool
+	// derived: a deriver ran in this transaction.
+	derived bool
 	// Ids of events this transaction wrote, and whether it wrote every
 	// pending id to the ids bucket.
 	newIDs       map[UUID]uint64
