@@ -23,7 +23,7 @@ import (
 // voice and one button press (a person passing by, some 150 of each a
 // day). Every one but the button feeds the model; one in twenty changes
 // a state.
-func simMix(b *testing.B, part int) []ledger.Event {
+func simMix(b testing.TB, part int) []ledger.Event {
 	mk := func(typ, ch string, p any) ledger.Event {
 		raw, err := ledger.MarshalPayload(p)
 		if err != nil {
@@ -53,7 +53,7 @@ func simMix(b *testing.B, part int) []ledger.Event {
 	return evs
 }
 
-func benchModel(b *testing.B) *world.Model {
+func benchModel(b testing.TB) *world.Model {
 	m, err := world.Build(world.Config{}, world.Facts{Cameras: map[string][]string{"camera.front": {"left", "right"}},
 		Microphones: []string{"audio.mic"}, EnvSensors: []string{"env.air"}, Outputs: []string{"gpio.relay1", "gpio.led"},
 		CameraSummary: time.Minute, MicSummary: 10 * time.Second, EnvSummary: 5 * time.Minute})

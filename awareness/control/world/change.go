@@ -12,10 +12,11 @@ import (
 // src names a source of an entity.
 type src struct{ entity, source string }
 
-// current is a source's record as a change sees it: stored at seq, or
-// written by this change (seq 0).
+// current is a source's record as a change sees it: stored at seq (its
+// entry at), or written by this change (seq 0).
 type current struct {
 	seq uint64
+	at  entry
 	rec Record
 }
 
@@ -28,22 +29,23 @@ type mark struct {
 
 // cache is what a Deriver keeps of the projection between events: the
 // sources' current records, the channels' last marks and the entities'
-// last changes, as of the projection's generation gen (the sequence of
-// the last event of the model it applied). Anything else that writes the
-// model (a told assertion, the keeper) moves the generation on, and the
+// last changes, as of the projection's generation gen (see Gen) and the
+// ledger's count of lost derivations. Anything else that writes the
+// model (a told assertion, the keeper) moves the generation on, a
+// derivation the ledger refused or rolled back moves the count, and the
 // next derivation starts the cache afresh.
 type cache struct {
-	gen   uint64
-	cur   map[src]*current
-	marks map[string]*mark
-	last  map[string]*Changed
+	gen, lost uint64
+	cur       map[src]*current
+	marks     map[string]*mark
+	last      map[string]*Changed
 	// held lists by entity the sources the projection holds a current
 	// record of, as first read; a change adds its own (sourcesOf).
 	held map[string][]string
 }
 
-func newCache(gen uint64) *cache {
-	return &cache{gen: gen, cur: map[src]*current{}, marks: map[string]*mark{}, last: map[string]*Changed{}, held: map[string][]string{}}
+func newCache(gen, lost uint64) *cache {
+	return &cache{gen: gen, lost: lost, cur: map[src]*current{}, marks: map[string]*mark{}, last: map[string]*Changed{}, held: map[string][]string{}}
 }
 
 // step is what a change makes of one entity: new records of its sources
@@ -119,22 +121,50 @@ func (c *change) current(entity, source string) *current {
 			return cu
 		}
 	}
-	var cu *current
-	if b := c.kv.Get(currentKey(entity, source)); len(b) == 8 {
-		seq := getU64(b)
-		if rb := c.kv.Get(recordKey(entity, source, seq)); rb != nil {
-			cu = &current{seq: seq}
-			if err := ledger.UnmarshalPayload(rb, &cu.rec); err != nil {
-				cu = nil
-			}
-		}
-	}
+	cu := currentOf(c.kv, entity, source)
 	if c.cache != nil {
 		c.cache.cur[k] = cu
 	} else {
 		c.cur[k] = cu
 	}
 	return cu
+}
+
+// currentOf reads a source's record that holds (its last entry, when
+// that is a record), or nil.
+func currentOf(kv ledger.ReadKV, entity, source string) *current {
+	x, ok := entryOf(kv.Get(lastKey(entity, source)))
+	if !ok || x.end {
+		return nil
+	}
+	b := kv.Get(entryKey(entity, source, x))
+	if len(b) < 1 || b[0] != 'o' {
+		return nil
+	}
+	cu := &current{seq: x.seq, at: x}
+	if ledger.UnmarshalPayload(b[1:], &cu.rec) != nil {
+		return nil
+	}
+	return cu
+}
+
+// lastChangeOf reads an entity's last recorded change (ok false, and a
+// value of unknown, when none).
+func lastChangeOf(kv ledger.ReadKV, entity string) (last Changed, ok bool, err error) {
+	last = Changed{Value: Unknown}
+	t := kv.Get(entityKey(entity))
+	if t == nil {
+		return last, false, nil
+	}
+	at, seq := tail(t)
+	b := kv.Get(historyKey(entity, at, seq))
+	if b == nil {
+		return Changed{}, false, fmt.Errorf("world: %s: the last state at %d is missing", entity, seq)
+	}
+	if err := ledger.UnmarshalPayload(b, &last); err != nil {
+		return Changed{}, false, fmt.Errorf("world: %s: the last state: %w", entity, err)
+	}
+	return last, true, nil
 }
 
 // lastMark returns a channel's last seen mark, or nil.
@@ -343,9 +373,11 @@ func (c *change) sourcesOf(ent Entity) []string {
 		held, ok = c.cache.held[ent.ID]
 	}
 	if !ok {
-		prefix := append(key(kCurrent, ent.ID), 0)
-		ledger.Range(c.kv, prefix, nil, false, func(k, _ []byte) bool {
-			held = append(held, string(k[len(prefix):]))
+		prefix := lastPrefix(ent.ID)
+		ledger.Range(c.kv, prefix, nil, false, func(k, v []byte) bool {
+			if x, ok := entryOf(v); ok && !x.end {
+				held = append(held, string(k[len(prefix):]))
+			}
 			return true
 		})
 		if c.cache != nil {
@@ -431,11 +463,9 @@ func (c *change) lastChange(entity string) (Changed, error) {
 			return *ch, nil
 		}
 	}
-	last := Changed{Value: Unknown}
-	if b := c.kv.Get(entityKey(entity)); b != nil {
-		if err := ledger.UnmarshalPayload(b, &last); err != nil {
-			return Changed{}, fmt.Errorf("world: %s: the last state: %w", entity, err)
-		}
+	last, _, err := lastChangeOf(c.kv, entity)
+	if err != nil {
+		return Changed{}, err
 	}
 	if c.cache != nil {
 		c.cache.last[entity] = &last
@@ -444,8 +474,7 @@ func (c *change) lastChange(entity string) (Changed, error) {
 }
 
 // keep moves what this change wrote into the cache, its derived events
-// having taken the sequences after first, in order; the cache's
-// generation is the last of them.
+// having taken the sequences after first, in order.
 func (c *change) keep(first uint64) {
 	if c.cache == nil || len(c.out) == 0 {
 		return
@@ -477,7 +506,6 @@ func (c *change) keep(first uint64) {
 		ch := c.changed[i]
 		c.cache.last[ch.Entity] = &ch
 	}
-	c.cache.gen = first + uint64(len(c.out)) - 1
 }
 
 func sameReadings(a, b map[string]Reading) bool {

@@ -220,9 +220,10 @@ func (m *Model) observations(e *ledger.Event, out []observation) []observation {
 // steps of the entities it tells of (their new records and ends, and
 // the changes of state they make) and the seen marks of its channel, in
 // the event's transaction (see ledger.Deriver). Between events it keeps
-// what it read of the projection, as of the projection's generation, so
-// an event that confirms what is held costs no read of it. It is safe
-// for concurrent use.
+// what it read of the projection and what it derived, as long as no one
+// else wrote the model (the generation) and the ledger lost none of its
+// derivations (ledger.Derivation.Lost), so an event that confirms what
+// is held costs no read of it. It is safe for concurrent use.
 type Deriver struct {
 	Model *Model
 
@@ -251,8 +252,8 @@ func (d *Deriver) Derive(v *ledger.View, e *ledger.Event, at ledger.Derivation) 
 		occurred = e.IngestedAt
 	}
 	kv := v.Projection(ProjectionName)
-	if gen := getU64(v.Projection(GenName).Get(genKey)); d.cache == nil || d.cache.gen != gen {
-		d.cache = newCache(gen) // written by another, or a write undone
+	if gen := getU64(v.Projection(GenName).Get(genKey)); d.cache == nil || d.cache.gen != gen || d.cache.lost != at.Lost {
+		d.cache = newCache(gen, at.Lost) // written by another, or a derivation lost
 	}
 	c := newChange(kv, d.Model, at.Running.Milliseconds(), ledger.Event{OccurredAt: occurred}, d.cache)
 	c.cause = e

@@ -32,10 +32,9 @@ func FuzzProjection(f *testing.F) {
 			e := &ledger.Event{Type: types[(int(typ)+i)%len(types)], Payload: payload}
 			_ = Projection{}.Apply(ledger.AtSeq(kv, uint64(i+1)), e)
 		}
-		ledger.Range(kv, []byte{kCurrent}, nil, false, func(k, v []byte) bool {
-			ent, src, _ := cutNUL(string(k[1:]))
-			if r, err := readRecord(kv, ent, src, getU64(v)); err == nil {
-				lastSeen(kv, r, getU64(v), 1<<62)
+		eachHeld(kv, func(x entry, r Record, err error) bool {
+			if err == nil {
+				lastSeen(kv, r, x, 1<<62)
 			}
 			return true
 		})

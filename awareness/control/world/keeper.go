@@ -29,9 +29,11 @@ type roundCmd struct {
 func (c *roundCmd) Decide(v *ledger.View) ([]ledger.Event, error) {
 	ch := newChange(v.Projection(ProjectionName), c.model, c.run, ledger.Event{OccurredAt: c.now, Trust: ledger.High}, nil)
 	var currents []*current
-	ledger.Range(ch.kv, []byte{kCurrent}, nil, false, func(k, _ []byte) bool {
-		e, s, _ := cutNUL(string(k[1:]))
-		currents = append(currents, ch.current(e, s))
+	ledger.Range(ch.kv, []byte{kLast}, nil, false, func(k, v []byte) bool {
+		if x, ok := entryOf(v); ok && !x.end {
+			e, s, _ := cutNUL(string(k[1:]))
+			currents = append(currents, ch.current(e, s))
+		}
 		return true
 	})
 	for _, cu := range currents {
@@ -63,6 +65,23 @@ func (c *roundCmd) Decide(v *ledger.View) ([]ledger.Event, error) {
 		return nil, err
 	}
 	return ch.out, nil
+}
+
+// eachHeld calls fn with the record each source holds (its entry and
+// the record, or the error reading it), until fn returns false.
+func eachHeld(kv ledger.ReadKV, fn func(x entry, rec Record, err error) bool) {
+	ledger.Range(kv, []byte{kLast}, nil, false, func(k, v []byte) bool {
+		x, ok := entryOf(v)
+		if !ok || x.end {
+			return true
+		}
+		e, src, _ := cutNUL(string(k[1:]))
+		rec, why, err := readEntry(kv, e, src, x)
+		if err == nil && why != "" {
+			err = fmt.Errorf("world: the last entry of %s from %s is an end, its index a record", e, src)
+		}
+		return fn(x, rec, err)
+	})
 }
 
 // Keeper keeps the model true to the running clock: at Start it ends
@@ -100,9 +119,7 @@ func (k *Keeper) now() time.Time {
 func (k *Keeper) Start(ctx context.Context) error {
 	sensed := false
 	err := k.Store.ReadProjection(ProjectionName, func(kv ledger.ReadKV) error {
-		ledger.Range(kv, []byte{kCurrent}, nil, false, func(k, v []byte) bool {
-			e, src, _ := cutNUL(string(k[1:]))
-			rec, err := readRecord(kv, e, src, getU64(v))
+		eachHeld(kv, func(_ entry, rec Record, err error) bool {
 			sensed = err != nil || rec.Channel != ""
 			return !sensed
 		})
@@ -131,14 +148,11 @@ func (k *Keeper) Round(ctx context.Context) error {
 	run := k.Store.Running().Milliseconds()
 	due := false
 	err := k.Store.ReadProjection(ProjectionName, func(kv ledger.ReadKV) error {
-		ledger.Range(kv, []byte{kCurrent}, nil, false, func(k, v []byte) bool {
-			seq := getU64(v)
-			e, src, _ := cutNUL(string(k[1:]))
-			rec, err := readRecord(kv, e, src, seq)
+		eachHeld(kv, func(x entry, rec Record, err error) bool {
 			if err != nil || rec.ExpireMS <= 0 {
 				return true
 			}
-			seenRun, _ := lastSeen(kv, rec, seq, math.MaxUint64)
+			seenRun, _ := lastSeen(kv, rec, x, math.MaxUint64)
 			due = run-seenRun > rec.ExpireMS
 			return !due
 		})
@@ -244,8 +258,7 @@ func (k *Keeper) Holds(ctx context.Context) error {
 	states := map[string]Changed{}
 	err = k.Store.ReadProjection(ProjectionName, func(kv ledger.ReadKV) error {
 		for _, h := range hs {
-			var c Changed
-			if b := kv.Get(entityKey(h.entity)); b != nil && ledger.UnmarshalPayload(b, &c) == nil {
+			if c, ok, err := lastChangeOf(kv, h.entity); err == nil && ok {
 				states[h.entity] = c
 			}
 		}

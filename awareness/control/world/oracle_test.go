@@ -30,10 +30,14 @@ type oObs struct {
 	prov                    int
 }
 
-// oEntry is a record (value) or an end, at a valid time, recorded at seq.
+// oEntry is a record (value) or an end, at a valid time, recorded at
+// seq; from is when it begins in its source's timeline: its valid time,
+// but never before the entry before it (after the clock stepped back, a
+// source's next entry still comes after its last).
 type oEntry struct {
 	seq      uint64
 	at       int64
+	from     int64
 	end      bool
 	value    string
 	temp     float64
@@ -121,8 +125,10 @@ func (o *oracle) step(seq uint64, run, at int64, obs []oObs) {
 
 // add appends an entry to a source's.
 func (o *oracle) add(k string, e oEntry) {
+	e.from = e.at
 	if n := len(o.entries[k]); n > 0 {
 		o.entries[k][n-1].next = e.seq
+		e.from = max(e.from, o.entries[k][n-1].from)
 	}
 	o.entries[k] = append(o.entries[k], e)
 }
@@ -145,15 +151,12 @@ func (o *oracle) restart(seq uint64, now, stopped int64) {
 	}
 }
 
-// sourceAt is a source's value at valid time t known at seq upto.
+// sourceAt is a source's value at valid time t known at seq upto: its
+// last entry recorded by upto that began by t.
 func (o *oracle) sourceAt(k string, t int64, upto uint64) (oEntry, bool) {
 	var best *oEntry
 	for i := range o.entries[k] {
-		e := &o.entries[k][i]
-		if e.seq > upto || e.at > t {
-			continue
-		}
-		if best == nil || e.at > best.at || e.at == best.at && e.seq > best.seq {
+		if e := &o.entries[k][i]; e.seq <= upto && e.from <= t {
 			best = e
 		}
 	}
@@ -453,14 +456,13 @@ func dumpSource(s *ledger.Store, or *oracle, entity, source string) string {
 	}
 	out += "projection:\n"
 	s.ReadProjection(ProjectionName, func(kv ledger.ReadKV) error {
-		ledger.Range(kv, validPrefix(entity, source), nil, false, func(k, v []byte) bool {
-			at, seq := tail(k)
+		ledger.Range(kv, entryPrefix(entity, source), nil, false, func(k, v []byte) bool {
+			x, _ := entryOf(k)
 			extra := ""
-			if v[0] == 'o' {
-				r, _ := readRecord(kv, entity, source, seq)
-				extra = fmt.Sprintf("%s run %d", r.Value, r.RunMS)
+			if r, why, _ := readEntry(kv, entity, source, x); why == "" {
+				extra = fmt.Sprintf("%s from %s run %d", r.Value, time.Unix(0, r.ValidFrom).UTC().Format("15:04:05.000"), r.RunMS)
 			}
-			out += fmt.Sprintf("  seq %d at %s %s %s\n", seq, time.Unix(0, at).UTC().Format("15:04:05.000"), v[:1], extra)
+			out += fmt.Sprintf("  seq %d at %s %s %s\n", x.seq, time.Unix(0, x.from).UTC().Format("15:04:05.000"), v[:1], extra)
 			return true
 		})
 		ledger.Range(kv, markPrefix(source), nil, false, func(k, v []byte) bool {

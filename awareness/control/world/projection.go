@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/fxamacker/cbor/v2"
+
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
@@ -15,12 +17,21 @@ const ProjectionName = "world"
 // time (see the keys in records.go), written in the transaction of the
 // event (so in the transaction of the sensed event it was derived from)
 // and read at startup. It follows only the model's own events, which
-// are kept, so verify rebuilds it whatever retention deleted since.
+// are kept, so verify rebuilds it whatever retention deleted since. It
+// reads only what it writes over (a source's last entry): a rebuild
+// into memory costs the same per event however long the history.
 type Projection struct{}
 
 func (Projection) Name() string { return ProjectionName }
 func (Projection) Types() []string {
 	return []string{EventChanged, EventObserved, EventSeen}
+}
+
+// stepWire is a step's payload (a Changed or a Step) as Apply reads it:
+// its records as they were encoded, to be kept as they are.
+type stepWire struct {
+	Changed
+	Records []cbor.RawMessage `cbor:"records,omitempty"`
 }
 
 // Apply implements ledger.Projection.
@@ -30,31 +41,30 @@ func (Projection) Apply(kv ledger.KV, e *ledger.Event) error {
 		return errors.New("world: the projection needs the events' sequences")
 	}
 	switch e.Type {
-	case EventChanged:
-		var c Changed
-		if err := ledger.UnmarshalPayload(e.Payload, &c); err != nil {
-			return fmt.Errorf("world: a change: %w", err)
+	case EventChanged, EventObserved:
+		var w stepWire
+		if err := ledger.UnmarshalPayload(e.Payload, &w); err != nil {
+			return fmt.Errorf("world: a step: %w", err)
 		}
-		if err := applyStep(kv, seq, c.Ended, c.Records); err != nil {
+		if err := applyStep(kv, seq, w.Ended, w.Records); err != nil {
 			return err
 		}
+		if e.Type == EventObserved {
+			return nil
+		}
 		// The change as the entity's state, without its step: the
-		// records are kept once, under their own keys.
+		// records are kept once, under their sources.
+		c := w.Changed
 		c.Records, c.Ended = nil, nil
 		b, err := ledger.MarshalPayload(c)
 		if err != nil {
 			return err
 		}
-		if err := kv.Put(entityKey(c.Entity), b); err != nil {
+		hk := historyKey(c.Entity, c.At, seq)
+		if err := kv.Put(hk, b); err != nil {
 			return err
 		}
-		return kv.Put(historyKey(c.Entity, c.At, seq), b)
-	case EventObserved:
-		var st Step
-		if err := ledger.UnmarshalPayload(e.Payload, &st); err != nil {
-			return fmt.Errorf("world: a step: %w", err)
-		}
-		return applyStep(kv, seq, st.Ended, st.Records)
+		return kv.Put(entityKey(c.Entity), hk[len(hk)-16:])
 	case EventSeen:
 		var s Seen
 		if err := ledger.UnmarshalPayload(e.Payload, &s); err != nil {
@@ -66,42 +76,35 @@ func (Projection) Apply(kv ledger.KV, e *ledger.Event) error {
 }
 
 // applyStep keeps the ends and then the records of a step recorded at
-// seq.
-func applyStep(kv ledger.KV, seq uint64, ended []Ended, recs []Record) error {
-	for _, x := range ended {
-		if err := kv.Put(closedKey(x.Entity, x.Source, x.Record), u64(seq)); err != nil {
+// seq, each as the next entry of its source.
+func applyStep(kv ledger.KV, seq uint64, ended []Ended, recs []cbor.RawMessage) error {
+	add := func(entity, source string, x entry, v []byte) error {
+		lk := lastKey(entity, source)
+		if last, ok := entryOf(kv.Get(lk)); ok {
+			x.from = max(x.from, last.from)
+		}
+		if err := kv.Put(entryKey(entity, source, x), v); err != nil {
 			return err
 		}
-		ck := currentKey(x.Entity, x.Source)
-		if getU64(kv.Get(ck)) == x.Record {
-			if err := kv.Delete(ck); err != nil {
-				return err
-			}
+		return kv.Put(lk, x.tail())
+	}
+	for _, x := range ended {
+		if x.Entity == "" || x.Source == "" {
+			return errors.New("world: an end names no entity or source")
 		}
-		if err := kv.Put(validKey(x.Entity, x.Source, x.At, seq), append([]byte{'x'}, x.Reason...)); err != nil {
+		if err := add(x.Entity, x.Source, entry{from: x.At, seq: seq, end: true}, append([]byte{'x'}, x.Reason...)); err != nil {
 			return err
 		}
 	}
-	for _, r := range recs {
-		b, err := ledger.MarshalPayload(r)
-		if err != nil {
-			return err
+	for _, raw := range recs {
+		var r Record
+		if err := ledger.UnmarshalPayload(raw, &r); err != nil {
+			return fmt.Errorf("world: a record: %w", err)
 		}
-		if err := kv.Put(recordKey(r.Entity, r.Source, seq), b); err != nil {
-			return err
+		if r.Entity == "" || r.Source == "" {
+			return errors.New("world: a record names no entity or source")
 		}
-		if err := kv.Put(currentKey(r.Entity, r.Source), u64(seq)); err != nil {
-			return err
-		}
-		if err := kv.Put(key(kSource, r.Entity, r.Source), []byte{1}); err != nil {
-			return err
-		}
-		if r.Supersedes != 0 {
-			if err := kv.Put(closedKey(r.Entity, r.Source, r.Supersedes), u64(seq)); err != nil {
-				return err
-			}
-		}
-		if err := kv.Put(validKey(r.Entity, r.Source, r.ValidFrom, seq), []byte{'o'}); err != nil {
+		if err := add(r.Entity, r.Source, entry{from: r.ValidFrom, seq: seq}, append([]byte{'o'}, raw...)); err != nil {
 			return err
 		}
 	}
@@ -112,18 +115,25 @@ func applyStep(kv ledger.KV, seq uint64, ended []Ended, recs []Record) error {
 const GenName = "world_gen"
 
 // Gen is the model's generation: the sequence of the last event of the
-// model, in a bucket of its own that holds nothing else, so the deriver
-// reads it at every event for next to nothing (see Deriver).
+// model that rests on no event (a told assertion, the keeper's round),
+// in a bucket of its own that holds nothing else, so the deriver reads
+// it at every event for next to nothing and knows when another wrote
+// the model. The events the Deriver derives each rest on the event they
+// were derived from (their causation), and it keeps what they say
+// itself (see Deriver).
 type Gen struct{}
 
 func (Gen) Name() string    { return GenName }
 func (Gen) Types() []string { return Projection{}.Types() }
 
 // Apply implements ledger.Projection.
-func (Gen) Apply(kv ledger.KV, _ *ledger.Event) error {
+func (Gen) Apply(kv ledger.KV, e *ledger.Event) error {
 	seq, ok := ledger.SeqOf(kv)
 	if !ok {
 		return errors.New("world: the generation needs the events' sequences")
+	}
+	if !e.CausationID.IsZero() {
+		return nil
 	}
 	return kv.Put(genKey, u64(seq))
 }

@@ -77,6 +77,8 @@ type SourceState struct {
 	Recorded   uint64     `json:"recorded,omitempty"`
 	Supersedes uint64     `json:"supersedes,omitempty"`
 	Evidence   []Evidence `json:"evidence,omitempty"`
+	// entry is the record's entry (with Recorded).
+	entry entry
 }
 
 func timeAt(ns int64) time.Time { return time.Unix(0, ns).UTC() }
@@ -93,7 +95,7 @@ func (r *Reader) entity(kv ledger.ReadKV, id string) (Entity, error) {
 		return e, nil
 	}
 	found := false
-	ledger.Range(kv, sourcePrefix(id), nil, false, func(_, _ []byte) bool { found = true; return false })
+	ledger.Range(kv, lastPrefix(id), nil, false, func(_, _ []byte) bool { found = true; return false })
 	if !found {
 		return Entity{}, fmt.Errorf("%w: %q", ErrNoEntity, id)
 	}
@@ -107,7 +109,7 @@ func sources(kv ledger.ReadKV, e Entity) []string {
 	for _, s := range e.Sources {
 		out = append(out, s.ID())
 	}
-	p := sourcePrefix(e.ID)
+	p := lastPrefix(e.ID)
 	ledger.Range(kv, p, nil, false, func(k, _ []byte) bool {
 		if s := string(k[len(p):]); !slices.Contains(out, s) {
 			out = append(out, s)
@@ -118,13 +120,17 @@ func sources(kv ledger.ReadKV, e Entity) []string {
 	return out
 }
 
-func readRecord(kv ledger.ReadKV, entity, source string, seq uint64) (Record, error) {
-	var rec Record
-	b := kv.Get(recordKey(entity, source, seq))
-	if b == nil {
-		return rec, fmt.Errorf("world: the record of %s from %s at %d is missing", entity, source, seq)
+// readEntry reads a source's entry: its record, or why its record ended
+// (end).
+func readEntry(kv ledger.ReadKV, entity, source string, x entry) (rec Record, end string, err error) {
+	b := kv.Get(entryKey(entity, source, x))
+	switch {
+	case len(b) > 0 && b[0] == 'x':
+		return rec, string(b[1:]), nil
+	case len(b) > 0 && b[0] == 'o':
+		return rec, "", ledger.UnmarshalPayload(b[1:], &rec)
 	}
-	return rec, ledger.UnmarshalPayload(b, &rec)
+	return rec, "", fmt.Errorf("world: the entry of %s from %s at %d is missing", entity, source, x.seq)
 }
 
 // markAt is a channel's last seen mark after the record at after and at
@@ -141,25 +147,33 @@ func markAt(kv ledger.ReadKV, channel string, after, upto uint64) (Seen, uint64,
 	return s, seq, found
 }
 
-// lastSeen is when a record was last seen as known at the sequence
-// upto: its channel's last mark after it, or itself.
-func lastSeen(kv ledger.ReadKV, rec Record, seq, upto uint64) (runMS, at int64) {
+// lastSeen is when the record of entry x was last seen as known at the
+// sequence upto: its channel's last mark after it (and before the
+// source's next entry, which ended or superseded it), or itself.
+func lastSeen(kv ledger.ReadKV, rec Record, x entry, upto uint64) (runMS, at int64) {
 	runMS, at = rec.RunMS, rec.ValidFrom
-	if closed := getU64(kv.Get(closedKey(rec.Entity, rec.Source, seq))); closed != 0 && closed <= upto {
-		upto = closed - 1 // marks after its end are another record's
+	if rec.Channel == "" {
+		return runMS, at
 	}
-	if rec.Channel != "" {
-		if m, _, ok := markAt(kv, rec.Channel, seq, upto); ok {
-			runMS, at = max(runMS, m.RunMS), m.At // the latest sighting, whatever the wall clock said of it
+	p := entryPrefix(rec.Entity, rec.Source)
+	from := append(entryKey(rec.Entity, rec.Source, x), 0)
+	ledger.Range(kv, p, from, false, func(k, _ []byte) bool {
+		if next, ok := entryOf(k); ok && next.seq <= upto {
+			upto = next.seq - 1 // marks after its end are another record's
 		}
+		return false
+	})
+	if m, _, ok := markAt(kv, rec.Channel, x.seq, upto); ok {
+		runMS, at = max(runMS, m.RunMS), m.At // the latest sighting, whatever the wall clock said of it
 	}
 	return runMS, at
 }
 
-func (s *SourceState) fill(rec Record, seq uint64, seenAt int64) {
+func (s *SourceState) fill(rec Record, x entry, seenAt int64) {
 	s.Value, s.Readings, s.Confidence, s.Provenance, s.By = rec.Value, rec.Readings, rec.Confidence, rec.Provenance, rec.By
 	s.ValidFrom, s.UncertaintyMS, s.ClockUnsynced = timeAt(rec.ValidFrom), rec.UncertaintyMS, rec.Unsynced
-	s.LastSeen, s.Recorded, s.Supersedes, s.Evidence = timeAt(seenAt), seq, rec.Supersedes, rec.Evidence
+	s.LastSeen, s.Recorded, s.Supersedes, s.Evidence = timeAt(seenAt), x.seq, rec.Supersedes, rec.Evidence
+	s.entry = x
 }
 
 // Now returns the state of the entities named (none: every entity of the
@@ -185,14 +199,19 @@ func (r *Reader) Now(ids ...string) ([]State, error) {
 			expiredAt := int64(0)
 			for _, src := range sources(kv, ent) {
 				ss := SourceState{Source: src, Value: Unknown, Why: "no record"}
-				if b := kv.Get(currentKey(ent.ID, src)); len(b) == 8 {
-					seq := getU64(b)
-					rec, err := readRecord(kv, ent.ID, src, seq)
-					if err != nil {
+				x, ok := entryOf(kv.Get(lastKey(ent.ID, src)))
+				rec, why, err := Record{}, "", error(nil)
+				if ok {
+					if rec, why, err = readEntry(kv, ent.ID, src, x); err != nil {
 						return err
 					}
-					seenRun, seenAt := lastSeen(kv, rec, seq, math.MaxUint64)
-					ss.fill(rec, seq, seenAt)
+				}
+				switch {
+				case ok && why != "":
+					ss.Why = why
+				case ok:
+					seenRun, seenAt := lastSeen(kv, rec, x, math.MaxUint64)
+					ss.fill(rec, x, seenAt)
 					ss.Why = ""
 					if rec.ExpireMS > 0 {
 						left := rec.ExpireMS - (run - seenRun)
@@ -203,17 +222,14 @@ func (r *Reader) Now(ids ...string) ([]State, error) {
 						}
 					}
 					if ss.Why == "" {
-						held = append(held, &current{seq: seq, rec: rec})
+						held = append(held, &current{seq: x.seq, at: x, rec: rec})
 					}
-				} else if why, ok := lastEnd(kv, ent.ID, src); ok {
-					ss.Why = why
 				}
 				st.Sources = append(st.Sources, ss)
 			}
 			f := fuse(ent, held)
 			st.Value, st.Readings, st.Confidence, st.Provenance, st.Conflict = f.Value, f.Readings, f.Confidence, f.Provenance, f.Conflict
-			var last Changed
-			if b := kv.Get(entityKey(ent.ID)); b != nil && ledger.UnmarshalPayload(b, &last) == nil {
+			if last, ok, err := lastChangeOf(kv, ent.ID); err == nil && ok {
 				switch {
 				case last.Value == f.Value:
 					st.Since = timeAt(last.Since)
@@ -226,19 +242,6 @@ func (r *Reader) Now(ids ...string) ([]State, error) {
 		return nil
 	})
 	return out, err
-}
-
-// lastEnd is why a source's last record ended, when the last thing in
-// its valid index is an end.
-func lastEnd(kv ledger.ReadKV, entity, source string) (string, bool) {
-	why, ok := "", false
-	ledger.Range(kv, validPrefix(entity, source), nil, true, func(_, v []byte) bool {
-		if len(v) > 0 && v[0] == 'x' {
-			why, ok = string(v[1:]), true
-		}
-		return false
-	})
-	return why, ok
 }
 
 // At returns an entity's state at the valid time t, as the body knew it
@@ -264,32 +267,33 @@ func (r *Reader) At(id string, t time.Time, knownAt uint64) (State, error) {
 		for _, src := range sources(kv, ent) {
 			ss := SourceState{Source: src, Value: Unknown, Why: "no record"}
 			var found bool
-			var mark []byte
-			var seq uint64
-			ledger.Range(kv, validPrefix(ent.ID, src), validKey(ent.ID, src, tn, math.MaxUint64), true, func(k, v []byte) bool {
-				_, s := tail(k)
-				if s > knownAt || len(v) == 0 {
-					return true
+			var x entry
+			ledger.Range(kv, entryPrefix(ent.ID, src), entryKey(ent.ID, src, entry{from: tn, seq: math.MaxUint64}), true, func(k, _ []byte) bool {
+				e, ok := entryOf(k)
+				if !ok || e.seq > knownAt {
+					return ok
 				}
-				found, mark, seq = true, v, s
+				found, x = true, e
 				return false
 			})
+			if !found {
+				st.Sources = append(st.Sources, ss)
+				continue
+			}
+			rec, why, err := readEntry(kv, ent.ID, src, x)
 			switch {
-			case !found:
-			case mark[0] == 'x':
-				ss.Why = string(mark[1:])
+			case err != nil:
+				return err
+			case why != "":
+				ss.Why = why
 			default:
-				rec, err := readRecord(kv, ent.ID, src, seq)
-				if err != nil {
-					return err
-				}
-				_, seenAt := lastSeen(kv, rec, seq, knownAt)
-				ss.fill(rec, seq, seenAt)
+				_, seenAt := lastSeen(kv, rec, x, knownAt)
+				ss.fill(rec, x, seenAt)
 				ss.Why = ""
 				if rec.ExpireMS > 0 && tn > seenAt+rec.ExpireMS*1e6 {
 					ss.Value, ss.Readings, ss.Why = Unknown, nil, EndNotSeen
 				} else {
-					held = append(held, &current{seq: seq, rec: rec})
+					held = append(held, &current{seq: x.seq, at: x, rec: rec})
 				}
 			}
 			st.Sources = append(st.Sources, ss)
@@ -451,24 +455,35 @@ func (r *Reader) Explain(id string) (Explanation, error) {
 	err = r.snapshot(func(kv ledger.ReadKV) error {
 		for _, ss := range x.Sources {
 			ch := Chain{Source: ss.Source, Records: []Link{}}
-			seq := ss.Recorded
 			var channel string
-			for n := 0; seq != 0 && n < MaxChain; n++ {
-				rec, err := readRecord(kv, x.Entity, ss.Source, seq)
-				if err != nil {
-					return err
-				}
-				channel = rec.Channel
-				l := Link{Recorded: seq, Value: rec.Value, Readings: rec.Readings, Confidence: rec.Confidence, Provenance: rec.Provenance,
-					By: rec.By, ValidFrom: time.Unix(0, rec.ValidFrom).UTC()}
-				if n := len(ch.Records); n > 0 {
-					l.ValidTo = ch.Records[n-1].ValidFrom // the record after it superseded it
-				}
-				for _, ev := range rec.Evidence {
-					l.Evidence = append(l.Evidence, Cited{Evidence: ev})
-				}
-				ch.Records = append(ch.Records, l)
-				seq = rec.Supersedes
+			var err error
+			if ss.Recorded != 0 {
+				// The source's entries back from its record, to the end
+				// of the record before them (what superseded what).
+				ledger.Range(kv, entryPrefix(x.Entity, ss.Source), entryKey(x.Entity, ss.Source, ss.entry), true, func(k, v []byte) bool {
+					e, ok := entryOf(k)
+					if !ok || len(v) == 0 || v[0] != 'o' {
+						return false
+					}
+					var rec Record
+					if err = ledger.UnmarshalPayload(v[1:], &rec); err != nil {
+						return false
+					}
+					channel = rec.Channel
+					l := Link{Recorded: e.seq, Value: rec.Value, Readings: rec.Readings, Confidence: rec.Confidence, Provenance: rec.Provenance,
+						By: rec.By, ValidFrom: time.Unix(0, rec.ValidFrom).UTC()}
+					if n := len(ch.Records); n > 0 {
+						l.ValidTo = ch.Records[n-1].ValidFrom // the record after it superseded it
+					}
+					for _, ev := range rec.Evidence {
+						l.Evidence = append(l.Evidence, Cited{Evidence: ev})
+					}
+					ch.Records = append(ch.Records, l)
+					return len(ch.Records) < MaxChain
+				})
+			}
+			if err != nil {
+				return fmt.Errorf("world: the records of %s from %s: %w", x.Entity, ss.Source, err)
 			}
 			if channel != "" && ss.Recorded != 0 {
 				if m, _, ok := markAt(kv, channel, ss.Recorded, math.MaxUint64); ok {

@@ -171,28 +171,34 @@ type Held struct {
 
 // The projection's keys, in its bucket (ProjectionName):
 //
-//	r ENTITY 0 SOURCE 0 SEQ        the source's Record recorded at SEQ
-//	c ENTITY 0 SOURCE              SEQ of the source's current record
-//	v ENTITY 0 SOURCE 0 VALID SEQ  'o' a record from VALID on, or 'x' and its reason: an end at VALID
-//	z ENTITY 0 SOURCE 0 SEQ        the SEQ that ended or superseded the record at SEQ
-//	s ENTITY 0 SOURCE              a source that has had a record of the entity
+//	c ENTITY 0 SOURCE              the TAIL of the source's last entry
+//	v ENTITY 0 SOURCE 0 TAIL       an entry of the source: 'o' and its Record, or 'x' and why its record ended
 //	m CHANNEL 0 SEQ                the Seen at SEQ
-//	e ENTITY                       the latest Changed
-//	h ENTITY 0 VALID SEQ           the Changed at SEQ, from VALID on
+//	e ENTITY                       the VALID SEQ of the entity's latest change (its h key)
+//	h ENTITY 0 VALID SEQ           the Changed at SEQ (without its step), from VALID on
 //
-// and in a bucket of its own (Gen), g: the SEQ of the last event of the
-// model applied.
+// and in a bucket of its own (Gen), g: the model's generation.
 //
-// SEQ is big-endian; VALID a Unix ns time, big-endian with its sign bit
-// flipped, so that keys sort by time.
+// TAIL is FROM SEQ K, an entry recorded at SEQ from FROM on: K is 0 for
+// an end and 1 for a record (an event that ends a source's record and
+// begins its next has both, the end first). FROM is the entry's valid
+// time, but never before the source's entry before it: a source's
+// entries sort in the order they were recorded whatever the wall clock
+// did, so its last entry is what it holds now, and the one after a
+// record is what ended or superseded it. (A record that begins before
+// the one it supersedes, after the clock stepped back, keeps its own
+// valid_from; in the index it begins where the other did.)
+//
+// SEQ is big-endian; VALID and FROM a Unix ns time, big-endian with its
+// sign bit flipped, so that keys sort by time. Every key of a step of
+// a source is written in the pages of that source (v) or entity (h), and
+// the small c and e keys of every source and entity share a page or
+// two: a commit touches few pages however long the history.
 const (
-	kRecord  = 'r'
-	kCurrent = 'c'
-	kValid   = 'v'
+	kLast    = 'c'
+	kEntry   = 'v'
 	kMark    = 'm'
 	kEntity  = 'e'
-	kSource  = 's'
-	kClosed  = 'z'
 	kGen     = 'g'
 	kHistory = 'h'
 )
@@ -221,34 +227,56 @@ func key(kind byte, parts ...string) []byte {
 	return b
 }
 
-func recordKey(entity, source string, seq uint64) []byte {
-	return append(append(key(kRecord, entity, source), 0), u64(seq)...)
+// entry names an entry of a source: from when in the index (see the
+// keys), recorded at seq, an end or a record.
+type entry struct {
+	from int64
+	seq  uint64
+	end  bool
 }
-func closedKey(entity, source string, seq uint64) []byte {
-	return append(append(key(kClosed, entity, source), 0), u64(seq)...)
+
+const tailLen = 17
+
+// tail is the entry's part of its key.
+func (x entry) tail() []byte {
+	b := append(ordTime(x.from), u64(x.seq)...)
+	if x.end {
+		return append(b, 0)
+	}
+	return append(b, 1)
+}
+
+// entryOf reads an entry from a TAIL (or a key that ends with one).
+func entryOf(b []byte) (entry, bool) {
+	if len(b) < tailLen {
+		return entry{}, false
+	}
+	b = b[len(b)-tailLen:]
+	return entry{from: timeOf(b), seq: getU64(b[8:]), end: b[16] == 0}, true
 }
 
 var genKey = []byte{kGen}
 
-func currentKey(entity, source string) []byte { return key(kCurrent, entity, source) }
-func validPrefix(entity, source string) []byte {
-	return append(key(kValid, entity, source), 0)
+func lastKey(entity, source string) []byte { return key(kLast, entity, source) }
+func lastPrefix(entity string) []byte      { return append(key(kLast, entity), 0) }
+func entryPrefix(entity, source string) []byte {
+	return append(key(kEntry, entity, source), 0)
 }
-func validKey(entity, source string, at int64, seq uint64) []byte {
-	return append(append(validPrefix(entity, source), ordTime(at)...), u64(seq)...)
+func entryKey(entity, source string, x entry) []byte {
+	return append(entryPrefix(entity, source), x.tail()...)
 }
 func markPrefix(channel string) []byte { return append(key(kMark, channel), 0) }
 func markKey(channel string, seq uint64) []byte {
 	return append(markPrefix(channel), u64(seq)...)
 }
 func entityKey(entity string) []byte     { return key(kEntity, entity) }
-func sourcePrefix(entity string) []byte  { return append(key(kSource, entity), 0) }
 func historyPrefix(entity string) []byte { return append(key(kHistory, entity), 0) }
 func historyKey(entity string, at int64, seq uint64) []byte {
 	return append(append(historyPrefix(entity), ordTime(at)...), u64(seq)...)
 }
 
-// tail reads the VALID and SEQ at the end of a v or h key.
+// tail reads the VALID and SEQ at the end of an h key, or of an e
+// value.
 func tail(k []byte) (at int64, seq uint64) {
 	if len(k) < 16 {
 		return 0, 0
