@@ -98,13 +98,27 @@ func (w *writer) flushIDs(all bool) error {
 		return nil
 	}
 	last := getU64(w.meta.Get(kIDsThrough))
+	// In key order: a bucket's node holds its keys in a slice, and keys
+	// put in any other order move the keys after them with each put (a
+	// thousand ids into the last node of the bucket: half a million
+	// moves, each under the garbage collector's write barrier while it
+	// marks).
+	type idSeq struct {
+		id  UUID
+		seq uint64
+	}
+	ids := make([]idSeq, 0, n)
 	for _, m := range []map[UUID]uint64{w.s.pendingIDs, w.newIDs} {
 		for id, seq := range m {
-			if err := w.ids.Put(w.key(id[:]), w.keep(u64(seq))); err != nil {
-				return err
-			}
-			last = max(last, seq)
+			ids = append(ids, idSeq{id, seq})
 		}
+	}
+	slices.SortFunc(ids, func(a, b idSeq) int { return bytes.Compare(a.id[:], b.id[:]) })
+	for _, x := range ids {
+		if err := w.ids.Put(w.key(x.id[:]), w.keep(u64(x.seq))); err != nil {
+			return err
+		}
+		last = max(last, x.seq)
 	}
 	w.idsFlushed, w.idsWrittenTo = true, last
 	return w.meta.Put(kIDsThrough, w.keep(u64(last)))
