@@ -3,6 +3,7 @@ package ledger
 import (
 	"bytes"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -41,13 +42,18 @@ type Derivation struct {
 	// Running is the ledger's running clock at its transaction (see
 	// Store.Running): not the wall clock, which can step.
 	Running time.Duration
-	// Lost counts the derivations since the store opened that may not
-	// be in the ledger: what the ledger refused of a deriver, and every
-	// transaction rolled back after a deriver ran in it. A deriver that
-	// keeps what it derived between events (rather than reading it back)
-	// must forget it when Lost has moved since.
+	// Lost counts the derivations that may not be in the ledger: what
+	// the ledger refused of a deriver, and every transaction rolled back
+	// after a deriver ran in it. A deriver that keeps what it derived
+	// between events (rather than reading it back) must forget it when
+	// Lost has moved since. Each open of a store counts from a base of
+	// its own: a deriver given to another store (or the same file opened
+	// again, which another may have written meanwhile) forgets too.
 	Lost uint64
 }
+
+// opens counts the stores opened in this process (see Derivation.Lost).
+var opens atomic.Uint64
 
 // derive runs the derivers that follow e, just written at seq, and
 // writes what they derive.

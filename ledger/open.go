@@ -55,6 +55,9 @@ func Open(opts Options) (*Store, error) {
 			for _, p := range opts.Projections {
 				s.projs[p.Name()] = p
 			}
+			// Each open counts lost derivations from a base of its own,
+			// so a deriver moved to another store forgets what it kept.
+			s.derivedLost.Store(opens.Add(1) << 32)
 			if err = s.init(st); err != nil {
 				db.Close()
 			}
