@@ -29,11 +29,11 @@ type mark struct {
 
 // cache is what a Deriver keeps of the projection between events: the
 // sources' current records, the channels' last marks and the entities'
-// last changes, as of the projection's generation gen (see Gen) and the
-// ledger's count of lost derivations. Anything else that writes the
-// model (a told assertion, the keeper) moves the generation on, a
-// derivation the ledger refused or rolled back moves the count, and the
-// next derivation starts the cache afresh.
+// last changes, as of the Model's generation gen and the ledger's count
+// of lost derivations. Anything else that writes the model (a told
+// assertion, the keeper) moves the generation on, a derivation the
+// ledger refused or rolled back moves the count, and the next derivation
+// starts the cache afresh.
 type cache struct {
 	gen, lost uint64
 	cur       map[src]*current
@@ -84,6 +84,16 @@ type change struct {
 	causeSeq uint64
 	// stamped: base has the cause's clock.
 	stamped bool
+	// unsettled: an observation did more than confirm a record before
+	// its seen mark was due; else calmUntil is the running time (ms)
+	// when the first of those marks is due.
+	unsettled bool
+	calmUntil int64
+	// lm is the last lastMark answered (of channel lmCh), lmOK whether
+	// it holds.
+	lmCh string
+	lm   *mark
+	lmOK bool
 }
 
 // evidence is the event the change follows as evidence, or nil.
@@ -95,7 +105,7 @@ func (c *change) evidence() *Evidence {
 }
 
 func newChange(kv ledger.ReadKV, m *Model, runMS int64, base ledger.Event, c *cache) *change {
-	ch := &change{kv: kv, model: m, run: runMS, base: base, cache: c}
+	ch := &change{kv: kv, model: m, run: runMS, base: base, cache: c, calmUntil: math.MaxInt64}
 	if c == nil {
 		ch.cur, ch.marks = map[src]*current{}, map[string]*mark{}
 	}
@@ -169,6 +179,15 @@ func lastChangeOf(kv ledger.ReadKV, entity string) (last Changed, ok bool, err e
 
 // lastMark returns a channel's last seen mark, or nil.
 func (c *change) lastMark(channel string) *mark {
+	if c.lmOK && c.lmCh == channel {
+		return c.lm
+	}
+	m := c.findMark(channel)
+	c.lmCh, c.lm, c.lmOK = channel, m, true
+	return m
+}
+
+func (c *change) findMark(channel string) *mark {
 	if m, ok := c.marks[channel]; ok {
 		return m
 	}
@@ -287,6 +306,8 @@ func (c *change) endIfExpired(cu *current, before int64) (bool, error) {
 // it only confirms the record and the last mark is older than a quarter
 // of the record's expiry.
 func (c *change) observe(ent Entity, o *observation) error {
+	calm := false
+	defer func() { c.unsettled = c.unsettled || !calm }()
 	cu := c.current(ent.ID, o.source)
 	if ended, err := c.endIfExpired(cu, c.base.OccurredAt); err != nil {
 		return err
@@ -302,20 +323,24 @@ func (c *change) observe(ent Entity, o *observation) error {
 	value := o.valueFor(ent.Kind)
 	if cu != nil && o.channel != "" && cu.rec.Channel == o.channel && (o.confirm || same(cu.rec, value, o.readings)) {
 		if cu.rec.ExpireMS <= 0 {
+			calm = true
 			return nil
 		}
 		if m := c.lastMark(o.channel); m != nil && m.seq == 0 {
 			return nil // marked by this change already
 		}
 		run, _ := c.seen(cu)
-		if c.run-run < cu.rec.ExpireMS/4 {
+		if due := run + cu.rec.ExpireMS/4; c.run < due {
+			calm, c.calmUntil = true, min(c.calmUntil, due)
 			return nil
 		}
 		s := Seen{Channel: o.channel, At: c.base.OccurredAt, RunMS: c.run, Evidence: *c.evidence()}
 		if c.marks == nil {
 			c.marks = map[string]*mark{}
 		}
-		c.marks[o.channel] = &mark{s: s}
+		m := &mark{s: s}
+		c.marks[o.channel] = m
+		c.lmCh, c.lm, c.lmOK = o.channel, m, true
 		return c.emit(EventSeen, ent.ID, o.prov, s)
 	}
 	if value == "" && o.readings == nil {

@@ -1,6 +1,7 @@
 package world
 
 import (
+	"slices"
 	"strings"
 	"sync"
 
@@ -81,6 +82,15 @@ var Types = []string{"camera.motion_started", "camera.motion_ended", "camera.sum
 	"action.succeeded", "action.failed", "action.unknown",
 	"estop.tripped", "estop.stop_again", "body.degradation"}
 
+// zoneSource is the source id of a camera's zone, when the model has it
+// (a zone no entity is fed by says nothing), without building the id.
+func (m *Model) zoneSource(ch, zone string) (string, bool) {
+	var buf [128]byte
+	k := append(append(append(buf[:0], ch...), '#'), zone...)
+	id, ok := m.sourceIDs[string(k)]
+	return id, ok
+}
+
 // one appends an observation of the event's channel (unless it names
 // its own) to out.
 func one(out []observation, ch string, o observation) []observation {
@@ -101,32 +111,45 @@ func one(out []observation, ch string, o observation) []observation {
 func (m *Model) observations(e *ledger.Event, out []observation) []observation {
 	ch := e.ChannelID
 	switch e.Type {
-	case "camera.motion_started":
-		var p sense.MotionStarted
-		if ledger.UnmarshalPayload(e.Payload, &p) != nil {
+	case "camera.motion_started", "camera.motion_ended":
+		var zone string
+		var cut bool
+		if e.Type == "camera.motion_started" {
+			var p sense.MotionStarted
+			if ledger.UnmarshalPayload(e.Payload, &p) != nil {
+				return out
+			}
+			zone = p.Zone
+		} else {
+			var p sense.MotionEnded
+			if ledger.UnmarshalPayload(e.Payload, &p) != nil {
+				return out
+			}
+			zone, cut = p.Zone, p.Cut
+		}
+		src, ok := m.zoneSource(ch, zone)
+		switch {
+		case !ok:
 			return out
+		case e.Type == "camera.motion_started":
+			return one(out, ch, observation{source: src, value: "active", conf: confMotion})
+		case cut:
+			return one(out, ch, observation{source: src, end: EndSourceLost})
 		}
-		return one(out, ch, observation{source: ch + "#" + p.Zone, value: "active", conf: confMotion})
-	case "camera.motion_ended":
-		var p sense.MotionEnded
-		if ledger.UnmarshalPayload(e.Payload, &p) != nil {
-			return out
-		}
-		if p.Cut {
-			return one(out, ch, observation{source: ch + "#" + p.Zone, end: EndSourceLost})
-		}
-		return one(out, ch, observation{source: ch + "#" + p.Zone, value: "quiet", conf: confStill})
+		return one(out, ch, observation{source: src, value: "quiet", conf: confStill})
 	case "camera.summary":
 		var p sense.CameraSummary
 		if ledger.UnmarshalPayload(e.Payload, &p) != nil {
 			return out
 		}
 		for _, z := range p.Zones {
-			o := observation{source: ch + "#" + z, channel: ch, value: "quiet", conf: confStill, prov: ledger.Observed}
-			for _, mv := range p.Moving {
-				if mv == z {
-					o.value, o.conf = "active", confMotion
-				}
+			src, ok := m.zoneSource(ch, z)
+			if !ok {
+				continue
+			}
+			o := observation{source: src, channel: ch, value: "quiet", conf: confStill, prov: ledger.Observed}
+			if slices.Contains(p.Moving, z) {
+				o.value, o.conf = "active", confMotion
 			}
 			out = append(out, o)
 		}
@@ -221,15 +244,32 @@ func (m *Model) observations(e *ledger.Event, out []observation) []observation {
 // the changes of state they make) and the seen marks of its channel, in
 // the event's transaction (see ledger.Deriver). Between events it keeps
 // what it read of the projection and what it derived, as long as no one
-// else wrote the model (the generation) and the ledger lost none of its
-// derivations (ledger.Derivation.Lost), so an event that confirms what
-// is held costs no read of it. It is safe for concurrent use.
+// else wrote the model and the ledger lost none of its derivations
+// (ledger.Derivation.Lost), so an event that confirms what is held costs
+// no read of it. The model's events are written only by its Deriver and
+// by this package's commands (Tell, the Keeper's rounds), each given the
+// Model, whose generation they move on before they decide: the Model a
+// Deriver is given must be the one they are given. It is safe for
+// concurrent use.
 type Deriver struct {
 	Model *Model
 
 	mu    sync.Mutex
 	cache *cache
 	obs   []observation // reused from event to event
+	// calm says, by channel, that an event of a type that only confirms
+	// what its sources hold (a sound level summary: the most common
+	// event a body records) changes nothing before a running time, as
+	// long as nothing was derived since (epoch): it is not derived
+	// again until then.
+	calm  map[string]calm
+	epoch uint64
+}
+
+type calm struct {
+	typ     string
+	untilMS int64
+	epoch   uint64
 }
 
 func (*Deriver) Name() string    { return "world" }
@@ -242,6 +282,14 @@ func (d *Deriver) Derive(v *ledger.View, e *ledger.Event, at ledger.Derivation) 
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if gen := d.Model.gen.Load(); d.cache == nil || d.cache.gen != gen || d.cache.lost != at.Lost {
+		d.cache = newCache(gen, at.Lost) // written by another, or a derivation lost
+		d.epoch++
+	}
+	run := at.Running.Milliseconds()
+	if q, ok := d.calm[e.ChannelID]; ok && q.typ == e.Type && q.epoch == d.epoch && run < q.untilMS {
+		return nil, nil
+	}
 	d.obs = d.Model.observations(e, d.obs[:0])
 	obs := d.obs
 	if len(obs) == 0 {
@@ -252,10 +300,7 @@ func (d *Deriver) Derive(v *ledger.View, e *ledger.Event, at ledger.Derivation) 
 		occurred = e.IngestedAt
 	}
 	kv := v.Projection(ProjectionName)
-	if gen := getU64(v.Projection(GenName).Get(genKey)); d.cache == nil || d.cache.gen != gen || d.cache.lost != at.Lost {
-		d.cache = newCache(gen, at.Lost) // written by another, or a derivation lost
-	}
-	c := newChange(kv, d.Model, at.Running.Milliseconds(), ledger.Event{OccurredAt: occurred}, d.cache)
+	c := newChange(kv, d.Model, run, ledger.Event{OccurredAt: occurred}, d.cache)
 	c.cause = e
 	c.causeSeq = at.Seq
 	for i := range obs {
@@ -271,6 +316,14 @@ func (d *Deriver) Derive(v *ledger.View, e *ledger.Event, at ledger.Derivation) 
 		return nil, err
 	}
 	c.keep(at.Seq + 1)
+	if len(c.out) > 0 {
+		d.epoch++
+	} else if !c.unsettled && !slices.ContainsFunc(obs, func(o observation) bool { return !o.confirm }) {
+		if d.calm == nil {
+			d.calm = map[string]calm{}
+		}
+		d.calm[e.ChannelID] = calm{typ: e.Type, untilMS: c.calmUntil, epoch: d.epoch}
+	}
 	return c.out, nil
 }
 

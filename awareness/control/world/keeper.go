@@ -27,6 +27,7 @@ type roundCmd struct {
 }
 
 func (c *roundCmd) Decide(v *ledger.View) ([]ledger.Event, error) {
+	c.model.gen.Add(1) // the Deriver reads what this writes afresh
 	ch := newChange(v.Projection(ProjectionName), c.model, c.run, ledger.Event{OccurredAt: c.now, Trust: ledger.High}, nil)
 	var currents []*current
 	ledger.Range(ch.kv, []byte{kLast}, nil, false, func(k, v []byte) bool {
@@ -348,6 +349,7 @@ type tellCmd struct {
 }
 
 func (c *tellCmd) Decide(v *ledger.View) ([]ledger.Event, error) {
+	c.model.gen.Add(1) // the Deriver reads what this writes afresh
 	ent, ok := c.model.Entity(c.a.Entity)
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrNoEntity, c.a.Entity)

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/tobe-body/tobe-body/ledger"
@@ -112,9 +113,14 @@ type Model struct {
 	// channel to the entities any of its sources feed.
 	feeds    map[string][]int
 	channels map[string][]int
+	// sourceIDs interns the ids of the sources that feed entities.
+	sourceIDs map[string]string
 	// outputs: some entity is an output (action and e-stop records
 	// matter).
 	outputs bool
+	// gen moves on before anything but the Deriver writes the model's
+	// events (see Deriver).
+	gen atomic.Uint64
 }
 
 // Entities returns the entities, ordered by id.
@@ -253,7 +259,7 @@ func Build(c Config, f Facts) (*Model, error) {
 	for id, e := range declared {
 		all[id] = e
 	}
-	m := &Model{byID: map[string]int{}, feeds: map[string][]int{}, channels: map[string][]int{}}
+	m := &Model{byID: map[string]int{}, feeds: map[string][]int{}, channels: map[string][]int{}, sourceIDs: map[string]string{}}
 	for _, e := range all {
 		m.entities = append(m.entities, e)
 	}
@@ -262,6 +268,7 @@ func Build(c Config, f Facts) (*Model, error) {
 		m.byID[e.ID] = i
 		for _, s := range e.Sources {
 			m.feeds[s.ID()] = append(m.feeds[s.ID()], i)
+			m.sourceIDs[s.ID()] = s.ID()
 			if !slices.Contains(m.channels[s.Channel], i) {
 				m.channels[s.Channel] = append(m.channels[s.Channel], i)
 			}

@@ -111,32 +111,5 @@ func applyStep(kv ledger.KV, seq uint64, ended []Ended, recs []cbor.RawMessage) 
 	return nil
 }
 
-// GenName names the projection of the model's generation.
-const GenName = "world_gen"
-
-// Gen is the model's generation: the sequence of the last event of the
-// model that rests on no event (a told assertion, the keeper's round),
-// in a bucket of its own that holds nothing else, so the deriver reads
-// it at every event for next to nothing and knows when another wrote
-// the model. The events the Deriver derives each rest on the event they
-// were derived from (their causation), and it keeps what they say
-// itself (see Deriver).
-type Gen struct{}
-
-func (Gen) Name() string    { return GenName }
-func (Gen) Types() []string { return Projection{}.Types() }
-
-// Apply implements ledger.Projection.
-func (Gen) Apply(kv ledger.KV, e *ledger.Event) error {
-	seq, ok := ledger.SeqOf(kv)
-	if !ok {
-		return errors.New("world: the generation needs the events' sequences")
-	}
-	if !e.CausationID.IsZero() {
-		return nil
-	}
-	return kv.Put(genKey, u64(seq))
-}
-
 // Projections are the model's projections.
-func Projections() []ledger.Projection { return []ledger.Projection{Projection{}, Gen{}} }
+func Projections() []ledger.Projection { return []ledger.Projection{Projection{}} }

@@ -177,8 +177,6 @@ type Held struct {
 //	e ENTITY                       the VALID SEQ of the entity's latest change (its h key)
 //	h ENTITY 0 VALID SEQ           the Changed at SEQ (without its step), from VALID on
 //
-// and in a bucket of its own (Gen), g: the model's generation.
-//
 // TAIL is FROM SEQ K, an entry recorded at SEQ from FROM on: K is 0 for
 // an end and 1 for a record (an event that ends a source's record and
 // begins its next has both, the end first). FROM is the entry's valid
@@ -199,7 +197,6 @@ const (
 	kEntry   = 'v'
 	kMark    = 'm'
 	kEntity  = 'e'
-	kGen     = 'g'
 	kHistory = 'h'
 )
 
@@ -254,8 +251,6 @@ func entryOf(b []byte) (entry, bool) {
 	b = b[len(b)-tailLen:]
 	return entry{from: timeOf(b), seq: getU64(b[8:]), end: b[16] == 0}, true
 }
-
-var genKey = []byte{kGen}
 
 func lastKey(entity, source string) []byte { return key(kLast, entity, source) }
 func lastPrefix(entity string) []byte      { return append(key(kLast, entity), 0) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -374,6 +375,40 @@ func TestToldIsNeverMoreThanTold(t *testing.T) {
 		if ss.Source == "told:agent:pi" && ss.Why != EndNotSeen {
 			t.Errorf("a told state past its time: %+v, want not_seen", ss)
 		}
+	}
+}
+
+// What is told between two sensed events is in the state the second
+// makes: the deriver keeps what it read of the model between events,
+// and forgets it when another writes the model.
+func TestTheDeriverSeesWhatWasToldBetweenEvents(t *testing.T) {
+	g := newRig(t, Config{Entities: map[string]EntityConfig{"front": {Kind: "door", Sources: []Source{{Channel: "gpio.door"}}}}})
+	ctx := context.Background()
+	g.sense("gpio.changed", "gpio.door", body.LineChanged{Line: "DOOR", Active: false})
+	if _, err := Tell(ctx, g.s, g.m, Assertion{Entity: "contact.front", Value: "open", By: "agent:pi", For: time.Hour}, g.wall); err != nil {
+		t.Fatal(err)
+	}
+	g.advance(time.Second)
+	g.sense("gpio.changed", "gpio.door", body.LineChanged{Line: "DOOR", Active: true})
+	h, err := g.r.History("contact.front", g.wall.Add(-time.Hour), g.wall.Add(time.Hour), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := h.Changes[len(h.Changes)-1]
+	if last.Value != "open" || last.Conflict || !slices.Equal(last.Sources, []string{"gpio.door", "told:agent:pi"}) {
+		t.Fatalf("the line opened after open was told: %+v; want open, both sources, no conflict", last)
+	}
+	// Withdrawn, and the line closes: the change rests on the line alone.
+	if _, err := Tell(ctx, g.s, g.m, Assertion{Entity: "contact.front", By: "agent:pi", Withdraw: true}, g.wall); err != nil {
+		t.Fatal(err)
+	}
+	g.advance(time.Second)
+	g.sense("gpio.changed", "gpio.door", body.LineChanged{Line: "DOOR", Active: false})
+	if h, err = g.r.History("contact.front", g.wall.Add(-time.Hour), g.wall.Add(time.Hour), 0); err != nil {
+		t.Fatal(err)
+	}
+	if last := h.Changes[len(h.Changes)-1]; last.Value != "closed" || !slices.Equal(last.Sources, []string{"gpio.door"}) {
+		t.Fatalf("the line closed after the assertion was withdrawn: %+v; want closed from the line alone", last)
 	}
 }
 
