@@ -17,13 +17,12 @@ import (
 	"github.com/tobe-body/tobe-body/sense"
 )
 
-// simMix is ten minutes of the sim board's sensed events, in the
-// proportions a day of it makes them: a sound summary every 10 s, a
-// camera summary a minute, the air every 5 minutes, and one motion, one
-// voice and one button press (a person passing by, some 150 of each a
-// day). Every one but the button feeds the model; one in twenty changes
-// a state.
-func simMix(b testing.TB, part int) []ledger.Event {
+// simMinutes is ten minutes of the sim board's sensed events, minute by
+// minute, in the proportions a day of it makes them: a sound summary
+// every 10 s, a camera summary a minute, the air every 5 minutes, and
+// one motion, one voice and one button press (a person passing by, some
+// 150 of each a day). Every one but the button feeds the model.
+func simMinutes(b testing.TB, part int) [][]ledger.Event {
 	mk := func(typ, ch string, p any) ledger.Event {
 		raw, err := ledger.MarshalPayload(p)
 		if err != nil {
@@ -32,8 +31,9 @@ func simMix(b testing.TB, part int) []ledger.Event {
 		return ledger.Event{Type: typ, ChannelID: ch, Provenance: ledger.Observed, Trust: ledger.Medium, Privacy: ledger.Sensitive, Payload: raw}
 	}
 	t, h := 21.0+float64(part%7)*0.4, 48.0
-	var evs []ledger.Event
-	for minute := 0; minute < 10; minute++ {
+	minutes := make([][]ledger.Event, 10)
+	for minute := range minutes {
+		var evs []ledger.Event
 		for i := 0; i < 6; i++ {
 			evs = append(evs, mk("audio.level", "audio.mic", sense.SoundLevel{RMS: -48, Peak: -40, Floor: -52, CoveredMS: 10000, PeriodMS: 10000}))
 		}
@@ -49,8 +49,38 @@ func simMix(b testing.TB, part int) []ledger.Event {
 				mk("audio.voice_ended", "audio.mic", sense.Voice{SNR: 12, DurationMS: 1800}),
 				mk("camera.motion_ended", "camera.front", sense.MotionEnded{Zone: "left", DurationMS: 4000, Frames: 120}))
 		}
+		minutes[minute] = evs
+	}
+	return minutes
+}
+
+// simMix is simMinutes' events in one list.
+func simMix(b testing.TB, part int) []ledger.Event {
+	var evs []ledger.Event
+	for _, m := range simMinutes(b, part) {
+		evs = append(evs, m...)
 	}
 	return evs
+}
+
+// simHour is the hour the sim's history starts at.
+var simHour = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// simCycle is seven parts of simMinutes (70 minutes), each event stamped
+// at its time (the events of a minute spread over it): what a bench
+// replays, minute by minute, over and over, each time later by the
+// cycle's length, with the ledger's clock at the minute's end.
+func simCycle(b testing.TB) (minutes [][]ledger.Event) {
+	for part := 0; part < 7; part++ {
+		for _, evs := range simMinutes(b, part) {
+			at := simHour.Add(time.Duration(len(minutes)) * time.Minute)
+			for i := range evs {
+				evs[i].OccurredAt = at.Add(time.Duration(i) * time.Minute / time.Duration(len(evs))).UnixNano()
+			}
+			minutes = append(minutes, evs)
+		}
+	}
+	return minutes
 }
 
 func benchModel(b testing.TB) *world.Model {
@@ -66,7 +96,7 @@ func benchModel(b testing.TB) *world.Model {
 // benchDir is where the benchmark's ledger lives: in memory when the
 // machine has /dev/shm, so what is measured is the work of a commit and
 // not the disk's sync.
-func benchDir(b *testing.B) string {
+func benchDir(b testing.TB) string {
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
 		d, err := os.MkdirTemp("/dev/shm", "worldbench")
 		if err == nil {
@@ -77,13 +107,34 @@ func benchDir(b *testing.B) string {
 	return b.TempDir()
 }
 
+// benchOptions opens a bench's ledger with the daemon's projections and
+// an outbox as an uplink that keeps up leaves it: never over its budget
+// (here nothing acks, and the default budget of 100,000 rows would have
+// every commit after the first hundred thousand events drop rows).
+func benchOptions(b testing.TB) ledger.Options {
+	return ledger.Options{Path: benchDir(b) + "/ledger.db", AgentID: ledger.UUID{1}, BodyID: ledger.UUID{2}, Projections: awareness.Projections(),
+		OutboxMaxRows: 1 << 30, OutboxMaxBytes: 1 << 40}
+}
+
 // BenchmarkKeepingTheModel is the per-event cost of keeping the world
 // model beside the gate's per-event cost, on the sim's mix of sensed
-// events: appends of the mix in groups of a minute with and without the
-// model's deriver (the model's cost is the difference), and the gate as
-// the daemon runs it on the same events (each decoded from its record,
-// matched against 10 wait conditions, weighed with the built-in rules).
-// Each sub-benchmark's op is one event. Run with -cpu 1.
+// events (simMinutes):
+//   - ledger, ledger+world: appends of the mix a minute at a time, with
+//     the ledger's clock (so its running clock, which expiries and seen
+//     marks go by) a minute on at each, without and with the model's
+//     deriver: the model's whole cost is the difference (deriving, and
+//     writing what it derives with its projection);
+//   - derive: the deriver alone on the same events, one after another in
+//     one transaction, its running clock as the ledger's would be (what
+//     it derives is not written; it keeps it as written);
+//   - gate-daemon: the gate as the daemon runs it, following the ledger,
+//     reading each event back, deciding it and recording what it does
+//     not ignore;
+//   - gate: the gate alone on the same events, each decoded from its
+//     record, matched against 10 wait conditions, weighed with the
+//     built-in rules.
+//
+// Each sub-benchmark's op is one sensed event. Run with -cpu 1.
 func BenchmarkKeepingTheModel(b *testing.B) {
 	for _, withModel := range []bool{false, true} {
 		name := "ledger"
@@ -92,7 +143,9 @@ func BenchmarkKeepingTheModel(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			m := benchModel(b)
-			opts := ledger.Options{Path: benchDir(b) + "/ledger.db", AgentID: ledger.UUID{1}, BodyID: ledger.UUID{2}, Projections: awareness.Projections()}
+			opts := benchOptions(b)
+			clk := simHour
+			opts.Now = func() time.Time { return clk }
 			var timed *timedDeriver
 			if withModel {
 				timed = &timedDeriver{Deriver: &world.Deriver{Model: m}}
@@ -104,18 +157,17 @@ func BenchmarkKeepingTheModel(b *testing.B) {
 			}
 			defer s.Close()
 			ctx := context.Background()
-			mixes := make([][]ledger.Event, 7)
-			for i := range mixes {
-				mixes[i] = simMix(b, i)
-			}
+			cycle := simCycle(b)
 			b.ResetTimer()
 			for n, minute := 0, 0; n < b.N; minute++ {
-				mix := mixes[minute%len(mixes)]
+				mix := cycle[minute%len(cycle)]
+				shift := time.Duration(minute/len(cycle)) * time.Duration(len(cycle)) * time.Minute
 				evs := make([]ledger.Event, 0, len(mix))
 				for _, e := range mix[:min(len(mix), b.N-n)] {
-					e.OccurredAt = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(minute) * 10 * time.Minute).UnixNano()
+					e.OccurredAt += int64(shift)
 					evs = append(evs, e)
 				}
+				clk = simHour.Add(time.Duration(minute+1) * time.Minute)
 				if _, err := s.Append(ctx, evs...); err != nil {
 					b.Fatal(err)
 				}
@@ -127,6 +179,26 @@ func BenchmarkKeepingTheModel(b *testing.B) {
 			}
 		})
 	}
+	b.Run("derive", func(b *testing.B) {
+		s, err := ledger.Open(benchOptions(b))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		cycle := simCycle(b)
+		for _, evs := range cycle {
+			for i := range evs {
+				evs[i].ID = ledger.NewID()
+			}
+		}
+		cmd := &deriveAll{d: &world.Deriver{Model: benchModel(b)}, cycle: cycle, n: b.N}
+		b.ResetTimer()
+		if _, err := s.Execute(context.Background(), cmd); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(cmd.derived)/float64(b.N), "derived/event")
+	})
 	b.Run("gate-daemon", func(b *testing.B) {
 		// The gate as the daemon runs it: following the ledger, reading
 		// each event back, deciding it, and recording what it does not
@@ -136,7 +208,7 @@ func BenchmarkKeepingTheModel(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		s, err := ledger.Open(ledger.Options{Path: benchDir(b) + "/ledger.db", AgentID: ledger.UUID{1}, BodyID: ledger.UUID{2}, Projections: awareness.Projections()})
+		s, err := ledger.Open(benchOptions(b))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -216,6 +288,36 @@ func BenchmarkKeepingTheModel(b *testing.B) {
 }
 
 type bytesBuffer struct{ bytes.Buffer }
+
+// deriveAll derives n events of a cycle, as BenchmarkKeepingTheModel's
+// ledger+world appends them, in the transaction of a command, and
+// writes nothing.
+type deriveAll struct {
+	d       *world.Deriver
+	cycle   [][]ledger.Event
+	n       int
+	derived int
+}
+
+func (c *deriveAll) Decide(v *ledger.View) ([]ledger.Event, error) {
+	seq := uint64(1)
+	for n, minute := 0, 0; n < c.n; minute++ {
+		mix := c.cycle[minute%len(c.cycle)]
+		shift := int64(minute/len(c.cycle)) * int64(len(c.cycle)) * int64(time.Minute)
+		run := time.Duration(minute+1) * time.Minute
+		for i := 0; i < len(mix) && n < c.n; i, n = i+1, n+1 {
+			e := mix[i]
+			e.OccurredAt += shift
+			evs, err := c.d.Derive(v, &e, ledger.Derivation{Seq: seq, Running: run})
+			if err != nil {
+				return nil, err
+			}
+			seq += 1 + uint64(len(evs))
+			c.derived += len(evs)
+		}
+	}
+	return nil, nil
+}
 
 // timedDeriver counts the time a deriver takes and what it derives.
 type timedDeriver struct {
