@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"bytes"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -70,15 +69,19 @@ func (w *writer) derive(e *Event, seq uint64) error {
 			if err == nil && len(todo) != len(evs) {
 				err = fmt.Errorf("%d of its %d events repeat stored ones", len(evs)-len(todo), len(evs))
 			}
+			// What write would refuse, refused before anything is
+			// written (a failed write fails the whole transaction); the
+			// records encoded here are the ones written.
+			recs := make([][]byte, len(evs))
 			for i := 0; err == nil && i < len(evs); i++ {
-				// What write would refuse, refused before anything is
-				// written: a failed write fails the whole transaction.
-				var b bytes.Buffer
-				err = Encode(&b, &evs[i])
+				w.buf.Reset()
+				if err = Encode(&w.buf, &evs[i]); err == nil {
+					recs[i] = w.keep(w.buf.Bytes())
+				}
 			}
 			if err == nil {
 				for _, i := range todo {
-					if _, err := w.write(&evs[i]); err != nil {
+					if _, err := w.writeRecord(&evs[i], recs[i]); err != nil {
 						return err // the transaction's own failure
 					}
 				}

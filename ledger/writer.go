@@ -294,15 +294,19 @@ func (w *writer) prepare(evs []Event) (results []Result, todo []int, dupOf map[i
 // write stores one event with its indexes, outbox row, aggregate version
 // and projections.
 func (w *writer) write(e *Event) (uint64, error) {
-	seq, err := w.events.NextSequence()
-	if err != nil {
-		return 0, err
-	}
 	w.buf.Reset()
 	if err := Encode(&w.buf, e); err != nil {
 		return 0, err
 	}
-	rec := w.keep(w.buf.Bytes())
+	return w.writeRecord(e, w.keep(w.buf.Bytes()))
+}
+
+// writeRecord is write with e's record encoded (in the arena).
+func (w *writer) writeRecord(e *Event, rec []byte) (uint64, error) {
+	seq, err := w.events.NextSequence()
+	if err != nil {
+		return 0, err
+	}
 	sk := w.keep(u64(seq))
 	if err := w.events.Put(sk, rec); err != nil {
 		return 0, err
