@@ -27,6 +27,12 @@ type mark struct {
 	s   Seen
 }
 
+// marked is a seen mark a change emitted, as out[at].
+type marked struct {
+	at int
+	s  Seen
+}
+
 // cache is what a Deriver keeps of the projection between events: the
 // sources' current records, the channels' last marks and the entities'
 // last changes, as of the Model's generation gen and the ledger's count
@@ -76,8 +82,10 @@ type change struct {
 	// steps are the touched entities' steps, in the order touched.
 	steps   map[string]*step
 	touched []string
-	// changed are the changes this change recorded.
+	// changed are the changes this change recorded, marked the seen
+	// marks (at their index in out).
 	changed []Changed
+	marked  []marked
 	// cause is the event the change follows, at causeSeq (nil: a told
 	// assertion or the keeper's round, which rest on no event).
 	cause    *ledger.Event
@@ -341,7 +349,11 @@ func (c *change) observe(ent Entity, o *observation) error {
 		m := &mark{s: s}
 		c.marks[o.channel] = m
 		c.lmCh, c.lm, c.lmOK = o.channel, m, true
-		return c.emit(EventSeen, ent.ID, o.prov, s)
+		if err := c.emit(EventSeen, ent.ID, o.prov, s); err != nil {
+			return err
+		}
+		c.marked = append(c.marked, marked{at: len(c.out) - 1, s: s})
+		return nil
 	}
 	if value == "" && o.readings == nil {
 		return nil // nothing this kind can hold
@@ -508,14 +520,10 @@ func (c *change) keep(first uint64) {
 	for i, e := range c.out {
 		if e.Type != EventSeen {
 			seqOf[e.ChannelID] = first + uint64(i)
-			continue
 		}
-		{
-			var s Seen
-			if ledger.UnmarshalPayload(e.Payload, &s) == nil {
-				c.cache.marks[s.Channel] = &mark{seq: first + uint64(i), s: s}
-			}
-		}
+	}
+	for _, m := range c.marked {
+		c.cache.marks[m.s.Channel] = &mark{seq: first + uint64(m.at), s: m.s}
 	}
 	for k, cu := range c.cur {
 		entity, source := k.entity, k.source
