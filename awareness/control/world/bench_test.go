@@ -301,14 +301,15 @@ type deriveAll struct {
 
 func (c *deriveAll) Decide(v *ledger.View) ([]ledger.Event, error) {
 	seq := uint64(1)
+	e := new(ledger.Event) // as the ledger's writer gives it, on the heap
 	for n, minute := 0, 0; n < c.n; minute++ {
 		mix := c.cycle[minute%len(c.cycle)]
 		shift := int64(minute/len(c.cycle)) * int64(len(c.cycle)) * int64(time.Minute)
 		run := time.Duration(minute+1) * time.Minute
 		for i := 0; i < len(mix) && n < c.n; i, n = i+1, n+1 {
-			e := mix[i]
+			*e = mix[i]
 			e.OccurredAt += shift
-			evs, err := c.d.Derive(v, &e, ledger.Derivation{Seq: seq, Running: run})
+			evs, err := c.d.Derive(v, e, ledger.Derivation{Seq: seq, Running: run})
 			if err != nil {
 				return nil, err
 			}

@@ -2,6 +2,7 @@ package world
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -48,10 +49,49 @@ type cache struct {
 	// held lists by entity the sources the projection holds a current
 	// record of, as first read; a change adds its own (sourcesOf).
 	held map[string][]string
+	// sighted holds by channel its last sighting since its last mark,
+	// while the records it confirmed hold: what the next mark of any
+	// channel marks too (see observe).
+	sighted map[string]*sighting
+}
+
+// sighting is a sighting of a channel that confirmed its records, by
+// the event at seq (id, of type typ), of a source of entity.
+type sighting struct {
+	entity  string
+	at, run int64
+	seq     uint64
+	id      ledger.UUID
+	typ     string
+	prov    ledger.Provenance
 }
 
 func newCache(gen, lost uint64) *cache {
-	return &cache{gen: gen, lost: lost, cur: map[src]*current{}, marks: map[string]*mark{}, last: map[string]*Changed{}, held: map[string][]string{}}
+	return &cache{gen: gen, lost: lost, cur: map[src]*current{}, marks: map[string]*mark{}, last: map[string]*Changed{}, held: map[string][]string{},
+		sighted: map[string]*sighting{}}
+}
+
+// sight notes that the change's event saw channel, confirming what a
+// source of entity holds, before its mark was due.
+func (c *change) sight(channel, entity string, prov ledger.Provenance) {
+	if c.cache == nil || c.cause == nil {
+		return
+	}
+	p := c.cache.sighted[channel]
+	if p == nil {
+		p = &sighting{}
+		c.cache.sighted[channel] = p
+	}
+	*p = sighting{entity: entity, at: c.base.OccurredAt, run: c.run, seq: c.causeSeq, id: c.cause.ID, typ: c.cause.Type, prov: prov}
+}
+
+// unsight forgets a channel's sighting: a new record of it began, and
+// what was seen before was the record before. (An end leaves it: marks
+// after a record's end are not that record's.)
+func (c *change) unsight(channel string) {
+	if c.cache != nil && channel != "" {
+		delete(c.cache.sighted, channel)
+	}
 }
 
 // step is what a change makes of one entity: new records of its sources
@@ -113,11 +153,28 @@ func (c *change) evidence() *Evidence {
 }
 
 func newChange(kv ledger.ReadKV, m *Model, runMS int64, base ledger.Event, c *cache) *change {
-	ch := &change{kv: kv, model: m, run: runMS, base: base, cache: c, calmUntil: math.MaxInt64}
-	if c == nil {
-		ch.cur, ch.marks = map[src]*current{}, map[string]*mark{}
-	}
+	ch := &change{}
+	ch.reset(kv, m, runMS, base, c)
 	return ch
+}
+
+// reset makes c a new change, keeping what it allocated (a Deriver's,
+// from event to event).
+func (c *change) reset(kv ledger.ReadKV, m *Model, runMS int64, base ledger.Event, ca *cache) {
+	cur, marks, steps := c.cur, c.marks, c.steps
+	clear(cur)
+	clear(marks)
+	clear(steps)
+	if ca == nil {
+		if cur == nil {
+			cur = map[src]*current{}
+		}
+		if marks == nil {
+			marks = map[string]*mark{}
+		}
+	}
+	*c = change{kv: kv, model: m, run: runMS, base: base, cache: ca, calmUntil: math.MaxInt64,
+		cur: cur, marks: marks, steps: steps, touched: c.touched[:0], changed: c.changed[:0], marked: c.marked[:0]}
 }
 
 // wrote keeps what this change wrote of a source (nil: its record ended).
@@ -340,19 +397,29 @@ func (c *change) observe(ent Entity, o *observation) error {
 		run, _ := c.seen(cu)
 		if due := run + cu.rec.ExpireMS/4; c.run < due {
 			calm, c.calmUntil = true, min(c.calmUntil, due)
+			c.sight(o.channel, ent.ID, o.prov)
 			return nil
 		}
-		s := Seen{Channel: o.channel, At: c.base.OccurredAt, RunMS: c.run, Evidence: *c.evidence()}
-		if c.marks == nil {
-			c.marks = map[string]*mark{}
-		}
-		m := &mark{s: s}
-		c.marks[o.channel] = m
-		c.lmCh, c.lm, c.lmOK = o.channel, m, true
-		if err := c.emit(EventSeen, ent.ID, o.prov, s); err != nil {
+		// Due: a mark of this channel, and of every channel seen since
+		// its own last mark (each at its last sighting), so a body's
+		// channels are marked together, not each in a commit of its own.
+		if err := c.mark(Seen{Channel: o.channel, At: c.base.OccurredAt, RunMS: c.run, Evidence: *c.evidence()}, ent.ID, o.prov); err != nil {
 			return err
 		}
-		c.marked = append(c.marked, marked{at: len(c.out) - 1, s: s})
+		if c.cache == nil {
+			return nil
+		}
+		for _, ch := range slices.Sorted(maps.Keys(c.cache.sighted)) {
+			p := c.cache.sighted[ch]
+			if m := c.lastMark(ch); m != nil && m.seq == 0 {
+				continue
+			}
+			ev := Evidence{Seq: p.seq, ID: p.id.String(), Type: p.typ}
+			if err := c.mark(Seen{Channel: ch, At: p.at, RunMS: p.run, Evidence: ev}, p.entity, p.prov); err != nil {
+				return err
+			}
+		}
+		clear(c.cache.sighted)
 		return nil
 	}
 	if value == "" && o.readings == nil {
@@ -374,9 +441,25 @@ func (c *change) observe(ent Entity, o *observation) error {
 	if cu != nil {
 		r.Supersedes = cu.seq
 	}
+	c.unsight(o.channel)
 	st := c.stepOf(ent.ID, r.ValidFrom)
 	st.recs = append(st.recs, r)
 	c.wrote(src{ent.ID, o.source}, &current{rec: r})
+	return nil
+}
+
+// mark emits a seen mark of a channel (as an event of entity).
+func (c *change) mark(s Seen, entity string, prov ledger.Provenance) error {
+	if c.marks == nil {
+		c.marks = map[string]*mark{}
+	}
+	m := &mark{s: s}
+	c.marks[s.Channel] = m
+	c.lmCh, c.lm, c.lmOK = s.Channel, m, true
+	if err := c.emit(EventSeen, entity, prov, s); err != nil {
+		return err
+	}
+	c.marked = append(c.marked, marked{at: len(c.out) - 1, s: s})
 	return nil
 }
 
@@ -516,11 +599,13 @@ func (c *change) keep(first uint64) {
 	if c.cache == nil || len(c.out) == 0 {
 		return
 	}
-	seqOf := map[string]uint64{} // entity -> the seq of its step's event
-	for i, e := range c.out {
-		if e.Type != EventSeen {
-			seqOf[e.ChannelID] = first + uint64(i)
+	seqOf := func(entity string) uint64 { // the seq of its step's event
+		for i, e := range c.out {
+			if e.Type != EventSeen && e.ChannelID == entity {
+				return first + uint64(i)
+			}
 		}
+		return 0
 	}
 	for _, m := range c.marked {
 		c.cache.marks[m.s.Channel] = &mark{seq: first + uint64(m.at), s: m.s}
@@ -528,7 +613,7 @@ func (c *change) keep(first uint64) {
 	for k, cu := range c.cur {
 		entity, source := k.entity, k.source
 		if cu != nil && cu.seq == 0 {
-			cu = &current{seq: seqOf[entity], rec: cu.rec}
+			cu = &current{seq: seqOf(entity), rec: cu.rec}
 		}
 		c.cache.cur[k] = cu
 		if held, ok := c.cache.held[entity]; ok && cu != nil && !slices.Contains(held, source) {

@@ -257,6 +257,7 @@ type Deriver struct {
 	mu    sync.Mutex
 	cache *cache
 	obs   []observation // reused from event to event
+	ch    change
 	// calm says, by channel, that an event of a type that only confirms
 	// what its sources hold (a sound level summary: the most common
 	// event a body records) changes nothing before a running time, as
@@ -288,6 +289,12 @@ func (d *Deriver) Derive(v *ledger.View, e *ledger.Event, at ledger.Derivation) 
 	}
 	run := at.Running.Milliseconds()
 	if q, ok := d.calm[e.ChannelID]; ok && q.typ == e.Type && q.epoch == d.epoch && run < q.untilMS {
+		if p := d.cache.sighted[e.ChannelID]; p != nil { // the sighting the next mark marks
+			p.at, p.run, p.seq, p.id = e.OccurredAt, run, at.Seq, e.ID
+			if p.at == 0 {
+				p.at = e.IngestedAt
+			}
+		}
 		return nil, nil
 	}
 	d.obs = d.Model.observations(e, d.obs[:0])
@@ -300,7 +307,8 @@ func (d *Deriver) Derive(v *ledger.View, e *ledger.Event, at ledger.Derivation) 
 		occurred = e.IngestedAt
 	}
 	kv := v.Projection(ProjectionName)
-	c := newChange(kv, d.Model, run, ledger.Event{OccurredAt: occurred}, d.cache)
+	c := &d.ch
+	c.reset(kv, d.Model, run, ledger.Event{OccurredAt: occurred}, d.cache)
 	c.cause = e
 	c.causeSeq = at.Seq
 	for i := range obs {
