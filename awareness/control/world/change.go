@@ -28,10 +28,13 @@ type mark struct {
 	s   Seen
 }
 
-// marked is a seen mark a change emitted, as out[at].
+// marked is a seen mark a change made (of a source of entity), emitted
+// in out[at].
 type marked struct {
-	at int
-	s  Seen
+	entity string
+	prov   ledger.Provenance
+	at     int
+	s      Seen
 }
 
 // cache is what a Deriver keeps of the projection between events: the
@@ -448,7 +451,8 @@ func (c *change) observe(ent Entity, o *observation) error {
 	return nil
 }
 
-// mark emits a seen mark of a channel (as an event of entity).
+// mark makes a seen mark of a channel (a source of entity's), which
+// settle records with the change's others in one event.
 func (c *change) mark(s Seen, entity string, prov ledger.Provenance) error {
 	if c.marks == nil {
 		c.marks = map[string]*mark{}
@@ -456,10 +460,33 @@ func (c *change) mark(s Seen, entity string, prov ledger.Provenance) error {
 	m := &mark{s: s}
 	c.marks[s.Channel] = m
 	c.lmCh, c.lm, c.lmOK = s.Channel, m, true
-	if err := c.emit(EventSeen, entity, prov, s); err != nil {
+	c.marked = append(c.marked, marked{entity: entity, prov: prov, s: s})
+	return nil
+}
+
+// emitMarks records the change's seen marks, if any, in one world.seen
+// (of the first mark's entity, and as private as the most private of
+// theirs).
+func (c *change) emitMarks() error {
+	if len(c.marked) == 0 {
+		return nil
+	}
+	ms := Marks{Seen: make([]Seen, len(c.marked))}
+	priv := ledger.Privacy(0)
+	for i, m := range c.marked {
+		ms.Seen[i] = m.s
+		if ent, ok := c.model.Entity(m.entity); ok {
+			priv = max(priv, ent.Privacy)
+		}
+	}
+	if err := c.emit(EventSeen, c.marked[0].entity, c.marked[0].prov, ms); err != nil {
 		return err
 	}
-	c.marked = append(c.marked, marked{at: len(c.out) - 1, s: s})
+	e := &c.out[len(c.out)-1]
+	e.Privacy = max(e.Privacy, priv)
+	for i := range c.marked {
+		c.marked[i].at = len(c.out) - 1
+	}
 	return nil
 }
 
@@ -531,6 +558,9 @@ func cutNUL(s string) (string, string, bool) {
 // fused state is not the one last recorded (after ending its sources'
 // records that expired), else a world.observed.
 func (c *change) settle() error {
+	if err := c.emitMarks(); err != nil {
+		return err
+	}
 	for i := 0; i < len(c.touched); i++ {
 		ent, ok := c.model.Entity(c.touched[i])
 		if !ok {

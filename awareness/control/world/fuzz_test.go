@@ -22,7 +22,7 @@ func FuzzProjection(f *testing.F) {
 		Evidence: []Evidence{{Seq: 1, ID: "x", Type: "camera.motion_started"}}, ValidFrom: 10, ExpireMS: 600000, RunMS: 5}
 	f.Add(uint8(0), good(Changed{Entity: "room.a", Kind: Room, Value: "active", Records: []Record{rec}, Since: 10, At: 10}))
 	f.Add(uint8(1), good(Step{Entity: "room.a", Ended: []Ended{{Entity: "room.a", Source: "camera.front#a", Record: 2, Reason: EndNotSeen, At: 20}}}))
-	f.Add(uint8(2), good(Seen{Channel: "camera.front", At: 30, RunMS: 40}))
+	f.Add(uint8(2), good(Marks{Seen: []Seen{{Channel: "camera.front", At: 30, RunMS: 40}, {Channel: "audio.mic", At: 20, RunMS: 30}}}))
 	f.Add(uint8(0), []byte{0xa1, 0x66, 'e', 'n', 't', 'i', 't', 'y', 0x40})
 	f.Add(uint8(1), []byte{0xff})
 	types := []string{EventChanged, EventObserved, EventSeen}

@@ -66,11 +66,25 @@ func (Projection) Apply(kv ledger.KV, e *ledger.Event) error {
 		}
 		return kv.Put(entityKey(c.Entity), hk[len(hk)-16:])
 	case EventSeen:
-		var s Seen
-		if err := ledger.UnmarshalPayload(e.Payload, &s); err != nil {
-			return fmt.Errorf("world: a seen mark: %w", err)
+		var ms struct {
+			Seen []cbor.RawMessage `cbor:"seen"`
 		}
-		return kv.Put(markKey(s.Channel, seq), e.Payload)
+		if err := ledger.UnmarshalPayload(e.Payload, &ms); err != nil {
+			return fmt.Errorf("world: seen marks: %w", err)
+		}
+		for _, raw := range ms.Seen {
+			var s Seen
+			if err := ledger.UnmarshalPayload(raw, &s); err != nil {
+				return fmt.Errorf("world: a seen mark: %w", err)
+			}
+			if s.Channel == "" {
+				return errors.New("world: a seen mark names no channel")
+			}
+			if err := kv.Put(markKey(s.Channel, seq), raw); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	return nil
 }

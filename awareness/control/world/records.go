@@ -24,7 +24,7 @@ const (
 	// the air within its uncertainty of another source, an end while
 	// another source still tells.
 	EventObserved = "world.observed"
-	// EventSeen marks a channel's sources as seen again (a Seen): what
+	// EventSeen marks channels' sources as seen again (a Marks): what
 	// keeps their states from expiring.
 	EventSeen = "world.seen"
 	// EventHeld says that an entity's state has held as long as a wait
@@ -91,13 +91,19 @@ type Evidence struct {
 	Type string `cbor:"type" json:"type"`
 }
 
-// Seen is the payload of world.seen: the channel observed again at At
-// (Unix ns) and RunMS on the running clock, by Evidence.
+// Seen is a seen mark (in a world.seen): the channel observed again at
+// At (Unix ns) and RunMS on the running clock, by Evidence.
 type Seen struct {
 	Channel  string   `cbor:"channel" json:"channel"`
 	At       int64    `cbor:"at" json:"at_ns"`
 	RunMS    int64    `cbor:"run_ms" json:"run_ms"`
 	Evidence Evidence `cbor:"evidence" json:"evidence"`
+}
+
+// Marks is the payload of world.seen: the channels seen again, each at
+// its last sighting.
+type Marks struct {
+	Seen []Seen `cbor:"seen" json:"seen"`
 }
 
 // Ended says that the record of a source (recorded at the sequence
