@@ -265,13 +265,9 @@ func (c *change) findMark(channel string) *mark {
 		}
 	}
 	var m *mark
-	ledger.Range(c.kv, markPrefix(channel), nil, true, func(k, v []byte) bool {
-		var s Seen
-		if ledger.UnmarshalPayload(v, &s) == nil {
-			m = &mark{seq: getU64(k[len(k)-8:]), s: s}
-		}
-		return false
-	})
+	if s, seq, ok := markAt(c.kv, channel, 0, math.MaxUint64); ok {
+		m = &mark{seq: seq, s: s}
+	}
 	if c.cache != nil {
 		c.cache.marks[channel] = m
 	} else {
@@ -284,8 +280,8 @@ func (c *change) findMark(channel string) *mark {
 // last mark after it.
 func (c *change) seen(cu *current) (runMS, at int64) {
 	runMS, at = cu.rec.RunMS, cu.rec.ValidFrom
-	if cu.rec.Channel == "" || cu.seq == 0 {
-		return runMS, at
+	if cu.rec.Channel == "" || cu.seq == 0 || cu.rec.ExpireMS <= 0 {
+		return runMS, at // never marked: only what expires is (observe)
 	}
 	if m := c.lastMark(cu.rec.Channel); m != nil && (m.seq == 0 || m.seq > cu.seq) {
 		// The latest sighting, whatever the wall clock said of it.

@@ -475,10 +475,12 @@ func dumpSource(s *ledger.Store, or *oracle, entity, source string) string {
 			out += fmt.Sprintf("  seq %d at %s %s %s\n", x.seq, time.Unix(0, x.from).UTC().Format("15:04:05.000"), v[:1], extra)
 			return true
 		})
-		ledger.Range(kv, markPrefix(source), nil, false, func(k, v []byte) bool {
+		ledger.Range(kv, []byte{kMark}, nil, false, func(k, v []byte) bool {
 			var m Seen
 			ledger.UnmarshalPayload(v, &m)
-			out += fmt.Sprintf("  mark seq %d at %s run %d\n", getU64(k[len(k)-8:]), time.Unix(0, m.At).UTC().Format("15:04:05.000"), m.RunMS)
+			if seq, ch, _ := markOf(k); ch == source {
+				out += fmt.Sprintf("  mark seq %d at %s run %d\n", seq, time.Unix(0, m.At).UTC().Format("15:04:05.000"), m.RunMS)
+			}
 			return true
 		})
 		return nil

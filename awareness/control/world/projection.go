@@ -80,7 +80,10 @@ func (Projection) Apply(kv ledger.KV, e *ledger.Event) error {
 			if s.Channel == "" {
 				return errors.New("world: a seen mark names no channel")
 			}
-			if err := kv.Put(markKey(s.Channel, seq), raw); err != nil {
+			if err := kv.Put(markKey(seq, s.Channel), raw); err != nil {
+				return err
+			}
+			if err := kv.Put(lastMarkKey(s.Channel), u64(seq)); err != nil {
 				return err
 			}
 		}

@@ -133,15 +133,33 @@ func readEntry(kv ledger.ReadKV, entity, source string, x entry) (rec Record, en
 	return rec, "", fmt.Errorf("world: the entry of %s from %s at %d is missing", entity, source, x.seq)
 }
 
-// markAt is a channel's last seen mark after the record at after and at
-// or before the sequence upto.
+// markAt is a channel's last seen mark after the sequence after and at
+// or before the sequence upto: its last (d) when that is by upto, else
+// the first of its own walking back from upto (a channel seen is marked
+// at least every quarter of its records' expiry, and a record not seen
+// in its expiry is ended: a walk crosses a few commits' marks).
 func markAt(kv ledger.ReadKV, channel string, after, upto uint64) (Seen, uint64, bool) {
 	var s Seen
+	last := getU64(kv.Get(lastMarkKey(channel)))
+	switch {
+	case last == 0 || last <= after:
+		return s, 0, false
+	case last <= upto:
+		b := kv.Get(markKey(last, channel))
+		return s, last, b != nil && ledger.UnmarshalPayload(b, &s) == nil
+	}
 	var seq uint64
 	found := false
-	ledger.Range(kv, markPrefix(channel), markKey(channel, upto), true, func(k, v []byte) bool {
-		seq = getU64(k[len(k)-8:])
-		found = seq > after && ledger.UnmarshalPayload(v, &s) == nil
+	from := append(markKey(upto, ""), 0xff) // after every channel's at upto
+	ledger.Range(kv, []byte{kMark}, from, true, func(k, v []byte) bool {
+		sq, ch, ok := markOf(k)
+		if !ok || sq <= after {
+			return false
+		}
+		if ch != channel {
+			return true
+		}
+		seq, found = sq, ledger.UnmarshalPayload(v, &s) == nil
 		return false
 	})
 	return s, seq, found
@@ -152,8 +170,8 @@ func markAt(kv ledger.ReadKV, channel string, after, upto uint64) (Seen, uint64,
 // source's next entry, which ended or superseded it), or itself.
 func lastSeen(kv ledger.ReadKV, rec Record, x entry, upto uint64) (runMS, at int64) {
 	runMS, at = rec.RunMS, rec.ValidFrom
-	if rec.Channel == "" {
-		return runMS, at
+	if rec.Channel == "" || rec.ExpireMS <= 0 {
+		return runMS, at // never marked: only what expires is (observe)
 	}
 	p := entryPrefix(rec.Entity, rec.Source)
 	from := append(entryKey(rec.Entity, rec.Source, x), 0)

@@ -179,7 +179,8 @@ type Held struct {
 //
 //	c ENTITY 0 SOURCE              the TAIL of the source's last entry
 //	v ENTITY 0 SOURCE 0 TAIL       an entry of the source: 'o' and its Record, or 'x' and why its record ended
-//	m CHANNEL 0 SEQ                the Seen at SEQ
+//	d CHANNEL                      the SEQ of the channel's last seen mark
+//	m SEQ CHANNEL                  the Seen of CHANNEL at SEQ
 //	e ENTITY                       the VALID SEQ of the entity's latest change (its h key)
 //	h ENTITY 0 VALID SEQ           the Changed at SEQ (without its step), from VALID on
 //
@@ -193,15 +194,22 @@ type Held struct {
 // the one it supersedes, after the clock stepped back, keeps its own
 // valid_from; in the index it begins where the other did.)
 //
+// Seen marks sort by sequence, so the marks of a commit (of every
+// channel seen: see observe) share a page; a channel's last is found by
+// d, one before a sequence by walking back from it (a channel whose
+// records expire is marked at least every quarter of their expiry, or
+// they are ended).
+//
 // SEQ is big-endian; VALID and FROM a Unix ns time, big-endian with its
 // sign bit flipped, so that keys sort by time. Every key of a step of
 // a source is written in the pages of that source (v) or entity (h), and
-// the small c and e keys of every source and entity share a page or
-// two: a commit touches few pages however long the history.
+// the small c, d and e keys of every source, channel and entity share a
+// page or two: a commit touches few pages however long the history.
 const (
 	kLast    = 'c'
 	kEntry   = 'v'
 	kMark    = 'm'
+	kMarked  = 'd'
 	kEntity  = 'e'
 	kHistory = 'h'
 )
@@ -266,9 +274,17 @@ func entryPrefix(entity, source string) []byte {
 func entryKey(entity, source string, x entry) []byte {
 	return append(entryPrefix(entity, source), x.tail()...)
 }
-func markPrefix(channel string) []byte { return append(key(kMark, channel), 0) }
-func markKey(channel string, seq uint64) []byte {
-	return append(markPrefix(channel), u64(seq)...)
+func markKey(seq uint64, channel string) []byte {
+	return append(append([]byte{kMark}, u64(seq)...), channel...)
+}
+func lastMarkKey(channel string) []byte { return key(kMarked, channel) }
+
+// markOf reads the SEQ and CHANNEL of an m key.
+func markOf(k []byte) (seq uint64, channel string, ok bool) {
+	if len(k) < 9 || k[0] != kMark {
+		return 0, "", false
+	}
+	return getU64(k[1:]), string(k[9:]), true
 }
 func entityKey(entity string) []byte     { return key(kEntity, entity) }
 func historyPrefix(entity string) []byte { return append(key(kHistory, entity), 0) }
