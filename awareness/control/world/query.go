@@ -284,16 +284,7 @@ func (r *Reader) At(id string, t time.Time, knownAt uint64) (State, error) {
 		var held []*current
 		for _, src := range sources(kv, ent) {
 			ss := SourceState{Source: src, Value: Unknown, Why: "no record"}
-			var found bool
-			var x entry
-			ledger.Range(kv, entryPrefix(ent.ID, src), entryKey(ent.ID, src, entry{from: tn, seq: math.MaxUint64}), true, func(k, _ []byte) bool {
-				e, ok := entryOf(k)
-				if !ok || e.seq > knownAt {
-					return ok
-				}
-				found, x = true, e
-				return false
-			})
+			x, found := entryAt(kv, ent.ID, src, tn, knownAt)
 			if !found {
 				st.Sources = append(st.Sources, ss)
 				continue
@@ -332,6 +323,47 @@ func (r *Reader) At(id string, t time.Time, knownAt uint64) (State, error) {
 		return nil
 	})
 	return st, err
+}
+
+// entryAt is a source's last entry that began by t (Unix ns) among those
+// recorded by the sequence knownAt. A source's entries sort by when they
+// begin and by sequence alike (see the keys), so those recorded by
+// knownAt come first: when the last that began by t was recorded after
+// knownAt, the answer is the last before the first recorded after, found
+// by halving the time between (a few dozen reads, not a walk over every
+// entry recorded since).
+func entryAt(kv ledger.ReadKV, entity, source string, t int64, knownAt uint64) (entry, bool) {
+	p := entryPrefix(entity, source)
+	upto := func(k []byte) (entry, bool) { // the last entry at or before key k
+		var x entry
+		found := false
+		ledger.Range(kv, p, k, true, func(k, _ []byte) bool {
+			x, found = entryOf(k)
+			return false
+		})
+		return x, found
+	}
+	begun := func(t int64) (entry, bool) {
+		return upto(entryKey(entity, source, entry{from: t, seq: math.MaxUint64}))
+	}
+	x, ok := begun(t)
+	if !ok || x.seq <= knownAt {
+		return x, ok
+	}
+	// The first entry recorded after knownAt began at the least time by
+	// which the last entry begun was recorded after knownAt.
+	lo, hi := int64(math.MinInt64), x.from
+	for lo < hi {
+		mid := lo + int64((uint64(hi)-uint64(lo))/2)
+		if e, ok := begun(mid); ok && e.seq > knownAt {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	// The last entry before it: begun earlier, or as early and recorded
+	// by knownAt.
+	return upto(entryKey(entity, source, entry{from: lo, seq: knownAt}))
 }
 
 // Change is one change of an entity's state in a history.
