@@ -60,7 +60,14 @@ func (Projection) Apply(kv ledger.KV, e *ledger.Event) error {
 		if err != nil {
 			return err
 		}
-		hk := historyKey(c.Entity, c.At, seq)
+		// From its valid time, but never before the change before it:
+		// an entity's changes sort in the order recorded (see the keys).
+		from := c.At
+		if prev := kv.Get(entityKey(c.Entity)); len(prev) >= 16 {
+			t, _ := tail(prev)
+			from = max(from, t)
+		}
+		hk := historyKey(c.Entity, from, seq)
 		if err := kv.Put(hk, b); err != nil {
 			return err
 		}

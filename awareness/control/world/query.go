@@ -309,61 +309,72 @@ func (r *Reader) At(id string, t time.Time, knownAt uint64) (State, error) {
 		}
 		f := fuse(ent, held)
 		st.Value, st.Readings, st.Confidence, st.Provenance, st.Conflict = f.Value, f.Readings, f.Confidence, f.Provenance, f.Conflict
-		ledger.Range(kv, historyPrefix(ent.ID), historyKey(ent.ID, tn, math.MaxUint64), true, func(k, v []byte) bool {
-			_, s := tail(k)
-			if s > knownAt {
-				return true
-			}
+		hk := func(t int64, seq uint64) []byte { return historyKey(ent.ID, t, seq) }
+		hTail := func(k []byte) (int64, uint64, bool) { t, seq := tail(k); return t, seq, len(k) >= 16 }
+		if _, v, ok := recordedBy(kv, historyPrefix(ent.ID), hk, hTail, tn, knownAt); ok {
 			var c Changed
 			if ledger.UnmarshalPayload(v, &c) == nil && c.Value == f.Value {
 				st.Since = timeAt(c.Since)
 			}
-			return false
-		})
+		}
 		return nil
 	})
 	return st, err
 }
 
 // entryAt is a source's last entry that began by t (Unix ns) among those
-// recorded by the sequence knownAt. A source's entries sort by when they
-// begin and by sequence alike (see the keys), so those recorded by
-// knownAt come first: when the last that began by t was recorded after
-// knownAt, the answer is the last before the first recorded after, found
-// by halving the time between (a few dozen reads, not a walk over every
-// entry recorded since).
+// recorded by the sequence knownAt.
 func entryAt(kv ledger.ReadKV, entity, source string, t int64, knownAt uint64) (entry, bool) {
-	p := entryPrefix(entity, source)
-	upto := func(k []byte) (entry, bool) { // the last entry at or before key k
-		var x entry
-		found := false
-		ledger.Range(kv, p, k, true, func(k, _ []byte) bool {
-			x, found = entryOf(k)
+	key := func(t int64, seq uint64) []byte { return entryKey(entity, source, entry{from: t, seq: seq}) }
+	tailOf := func(k []byte) (int64, uint64, bool) { x, ok := entryOf(k); return x.from, x.seq, ok }
+	k, _, ok := recordedBy(kv, entryPrefix(entity, source), key, tailOf, t, knownAt)
+	if !ok {
+		return entry{}, false
+	}
+	return entryOf(k)
+}
+
+// recordedBy finds, among the keys under prefix that end in a time and a
+// sequence (a source's entries, an entity's changes: see the keys), the
+// last whose time is by t among those recorded by the sequence knownAt;
+// key makes a key of a time and a sequence, tailOf reads them back.
+// Under such a prefix keys sort by time and by sequence alike, so those
+// recorded by knownAt come first: when the last key by t was recorded
+// after knownAt, the answer is the last before the first recorded after,
+// found by halving the time between (a few dozen reads, not a walk over
+// every key recorded since).
+func recordedBy(kv ledger.ReadKV, prefix []byte, key func(t int64, seq uint64) []byte, tailOf func(k []byte) (int64, uint64, bool),
+	t int64, knownAt uint64) (k, v []byte, ok bool) {
+	upto := func(from []byte) (k, v []byte, ok bool) { // the last key at or before from
+		ledger.Range(kv, prefix, from, true, func(key, val []byte) bool {
+			k, v, ok = key, val, true
 			return false
 		})
-		return x, found
+		return k, v, ok
 	}
-	begun := func(t int64) (entry, bool) {
-		return upto(entryKey(entity, source, entry{from: t, seq: math.MaxUint64}))
+	k, v, ok = upto(key(t, math.MaxUint64))
+	if !ok {
+		return nil, nil, false
 	}
-	x, ok := begun(t)
-	if !ok || x.seq <= knownAt {
-		return x, ok
+	last, seq, ok := tailOf(k)
+	if !ok || seq <= knownAt {
+		return k, v, ok
 	}
-	// The first entry recorded after knownAt began at the least time by
-	// which the last entry begun was recorded after knownAt.
-	lo, hi := int64(math.MinInt64), x.from
+	// The first key recorded after knownAt has the least time by which
+	// the last key was recorded after knownAt.
+	lo, hi := int64(math.MinInt64), last
 	for lo < hi {
 		mid := lo + int64((uint64(hi)-uint64(lo))/2)
-		if e, ok := begun(mid); ok && e.seq > knownAt {
+		k, _, ok := upto(key(mid, math.MaxUint64))
+		if _, s, tok := tailOf(k); ok && tok && s > knownAt {
 			hi = mid
 		} else {
 			lo = mid + 1
 		}
 	}
-	// The last entry before it: begun earlier, or as early and recorded
+	// The last before it: of an earlier time, or as early and recorded
 	// by knownAt.
-	return upto(entryKey(entity, source, entry{from: lo, seq: knownAt}))
+	return upto(key(lo, knownAt))
 }
 
 // Change is one change of an entity's state in a history.

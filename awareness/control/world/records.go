@@ -181,8 +181,11 @@ type Held struct {
 //	v ENTITY 0 SOURCE 0 TAIL       an entry of the source: 'o' and its Record, or 'x' and why its record ended
 //	d CHANNEL                      the SEQ of the channel's last seen mark
 //	m SEQ CHANNEL                  the Seen of CHANNEL at SEQ
-//	e ENTITY                       the VALID SEQ of the entity's latest change (its h key)
-//	h ENTITY 0 VALID SEQ           the Changed at SEQ (without its step), from VALID on
+//	e ENTITY                       the FROM SEQ of the entity's latest change (its h key)
+//	h ENTITY 0 FROM SEQ            the Changed at SEQ (without its step), from FROM on
+//
+// An entity's changes sort likewise: FROM is a change's at, but never
+// before the change before it.
 //
 // TAIL is FROM SEQ K, an entry recorded at SEQ from FROM on: K is 0 for
 // an end and 1 for a record (an event that ends a source's record and
