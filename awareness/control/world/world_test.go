@@ -3,6 +3,7 @@ package world
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -577,5 +578,58 @@ func TestAHoldWakesWhatWaitsForIt(t *testing.T) {
 	}
 	if err := k.Holds(ctx); err != nil || len(held()) != 2 {
 		t.Fatalf("the next quiet: %v, %d holds", err, len(held()))
+	}
+}
+
+// The search for what was recorded by a sequence agrees with a plain walk
+// over a timeline, whatever the times (equal ones, steps of any size)
+// and wherever the sequence falls.
+func TestRecordedByAgreesWithAWalk(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	for round := 0; round < 200; round++ {
+		kv := ledger.MemKV{}
+		type key struct {
+			t   int64
+			seq uint64
+		}
+		var keys []key
+		at, seq := int64(rng.IntN(1000))-500, uint64(0)
+		for i := rng.IntN(40); i >= 0; i-- {
+			switch rng.IntN(4) {
+			case 0: // as early as the one before
+			case 1:
+				at += int64(rng.IntN(3))
+			default:
+				at += int64(rng.Uint64N(1 << 40))
+			}
+			seq += 1 + rng.Uint64N(3)
+			keys = append(keys, key{at, seq})
+			if err := kv.Put(historyKey("room.a", at, seq), u64(seq)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mk := func(t int64, seq uint64) []byte { return historyKey("room.a", t, seq) }
+		tailOf := func(k []byte) (int64, uint64, bool) { t, s := tail(k); return t, s, len(k) >= 16 }
+		for q := 0; q < 50; q++ {
+			qt := keys[0].t - 2 + rng.Int64N(at-keys[0].t+4)
+			if q%5 == 0 {
+				qt = keys[rng.IntN(len(keys))].t
+			}
+			known := rng.Uint64N(seq + 2)
+			var want *key
+			for i := range keys {
+				if keys[i].t <= qt && keys[i].seq <= known {
+					want = &keys[i]
+				}
+			}
+			k, _, ok := recordedBy(kv, historyPrefix("room.a"), mk, tailOf, qt, known)
+			gt, gs := tail(k)
+			switch {
+			case want == nil && ok:
+				t.Fatalf("round %d: at %d known at %d: got (%d, %d), want none of %v", round, qt, known, gt, gs, keys)
+			case want != nil && (!ok || gt != want.t || gs != want.seq):
+				t.Fatalf("round %d: at %d known at %d: got (%d, %d) %v, want %+v of %v", round, qt, known, gt, gs, ok, *want, keys)
+			}
+		}
 	}
 }
