@@ -13,11 +13,10 @@ import (
 // src names a source of an entity.
 type src struct{ entity, source string }
 
-// current is a source's record as a change sees it: stored at seq (its
-// entry at), or written by this change (seq 0).
+// current is a source's record as a change sees it: stored at seq, or
+// written by this change (seq 0).
 type current struct {
 	seq uint64
-	at  entry
 	rec Record
 }
 
@@ -140,11 +139,6 @@ type change struct {
 	// when the first of those marks is due.
 	unsettled bool
 	calmUntil int64
-	// lm is the last lastMark answered (of channel lmCh), lmOK whether
-	// it holds.
-	lmCh string
-	lm   *mark
-	lmOK bool
 }
 
 // evidence is the event the change follows as evidence, or nil.
@@ -215,15 +209,11 @@ func currentOf(kv ledger.ReadKV, entity, source string) *current {
 	if !ok || x.end {
 		return nil
 	}
-	b := kv.Get(entryKey(entity, source, x))
-	if len(b) < 1 || b[0] != 'o' {
+	rec, why, err := readEntry(kv, entity, source, x)
+	if err != nil || why != "" {
 		return nil
 	}
-	cu := &current{seq: x.seq, at: x}
-	if ledger.UnmarshalPayload(b[1:], &cu.rec) != nil {
-		return nil
-	}
-	return cu
+	return &current{seq: x.seq, rec: rec}
 }
 
 // lastChangeOf reads an entity's last recorded change (ok false, and a
@@ -247,15 +237,6 @@ func lastChangeOf(kv ledger.ReadKV, entity string) (last Changed, ok bool, err e
 
 // lastMark returns a channel's last seen mark, or nil.
 func (c *change) lastMark(channel string) *mark {
-	if c.lmOK && c.lmCh == channel {
-		return c.lm
-	}
-	m := c.findMark(channel)
-	c.lmCh, c.lm, c.lmOK = channel, m, true
-	return m
-}
-
-func (c *change) findMark(channel string) *mark {
 	if m, ok := c.marks[channel]; ok {
 		return m
 	}
@@ -455,7 +436,6 @@ func (c *change) mark(s Seen, entity string, prov ledger.Provenance) error {
 	}
 	m := &mark{s: s}
 	c.marks[s.Channel] = m
-	c.lmCh, c.lm, c.lmOK = s.Channel, m, true
 	c.marked = append(c.marked, marked{entity: entity, prov: prov, s: s})
 	return nil
 }

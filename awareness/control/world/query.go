@@ -240,7 +240,7 @@ func (r *Reader) Now(ids ...string) ([]State, error) {
 						}
 					}
 					if ss.Why == "" {
-						held = append(held, &current{seq: x.seq, at: x, rec: rec})
+						held = append(held, &current{seq: x.seq, rec: rec})
 					}
 				}
 				st.Sources = append(st.Sources, ss)
@@ -302,7 +302,7 @@ func (r *Reader) At(id string, t time.Time, knownAt uint64) (State, error) {
 				if rec.ExpireMS > 0 && tn > seenAt+rec.ExpireMS*1e6 {
 					ss.Value, ss.Readings, ss.Why = Unknown, nil, EndNotSeen
 				} else {
-					held = append(held, &current{seq: x.seq, at: x, rec: rec})
+					held = append(held, &current{seq: x.seq, rec: rec})
 				}
 			}
 			st.Sources = append(st.Sources, ss)
