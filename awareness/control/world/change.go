@@ -55,6 +55,20 @@ type cache struct {
 	// while the records it confirmed hold: what the next mark of any
 	// channel marks too (see observe).
 	sighted map[string]*sighting
+	// calm says, by channel, that an event of a type that only confirms
+	// what its sources hold (a sound level summary: the most common
+	// event a body records) changes nothing before a running time, as
+	// long as nothing was derived since (epoch, which every derivation
+	// that writes moves on): the Deriver does not derive it again until
+	// then.
+	calm  map[string]calm
+	epoch uint64
+}
+
+type calm struct {
+	typ     string
+	untilMS int64
+	epoch   uint64
 }
 
 // sighting is a sighting of a channel that confirmed its records, by
@@ -70,7 +84,7 @@ type sighting struct {
 
 func newCache(gen, lost uint64) *cache {
 	return &cache{gen: gen, lost: lost, cur: map[src]*current{}, marks: map[string]*mark{}, last: map[string]*Changed{}, held: map[string][]string{},
-		sighted: map[string]*sighting{}}
+		sighted: map[string]*sighting{}, calm: map[string]calm{}}
 }
 
 // sight notes that the change's event saw channel, confirming what a

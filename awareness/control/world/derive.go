@@ -258,19 +258,6 @@ type Deriver struct {
 	cache *cache
 	obs   []observation // reused from event to event
 	ch    change
-	// calm says, by channel, that an event of a type that only confirms
-	// what its sources hold (a sound level summary: the most common
-	// event a body records) changes nothing before a running time, as
-	// long as nothing was derived since (epoch): it is not derived
-	// again until then.
-	calm  map[string]calm
-	epoch uint64
-}
-
-type calm struct {
-	typ     string
-	untilMS int64
-	epoch   uint64
 }
 
 func (*Deriver) Name() string    { return "world" }
@@ -285,15 +272,14 @@ func (d *Deriver) Derive(v *ledger.View, e *ledger.Event, at ledger.Derivation) 
 	defer d.mu.Unlock()
 	if gen := d.Model.gen.Load(); d.cache == nil || d.cache.gen != gen || d.cache.lost != at.Lost {
 		d.cache = newCache(gen, at.Lost) // written by another, or a derivation lost
-		d.epoch++
 	}
-	run := at.Running.Milliseconds()
-	if q, ok := d.calm[e.ChannelID]; ok && q.typ == e.Type && q.epoch == d.epoch && run < q.untilMS {
+	run, occurred := at.Running.Milliseconds(), e.OccurredAt
+	if occurred == 0 {
+		occurred = e.IngestedAt
+	}
+	if q, ok := d.cache.calm[e.ChannelID]; ok && q.typ == e.Type && q.epoch == d.cache.epoch && run < q.untilMS {
 		if p := d.cache.sighted[e.ChannelID]; p != nil { // the sighting the next mark marks
-			p.at, p.run, p.seq, p.id = e.OccurredAt, run, at.Seq, e.ID
-			if p.at == 0 {
-				p.at = e.IngestedAt
-			}
+			p.at, p.run, p.seq, p.id = occurred, run, at.Seq, e.ID
 		}
 		return nil, nil
 	}
@@ -301,10 +287,6 @@ func (d *Deriver) Derive(v *ledger.View, e *ledger.Event, at ledger.Derivation) 
 	obs := d.obs
 	if len(obs) == 0 {
 		return nil, nil
-	}
-	occurred := e.OccurredAt
-	if occurred == 0 {
-		occurred = e.IngestedAt
 	}
 	kv := v.Projection(ProjectionName)
 	c := &d.ch
@@ -325,12 +307,9 @@ func (d *Deriver) Derive(v *ledger.View, e *ledger.Event, at ledger.Derivation) 
 	}
 	c.keep(at.Seq + 1)
 	if len(c.out) > 0 {
-		d.epoch++
+		d.cache.epoch++
 	} else if !c.unsettled && !slices.ContainsFunc(obs, func(o observation) bool { return !o.confirm }) {
-		if d.calm == nil {
-			d.calm = map[string]calm{}
-		}
-		d.calm[e.ChannelID] = calm{typ: e.Type, untilMS: c.calmUntil, epoch: d.epoch}
+		d.cache.calm[e.ChannelID] = calm{typ: e.Type, untilMS: c.calmUntil, epoch: d.cache.epoch}
 	}
 	return c.out, nil
 }
