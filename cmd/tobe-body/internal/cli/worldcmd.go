@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -45,13 +46,6 @@ func World(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return &ExitError{Code: 2}
 	}
 	sub, rest := args[0], slices.Clone(args[1:])
-	// A TIME before now (-90m) would read as a flag: it is marked as a
-	// time where it stands as an argument, not as a flag's value.
-	for i, a := range rest {
-		if len(a) > 1 && a[0] == '-' && a[1] >= '0' && a[1] <= '9' && (i == 0 || !valueFlag(rest[i-1])) {
-			rest[i] = "now" + a
-		}
-	}
 	var c Common
 	fs := NewFlagSet("world "+sub, stderr, &c, true)
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -82,6 +76,13 @@ func World(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	max := nargs
 	if max < 0 {
 		max = 64
+	}
+	// A TIME before now (-90m) would read as a flag: it is marked as a
+	// time where it stands as an argument, not as a flag's value.
+	for i, a := range rest {
+		if len(a) > 1 && a[0] == '-' && a[1] >= '0' && a[1] <= '9' && (i == 0 || !takesValue(fs, rest[i-1])) {
+			rest[i] = "now" + a
+		}
 	}
 	pos, err := Parse(fs, rest, max)
 	if err != nil {
@@ -166,18 +167,19 @@ func World(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 }
 
-// valueFlag tells whether an argument is a flag that takes the next as
-// its value.
-func valueFlag(a string) bool {
+// takesValue tells whether an argument is a flag of fs that takes the
+// next argument as its value (not a boolean one, nor one given -name=v).
+func takesValue(fs *flag.FlagSet, a string) bool {
 	name := strings.TrimLeft(a, "-")
-	if strings.Contains(name, "=") || name == a {
+	if name == a || strings.Contains(name, "=") {
 		return false
 	}
-	switch name {
-	case "known-at", "from", "to", "limit", "for", "confidence", "data", "board", "config", "socket":
-		return true
+	f := fs.Lookup(name)
+	if f == nil {
+		return false
 	}
-	return false
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return !ok || !b.IsBoolFlag()
 }
 
 // show prints an answer as JSON, or in words with print.
