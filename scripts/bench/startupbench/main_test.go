@@ -50,19 +50,7 @@ func TestFillKeepsTheWorldsHistory(t *testing.T) {
 	if err := run(t.Context(), []string{"fill", dir, "-events", "2000", "-actions", "100", "-grants", "10", "-trips", "1", "-holds", "1", "-world-days", "10"}, &out); err != nil {
 		t.Fatal(err)
 	}
-	id, _, err := body.LoadIdentity(dir, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts, err := body.LedgerOptions(config.Default().Ledger, dir, id, slog.New(slog.DiscardHandler), awareness.Projections()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ledger.Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openFilled(t, dir, slog.New(slog.DiscardHandler))
 	if r, err := s.Verify(t.Context()); err != nil || !r.OK() {
 		t.Errorf("verify: %+v %v", r, err)
 	}
@@ -91,20 +79,8 @@ func TestFill(t *testing.T) {
 	if !strings.Contains(out.String(), "filled "+dir+": ") {
 		t.Errorf("printed %q", out.String())
 	}
-	id, created, err := body.LoadIdentity(dir, time.Now())
-	if err != nil || created {
-		t.Fatalf("identity %+v created %v: %v", id, created, err)
-	}
 	var log bytes.Buffer
-	opts, err := body.LedgerOptions(config.Default().Ledger, dir, id, slog.New(slog.NewTextHandler(&log, nil)), awareness.Projections()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ledger.Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openFilled(t, dir, slog.New(slog.NewTextHandler(&log, nil)))
 	if strings.Contains(log.String(), "built") || strings.Contains(log.String(), "counted") {
 		t.Errorf("the fill left something for the daemon to do at open: %s", log.String())
 	}
@@ -169,4 +145,24 @@ func TestStartAndExec(t *testing.T) {
 	if err := run(context.Background(), nil, &out); err != errUsage {
 		t.Errorf("no arguments: %v", err)
 	}
+}
+
+// openFilled opens a filled DIR's ledger as the daemon would, with the
+// identity the fill made, and closes it when the test ends.
+func openFilled(t *testing.T, dir string, log *slog.Logger) *ledger.Store {
+	t.Helper()
+	id, created, err := body.LoadIdentity(dir, time.Now())
+	if err != nil || created {
+		t.Fatalf("identity %+v created %v: %v", id, created, err)
+	}
+	opts, err := body.LedgerOptions(config.Default().Ledger, dir, id, log, awareness.Projections()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ledger.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
