@@ -66,22 +66,24 @@ func (b *broker) start() {
 	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
 		b.t.Fatal(err)
 	}
-	if err := srv.AddListener(listeners.NewTCP(listeners.Config{ID: "tcp", Address: b.addr})); err != nil {
-		b.t.Fatal(err)
-	}
-	// Serve returns once the listeners serve, which they do at once.
-	if err := srv.Serve(); err != nil {
-		b.t.Fatal(err)
-	}
-	// Not under b.mu: the subscription is handed what the relay already
-	// retained (it may connect as soon as Serve returns) within Subscribe,
-	// and the handler takes b.mu.
+	// The subscriber is in place before the listener serves: the relay
+	// connects as soon as it can, and a window it published before the
+	// subscription would be acknowledged with no one to hand it to (a
+	// slow machine once lost 64 events so). The server is new and holds
+	// nothing retained, so the handler is not called within Subscribe.
 	err := srv.Subscribe("#", 1, func(_ *mochi.Client, _ packets.Subscription, pk packets.Packet) {
 		b.mu.Lock()
 		b.got = append(b.got, message{pk.TopicName, append([]byte(nil), pk.Payload...), pk.FixedHeader.Retain})
 		b.mu.Unlock()
 	})
 	if err != nil {
+		b.t.Fatal(err)
+	}
+	if err := srv.AddListener(listeners.NewTCP(listeners.Config{ID: "tcp", Address: b.addr})); err != nil {
+		b.t.Fatal(err)
+	}
+	// Serve returns once the listeners serve, which they do at once.
+	if err := srv.Serve(); err != nil {
 		b.t.Fatal(err)
 	}
 	b.mu.Lock()
