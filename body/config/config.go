@@ -407,8 +407,21 @@ type Sim struct {
 
 // Monitor configures what run prints of the devices.
 type Monitor struct {
-	IntervalMS int  `json:"interval_ms"`
-	Quiet      bool `json:"quiet"`
+	IntervalMS int    `json:"interval_ms"`
+	Print      string `json:"print"` // terminal, always or never
+	Quiet      bool   `json:"quiet"`
+}
+
+// Prints tells whether run prints the line of what the devices see, its
+// standard output a terminal or not.
+func (m Monitor) Prints(terminal bool) bool {
+	switch {
+	case m.Quiet || m.Print == "never":
+		return false
+	case m.Print == "always":
+		return true
+	}
+	return terminal
 }
 
 // Interval is IntervalMS as a duration.
@@ -511,7 +524,7 @@ func Default() Config {
 		Log:     Log{Level: "info", Format: "auto"},
 		Body:    Body{Name: "tobe-body"},
 		Sim:     Sim{Seed: 1},
-		Monitor: Monitor{IntervalMS: 1000},
+		Monitor: Monitor{IntervalMS: 1000, Print: "terminal"},
 		Ledger: Ledger{OutboxMaxRows: 100000, OutboxMaxMB: 64, OutboxAuditWaitDays: 7, TelemetryCommitMS: 15000, TelemetryTTLDays: 7, RetentionIntervalMin: 10,
 			CompactFreeMB: 64, Classes: map[string]string{}},
 		Sense: Sense{Queue: 256, Self: SelfState{IntervalS: 5, HotC: 80, CriticalC: 85, DiskLowMB: 256, DiskCriticalMB: 32},

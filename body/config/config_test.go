@@ -48,6 +48,7 @@ func TestCheckRefuses(t *testing.T) {
 		{"no version", `{"board": "pi5"}`, `$: missing required key "version"`},
 		{"duplicate key", `{"version": 1, "board": "pi4", "board": "pi5"}`, `$.board: key "board" appears twice`},
 		{"not json", `version = 1`, `not valid JSON`},
+		{"monitor printing", `{"version": 1, "monitor": {"print": "sometimes"}}`, `$.monitor.print: not one of the allowed values "terminal", "always", "never"`},
 		{"zone corner outside the frame", `{"version": 1, "sense": {"cameras": {"front": {"zones": [{"name": "door", "polygon": [[0, 0], [1.5, 0], [1, 1]]}]}}}}`, `$.sense.cameras.front.zones[0].polygon[1][0]: out of range: 1.5 is more than the maximum 1`},
 		{"zone of two corners", `{"version": 1, "sense": {"cameras": {"front": {"zones": [{"name": "door", "polygon": [[0, 0], [1, 1]]}]}}}}`, `$.sense.cameras.front.zones[0].polygon: 2 items, want at least 3`},
 		{"unknown camera key", `{"version": 1, "sense": {"cameras": {"front": {"zone": []}}}}`, `$.sense.cameras.front.zone: unknown key "zone"`},
@@ -83,6 +84,27 @@ func TestCheckRefuses(t *testing.T) {
 				t.Errorf("got %T, want strictjson.Errors", err)
 			}
 		})
+	}
+}
+
+// The monitor's line goes to a terminal by default, never to a pipe or
+// the journal unless asked; quiet keeps it off everywhere.
+func TestMonitorPrints(t *testing.T) {
+	for _, tc := range []struct {
+		m        Monitor
+		terminal bool
+		want     bool
+	}{
+		{Default().Monitor, true, true},
+		{Default().Monitor, false, false},
+		{Monitor{Print: "always"}, false, true},
+		{Monitor{Print: "never"}, true, false},
+		{Monitor{Print: "always", Quiet: true}, true, false},
+		{Monitor{Print: "terminal", Quiet: true}, true, false},
+	} {
+		if got := tc.m.Prints(tc.terminal); got != tc.want {
+			t.Errorf("%+v to a terminal %v: prints %v, want %v", tc.m, tc.terminal, got, tc.want)
+		}
 	}
 }
 

@@ -281,7 +281,7 @@ func TestBackupRefusedWhenTheDataDirIsFull(t *testing.T) {
 	}
 	t.Cleanup(func() { syscall.Unmount(data, syscall.MNT_DETACH) })
 	cfg := filepath.Join(t.TempDir(), "config.json")
-	os.WriteFile(cfg, []byte(`{"version": 1, "monitor": {"interval_ms": 100}}`), 0o600)
+	os.WriteFile(cfg, []byte(`{"version": 1, "monitor": {"interval_ms": 100, "print": "always"}}`), 0o600)
 	d := startDaemonIn(t, data, cfg)
 	defer d.stop(t)
 	dst := filepath.Join(t.TempDir(), "b.db")
@@ -328,7 +328,7 @@ func TestBackupAsAnotherUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(root, "config.json")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`{"version": 1, "monitor": {"interval_ms": 100}, "act": {"principals": [{"uid": 0, "trust": "max"}, {"uid": %d, "trust": "high"}]}}`, uid)), 0o600)
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`{"version": 1, "monitor": {"interval_ms": 100, "print": "always"}, "act": {"principals": [{"uid": 0, "trust": "max"}, {"uid": %d, "trust": "high"}]}}`, uid)), 0o600)
 	d := startDaemonIn(t, data, cfg)
 	defer d.stop(t)
 	os.Chown(filepath.Join(data, cli.AdminSocket), 0, gid)

@@ -234,7 +234,7 @@ func TestAgentScenarioOnTheSimBoard(t *testing.T) {
 func TestGateAcrossAKill(t *testing.T) {
 	dir := t.TempDir()
 	data, cfg := filepath.Join(dir, "data"), filepath.Join(dir, "config.json")
-	if err := os.WriteFile(cfg, []byte(`{"version": 1, "monitor": {"interval_ms": 100}`+agentConfig()+zones+`}`), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(`{"version": 1, "monitor": {"interval_ms": 100, "print": "always"}`+agentConfig()+zones+`}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	start := func() *exec.Cmd {

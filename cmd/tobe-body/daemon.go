@@ -97,7 +97,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	d.heapProfile()
 	probes := make(chan chan struct{}, 1)
 	d.startWatchdog(cfg.DataDir, probes)
-	return d.loop(ctx, cfg.Monitor, mon, probes)
+	return d.loop(ctx, cfg.Monitor.Interval(), cfg.Monitor.Prints(isTerminal(stdout)), mon, probes)
 }
 
 // start brings the body up, in this order: the data directory's lock and
@@ -665,11 +665,11 @@ func speakerMic(ds *body.Devices, g *sense.Group) *act.Mic {
 	return nil
 }
 
-// loop is the daemon's main loop: it prints what the body sees, and
-// answers the watchdog's questions (probes) while it keeps turning, until
-// ctx ends.
-func (d *daemon) loop(ctx context.Context, m config.Monitor, mon *sense.Monitor, probes <-chan chan struct{}) error {
-	tick := time.NewTicker(m.Interval())
+// loop is the daemon's main loop: it prints what the body sees each
+// interval (when it prints), and answers the watchdog's questions
+// (probes) while it keeps turning, until ctx ends.
+func (d *daemon) loop(ctx context.Context, interval time.Duration, prints bool, mon *sense.Monitor, probes <-chan chan struct{}) error {
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	last := time.Now()
 	for {
@@ -679,7 +679,7 @@ func (d *daemon) loop(ctx context.Context, m config.Monitor, mon *sense.Monitor,
 			sdNotify("STOPPING=1")
 			return nil
 		case now := <-tick.C:
-			if m.Quiet {
+			if !prints {
 				mon.Reset()
 			} else {
 				mon.Print(now.Sub(d.started), now.Sub(last))

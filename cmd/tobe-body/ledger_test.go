@@ -81,7 +81,7 @@ func TestDamagedLedgerStartsLatched(t *testing.T) {
 	os.MkdirAll(data, 0o750)
 	os.WriteFile(filepath.Join(data, body.LedgerFile), []byte("this is not a ledger, it is a crash during first creation"), 0o640)
 	cfg := filepath.Join(dir, "c.json")
-	os.WriteFile(cfg, []byte(`{"version": 1, "monitor": {"interval_ms": 100}}`), 0o600)
+	os.WriteFile(cfg, []byte(`{"version": 1, "monitor": {"interval_ms": 100, "print": "always"}}`), 0o600)
 	d := startDaemonIn(t, data, cfg)
 	out, err := runCmd(t, "status", "--data", data)
 	if err != nil {
@@ -275,7 +275,7 @@ func TestLedgerEventsFollowsTheCursor(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(dir, "c.json")
-	os.WriteFile(cfg, []byte(`{"version": 1, "monitor": {"interval_ms": 100}}`), 0o600)
+	os.WriteFile(cfg, []byte(`{"version": 1, "monitor": {"interval_ms": 100, "print": "always"}}`), 0o600)
 	for _, running := range []bool{true, false} {
 		var d *testDaemon
 		if running {

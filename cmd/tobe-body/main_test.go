@@ -52,7 +52,7 @@ func startDaemon(t *testing.T, extraConfig string) *testDaemon {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.json")
-	os.WriteFile(cfg, []byte(`{"version": 1, "monitor": {"interval_ms": 100}`+extraConfig+`}`), 0o600)
+	os.WriteFile(cfg, []byte(`{"version": 1, "monitor": {"interval_ms": 100, "print": "always"}`+extraConfig+`}`), 0o600)
 	return startDaemonIn(t, filepath.Join(dir, "data"), cfg)
 }
 

@@ -4,6 +4,7 @@ package main
 
 import (
 	"errors"
+	"io"
 	"runtime"
 )
 
@@ -16,3 +17,6 @@ func sdNotify(string) error { return nil }
 func checkDataDir(string) error {
 	return errors.New("tobe-body runs on Linux; this is " + runtime.GOOS)
 }
+
+// isTerminal cannot tell here: the line is printed, as to a terminal.
+func isTerminal(io.Writer) bool { return true }

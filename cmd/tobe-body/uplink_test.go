@@ -146,7 +146,7 @@ func TestUplinkStartedWithNoBrokerAndRestartedOffline(t *testing.T) {
 	data, cfg := filepath.Join(dir, "data"), filepath.Join(dir, "config.json")
 	// Sensed events commit at once here: the test waits for an empty
 	// outbox, which grouping keeps from it for up to its delay.
-	os.WriteFile(cfg, []byte(`{"version": 1, "monitor": {"interval_ms": 100}, "ledger": {"telemetry_commit_ms": 0}`+uplinkConfig(cut.URL())+`}`), 0o600)
+	os.WriteFile(cfg, []byte(`{"version": 1, "monitor": {"interval_ms": 100, "print": "always"}, "ledger": {"telemetry_commit_ms": 0}`+uplinkConfig(cut.URL())+`}`), 0o600)
 	d := startDaemonIn(t, data, cfg)
 	notify := func(i int) {
 		if out, err := runCmd(t, "do", "body.notify", "home", fmt.Sprintf("message=offline %d", i), "--data", data); err != nil {
@@ -321,7 +321,7 @@ func TestUplinkCommands(t *testing.T) {
 	m := mosquittotest.Start(t, brokerUsers)
 	dir := t.TempDir()
 	data, cfg := filepath.Join(dir, "data"), filepath.Join(dir, "config.json")
-	os.WriteFile(cfg, []byte(`{"version": 1, "monitor": {"interval_ms": 100}`+strings.Replace(uplinkConfig(m.URL()), `"keepalive_s"`,
+	os.WriteFile(cfg, []byte(`{"version": 1, "monitor": {"interval_ms": 100, "print": "always"}`+strings.Replace(uplinkConfig(m.URL()), `"keepalive_s"`,
 		`"commands": {"enabled": true, "subject": "mqtt:home", "trust": "medium"}, "keepalive_s"`, 1)+`}`), 0o600)
 	d := startDaemonIn(t, data, cfg)
 	id := identity(t, data)
