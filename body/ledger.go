@@ -34,6 +34,7 @@ func LedgerOptions(cfg config.Ledger, dataDir string, id Identity, log *slog.Log
 		OutboxMaxRows:   cfg.OutboxMaxRows,
 		OutboxAuditWait: time.Duration(cfg.OutboxAuditWaitDays) * 24 * time.Hour,
 		GroupCommit:     time.Duration(cfg.TelemetryCommitMS) * time.Millisecond,
+		FoldEvery:       time.Duration(cfg.FoldS) * time.Second,
 		OutboxMaxBytes:  int64(cfg.OutboxMaxMB) << 20,
 		CompactFree:     int64(cfg.CompactFreeMB) << 20,
 		Log:             log,

@@ -100,12 +100,21 @@ func (c *runClock) last() int64 {
 	return c.lastRun
 }
 
+// bucketRW is a bucket to read and write: bbolt's, or the writer's, which
+// journals what it writes.
+type bucketRW interface {
+	Get(k []byte) []byte
+	Put(k, v []byte) error
+	Delete(k []byte) error
+	Cursor() *bolt.Cursor
+	Sequence() uint64
+}
+
 // putCheckpoint writes the checkpoint (the next sequence, run). A
 // checkpoint at that sequence already (no event came since it) keeps the
 // earlier running time, the closer bound.
-func putCheckpoint(tx *bolt.Tx, run int64) error {
-	k := u64(tx.Bucket(bEvents).Sequence() + 1)
-	b := tx.Bucket(bClock)
+func putCheckpoint(events, b bucketRW, run int64) error {
+	k := u64(events.Sequence() + 1)
 	if v := b.Get(k); v != nil && int64(getU64(v)) <= run {
 		return nil
 	}
@@ -157,8 +166,7 @@ func cutoffs(tx *bolt.Tx, run int64, ttls []time.Duration) map[time.Duration]uin
 // older than the newest at or below the cutoff of the longest ttl (with no
 // ttl, all but the newest). The newest is always kept: Open resumes from
 // it. It returns how many it deleted.
-func pruneCheckpoints(tx *bolt.Tx, run int64, ttls []time.Duration) (int, error) {
-	b := tx.Bucket(bClock)
+func pruneCheckpoints(tx *bolt.Tx, b bucketRW, run int64, ttls []time.Duration) (int, error) {
 	lastK, _ := b.Cursor().Last()
 	if lastK == nil {
 		return 0, nil

@@ -64,24 +64,53 @@ func (s *Store) shutdown(clean bool) error {
 		}
 		break
 	}
+	// What the loop left: the open transaction, and appends waiting to
+	// be on disk. A clean stop folds it all into bbolt, with the close
+	// record when it can; one that is not leaves the file and the journal
+	// as a crash after the last record would.
 	var err error
-	if clean && s.faulted() == nil && !s.countsOff.Load() && (s.dirty.Load() || !s.openedClean) {
-		if err = s.markClosed(); err != nil {
-			err = fmt.Errorf("ledger: recording the clean stop: %w", err)
+	s.txMu.Lock()
+	if s.tx != nil {
+		if clean && s.faulted() == nil && (s.dirty.Load() || !s.openedClean) {
+			if !s.countsOff.Load() {
+				if err = s.markClosed(); err != nil {
+					err = fmt.Errorf("ledger: recording the clean stop: %w", err)
+				}
+			}
+			if err == nil {
+				err = s.fold()
+			}
 		}
+		if s.tx != nil {
+			s.tx.Rollback()
+			s.tx = nil
+		}
+	}
+	s.txMu.Unlock()
+	for _, r := range s.waiting {
+		if err != nil || !clean {
+			r.results, r.err = nil, ErrClosed
+		}
+		close(r.done)
+	}
+	s.waiting = nil
+	if s.jr != nil {
+		err = errors.Join(err, s.jr.close())
 	}
 	return errors.Join(err, s.db.Close())
 }
 
 // markClosed writes the waiting ids, a checkpoint of the running clock
-// and the running time it closes at, the close record, and bbolt's free
-// list, in one transaction.
+// and the running time it closes at, and the close record to the open
+// transaction, and has the fold that commits it write bbolt's free list
+// (txMu held).
 func (s *Store) markClosed() error {
-	return s.update(func(w *writer) error {
+	w := s.newWriter(s.tx)
+	err := func() error {
 		if err := w.flushIDs(true); err != nil {
 			return err
 		}
-		if err := putCheckpoint(w.tx, s.clock.last()); err != nil {
+		if err := putCheckpoint(w.events, w.clock, s.clock.last()); err != nil {
 			return err
 		}
 		if err := w.meta.Put(kRunning, w.keep(u64(uint64(w.run)))); err != nil {
@@ -95,5 +124,11 @@ func (s *Store) markClosed() error {
 		// orders it with every other commit.
 		s.db.NoFreelistSync = false
 		return nil
-	})
+	}()
+	if err != nil {
+		return err
+	}
+	s.arenas = append(s.arenas, w.arena)
+	s.publish(w)
+	return nil
 }

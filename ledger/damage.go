@@ -6,8 +6,10 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -33,6 +35,12 @@ func moveAside(opts Options, cause error) (*Damage, error) {
 	to := fmt.Sprintf("%s.corrupt.%s", opts.Path, now.Format("20060102T150405.000000000Z"))
 	if err := os.Rename(opts.Path, to); err != nil {
 		return nil, fmt.Errorf("ledger: %v, and moving it aside failed: %w", cause, err)
+	}
+	// Its journal and the note of its damage go with it.
+	for _, p := range []string{JournalPath(opts.Path), DamagePath(opts.Path)} {
+		if err := os.Rename(p, strings.Replace(p, opts.Path, to, 1)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("ledger: %v, and moving %s aside failed: %w", cause, p, err)
+		}
 	}
 	reason := strings.TrimPrefix(cause.Error(), ErrDamaged.Error()+": ")
 	return &Damage{Reason: reason, MovedTo: to, At: now}, nil
@@ -78,15 +86,36 @@ func (s *Store) noteFault(err error, attrs ...any) {
 	if len(note) > maxDamageNote {
 		note = note[:maxDamageNote]
 	}
-	if err := s.write(func(tx *bolt.Tx) error {
-		meta := tx.Bucket(bMeta)
-		if err := meta.Delete(kClosed); err != nil {
-			return err
-		}
-		return meta.Put(kDamaged, []byte(note))
-	}); err != nil {
+	if err := writeDamageNote(s.opts.Path, note); err != nil {
 		s.opts.Log.Error("ledger: noting the damage for the next start", "err", err)
 	}
+}
+
+// DamagePath is where a running store notes the damage it met, beside
+// the ledger at path: a file of its own, written whatever state the
+// ledger's transactions are in.
+func DamagePath(path string) string { return path + ".damaged" }
+
+func writeDamageNote(path, note string) error {
+	tmp := DamagePath(path) + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(note)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, DamagePath(path))
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(path))
+	}
+	return err
 }
 
 // maxDamageNote bounds the note of damage kept for the next start.
@@ -142,7 +171,9 @@ func (s *Store) checkAll(ctx context.Context) error {
 	}
 	defer f.Close()
 	var damage error
-	err = s.read(func(tx *bolt.Tx) error {
+	// What bbolt holds, as its file has it: the open transaction's pages
+	// are not on disk before the fold.
+	err = s.db.View(func(tx *bolt.Tx) error {
 		fi, err := f.Stat()
 		if err != nil {
 			return fmt.Errorf("ledger: check: %w", err)

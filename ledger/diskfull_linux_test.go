@@ -30,7 +30,8 @@ func remount(t *testing.T, dir string, flags uintptr, data string) {
 func TestDiskFullAndReadOnly(t *testing.T) {
 	dir := tmpfs(t, "256k")
 	path := filepath.Join(dir, "ledger.db")
-	s, err := Open(Options{Path: path, AgentID: testAgent, BodyID: testBody, CheckAtOpen: true})
+	// A small journal: it is allocated whole at open.
+	s, err := Open(Options{Path: path, AgentID: testAgent, BodyID: testBody, CheckAtOpen: true, JournalSize: 64 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func TestDiskFullAndReadOnly(t *testing.T) {
 	// file on it is open for writing (EBUSY), so the ledger is closed
 	// first: the body starting on a read-only data partition.
 	remount(t, dir, syscall.MS_RDONLY, "")
-	_, err = Open(Options{Path: path, AgentID: testAgent, BodyID: testBody})
+	_, err = Open(Options{Path: path, AgentID: testAgent, BodyID: testBody, JournalSize: 64 << 10})
 	if err == nil {
 		t.Fatal("the ledger opened for writing on a read-only filesystem")
 	}
@@ -77,7 +78,7 @@ func TestDiskFullAndReadOnly(t *testing.T) {
 	}
 	remount(t, dir, 0, "")
 	// Every acknowledged event is there, the file verifies.
-	s, err = Open(Options{Path: path, AgentID: testAgent, BodyID: testBody, CheckAtOpen: true})
+	s, err = Open(Options{Path: path, AgentID: testAgent, BodyID: testBody, CheckAtOpen: true, JournalSize: 64 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,20 +6,29 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
-	"slices"
+	"runtime/debug"
 	"time"
 )
 
 // request is one command, or one outbox acknowledgement, waiting in the
 // commit queue for the transaction that makes it durable.
 type request struct {
-	ctx     context.Context
-	cmd     Command
-	ack     []uint64  // an OutboxAck: these rows go (cmd is nil)
-	lazy    bool      // it may wait for company, until by
-	by      time.Time // with lazy: when it must be committed
+	ctx context.Context
+	// One of: a command; an OutboxAck (these rows go); a function run
+	// with the writer (update); a fold wanted now (foldNow).
+	cmd  Command
+	ack  []uint64
+	fn   func(w *writer) error
+	fold bool
+	lazy bool      // it may wait for company, until by
+	by   time.Time // with lazy: when it must be on disk
+	// soon: it is answered once applied, its records on disk with the
+	// next sync (an acknowledgement, retention: a crash only has them
+	// done again).
+	soon    bool
 	results []Result
 	err     error
 	done    chan struct{}
@@ -109,30 +118,123 @@ func (s *Store) await(r *request) ([]Result, error) {
 	}
 }
 
-// commitLoop is the one writer: it takes what is queued, commits it in one
-// transaction (one fsync for many appends) and answers each.
+// commitLoop is the one writer: it takes what is queued, applies it to
+// the open transaction, journals it (one fdatasync for many appends, and
+// none for appends that may wait), answers each once it is on disk, and
+// folds the transaction into bbolt when the fold is due.
 func (s *Store) commitLoop() {
 	defer s.wg.Done()
 	batch := make([]*request, 0, s.opts.MaxBatch)
 	lastSize := 0
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for {
 		batch = batch[:0]
+		due := s.nextDue()
+		if due.IsZero() {
+			timer.Reset(time.Hour)
+		} else {
+			timer.Reset(max(time.Until(due), 0))
+		}
+		var hurry <-chan struct{}
+		if len(s.waiting) > 0 {
+			hurry = s.hurry
+		}
 		select {
 		case r := <-s.reqs:
 			batch = append(batch, r)
 		case p := <-s.probes:
 			close(p)
 			continue
+		case <-timer.C:
+			s.settle(s.foldDue())
+			continue
+		case <-hurry:
+			s.settle(false)
+			continue
 		case <-s.stop:
 			return
 		}
 		batch = s.gather(batch, lastSize > 1)
-		if s.lazy() && !slices.ContainsFunc(batch, func(r *request) bool { return !r.lazy }) {
-			batch = s.hold(batch)
-		}
 		lastSize = len(batch)
 		s.commit(batch)
 	}
+}
+
+// nextDue is when the loop must next act without a request: the earliest
+// deadline of the appends waiting to be on disk, or the fold.
+func (s *Store) nextDue() time.Time {
+	var due time.Time
+	for _, r := range s.waiting {
+		if due.IsZero() || r.by.Before(due) {
+			due = r.by
+		}
+	}
+	if !s.genSince.IsZero() {
+		fold := s.genSince.Add(s.opts.FoldEvery)
+		if s.foldAfter.After(fold) {
+			fold = s.foldAfter
+		}
+		if due.IsZero() || fold.Before(due) {
+			due = fold
+		}
+	}
+	return due
+}
+
+// foldDue tells whether the open transaction should be folded now: its
+// first record is FoldEvery old, or the journal is half full; not again
+// within a second of a fold that failed.
+func (s *Store) foldDue() bool {
+	now := time.Now()
+	if s.genSince.IsZero() || now.Before(s.foldAfter) {
+		return false
+	}
+	return !now.Before(s.genSince.Add(s.opts.FoldEvery)) || s.jr.off > s.jr.size/2
+}
+
+// settle puts what is applied on disk, by a fold when fold says so or a
+// sync of the journal, and answers what waited for it. A fold that fails
+// (bbolt could not grow its file on a full disk) leaves it all in the
+// journal: a sync puts it on disk there, and the fold is tried again
+// after a second.
+func (s *Store) settle(fold bool) (foldErr error) {
+	var err error
+	if fold {
+		s.txMu.Lock()
+		err = s.fold()
+		s.txMu.Unlock()
+		if err != nil {
+			foldErr = err
+			s.foldAfter = time.Now().Add(time.Second)
+			s.opts.Log.Warn("ledger: the fold failed; the journal keeps what it would have folded", "err", err)
+			fold = false
+		}
+	}
+	if fold {
+		s.commits.Add(1)
+	} else {
+		if s.jr.unsynced {
+			s.commits.Add(1)
+		}
+		if err = s.jr.sync(); err == nil {
+			s.durable.Store(s.applied)
+		}
+	}
+	if err != nil {
+		s.opts.Log.Error("ledger: putting appends on disk", "err", err)
+		err = fmt.Errorf("ledger: commit: %w", err)
+	}
+	for _, r := range s.waiting {
+		if err != nil {
+			r.results, r.err = nil, err
+		}
+		close(r.done)
+	}
+	s.waiting = s.waiting[:0]
+	s.held.Store(0)
+	s.notify()
+	return foldErr
 }
 
 // gather takes what else is queued. After a busy batch it lingers, by
@@ -188,61 +290,83 @@ func (s *Store) Hurry() {
 	})
 }
 
-// hold keeps a batch of lazy requests for more, until the earliest of
-// their deadlines (request.by): it returns then, when the batch is full,
-// when a request that may not wait comes (with what else is queued), or
-// when the store stops.
-func (s *Store) hold(batch []*request) []*request {
-	by := batch[0].by
-	for _, r := range batch[1:] {
-		if r.by.Before(by) {
-			by = r.by
-		}
-	}
-	t := time.NewTimer(time.Until(by))
-	defer t.Stop()
-	s.held.Store(int32(len(batch)))
-	defer s.held.Store(0)
-	for len(batch) < s.opts.MaxBatch {
-		select {
-		case r := <-s.reqs:
-			batch = append(batch, r)
-			s.held.Store(int32(len(batch)))
-			if !r.lazy {
-				return s.gather(batch, false)
-			}
-			if r.by.Before(by) {
-				by = r.by
-				t.Reset(time.Until(by))
-			}
-		case p := <-s.probes:
-			close(p)
-		case <-t.C:
-			return batch
-		case <-s.hurry:
-			return s.gather(batch, false)
-		case <-s.stop:
-			return batch
-		}
-	}
-	return batch
-}
-
+// commit applies a batch to the open transaction and journals it; the
+// requests that may not wait are answered once it is on disk, with
+// whatever waited before them; a fold that is due or wanted follows.
 func (s *Store) commit(batch []*request) {
 	live := batch[:0:0]
+	fold := false
 	for _, r := range batch {
 		if err := r.ctx.Err(); err != nil {
 			r.err = err
 			close(r.done)
 			continue
 		}
+		if r.fold {
+			fold = true
+		}
 		live = append(live, r)
 	}
 	if len(live) == 0 {
 		return
 	}
-	s.commits.Add(1)
-	err := s.update(func(w *writer) error {
+	s.txMu.Lock()
+	err := s.apply(live)
+	if err != nil && len(live) > 1 {
+		// Something failed the batch, and apply undid it; find out which
+		// by applying each alone, so one bad command cannot fail the others.
+		s.txMu.Unlock()
+		for _, r := range live {
+			s.commit([]*request{r})
+		}
+		return
+	}
+	if err != nil {
+		s.txMu.Unlock()
+		for _, r := range live {
+			r.results, r.err = nil, fmt.Errorf("ledger: commit: %w", err)
+			close(r.done)
+		}
+		return
+	}
+	dueFold := s.foldDue()
+	s.txMu.Unlock()
+	s.notify()
+	now := false
+	for _, r := range live {
+		switch {
+		case r.soon || r.fold:
+		case !r.lazy || !s.lazy():
+			now = true
+			s.waiting = append(s.waiting, r)
+		default:
+			s.waiting = append(s.waiting, r)
+		}
+	}
+	var foldErr error
+	if now || fold || dueFold {
+		foldErr = s.settle(fold || dueFold)
+	} else {
+		s.held.Store(int32(len(s.waiting)))
+	}
+	for _, r := range live {
+		if r.fold && foldErr != nil {
+			r.err = fmt.Errorf("ledger: fold: %w", foldErr)
+		}
+		if r.soon || r.fold {
+			close(r.done)
+		}
+	}
+}
+
+// apply runs a batch in the open transaction and writes its record to
+// the journal (txMu held). When it fails, what the batch wrote is undone:
+// the transaction is rolled back and the journal's records replayed.
+func (s *Store) apply(live []*request) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	w := s.newWriter(s.tx)
+	err = func() (err error) {
+		defer s.contain(&err)
 		if err := w.checkpoint(); err != nil {
 			return err
 		}
@@ -256,22 +380,158 @@ func (s *Store) commit(batch []*request) {
 			return err
 		}
 		return w.flushIDs(false)
-	})
-	if err != nil && len(live) > 1 {
-		// Something failed the transaction; find out which by committing
-		// each alone, so one bad command cannot fail the others.
-		for _, r := range live {
-			s.commit([]*request{r})
+	}()
+	if err == nil && !w.rec.empty() {
+		body := w.rec.body()
+		if s.jr.fits(len(body)) {
+			err = s.jr.append(body)
+		} else {
+			// The journal is full: the fold takes the batch to bbolt.
+			return s.foldWith(w)
 		}
-		return
 	}
-	for _, r := range live {
-		if err != nil {
-			r.results, r.err = nil, fmt.Errorf("ledger: commit: %w", err)
+	if err != nil {
+		if w.derived {
+			s.derivedLost.Add(1) // what the derivers kept of it is not in the ledger
 		}
-		close(r.done)
+		if rerr := s.restart(); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		return err
 	}
-	if err == nil {
-		s.notify()
+	s.arenas = append(s.arenas, w.arena)
+	s.publish(w)
+	return nil
+}
+
+// foldWith folds the open transaction with what w applied to it, which
+// the journal has no room for (txMu held). When the fold fails the
+// transaction begins again from the journal, without w's batch.
+func (s *Store) foldWith(w *writer) error {
+	s.countsMu.Lock()
+	was := s.counts
+	if w.nDirty {
+		s.counts = w.n
 	}
+	s.countsMu.Unlock()
+	applied := s.applied
+	s.applied = w.events.Sequence()
+	s.arenas = append(s.arenas, w.arena)
+	if s.genSince.IsZero() {
+		s.genSince = time.Now()
+	}
+	if err := s.fold(); err != nil {
+		s.countsMu.Lock()
+		s.counts = was
+		s.countsMu.Unlock()
+		s.applied = applied
+		if w.derived {
+			s.derivedLost.Add(1)
+		}
+		return err
+	}
+	w.done()
+	s.dirty.Store(true)
+	return nil
+}
+
+// publish makes what a writer applied the store's: its counts, its ids,
+// the running clock's note of it.
+func (s *Store) publish(w *writer) {
+	if w.nDirty {
+		s.countsMu.Lock()
+		s.counts = w.n
+		s.countsMu.Unlock()
+	}
+	w.done()
+	if w.wrote || !w.rec.empty() {
+		s.dirty.Store(true)
+		if s.genSince.IsZero() {
+			s.genSince = time.Now()
+		}
+	}
+	s.applied = w.events.Sequence()
+}
+
+// restart rolls the open transaction back and begins another with what
+// the journal holds of this generation replayed (txMu held): the state
+// of the last batch applied whole.
+func (s *Store) restart() error {
+	if s.tx != nil {
+		s.tx.Rollback()
+		s.tx = nil
+	}
+	s.arenas = nil
+	tx, err := s.db.Begin(true)
+	if err != nil {
+		return s.failed(fmt.Errorf("ledger: beginning a transaction: %w", err))
+	}
+	s.tx = tx
+	data := make([]byte, s.jr.off)
+	if _, err := s.jr.f.ReadAt(data, 0); err != nil {
+		return s.failed(fmt.Errorf("ledger: journal: reading it back: %w", err))
+	}
+	bodies, end := journalRecords(data, s.jr.tag, s.jr.gen)
+	if end != s.jr.off {
+		return s.failed(fmt.Errorf("%w: the journal reads back %d bytes of the %d written", ErrDamaged, end, s.jr.off))
+	}
+	for _, b := range bodies {
+		if err := replayJournal(tx, b); err != nil {
+			return s.failed(err)
+		}
+	}
+	s.arenas = append(s.arenas, data)
+	return nil
+}
+
+// failed notes a failure that leaves the store unable to write, and
+// returns it.
+func (s *Store) failed(err error) error {
+	s.noteFault(err)
+	return err
+}
+
+// fold commits the open transaction, with the generation it folds, to
+// bbolt, restarts the journal, and begins the next transaction (txMu
+// held). When the commit fails the journal still holds it all: the
+// transaction begins again from it.
+func (s *Store) fold() error {
+	if s.tx == nil {
+		return ErrClosed
+	}
+	if s.genSince.IsZero() && !s.jr.unsynced && s.jr.n == 0 {
+		return nil // nothing to fold
+	}
+	if err := s.tx.Bucket(bMeta).Put(kFolded, u64(s.jr.gen)); err != nil {
+		return err
+	}
+	txid := uint64(s.tx.ID())
+	err := s.tx.Commit()
+	s.tx = nil
+	if err != nil {
+		if rerr := s.restart(); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		return err
+	}
+	s.countsMu.Lock()
+	s.folded = folded{txid: txid, n: s.counts}
+	s.countsMu.Unlock()
+	s.arenas = nil
+	s.jr.restart(s.jr.gen + 1)
+	s.genSince = time.Time{}
+	s.durable.Store(s.applied)
+	tx, err := s.db.Begin(true)
+	if err != nil {
+		return s.failed(fmt.Errorf("ledger: beginning a transaction: %w", err))
+	}
+	s.tx = tx
+	return nil
+}
+
+// foldNow folds what is applied into bbolt and returns once it is
+// there.
+func (s *Store) foldNow() error {
+	_, err := s.submit(&request{ctx: context.Background(), fold: true, done: make(chan struct{})})
+	return err
 }

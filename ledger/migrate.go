@@ -52,7 +52,7 @@ var migrations = []func(tx *bolt.Tx, now time.Time) error{
 		if _, err := tx.CreateBucketIfNotExists(bClock); err != nil {
 			return err
 		}
-		return putCheckpoint(tx, 0)
+		return putCheckpoint(tx.Bucket(bEvents), tx.Bucket(bClock), 0)
 	},
 }
 

@@ -288,7 +288,20 @@ func walk(db *bolt.DB) (err error) {
 // committer. A file that needs none of it is not written: a look at a
 // ledger leaves a cleanly closed file as it was.
 func (s *Store) init(st fileState) error {
-	err := s.write(func(tx *bolt.Tx) error {
+	if note, err := os.ReadFile(DamagePath(s.opts.Path)); err == nil {
+		return fmt.Errorf("%w: the last run met damage: %s", ErrDamaged, note)
+	}
+	jr, err := s.recoverJournal()
+	if err != nil {
+		return err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			jr.close()
+		}
+	}()
+	err = s.write(func(tx *bolt.Tx) error {
 		if meta := tx.Bucket(bMeta); meta != nil {
 			if note := meta.Get(kDamaged); note != nil {
 				return fmt.Errorf("%w: the last run met damage: %s", ErrDamaged, note)
@@ -374,6 +387,17 @@ func (s *Store) init(st fileState) error {
 	if err != nil {
 		return err
 	}
+	// The loop's open transaction, and the journal that keeps it.
+	tx, err := s.db.Begin(true)
+	if err != nil {
+		return err
+	}
+	jr.tag = getU64(tx.Bucket(bMeta).Get(kCreated))
+	jr.restart(getU64(tx.Bucket(bMeta).Get(kFolded)) + 1)
+	s.jr, s.tx, ok = jr, tx, true
+	s.folded = folded{txid: uint64(tx.ID()) - 1, n: s.counts}
+	s.applied = tx.Bucket(bEvents).Sequence()
+	s.durable.Store(s.applied)
 	s.wg.Add(1)
 	go s.commitLoop()
 	if every := s.opts.RetainEvery; every > 0 {
@@ -381,6 +405,47 @@ func (s *Store) init(st fileState) error {
 		go s.retainLoop(every)
 	}
 	return nil
+}
+
+// recoverJournal opens the journal and folds into the file what it holds
+// of it: the records of the generation after the file's last fold, which
+// a crash or a power cut left unfolded (this file's only: a journal
+// beside another file names another).
+func (s *Store) recoverJournal() (*journal, error) {
+	jr, data, err := openJournal(JournalPath(s.opts.Path), s.opts.JournalSize)
+	if err != nil {
+		return nil, err
+	}
+	var tag, gen uint64
+	layout := false
+	err = s.db.View(func(tx *bolt.Tx) error {
+		if meta := tx.Bucket(bMeta); meta != nil {
+			layout = true
+			tag, gen = getU64(meta.Get(kCreated)), getU64(meta.Get(kFolded))
+		}
+		return nil
+	})
+	if err == nil && layout {
+		bodies, end := journalRecords(data, tag, gen+1)
+		if len(bodies) > 0 {
+			err = s.write(func(tx *bolt.Tx) error {
+				for _, b := range bodies {
+					if err := replayJournal(tx, b); err != nil {
+						return fmt.Errorf("%w: %v", ErrDamaged, err)
+					}
+				}
+				return tx.Bucket(bMeta).Put(kFolded, u64(gen+1))
+			})
+			if err == nil {
+				s.opts.Log.Info("ledger: what the journal held is folded in", "records", len(bodies), "bytes", end)
+			}
+		}
+	}
+	if err != nil {
+		jr.close()
+		return nil, err
+	}
+	return jr, nil
 }
 
 // reindex puts the ids of the events after ids_through into the ids

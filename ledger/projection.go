@@ -279,7 +279,7 @@ func followsTypes(types []string, eventType string) bool {
 // boltKV is a projection bucket inside a write transaction; what it is
 // given to keep is copied into the writer's arena.
 type boltKV struct {
-	b  *bolt.Bucket
+	b  *jb
 	w  *writer
 	at uint64 // the sequence of the event applied
 }

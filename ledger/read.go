@@ -189,14 +189,16 @@ type OutboxItem struct {
 }
 
 // OutboxNext returns up to n rows after seq, in order: per-stream order is
-// the global order.
+// the global order. Only rows on disk: what the uplink sends, a power cut
+// cannot take back.
 func (s *Store) OutboxNext(after uint64, n int) ([]OutboxItem, error) {
 	var out []OutboxItem
 	err := s.read(func(tx *bolt.Tx) error {
 		ev := tx.Bucket(bEvents)
 		c := ev.Cursor()
 		var prevKey, prevVal []byte // the key before: a row's event, when it has one
-		for k, v := c.Seek(u64(after + 1)); k != nil && len(out) < n; k, v = c.Next() {
+		durable := s.durable.Load()
+		for k, v := c.Seek(u64(after + 1)); k != nil && len(out) < n && getU64(k) <= durable; k, v = c.Next() {
 			if !isRowKey(k) {
 				prevKey, prevVal = k, v
 				continue
@@ -236,7 +238,8 @@ func (s *Store) OutboxUrgent(after uint64, n int) (items []OutboxItem, last uint
 		ev := tx.Bucket(bEvents)
 		c := ev.Cursor()
 		var prevKey, prevVal []byte
-		for k, v := c.Seek(u64(after + 1)); k != nil && len(items) < n; k, v = c.Next() {
+		durable := s.durable.Load()
+		for k, v := c.Seek(u64(after + 1)); k != nil && len(items) < n && getU64(k) <= durable; k, v = c.Next() {
 			if !isRowKey(k) {
 				prevKey, prevVal = k, v
 				continue
@@ -272,16 +275,15 @@ func (s *Store) OutboxAck(seqs ...uint64) error {
 
 // OutboxNack counts a failed delivery attempt of a row.
 func (s *Store) OutboxNack(seq uint64) error {
-	return s.write(func(tx *bolt.Tx) error {
-		ev := tx.Bucket(bEvents)
-		v := ev.Get(rowKey(seq))
+	return s.updateSoon(func(w *writer) error {
+		v := w.events.Get(rowKey(seq))
 		if v == nil {
-			return nil
+			return errUnchanged
 		}
 		row := decodeOutboxRow(v)
 		row.Attempts++
 		row.LastTry = s.opts.Now().UnixNano()
-		return ev.Put(rowKey(seq), row.encode())
+		return w.events.Put(w.keep(rowKey(seq)), w.keep(row.encode()))
 	})
 }
 

@@ -111,7 +111,7 @@ type doomed struct {
 
 // retainStep runs one small transaction; more says there may be more.
 func (s *Store) retainStep(res *RetainResult, pass *retainPass) (more bool, err error) {
-	err = s.update(func(w *writer) error {
+	err = s.updateSoon(func(w *writer) error {
 		// A checkpoint first, when one is due: it may be the one that
 		// shows the events of the last commit old enough.
 		if err := w.checkpoint(); err != nil {
@@ -126,7 +126,7 @@ func (s *Store) retainStep(res *RetainResult, pass *retainPass) (more bool, err 
 					keep = append(keep, d)
 				}
 			}
-			n, err := pruneCheckpoints(w.tx, w.run, keep)
+			n, err := pruneCheckpoints(w.tx, w.clock, w.run, keep)
 			if err != nil {
 				return err
 			}

@@ -49,7 +49,7 @@ var snapshotStep int64 = 1 << 20
 // and reads.
 func (s *Store) WriteSnapshot(ctx context.Context, open func(size int64) (io.Writer, error), progress func(done, total int64)) (SnapshotInfo, error) {
 	var info SnapshotInfo
-	err := s.read(func(tx *bolt.Tx) error {
+	err := s.readFolded(func(tx *bolt.Tx) error {
 		info.Size = tx.Size()
 		if k, _ := tx.Bucket(bEvents).Cursor().Last(); k != nil {
 			info.LastSeq = getU64(k)

@@ -56,6 +56,7 @@ var (
 	kIDsThrough = []byte("ids_through")      // every event up to this sequence has its id in the ids bucket
 	kClosed     = []byte("closed")           // the close record: see closeRecord
 	kRunning    = []byte("running")          // the running clock at the last Close, ns
+	kFolded     = []byte("folded")           // the journal's last generation folded into the file
 	kDamaged    = []byte("damaged")          // damage a running store met: the next Open moves the file aside
 )
 
@@ -115,7 +116,18 @@ type Options struct {
 	// long after their events began to wait (AppendGrouped's since);
 	// anything else that comes meanwhile commits them all at once. It is
 	// what a power cut can take of them. 0: they commit at once.
+	//
+	// To commit is to write the records to the journal and fdatasync it
+	// (see journal.go): readers see an append as soon as it is in the
+	// open transaction, the uplink only once it is on disk.
 	GroupCommit time.Duration
+	// FoldEvery: the open transaction, whose records the journal holds,
+	// is committed to bbolt (folded) this long after its first record,
+	// or sooner when the journal is half full, at Close, and before a
+	// snapshot or a verify. Zero: 5 minutes.
+	FoldEvery time.Duration
+	// JournalSize is the journal file's size, allocated once. Zero: 8 MiB.
+	JournalSize int64
 	// Outbox budget; when over, droppable rows go first. Zero: 100,000
 	// rows and 64 MiB.
 	OutboxMaxRows  int
@@ -186,6 +198,13 @@ func (o *Options) defaults() {
 	if o.OutboxMaxRows <= 0 {
 		o.OutboxMaxRows = 100_000
 	}
+	if o.FoldEvery <= 0 {
+		o.FoldEvery = 5 * time.Minute
+	}
+	if o.JournalSize <= 0 {
+		o.JournalSize = 8 << 20
+	}
+	o.JournalSize = max(o.JournalSize, 64<<10)
 	if o.OutboxMaxBytes <= 0 {
 		o.OutboxMaxBytes = 64 << 20
 	}
@@ -269,9 +288,9 @@ func (c appendCmd) Decide(*View) ([]Event, error) { return c, nil }
 
 // Store is an open ledger. Its methods are safe for concurrent use.
 type Store struct {
-	// held is how many requests the commit loop holds while it waits for
-	// company (hold), for tests; commits counts the commit loop's
-	// transactions.
+	// held is how many applied appends wait to be put on disk with
+	// company, for tests; commits counts what the commit loop put on
+	// disk: syncs of the journal and folds.
 	held    atomic.Int32
 	commits atomic.Int64
 	// hurried: nothing waits for company any more (Hurry).
@@ -337,6 +356,36 @@ type Store struct {
 	// snapshots holds a token while a snapshot is copied: one at a time,
 	// so each one's check of the free space sees the ones before it.
 	snapshots chan struct{}
+
+	// Between two folds the commit loop keeps one write transaction open
+	// (tx; nil before the loop starts and after it stops), journals what
+	// each batch writes to it, and commits it to bbolt at the fold.
+	// txMu is held by the loop while it writes to tx, and by a reader
+	// while it reads it: readers see every append at once.
+	txMu sync.Mutex
+	tx   *bolt.Tx
+	jr   *journal
+	// arenas are what the open transaction's puts point into, kept until
+	// it commits.
+	arenas [][]byte
+	// waiting are applied lazy appends, answered once on disk (the loop's).
+	waiting []*request
+	// genSince is when the generation's first record was written (zero:
+	// none yet); applied is the last sequence the open transaction
+	// holds (the loop's); durable the last on disk.
+	genSince time.Time
+	// foldAfter: no fold before it (one failed).
+	foldAfter time.Time
+	applied   uint64
+	durable   atomic.Uint64
+	// folded is the last fold's transaction and the counts it left
+	// (under countsMu), which Verify compares with what it reads.
+	folded folded
+}
+
+type folded struct {
+	txid uint64
+	n    counts
 }
 
 // Damage is non-nil when Open found the file damaged, moved it aside and
@@ -355,44 +404,19 @@ func (s *Store) ClosedCleanly() bool { return s.openedClean }
 // rolled back, and write returns nil.
 var errUnchanged = errors.New("ledger: nothing to commit")
 
-// update runs fn in a write transaction with a writer, publishes the
-// counts before the commit (the write lock still held, so the next writer
-// starts from them), and the ids it wrote after. writeGen is odd while a
-// write is in flight, so Verify can tell whether the counts it compares
-// belong to the snapshot it read.
+// update runs fn with a writer in the open transaction, through the
+// commit loop, and returns once what it wrote is on disk. An error of fn
+// undoes what it wrote (errUnchanged: fn wrote nothing).
 func (s *Store) update(fn func(w *writer) error) error {
-	s.writeGen.Add(1)
-	defer s.writeGen.Add(1)
-	var w *writer
-	var was counts
-	published := false
-	err := s.write(func(tx *bolt.Tx) error {
-		w = s.newWriter(tx)
-		if err := fn(w); err != nil {
-			return err
-		}
-		if w.nDirty {
-			s.countsMu.Lock()
-			was, s.counts = s.counts, w.n
-			s.countsMu.Unlock()
-			published = true
-		}
-		return nil
-	})
-	if err != nil && published {
-		// The commit failed after the counts were published; a writer
-		// that began meanwhile may have started from them. Close records
-		// no counts this run: the next open counts.
-		s.countsMu.Lock()
-		s.counts = was
-		s.countsMu.Unlock()
-		s.countsOff.Store(true)
-	}
-	if err == nil {
-		w.done()
-	} else if w != nil && w.derived {
-		s.derivedLost.Add(1) // what the derivers kept of it is not in the ledger
-	}
+	_, err := s.submit(&request{ctx: context.Background(), fn: fn, done: make(chan struct{})})
+	return err
+}
+
+// updateSoon is update that returns once what fn wrote is applied:
+// readers see it, and it is on disk with the next sync of the journal or
+// fold, for what a crash only has done again.
+func (s *Store) updateSoon(fn func(w *writer) error) error {
+	_, err := s.submit(&request{ctx: context.Background(), fn: fn, soon: true, done: make(chan struct{})})
 	return err
 }
 
@@ -426,7 +450,32 @@ func (s *Store) write(fn func(tx *bolt.Tx) error) (err error) {
 // read runs fn in a read transaction, with a panic or fault of bbolt on a
 // damaged page turned into an error wrapping ErrDamaged (see contain).
 // A store closed meanwhile is ErrClosed.
+//
+// It reads the commit loop's open transaction, so it sees every append
+// applied, on disk or not yet (see Options.GroupCommit); fn must not call
+// the store (the loop waits for fn to end, and fn would wait for it).
 func (s *Store) read(fn func(tx *bolt.Tx) error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer s.contain(&err)
+	s.txMu.Lock()
+	defer s.txMu.Unlock()
+	if s.tx != nil {
+		return fn(s.tx)
+	}
+	err = s.db.View(fn)
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return ErrClosed
+	}
+	return err
+}
+
+// readFolded runs fn in a read transaction of what bbolt holds, after a
+// fold: what was applied before the call, and nothing applied after.
+// Appends go on meanwhile.
+func (s *Store) readFolded(fn func(tx *bolt.Tx) error) (err error) {
+	if err := s.foldNow(); err != nil {
+		return err
+	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer s.contain(&err)
 	err = s.db.View(fn)

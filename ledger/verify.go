@@ -51,11 +51,11 @@ func (s *Store) Verify(ctx context.Context) (VerifyReport, error) {
 		s.noteFault(fmt.Errorf("%w: %v", ErrDamaged, err))
 		return r, nil // reading further would only panic again
 	}
-	gen := s.writeGen.Load()
-	s.countsMu.Lock()
-	mem := s.counts
-	s.countsMu.Unlock()
-	err := s.read(func(tx *bolt.Tx) error {
+	err := s.readFolded(func(tx *bolt.Tx) error {
+		// The counts in memory as the fold this reads left them.
+		s.countsMu.Lock()
+		f := s.folded
+		s.countsMu.Unlock()
 		if err := checkLayout(tx); err != nil {
 			problem("%v", err)
 			return nil
@@ -137,12 +137,12 @@ func (s *Store) Verify(ctx context.Context) (VerifyReport, error) {
 			verifyInbox(tx, problem)
 		}
 		verifyClock(tx, problem)
-		// The counts in memory belong to this snapshot only if no write
-		// was in flight or happened while it was read.
+		// The counts kept in memory, as of the fold this reads (a later
+		// fold's are of another state).
 		have := counts{outboxRows: outboxRows, outboxBytes: outboxBytes, events: uint64(r.Events),
 			inboxKeys: uint64(tx.Bucket(bInbox).Stats().KeyN), aggregates: uint64(tx.Bucket(bAggregates).Stats().KeyN)}
-		if g := s.writeGen.Load(); g == gen && g%2 == 0 && mem != have {
-			problem("the counts kept in memory are %+v; the file has %+v", mem, have)
+		if f.txid == uint64(tx.ID()) && f.n != have {
+			problem("the counts kept in memory are %+v; the file has %+v", f.n, have)
 		}
 		stored := tx.Bucket(bAggregates)
 		stored.ForEach(func(k, v []byte) error {

@@ -27,7 +27,9 @@ type writer struct {
 	// wrote: an event was written; ckpt: a checkpoint was.
 	wrote, ckpt bool
 
-	events, ids, inbox, aggs, meta, projs *bolt.Bucket
+	events, ids, inbox, aggs, meta, projs, clock *jb
+	// rec is what this writer did to bbolt, as the journal's record.
+	rec jrec
 	// buckets are the projections' buckets commands and derivers looked
 	// up in this transaction (View.Projection).
 	buckets map[string]*bolt.Bucket
@@ -47,14 +49,15 @@ type writer struct {
 
 func (s *Store) newWriter(tx *bolt.Tx) *writer {
 	now := s.opts.Now()
-	w := &writer{s: s, tx: tx, now: now, run: s.clock.read(now),
-		events: tx.Bucket(bEvents), ids: tx.Bucket(bIDs), inbox: tx.Bucket(bInbox),
-		aggs: tx.Bucket(bAggregates), meta: tx.Bucket(bMeta), projs: tx.Bucket(bProj)}
+	w := &writer{s: s, tx: tx, now: now, run: s.clock.read(now)}
+	w.events, w.ids, w.inbox = w.bucket(tx.Bucket(bEvents), bEvents), w.bucket(tx.Bucket(bIDs), bIDs), w.bucket(tx.Bucket(bInbox), bInbox)
+	w.aggs, w.meta, w.projs = w.bucket(tx.Bucket(bAggregates), bAggregates), w.bucket(tx.Bucket(bMeta), bMeta), w.bucket(tx.Bucket(bProj), bProj)
+	w.clock = w.bucket(tx.Bucket(bClock), bClock)
 	// Keys grow with time (sequences, UUIDv7s): pages that split are not
 	// written to again, so fill them (bbolt's default of half full would
 	// write twice the pages a commit).
-	for _, b := range []*bolt.Bucket{w.events, w.ids} {
-		b.FillPercent = 0.95
+	for _, b := range []*jb{w.events, w.ids} {
+		b.b.FillPercent = 0.95
 	}
 	s.countsMu.Lock()
 	w.n = s.counts
@@ -132,7 +135,7 @@ func (w *writer) checkpoint() error {
 		return nil
 	}
 	w.ckpt = true
-	return putCheckpoint(w.tx, r)
+	return putCheckpoint(w.events, w.clock, r)
 }
 
 // done publishes what the committed transaction did to the ids waiting to
@@ -174,7 +177,15 @@ func (w *writer) key(parts ...[]byte) []byte {
 // event, a conflict) is the request's error and writes nothing; only a
 // failure of the transaction itself is returned.
 func (w *writer) apply(r *request) error {
-	if r.cmd == nil {
+	switch {
+	case r.fold:
+		return nil
+	case r.fn != nil:
+		if err := r.fn(w); err != nil && !errors.Is(err, errUnchanged) {
+			return err
+		}
+		return nil
+	case r.cmd == nil:
 		return w.ack(r.ack)
 	}
 	evs, err := r.cmd.Decide(&View{tx: w.tx, s: w.s, w: w})
@@ -349,7 +360,7 @@ func (w *writer) writeRecord(e *Event, rec []byte) (uint64, error) {
 		if !follows(p, e.Type) {
 			continue
 		}
-		if err := p.Apply(boltKV{w.projs.Bucket([]byte(p.Name())), w, seq}, e); err != nil {
+		if err := p.Apply(boltKV{w.projs.child([]byte(p.Name())), w, seq}, e); err != nil {
 			return 0, fmt.Errorf("projection %s on %s: %w", p.Name(), e.Type, err)
 		}
 	}

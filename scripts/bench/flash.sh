@@ -9,7 +9,10 @@
 # besides (an action: audit records, each on disk before the action goes
 # on), whose difference from the run without is what audit events cost
 # alone. The three run at the same time, each on its own data directory
-# under /var/tmp (a disk).
+# under /var/tmp (a disk). The bytes are counted to the end of a clean
+# stop after the run: the ledger writes records to its journal and folds
+# them into its file every ledger.fold_s and at the stop, and the fold is
+# the events' cost too.
 #
 #   scripts/bench/flash.sh
 #   FLASH_SECONDS=120 scripts/bench/flash.sh

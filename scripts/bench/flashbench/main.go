@@ -8,7 +8,9 @@
 //
 // It starts `TOBE_BODY run` on a fresh data directory under /var/tmp (a
 // disk, not a tmpfs), waits 10 s for the start to settle, then counts
-// write_bytes and the events recorded for -seconds. With -notify-per-s a
+// the events recorded for -seconds, and write_bytes from then to the end
+// of a clean stop after them (which folds the ledger's journal into its
+// file). With -notify-per-s a
 // local administrator has the body notify that often (an action: audit
 // records, durable before anything goes on); against a run without it,
 // the difference is what audit events cost alone.
@@ -27,6 +29,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/tobe-body/tobe-body/awareness"
@@ -78,8 +81,10 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer func() {
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
+		if cmd.ProcessState == nil {
+			cmd.Process.Signal(os.Interrupt)
+			cmd.Wait()
+		}
 	}()
 	adm := &admin.Client{Path: filepath.Join(data, "admin.sock"), Timeout: 10 * time.Second}
 	status := func() (awareness.Status, error) { return admin.Call(ctx, adm, awareness.OpStatus, awareness.None{}) }
@@ -117,14 +122,24 @@ func run(ctx context.Context, args []string) error {
 			time.Sleep(time.Second)
 		}
 	}
-	w1, err := writeBytes(cmd.Process.Pid)
-	if err != nil {
-		return err
-	}
 	st1, err := status()
 	if err != nil {
 		return err
 	}
+	// Through a clean stop: the ledger folds what its journal holds into
+	// its file then (and every ledger.fold_s before), and those bytes
+	// are the events' too. The kernel's count of what the process had
+	// written over its life comes back with its exit (ru_oublock, in
+	// 512-byte units, is write_bytes).
+	cmd.Process.Signal(os.Interrupt)
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("the daemon's stop: %w", err)
+	}
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return errors.New("no resource usage for the daemon")
+	}
+	w1 := uint64(ru.Oublock) * 512
 	events := st1.Ledger.LastSeq - st0.Ledger.LastSeq
 	if events == 0 {
 		return errors.New("no events in the run")
