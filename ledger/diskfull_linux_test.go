@@ -100,3 +100,32 @@ func TestDiskFullAndReadOnly(t *testing.T) {
 		t.Errorf("verify: %v %v", r.Problems, err)
 	}
 }
+
+// On a disk too full for the journal the ledger still opens, and commits
+// each batch to its file at once, as before it had a journal: what it
+// acknowledged is there after a crash.
+func TestNoRoomForTheJournal(t *testing.T) {
+	dir := tmpfs(t, "256k")
+	path := filepath.Join(dir, "ledger.db")
+	s, err := Open(Options{Path: path, AgentID: testAgent, BodyID: testBody, JournalSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.jr.size >= 1<<20 {
+		t.Fatalf("a journal of %d bytes on a 256 KiB disk", s.jr.size)
+	}
+	for i := range 10 {
+		if _, err := s.Append(t.Context(), motion(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.crash()
+	s, err = Open(Options{Path: path, AgentID: testAgent, BodyID: testBody, JournalSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if evs, _ := s.Events(Filter{}); len(evs) != 10 {
+		t.Errorf("%d events after the crash, want 10", len(evs))
+	}
+}

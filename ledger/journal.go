@@ -69,19 +69,24 @@ type journal struct {
 
 // openJournal opens the journal at path, creating it of size bytes (or
 // keeping a larger file's size), and returns its contents as they are.
-func openJournal(path string, size int64) (*journal, []byte, error) {
+// On a disk too full to allocate it, the journal is what the file has
+// (short, or empty: then every batch is folded into bbolt at once, as a
+// ledger without a journal commits), and short says so.
+func openJournal(path string, size int64) (j *journal, data []byte, short error, err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
 	if err != nil {
-		return nil, nil, fmt.Errorf("ledger: journal: %w", err)
+		return nil, nil, nil, fmt.Errorf("ledger: journal: %w", err)
 	}
 	fi, err := f.Stat()
 	if err == nil && fi.Size() < size {
 		err = allocate(f, size)
+		if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+			short, err = fmt.Errorf("ledger: journal: %d bytes cannot be allocated: %w", size, err), nil
+		}
 		if err == nil {
 			err = syncDir(filepath.Dir(path))
 		}
 	}
-	var data []byte
 	if err == nil {
 		if fi, err = f.Stat(); err == nil {
 			size = fi.Size()
@@ -91,9 +96,9 @@ func openJournal(path string, size int64) (*journal, []byte, error) {
 	}
 	if err != nil {
 		f.Close()
-		return nil, nil, fmt.Errorf("ledger: journal %s: %w", path, err)
+		return nil, nil, nil, fmt.Errorf("ledger: journal %s: %w", path, err)
 	}
-	return &journal{f: f, size: size}, data, nil
+	return &journal{f: f, size: size}, data, short, nil
 }
 
 // allocate makes f size bytes long on disk, so that writing a record

@@ -15,7 +15,7 @@ import (
 func journalFile(t testing.TB, size int64, tag, gen uint64, bodies ...[]byte) []byte {
 	t.Helper()
 	path := t.TempDir() + "/j"
-	j, _, err := openJournal(path, size)
+	j, _, _, err := openJournal(path, size)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestJournalFraming(t *testing.T) {
 	}
 	// A record that does not fit is refused, and the journal is unchanged.
 	path := t.TempDir() + "/j"
-	j, _, err := openJournal(path, 64<<10)
+	j, _, _, err := openJournal(path, 64<<10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,4 +287,49 @@ func TestABatchThatFailsIsUndone(t *testing.T) {
 		t.Errorf("the projection has %d keys, want 3: the failed batch's stayed", n)
 	}
 	verifyOK(t, s)
+}
+
+// What the body senses is seen at once, before it is on disk, and the
+// uplink gets it only once it is; a record put on disk puts every one
+// before it there too, so a record of what was decided about a sensed
+// event (the gate's) never outlives the event in a crash.
+func TestSensedEventsAreSeenAtOnceAndKeptWithWhatFollows(t *testing.T) {
+	path := tempPath(t)
+	s := openTest(t, path, func(o *Options) { o.GroupCommit = time.Hour })
+	q, err := s.QueueGrouped(t.Context(), time.Time{}, motion(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.held.Load() < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the grouped append never waited")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if evs, _ := s.Events(Filter{}); len(evs) != 1 {
+		t.Fatalf("a reader sees %d events while the grouped one waits, want 1", len(evs))
+	}
+	if rows, _ := s.OutboxNext(0, 10); len(rows) != 0 {
+		t.Errorf("the uplink is offered %d rows not yet on disk", len(rows))
+	}
+	select {
+	case <-q.Done():
+		t.Fatal("the grouped append was answered before it was on disk")
+	default:
+	}
+	// The decision about it: on disk before its caller goes on, and the
+	// sensed event with it.
+	appendAll(t, s, grantEvent(1))
+	if _, err := q.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if rows, _ := s.OutboxNext(0, 10); len(rows) != 2 {
+		t.Errorf("the uplink is offered %d rows once on disk, want 2", len(rows))
+	}
+	s.crash()
+	s = openTest(t, path)
+	if evs, _ := s.Events(Filter{}); len(evs) != 2 || evs[0].Type != "camera.motion_started" {
+		t.Errorf("after the crash: %d events, want the sensed one and the record after it", len(evs))
+	}
 }

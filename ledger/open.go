@@ -412,9 +412,12 @@ func (s *Store) init(st fileState) error {
 // a crash or a power cut left unfolded (this file's only: a journal
 // beside another file names another).
 func (s *Store) recoverJournal() (*journal, error) {
-	jr, data, err := openJournal(JournalPath(s.opts.Path), s.opts.JournalSize)
+	jr, data, short, err := openJournal(JournalPath(s.opts.Path), s.opts.JournalSize)
 	if err != nil {
 		return nil, err
+	}
+	if short != nil {
+		s.opts.Log.Warn("ledger: the disk is too full for the journal: each write is a commit of the file, as before it had one, until a start finds room", "err", short, "journal_bytes", jr.size)
 	}
 	var tag, gen uint64
 	layout := false

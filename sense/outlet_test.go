@@ -193,15 +193,17 @@ func TestGroupedEventsJoinTheHeldCommit(t *testing.T) {
 		defer cancel()
 		done := make(chan error, 1)
 		go func() { done <- o.Run(ctx, s) }()
-		// committed waits for n motion events in the ledger and says how
-		// long that took from since, to the poll's period.
+		// committed waits for n motion events on disk (a reader sees
+		// them at once; the uplink, which reads the outbox, only once on
+		// disk) and says how long that took from since, to the poll's
+		// period.
 		committed := func(n int, since time.Time) time.Duration {
 			for {
-				evs, err := s.Events(ledger.Filter{Types: []string{"camera.motion_started"}})
+				rows, err := s.OutboxNext(0, 100)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if len(evs) >= n {
+				if len(rows) >= n {
 					return time.Since(since)
 				}
 				time.Sleep(poll)

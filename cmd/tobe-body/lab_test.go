@@ -180,8 +180,15 @@ type labBody struct {
 	err                  error // of Wait, once exited is closed
 }
 
-// startBody starts the daemon. It does not wait for it: see ready.
+// startBody starts the daemon on the lab board. It does not wait for it:
+// see ready.
 func startBody(t *testing.T, data, cfg string) *labBody {
+	t.Helper()
+	return startBodyOn(t, "lab", data, cfg)
+}
+
+// startBodyOn starts the daemon on a board.
+func startBodyOn(t *testing.T, board, data, cfg string) *labBody {
 	t.Helper()
 	b := &labBody{data: data, cfg: cfg, sock: filepath.Join(data, cli.AdminSocket), exited: make(chan struct{})}
 	logf, err := os.CreateTemp(t.TempDir(), "daemon-*.log")
@@ -190,7 +197,7 @@ func startBody(t *testing.T, data, cfg string) *labBody {
 	}
 	defer logf.Close() // the child has its own copy
 	b.log = logf.Name()
-	b.cmd = exec.Command(os.Args[0], "run", "--board", "lab", "--data", data, "--config", cfg)
+	b.cmd = exec.Command(os.Args[0], "run", "--board", board, "--data", data, "--config", cfg)
 	b.cmd.Env = append(os.Environ(), "TOBE_BODY_TEST_MAIN=1")
 	b.cmd.Stdout, b.cmd.Stderr = logf, logf
 	b.started = time.Now()

@@ -318,7 +318,10 @@ func startProcessEnv(t *testing.T, env []string, args ...string) (cmd *exec.Cmd,
 
 func TestSignalStopsTheProcessCleanly(t *testing.T) {
 	dir := t.TempDir()
-	cmd, stdout, stderr := startProcess(t, "run", "--board", "sim", "--data", filepath.Join(dir, "data"))
+	// The monitor's line even to a pipe: its first is the sign the body is up.
+	cfg := filepath.Join(dir, "config.json")
+	os.WriteFile(cfg, []byte(`{"version": 1, "monitor": {"print": "always"}}`), 0o600)
+	cmd, stdout, stderr := startProcess(t, "run", "--board", "sim", "--data", filepath.Join(dir, "data"), "--config", cfg)
 	lines := bufio.NewScanner(stdout)
 	if !lines.Scan() { // the first report: the body is up
 		cmd.Process.Kill()

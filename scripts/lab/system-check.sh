@@ -209,6 +209,16 @@ for ch in estop.second gpio.button gpio.relay1 camera.front audio.mic audio.spea
 	esac
 done
 
+# Under systemd the monitor's line, a second, does not go to the journal
+# (monitor.print terminal): the journal has the body's log.
+sleep 3
+lines=$(journalctl -u tobe-body -o cat | grep -cE 'fps analysed|dBFS  peak' || true)
+if [ "$lines" -eq 0 ]; then
+	ok "the journal has the body's log, not the monitor's line: $(journalctl -u tobe-body -o cat | wc -l) lines since the start"
+else
+	bad "the monitor's line went to the journal $lines times"
+fi
+
 # kill -9 with an output on: the line falls to its safe level as the
 # process dies (the kernel releases it), stays there while systemd starts
 # the body again (sampled every 2 ms across the restart), and the body
