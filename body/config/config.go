@@ -403,7 +403,8 @@ type Body struct {
 
 // Sim configures the simulated board.
 type Sim struct {
-	Seed uint64 `json:"seed"`
+	Seed           uint64 `json:"seed"`
+	ButtonPeriodMS int    `json:"button_period_ms"`
 }
 
 // Monitor configures what run prints of the devices.
@@ -524,7 +525,7 @@ func Default() Config {
 		DataDir: "/var/lib/tobe-body",
 		Log:     Log{Level: "info", Format: "auto"},
 		Body:    Body{Name: "tobe-body"},
-		Sim:     Sim{Seed: 1},
+		Sim:     Sim{Seed: 1, ButtonPeriodMS: 30000},
 		Monitor: Monitor{IntervalMS: 1000, Print: "terminal"},
 		Ledger: Ledger{OutboxMaxRows: 100000, OutboxMaxMB: 64, OutboxAuditWaitDays: 7, TelemetryCommitMS: 15000, FoldS: 300, TelemetryTTLDays: 7, RetentionIntervalMin: 10,
 			CompactFreeMB: 64, Classes: map[string]string{}},

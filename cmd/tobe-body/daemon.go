@@ -197,7 +197,7 @@ func (d *daemon) openHost(cfg *config.Loaded) (*host, error) {
 		return nil, err
 	}
 	var finder board.Finder
-	h.drivers, finder = cli.DriversFor(h.profile, cfg.Sim.Seed)
+	h.drivers, finder = cli.DriversFor(h.profile, cfg.Sim)
 	h.reg = body.NewRegistry(time.Now)
 	h.ds = body.OpenDevices(h.profile, h.drivers, finder, h.reg, log)
 	d.onStop(func() {

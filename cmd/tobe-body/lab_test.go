@@ -164,6 +164,8 @@ func labDir(t *testing.T) (data, cfg string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The disk is small and each ledger has its journal (8 MiB).
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	cfg = filepath.Join(dir, "config.json")
 	if err := os.WriteFile(cfg, []byte(labConfig), 0o600); err != nil {
 		t.Fatal(err)

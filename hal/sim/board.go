@@ -41,9 +41,14 @@ type Board struct {
 }
 
 // New makes a board whose scene starts now, repeatable for the same seed.
-func New(seed uint64) *Board {
+func New(seed uint64) *Board { return NewPressing(seed, ButtonPeriod) }
+
+// NewPressing is New with the scripted button and keypad pressed once a
+// period, at least MinButtonPeriod: for a bench that needs many presses
+// soon.
+func NewPressing(seed uint64, period time.Duration) *Board {
 	b := &Board{
-		sc:    scene{seed: seed},
+		sc:    scene{seed: seed, button: max(period, MinButtonPeriod)},
 		start: time.Now(),
 		base:  hal.MonoNow(),
 		lines: map[string]*line{},

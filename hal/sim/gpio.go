@@ -33,7 +33,7 @@ const edgeQueue = 64 // like the kernel's per-line event buffer
 func (b *Board) levelLocked(l *line, t time.Duration) hal.Level {
 	switch {
 	case l.script != 0:
-		down, _ := b.sc.pressed(l.script, ButtonPeriod, t)
+		down, _ := b.sc.pressed(l.script, b.sc.buttonPeriod(), t)
 		return hal.Level(!down)
 	case l.mirror != "":
 		return b.levelLocked(b.lines[l.mirror], t)
@@ -246,7 +246,7 @@ func (in *lineIn) WaitForEdge(ctx context.Context) (hal.EdgeEvent, error) {
 	for {
 		var c change
 		if in.l.script != 0 {
-			_, next := b.sc.pressed(in.l.script, ButtonPeriod, in.cursor)
+			_, next := b.sc.pressed(in.l.script, b.sc.buttonPeriod(), in.cursor)
 			if err := b.waitUntil(ctx, in.halt, next); err != nil {
 				return hal.EdgeEvent{}, err
 			}

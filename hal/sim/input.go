@@ -36,9 +36,9 @@ func key(at time.Duration, code uint16, value int32) []step {
 var inputScripts = map[string]inputScript{
 	KeypadName: {
 		info:   hal.InputInfo{Name: KeypadName, Path: "sim:" + KeypadName, Bus: 0x06, Keys: []uint16{hal.BtnMisc, hal.KeyEnter}},
-		period: ButtonPeriod,
+		period: ButtonPeriod, // the scene's, when it has its own (openInput)
 		steps: func(s scene, k uint64) []step {
-			p := s.press(streamKeypad, k, ButtonPeriod)
+			p := s.press(streamKeypad, k, s.buttonPeriod())
 			return append(key(p.start, hal.BtnMisc, 1), key(p.start+p.dur, hal.BtnMisc, 0)...)
 		},
 	},
@@ -78,6 +78,9 @@ func (b *Board) openInput(cfg hal.InputConfig) (hal.InputDevice, error) {
 	s, ok := inputScripts[name]
 	if !ok {
 		return nil, fmt.Errorf("sim: no input device %q (the sim board has %q and %q): %w", name, KeypadName, KeyboardName, hal.ErrAbsent)
+	}
+	if name == KeypadName {
+		s.period = b.sc.buttonPeriod()
 	}
 	d := &inputDevice{b: b, script: s, halt: make(chan struct{})}
 	now := b.elapsed()

@@ -26,7 +26,11 @@ const (
 	ObjectCrossing = 4 * time.Second  // time to cross the frame
 	SpeechPeriod   = 10 * time.Second
 	ButtonPeriod   = 30 * time.Second
-	TypingPeriod   = 45 * time.Second
+	// MinButtonPeriod is the shortest period of the presses: one starts
+	// between a tenth and eight tenths into its period and lasts up to
+	// 400 ms, which must end before the next can start.
+	MinButtonPeriod = 1500 * time.Millisecond
+	TypingPeriod    = 45 * time.Second
 )
 
 // mix is splitmix64: a stateless hash that gives the scene its repeatable
@@ -39,7 +43,20 @@ func mix(x uint64) uint64 {
 }
 
 // scene holds the seed; all of its methods are pure.
-type scene struct{ seed uint64 }
+type scene struct {
+	seed uint64
+	// button is the period of the scripted button's and keypad's presses
+	// (0: ButtonPeriod).
+	button time.Duration
+}
+
+// buttonPeriod is the period of the scripted presses.
+func (s scene) buttonPeriod() time.Duration {
+	if s.button > 0 {
+		return s.button
+	}
+	return ButtonPeriod
+}
 
 // Stream ids keep the scene's random draws independent of each other.
 const (

@@ -99,6 +99,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	calls := fs.Int("calls", 1000, "observe calls to time")
 	pushes := fs.Int("pushes", 200, "observations to time")
 	trips := fs.Int("trips", 200, "e-stop trips to time, each reset by a local administrator (0: none)")
+	presses := fs.Int("presses", 0, "key presses of the sim's keypad to time, from each press to its observation read (0: none), with the keypad pressed every 1.5 s")
 	via := fs.String("via", "socket", "socket (agent.sock), stdio (through tobe-body stdio) or ssh (a real sshd on loopback whose forced command is tobe-body stdio; as root)")
 	tool := fs.String("tool", "body_status", "the observe tool whose calls are timed")
 	boardName := fs.String("board", "sim", "the board the daemon runs on")
@@ -121,11 +122,16 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	data := filepath.Join(dir, "data")
 	cfg := filepath.Join(dir, "config.json")
 	uid := os.Getuid()
-	conf := fmt.Sprintf(`{"version": 1, "monitor": {"quiet": true},
+	sim := ""
+	if *presses > 0 {
+		sim = `"sim": {"button_period_ms": 1500},`
+	}
+	conf := fmt.Sprintf(`{"version": 1, "monitor": {"quiet": true}, %s
  "act": {"rate_limits": {"per_principal": {"burst": 100000, "per_second": 100000}, "by_capability": {"body.notify": {"burst": 100000, "per_second": 100000}}}},
  "agent": {"principals": [{"name": "bench", "subject": "agent:bench", "uid": %d, "trust": "high"}],
-  "observations": {"rules": [{"type": "body.notified", "actor": "service", "attention": "high", "trust": "high", "text": "{message}"}]}},
- "gate": {"novelty_half_life_s": 0, "global_budget": {"max": 0, "window_s": 0}, "item_budget": {"max": 0, "window_s": 0}}}`, uid)
+  "observations": {"rules": [{"type": "body.notified", "actor": "service", "attention": "high", "trust": "high", "text": "{message}"},
+   {"type": "input.pressed", "actor": "signal", "attention": "high", "trust": "high", "text": "{key} pressed on {device}"}]}},
+ "gate": {"novelty_half_life_s": 0, "global_budget": {"max": 0, "window_s": 0}, "item_budget": {"max": 0, "window_s": 0}}}`, sim, uid)
 	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
 		return err
 	}
@@ -154,18 +160,34 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 
 	var mu sync.Mutex
-	seen := map[uint64]time.Time{} // by the event's seq: when its notification was read
+	seen := map[uint64]time.Time{}    // by the event's seq: when its notification was read
+	pressed := map[uint64]time.Time{} // the same, of the keypad's presses
 	arrived := make(chan struct{}, *pushes+16)
+	pressArrived := make(chan struct{}, *presses+16)
 	on := func(method string, params json.RawMessage) {
 		now := time.Now()
 		var o awareness.Observation
-		if method != agent.ObservationMethod || json.Unmarshal(params, &o) != nil || o.Type != "body.notified" {
+		if method != agent.ObservationMethod || json.Unmarshal(params, &o) != nil {
 			return
 		}
-		mu.Lock()
-		seen[o.Seq] = now
-		mu.Unlock()
-		arrived <- struct{}{}
+		switch o.Type {
+		case "body.notified":
+			mu.Lock()
+			seen[o.Seq] = now
+			mu.Unlock()
+			arrived <- struct{}{}
+		case "input.pressed":
+			mu.Lock()
+			_, again := pressed[o.Seq]
+			pressed[o.Seq] = now
+			mu.Unlock()
+			if !again {
+				select {
+				case pressArrived <- struct{}{}:
+				default:
+				}
+			}
+		}
 	}
 	// dial opens one session's stream: the socket, or the bridge's
 	// standard input and output.
@@ -340,6 +362,15 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}{{"p50", 0.50, figure.Goal{}}, {"p99", 0.99, pushGoal}} {
 		if err := figure.Print(out, figure.Figure{Name: fmt.Sprintf("agent.push.%s.%s", *via, q.name), Value: ms(quantile(lat, q.q)), Unit: "ms",
 			Peer: figure.NoPeer(), Goal: q.goal}); err != nil {
+			return err
+		}
+	}
+
+	// Presses: each press of the sim's keypad, from when it happened (the
+	// event's occurred_at) to its observation read: what the ledger's
+	// grouping of sensed events adds to the agent's hearing of them.
+	if *presses > 0 {
+		if err := timePresses(ctx, out, adm, &mu, pressed, pressArrived, *via, *presses); err != nil {
 			return err
 		}
 	}
@@ -671,4 +702,49 @@ func summary(ds []time.Duration) string {
 	}
 	return strings.Join([]string{"p50 " + quantile(ds, 0.50).Round(time.Microsecond).String(), "p99 " + quantile(ds, 0.99).Round(time.Microsecond).String(),
 		"max " + slices.Max(ds).Round(time.Microsecond).String()}, ", ")
+}
+
+// timePresses waits for n presses of the sim's keypad to be observed and
+// prints the time from each press to its observation read.
+func timePresses(ctx context.Context, out io.Writer, adm *admin.Client, mu *sync.Mutex, pressed map[uint64]time.Time, arrived <-chan struct{}, via string, n int) error {
+	for i := range n {
+		select {
+		case <-arrived:
+		case <-time.After(30 * time.Second):
+			return fmt.Errorf("press %d was not observed within 30 s (the keypad is pressed every 1.5 s)", i)
+		}
+	}
+	mu.Lock()
+	seqs := make([]uint64, 0, len(pressed))
+	for s := range pressed {
+		seqs = append(seqs, s)
+	}
+	mu.Unlock()
+	slices.Sort(seqs)
+	var lat []time.Duration
+	for _, s := range seqs[:n] {
+		evs, err := admin.Call(ctx, adm, awareness.OpEvents, awareness.EventsIn{After: s - 1, Limit: 1})
+		if err != nil || len(evs.Events) != 1 || evs.Events[0].Seq != s {
+			return fmt.Errorf("the press at %d: %v", s, err)
+		}
+		at, err := time.Parse(time.RFC3339Nano, evs.Events[0].OccurredAt)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		lat = append(lat, pressed[s].Sub(at))
+		mu.Unlock()
+	}
+	fmt.Fprintf(out, "press, occurrence to notification read, over %s, with the default grouping: %s (%d presses)\n", via, summary(lat), len(lat))
+	for _, q := range []struct {
+		name string
+		q    float64
+		goal figure.Goal
+	}{{"p50", 0.50, figure.Goal{}}, {"p99", 0.99, figure.Goal{Of: "value", Op: "<=", N: 250}}} {
+		if err := figure.Print(out, figure.Figure{Name: fmt.Sprintf("agent.press.%s.%s", via, q.name), Value: ms(quantile(lat, q.q)), Unit: "ms",
+			Peer: figure.NoPeer(), Goal: q.goal}); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -27,7 +27,7 @@ func Board(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	drivers, finder := DriversFor(p, cfg.Sim.Seed)
+	drivers, finder := DriversFor(p, cfg.Sim)
 	reports := board.Check(p, drivers, finder)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)

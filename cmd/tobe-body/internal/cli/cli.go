@@ -182,9 +182,9 @@ func ResolveBoard(cfg *config.Config) (*board.Profile, string, error) {
 
 // DriversFor returns the driver set a profile asks for, and the finder
 // of its kernel devices (nil for the simulator's).
-func DriversFor(p *board.Profile, seed uint64) (hal.Drivers, board.Finder) {
+func DriversFor(p *board.Profile, c config.Sim) (hal.Drivers, board.Finder) {
 	if p.Drivers == "sim" {
-		return sim.New(seed).Drivers(), nil
+		return sim.NewPressing(c.Seed, time.Duration(c.ButtonPeriodMS)*time.Millisecond).Drivers(), nil
 	}
 	return hal.Drivers{Name: "linux", OpenChip: gpio.Open, OpenCamera: v4l2.Open, OpenCapture: audio.OpenCapture, OpenPlayback: audio.OpenPlayback,
 		OpenInput: input.Open, WatchInputs: input.Watch, OpenI2C: i2c.Open, OpenLED: led.Open}, probe.Finder{Root: "/"}
