@@ -603,3 +603,63 @@ func TestSpeakerHaltLatches(t *testing.T) {
 		}
 	})
 }
+
+// A bench's board presses its button and keypad more often: every period,
+// each press whole before the next (a period under MinButtonPeriod is
+// taken as that).
+func TestPressingPeriod(t *testing.T) {
+	for _, period := range []time.Duration{MinButtonPeriod, 5 * time.Second, time.Millisecond} {
+		t.Run(period.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := NewPressing(11, period)
+				want := max(period, MinButtonPeriod)
+				kp, err := b.Drivers().OpenInput(hal.InputConfig{Name: KeypadName})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer kp.Close()
+				var downs, ups int
+				for downs < 20 {
+					ev, err := kp.ReadEvent(t.Context())
+					if err != nil {
+						t.Fatal(err)
+					}
+					if ev.Type == hal.EvKey && ev.Code == hal.BtnMisc {
+						if ev.Value == 1 {
+							downs++
+							if downs != ups+1 {
+								t.Fatalf("press %d began before the one before ended", downs)
+							}
+						} else {
+							ups++
+						}
+					}
+				}
+				if e := time.Duration(b.elapsed()); e < 18*want || e > 21*want {
+					t.Errorf("20 presses took %v, want about 20 periods of %v", e, want)
+				}
+				chip, err := b.Drivers().OpenChip(ChipLabel)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer chip.Close()
+				in, err := chip.In(LineButton, hal.InConfig{Pull: hal.PullUp, Edge: hal.BothEdges})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(t.Context(), 10*want)
+				defer cancel()
+				n := 0
+				for {
+					if _, err := in.WaitForEdge(ctx); err != nil {
+						break
+					}
+					n++
+				}
+				if n < 18 || n > 20 {
+					t.Errorf("%d edges of the button in 10 periods, want about 20", n)
+				}
+			})
+		})
+	}
+}
