@@ -722,8 +722,9 @@ func TestLabDamagedLedgerStartsLatched(t *testing.T) {
 	if st.EStop == nil || !st.EStop.Latched || !strings.Contains(st.EStop.Why, "the ledger was damaged") {
 		t.Errorf("the e-stop after a damaged ledger: %+v; want latched for it", st.EStop)
 	}
-	if moved, _ := filepath.Glob(path + ".corrupt.*"); len(moved) != 1 {
-		t.Errorf("the damaged file was not kept aside: %v", moved)
+	// The file and its journal, kept aside together.
+	if moved, _ := filepath.Glob(path + ".corrupt.*"); len(moved) != 2 || moved[0]+".journal" != moved[1] {
+		t.Errorf("the damaged file and its journal were not kept aside: %v", moved)
 	}
 	l.pull(t, "ESTOP", false)
 	l.pull(t, "ESTOP2", false)
