@@ -164,7 +164,7 @@ func (s *Store) commitLoop() {
 // nextDue is when the loop must next act without a request: the earliest
 // deadline of the appends waiting to be on disk, or the fold.
 func (s *Store) nextDue() time.Time {
-	var due time.Time
+	due := s.syncBy
 	for _, r := range s.waiting {
 		if due.IsZero() || r.by.Before(due) {
 			due = r.by
@@ -220,6 +220,9 @@ func (s *Store) settle(fold bool) (foldErr error) {
 		if err = s.jr.sync(); err == nil {
 			s.durable.Store(s.applied)
 		}
+	}
+	if err == nil {
+		s.syncBy = time.Time{}
 	}
 	if err != nil {
 		s.opts.Log.Error("ledger: putting appends on disk", "err", err)
@@ -335,7 +338,13 @@ func (s *Store) commit(batch []*request) {
 	now := false
 	for _, r := range live {
 		switch {
-		case r.soon || r.fold:
+		case r.soon && !s.lazy():
+			now = true // everything on disk at once
+		case r.soon:
+			if s.syncBy.IsZero() || r.by.Before(s.syncBy) {
+				s.syncBy = r.by
+			}
+		case r.fold:
 		case !r.lazy || !s.lazy():
 			now = true
 			s.waiting = append(s.waiting, r)

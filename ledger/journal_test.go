@@ -333,3 +333,31 @@ func TestSensedEventsAreSeenAtOnceAndKeptWithWhatFollows(t *testing.T) {
 		t.Errorf("after the crash: %d events, want the sensed one and the record after it", len(evs))
 	}
 }
+
+// ExecuteSoon answers once its command is applied, refusals as Execute
+// does, and its events are on disk within GroupCommit without another
+// append to take them there.
+func TestExecuteSoon(t *testing.T) {
+	s := openTest(t, tempPath(t), func(o *Options) { o.GroupCommit = 200 * time.Millisecond })
+	before := s.commits.Load()
+	if _, err := s.ExecuteSoon(t.Context(), grantCmd{id: "g"}); err != nil {
+		t.Fatal(err)
+	}
+	if evs, _ := s.Events(Filter{}); len(evs) != 1 {
+		t.Fatalf("a reader sees %d events once it returned, want 1", len(evs))
+	}
+	no := errors.New("not allowed")
+	if _, err := s.ExecuteSoon(t.Context(), grantCmd{id: "g", expected: 1, refuse: no}); !errors.Is(err, no) {
+		t.Errorf("a refusal: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.durable.Load() < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("not on disk within 10 s of a 200 ms GroupCommit")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := s.commits.Load() - before; n != 1 {
+		t.Errorf("%d syncs, want 1", n)
+	}
+}

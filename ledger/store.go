@@ -374,8 +374,10 @@ type Store struct {
 	// none yet); applied is the last sequence the open transaction
 	// holds (the loop's); durable the last on disk.
 	genSince time.Time
-	// foldAfter: no fold before it (one failed).
+	// foldAfter: no fold before it (one failed). syncBy: when what soon
+	// requests applied must be on disk (zero: nothing waits).
 	foldAfter time.Time
+	syncBy    time.Time
 	applied   uint64
 	durable   atomic.Uint64
 	// folded is the last fold's transaction and the counts it left
@@ -416,7 +418,7 @@ func (s *Store) update(fn func(w *writer) error) error {
 // readers see it, and it is on disk with the next sync of the journal or
 // fold, for what a crash only has done again.
 func (s *Store) updateSoon(fn func(w *writer) error) error {
-	_, err := s.submit(&request{ctx: context.Background(), fn: fn, soon: true, done: make(chan struct{})})
+	_, err := s.submit(&request{ctx: context.Background(), fn: fn, soon: true, by: s.commitBy(time.Time{}), done: make(chan struct{})})
 	return err
 }
 
@@ -513,6 +515,17 @@ func (s *Store) Append(ctx context.Context, events ...Event) ([]Result, error) {
 // safe: they are deduplicated).
 func (s *Store) Execute(ctx context.Context, cmd Command) ([]Result, error) {
 	return s.submit(&request{ctx: ctx, cmd: cmd, done: make(chan struct{})})
+}
+
+// ExecuteSoon runs a command and returns once it is applied: readers see
+// its events at once, and they are on disk with the next sync of the
+// journal, at most Options.GroupCommit later (or with the next append
+// that must be on disk, which puts every record before it there too). A
+// power cut before that may take them, so it is for what nothing else
+// hangs on (the gate's record of an event it did not push); a refusal is
+// returned as Execute returns it.
+func (s *Store) ExecuteSoon(ctx context.Context, cmd Command) ([]Result, error) {
+	return s.submit(&request{ctx: ctx, cmd: cmd, soon: true, by: s.commitBy(time.Time{}), done: make(chan struct{})})
 }
 
 // AppendGrouped is Append for what the body senses: when every event is

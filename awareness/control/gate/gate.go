@@ -355,7 +355,15 @@ func (g *Gate) Run(ctx context.Context) error {
 			return nil
 		}
 		cmd := &decide{d: d, cause: e.ID, at: now}
-		if _, err := g.Store.Execute(context.WithoutCancel(ctx), cmd); err != nil {
+		// A wake or a question is on disk before it is pushed: what was
+		// not recorded did not happen. A record alone goes to disk with
+		// the next sync: a power cut before it takes the event's record
+		// with it, or has the gate decide the event again.
+		execute := g.Store.Execute
+		if d.Outcome == Record {
+			execute = g.Store.ExecuteSoon
+		}
+		if _, err := execute(context.WithoutCancel(ctx), cmd); err != nil {
 			if g.Log != nil {
 				g.Log.Error("gate: the decision was not recorded", "event", d.Event, "err", err)
 			}
