@@ -101,28 +101,35 @@ func openJournal(path string, size int64) (j *journal, data []byte, short error,
 	return &journal{f: f, size: size}, data, short, nil
 }
 
+// journalHead is how much of a new journal is written with zeros: the
+// part records go to first after every fold.
+const journalHead = 1 << 20
+
 // allocate makes f size bytes long on disk, so that writing a record
 // never changes the file's size (an fdatasync then writes the record
-// only, not the inode with it).
+// only, not the inode with it). Its head is written with zeros, the rest
+// allocated: a block fallocate left unwritten is converted at its first
+// write, which has an fdatasync commit ext4's journal too, and the head
+// is where the records of every generation begin.
 func allocate(f *os.File, size int64) error {
-	err := unix.Fallocate(int(f.Fd()), 0, 0, size)
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	err = unix.Fallocate(int(f.Fd()), 0, 0, size)
+	zeroTo := min(size, journalHead)
 	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
-		// A file system without fallocate: write the zeros.
-		fi, serr := f.Stat()
-		if serr != nil {
-			return serr
-		}
-		zeros := make([]byte, 64<<10)
-		for off := fi.Size(); off < size; off += int64(len(zeros)) {
-			n := min(int64(len(zeros)), size-off)
-			if _, err := f.WriteAt(zeros[:n], off); err != nil {
-				return err
-			}
-		}
-		err = nil
+		zeroTo, err = size, nil // a file system without fallocate: zeros, all of it
 	}
 	if err != nil {
 		return err
+	}
+	zeros := make([]byte, 64<<10)
+	for off := fi.Size(); off < zeroTo; off += int64(len(zeros)) {
+		n := min(int64(len(zeros)), zeroTo-off)
+		if _, err := f.WriteAt(zeros[:n], off); err != nil {
+			return err
+		}
 	}
 	return unix.Fdatasync(int(f.Fd()))
 }

@@ -124,7 +124,7 @@ type Options struct {
 	// FoldEvery: the open transaction, whose records the journal holds,
 	// is committed to bbolt (folded) this long after its first record,
 	// or sooner when the journal is half full, at Close, and before a
-	// snapshot or a verify. Zero: 5 minutes.
+	// snapshot or a verify. Zero: 10 minutes.
 	FoldEvery time.Duration
 	// JournalSize is the journal file's size, allocated once. Zero: 8 MiB.
 	JournalSize int64
@@ -199,7 +199,7 @@ func (o *Options) defaults() {
 		o.OutboxMaxRows = 100_000
 	}
 	if o.FoldEvery <= 0 {
-		o.FoldEvery = 5 * time.Minute
+		o.FoldEvery = 10 * time.Minute
 	}
 	if o.JournalSize <= 0 {
 		o.JournalSize = 8 << 20

@@ -527,7 +527,7 @@ func Default() Config {
 		Body:    Body{Name: "tobe-body"},
 		Sim:     Sim{Seed: 1, ButtonPeriodMS: 30000},
 		Monitor: Monitor{IntervalMS: 1000, Print: "terminal"},
-		Ledger: Ledger{OutboxMaxRows: 100000, OutboxMaxMB: 64, OutboxAuditWaitDays: 7, TelemetryCommitMS: 15000, FoldS: 300, TelemetryTTLDays: 7, RetentionIntervalMin: 10,
+		Ledger: Ledger{OutboxMaxRows: 100000, OutboxMaxMB: 64, OutboxAuditWaitDays: 7, TelemetryCommitMS: 15000, FoldS: 600, TelemetryTTLDays: 7, RetentionIntervalMin: 10,
 			CompactFreeMB: 64, Classes: map[string]string{}},
 		Sense: Sense{Queue: 256, Self: SelfState{IntervalS: 5, HotC: 80, CriticalC: 85, DiskLowMB: 256, DiskCriticalMB: 32},
 			Buttons: Buttons{LongPressMS: 1000, DoublePressMS: 400}, Inputs: Inputs{ActivityWindowS: 10},
