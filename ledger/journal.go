@@ -124,7 +124,10 @@ func allocate(f *os.File, size int64) error {
 	if err != nil {
 		return err
 	}
-	zeros := make([]byte, 64<<10)
+	// A page at a time: the page cache keeps what one write made as one
+	// folio, and a record written later into a 64 KiB folio would have
+	// all of it written again with each sync (16 pages where one is).
+	zeros := make([]byte, 4096)
 	for off := fi.Size(); off < zeroTo; off += int64(len(zeros)) {
 		n := min(int64(len(zeros)), zeroTo-off)
 		if _, err := f.WriteAt(zeros[:n], off); err != nil {
