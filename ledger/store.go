@@ -325,7 +325,6 @@ type Store struct {
 	// serialized by bbolt; countsMu orders them with readers of Stats.
 	countsMu sync.Mutex
 	counts   counts
-	writeGen atomic.Uint64
 	// derivedLost: see Derivation.Lost.
 	derivedLost atomic.Uint64
 
