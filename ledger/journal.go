@@ -155,10 +155,13 @@ func journalRecords(data []byte, tag, gen uint64) (bodies [][]byte, end int64) {
 			break
 		}
 		h := data[off : off+journalHeader]
-		size := int(binary.BigEndian.Uint32(h))
-		if size == 0 || size > len(data)-off-journalHeader {
+		// Compared as a uint64: a length of 2 GiB or more is negative as
+		// an int of 32 bits (an ARMv7 board's).
+		n32 := binary.BigEndian.Uint32(h)
+		if n32 == 0 || uint64(n32) > uint64(len(data)-off-journalHeader) {
 			break
 		}
+		size := int(n32)
 		if binary.BigEndian.Uint64(h[8:]) != tag || binary.BigEndian.Uint64(h[16:]) != gen || binary.BigEndian.Uint64(h[24:]) != n {
 			break
 		}
