@@ -83,6 +83,7 @@ import (
 	"github.com/tobe-body/tobe-body/awareness/admin"
 	"github.com/tobe-body/tobe-body/awareness/agent"
 	"github.com/tobe-body/tobe-body/awareness/agent/sshdtest"
+	"github.com/tobe-body/tobe-body/ledger"
 	"github.com/tobe-body/tobe-body/scripts/bench/figure"
 )
 
@@ -332,23 +333,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return fmt.Errorf("the observation of notify %d was not pushed within 10 s", i)
 		}
 	}
-	mu.Lock()
-	seqs := make([]uint64, 0, len(seen))
-	for s := range seen {
-		seqs = append(seqs, s)
-	}
-	mu.Unlock()
-	slices.Sort(seqs)
-	for _, s := range seqs {
-		evs, err := admin.Call(ctx, adm, awareness.OpEvents, awareness.EventsIn{After: s - 1, Limit: 1})
-		if err != nil || len(evs.Events) != 1 || evs.Events[0].Seq != s {
-			return fmt.Errorf("the event at %d: %v", s, err)
-		}
-		at, err := time.Parse(time.RFC3339Nano, evs.Events[0].IngestedAt)
-		if err != nil {
-			return err
-		}
-		lat = append(lat, seen[s].Sub(at))
+	lat, err = sinceEvents(ctx, adm, &mu, seen, len(seen), func(e ledger.EventView) string { return e.IngestedAt })
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(out, "push, commit to notification read, over %s: %s (%d observations)\n", *via, summary(lat), len(lat))
 	pushGoal := figure.Goal{Of: "value", Op: "<=", N: 10}
@@ -714,26 +701,9 @@ func timePresses(ctx context.Context, out io.Writer, adm *admin.Client, mu *sync
 			return fmt.Errorf("press %d was not observed within 30 s (the keypad is pressed every 1.5 s)", i)
 		}
 	}
-	mu.Lock()
-	seqs := make([]uint64, 0, len(pressed))
-	for s := range pressed {
-		seqs = append(seqs, s)
-	}
-	mu.Unlock()
-	slices.Sort(seqs)
-	var lat []time.Duration
-	for _, s := range seqs[:n] {
-		evs, err := admin.Call(ctx, adm, awareness.OpEvents, awareness.EventsIn{After: s - 1, Limit: 1})
-		if err != nil || len(evs.Events) != 1 || evs.Events[0].Seq != s {
-			return fmt.Errorf("the press at %d: %v", s, err)
-		}
-		at, err := time.Parse(time.RFC3339Nano, evs.Events[0].OccurredAt)
-		if err != nil {
-			return err
-		}
-		mu.Lock()
-		lat = append(lat, pressed[s].Sub(at))
-		mu.Unlock()
+	lat, err := sinceEvents(ctx, adm, mu, pressed, n, func(e ledger.EventView) string { return e.OccurredAt })
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(out, "press, occurrence to notification read, over %s, with the default grouping: %s (%d presses)\n", via, summary(lat), len(lat))
 	for _, q := range []struct {
@@ -747,4 +717,32 @@ func timePresses(ctx context.Context, out io.Writer, adm *admin.Client, mu *sync
 		}
 	}
 	return nil
+}
+
+// sinceEvents is, for the first n events of seen (by sequence), the time
+// from the event's stamp (at: its ingested_at or occurred_at) to when its
+// observation was read (seen's value, under mu).
+func sinceEvents(ctx context.Context, adm *admin.Client, mu *sync.Mutex, seen map[uint64]time.Time, n int, at func(ledger.EventView) string) ([]time.Duration, error) {
+	mu.Lock()
+	seqs := make([]uint64, 0, len(seen))
+	for s := range seen {
+		seqs = append(seqs, s)
+	}
+	mu.Unlock()
+	slices.Sort(seqs)
+	var lat []time.Duration
+	for _, s := range seqs[:min(n, len(seqs))] {
+		evs, err := admin.Call(ctx, adm, awareness.OpEvents, awareness.EventsIn{After: s - 1, Limit: 1})
+		if err != nil || len(evs.Events) != 1 || evs.Events[0].Seq != s {
+			return nil, fmt.Errorf("the event at %d: %v", s, err)
+		}
+		t, err := time.Parse(time.RFC3339Nano, at(evs.Events[0]))
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		lat = append(lat, seen[s].Sub(t))
+		mu.Unlock()
+	}
+	return lat, nil
 }
