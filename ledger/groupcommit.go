@@ -484,10 +484,8 @@ func (s *Store) restart() error {
 	if end != s.jr.off {
 		return s.failed(fmt.Errorf("%w: the journal reads back %d bytes of the %d written", ErrDamaged, end, s.jr.off))
 	}
-	for _, b := range bodies {
-		if err := replayJournal(tx, b); err != nil {
-			return s.failed(err)
-		}
+	if err := replayJournal(tx, bodies); err != nil {
+		return s.failed(err)
 	}
 	s.arenas = append(s.arenas, data)
 	return nil

@@ -437,8 +437,18 @@ func (b *jb) child(name []byte) *jb {
 	return kid
 }
 
-// replayJournal does to tx what a record's body did.
-func replayJournal(tx *bolt.Tx, body []byte) error {
+// replayJournal does to tx what the records' bodies did, in order.
+func replayJournal(tx *bolt.Tx, bodies [][]byte) error {
+	for _, b := range bodies {
+		if err := replayRecord(tx, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replayRecord does to tx what a record's body did.
+func replayRecord(tx *bolt.Tx, body []byte) error {
 	return parseJournal(body, func(op journalOp) error {
 		b := tx.Bucket(op.path[0])
 		for _, name := range op.path[1:] {

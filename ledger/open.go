@@ -432,10 +432,8 @@ func (s *Store) recoverJournal() (*journal, error) {
 		bodies, end := journalRecords(data, tag, gen+1)
 		if len(bodies) > 0 {
 			err = s.write(func(tx *bolt.Tx) error {
-				for _, b := range bodies {
-					if err := replayJournal(tx, b); err != nil {
-						return fmt.Errorf("%w: %v", ErrDamaged, err)
-					}
+				if err := replayJournal(tx, bodies); err != nil {
+					return fmt.Errorf("%w: %v", ErrDamaged, err)
 				}
 				return tx.Bucket(bMeta).Put(kFolded, u64(gen+1))
 			})

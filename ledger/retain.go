@@ -300,10 +300,7 @@ func CompactFile(path string, progress func(done, total int)) (before, after int
 		os.Remove(tmp)
 		return before, 0, fmt.Errorf("ledger: compact: %w", err)
 	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		d.Sync()
-		d.Close()
-	}
+	syncDir(filepath.Dir(path))
 	if fi, err := os.Stat(path); err == nil {
 		after = fi.Size()
 	}
