@@ -105,7 +105,8 @@ func TripOfKey(store *ledger.Store, subject, key string) (Trip, bool, error) {
 	if err != nil || seq == 0 {
 		return Trip{}, false, err
 	}
-	evs, err := store.Events(ledger.Filter{After: seq - 1, Limit: 1})
+	// The stop may be older than the ledger's audit_keep.
+	evs, err := store.Events(ledger.Filter{After: seq - 1, Limit: 1, Archive: true})
 	if err != nil {
 		return Trip{}, false, err
 	}
@@ -318,6 +319,22 @@ type actionResult struct {
 func (actionResults) Name() string    { return projResults }
 func (actionResults) Types() []string { return []string{"action."} }
 
+// Forget lets go of a finished action once the archive took its final
+// record: what became of it is in the archive (ledger events --archive).
+// A record after it (a compensation) keeps it until that one goes too.
+func (actionResults) Forget(kv ledger.KV, e *ledger.Event) error {
+	id := actionOf(e)
+	s := statusOf(e)
+	if id == "" || !s.Final() {
+		return nil
+	}
+	var cur actionResult
+	if v := kv.Get([]byte(id)); v == nil || ledger.UnmarshalPayload(v, &cur) != nil || cur.Status != s {
+		return nil
+	}
+	return kv.Delete([]byte(id))
+}
+
 func (actionResults) Apply(kv ledger.KV, e *ledger.Event) error {
 	id := actionOf(e)
 	if id == "" {
@@ -354,6 +371,26 @@ func (actionKeys) Name() string    { return projKeys }
 func (actionKeys) Types() []string { return []string{"action.proposed"} }
 
 func (actionKeys) Apply(kv ledger.KV, e *ledger.Event) error {
+	k, id := proposalKey(e)
+	if k == nil {
+		return nil
+	}
+	return kv.Put(k, []byte(id))
+}
+
+// Forget lets go of the key of a proposal the archive took: the ledger
+// refuses a repeat of it from its past keys, without this.
+func (actionKeys) Forget(kv ledger.KV, e *ledger.Event) error {
+	k, id := proposalKey(e)
+	if k == nil || string(kv.Get(k)) != id {
+		return nil
+	}
+	return kv.Delete(k)
+}
+
+// proposalKey is the key a proposal keeps in action_keys, and its action
+// (nil: it keeps none).
+func proposalKey(e *ledger.Event) ([]byte, string) {
 	id := actionOf(e)
 	var p struct {
 		Principal  string     `cbor:"principal"`
@@ -361,13 +398,20 @@ func (actionKeys) Apply(kv ledger.KV, e *ledger.Event) error {
 	}
 	var m map[string]cbor.RawMessage
 	if id == "" || ledger.UnmarshalPayload(e.Payload, &m) != nil {
-		return nil
+		return nil, ""
 	}
 	if ledger.UnmarshalPayload(m["principal"], &p.Principal) != nil || ledger.UnmarshalPayload(m["invocation"], &p.Invocation) != nil ||
 		p.Invocation.IdempotencyKey == "" {
-		return nil
+		return nil, ""
 	}
-	return kv.Put(keyOf(p.Principal, p.Invocation.IdempotencyKey), []byte(id))
+	return keyOf(p.Principal, p.Invocation.IdempotencyKey), id
+}
+
+// Closes tells the ledger which events close their aggregate (see
+// ledger.Closer): an action's final record. When the archive takes it,
+// the action's version leaves the file.
+func (actionResults) Closes(e *ledger.Event) bool {
+	return actionOf(e) != "" && statusOf(e).Final()
 }
 
 func keyOf(subject, key string) []byte { return []byte(subject + "\x00" + key) }

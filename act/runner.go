@@ -881,6 +881,12 @@ func (r *Runner) recordProposed(ctx context.Context, inv *Invocation, extra map[
 	if err != nil {
 		return nil, err
 	}
+	if len(res) == 1 && res[0].Archived {
+		// Its records are in the archive, which the runner does not
+		// read at a request: the key is refused, nothing is done.
+		return &Result{Status: Unknown, Repeat: true, Detail: "a repeat of an idempotency key used before the ledger's audit_keep: " +
+			"nothing was done again; what became of the first is in the archive (tobe-body ledger events --archive)"}, nil
+	}
 	if len(res) == 1 && res[0].Duplicate {
 		prev := r.recorded(res[0].Seq)
 		prev.Repeat = true

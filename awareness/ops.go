@@ -64,7 +64,9 @@ var (
 	OpLedgerStats = Op[None, ledger.Stats]{Name: "ledger.stats", Kind: Observe, Least: AnyAdmin,
 		Description: "Counts, sizes and the outbox backlog of the ledger."}
 	OpLedgerVerify = Op[None, ledger.VerifyReport]{Name: "ledger.verify", Kind: Observe, Least: AnyAdmin,
-		Description: "bbolt's check, and every projection rebuilt from the events and compared."}
+		Description: "bbolt's check, and every projection rebuilt from the events (the archive's and the file's) and compared."}
+	OpLedgerVerifyArchive = Op[None, ledger.VerifyReport]{Name: "ledger.verify_archive", Kind: Observe, Least: AnyAdmin,
+		Description: "The archive alone: every segment's hash, the chain of hashes to the one the ledger recorded last, every event in it."}
 	// OpLedgerBackup takes no path: the body never writes a file its
 	// caller names. The copy comes to the caller after the result.
 	OpLedgerBackup = Op[None, Backup]{Name: "ledger.backup", Kind: Admin, Least: HighAdmin,
@@ -215,6 +217,8 @@ type EventsIn struct {
 	// Limit is at most MaxEvents; 0 means MaxEvents.
 	Limit  int `json:"limit,omitempty"`
 	WaitMS int `json:"wait_ms,omitempty"`
+	// Archive: the events the archive holds too, before the ledger's.
+	Archive bool `json:"archive,omitempty"`
 }
 
 // Bounds of an events call. A reply holds at most MaxEvents events and

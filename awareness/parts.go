@@ -202,6 +202,12 @@ func (b *Parts) Table() (*Table, error) {
 			}
 			return b.Store.Verify(ctx)
 		}),
+		Bind(OpLedgerVerifyArchive, func(ctx context.Context, _ act.Principal, _ None) (ledger.VerifyReport, error) {
+			if b.Store == nil {
+				return ledger.VerifyReport{}, errNoLedger
+			}
+			return b.Store.VerifyArchive(ctx)
+		}),
 		Bind(OpLedgerBackup, b.backup),
 		Bind(OpWorkCreate, b.workCreate),
 		Bind(OpWorkUpdate, b.workUpdate),
@@ -284,7 +290,7 @@ func readEvents(ctx context.Context, store *ledger.Store, in EventsIn, reads cha
 			return Events{}, refuse(ReasonInvalidParams, "types[%d]: %d bytes, want 1 to %d", i, len(t), MaxTypeBytes)
 		}
 	}
-	f := ledger.Filter{After: in.After, Types: in.Types, Since: in.Since, Limit: in.Limit, MaxBytes: MaxReplyBytes, MaxScan: MaxScanBytes}
+	f := ledger.Filter{After: in.After, Types: in.Types, Since: in.Since, Limit: in.Limit, MaxBytes: MaxReplyBytes, MaxScan: MaxScanBytes, Archive: in.Archive}
 	if f.Limit == 0 {
 		f.Limit = MaxEvents
 	}

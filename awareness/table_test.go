@@ -33,7 +33,7 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 // exactly these.
 var allOps = []string{"action.capabilities", "action.do", "action.result", "approval.approve", "approval.deny", "approval.list",
 	"channels", "estop.reset", "estop.status", "estop.trip", "events", "gate.explain", "grant.add", "grant.list", "grant.revoke",
-	"ledger.backup", "ledger.stats", "ledger.verify", "self", "status",
+	"ledger.backup", "ledger.stats", "ledger.verify", "ledger.verify_archive", "self", "status",
 	"wait.add", "wait.list", "wait.remove", "work.close", "work.create", "work.list", "work.show", "work.update",
 	"world.at", "world.explain", "world.history", "world.now", "world.tell"}
 
@@ -361,7 +361,7 @@ func TestWithoutALedger(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"grant.add", "grant.list", "grant.revoke", "ledger.stats", "ledger.verify", "ledger.backup", "events", "estop.status", "estop.trip", "estop.reset", "action.result"} {
+	for _, name := range []string{"grant.add", "grant.list", "grant.revoke", "ledger.stats", "ledger.verify", "ledger.verify_archive", "ledger.backup", "events", "estop.status", "estop.trip", "estop.reset", "action.result"} {
 		e, _ := tb.Lookup(name)
 		params := json.RawMessage(nil)
 		if name == "action.result" {

@@ -37,6 +37,9 @@ func LedgerOptions(cfg config.Ledger, dataDir string, id Identity, log *slog.Log
 		FoldEvery:       time.Duration(cfg.FoldS) * time.Second,
 		OutboxMaxBytes:  int64(cfg.OutboxMaxMB) << 20,
 		CompactFree:     int64(cfg.CompactFreeMB) << 20,
+		AuditKeep:       time.Duration(cfg.AuditKeepDays) * 24 * time.Hour,
+		DiskBudget:      int64(cfg.DiskBudgetMB) << 20,
+		PastKeys:        cfg.PastKeys,
 		Log:             log,
 	}
 

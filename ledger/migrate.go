@@ -82,6 +82,14 @@ func migrate(tx *bolt.Tx, now time.Time) (changed, migrated bool, err error) {
 		}
 		changed, migrated = true, true
 	}
+	// The past keys came after schema 2 without a version of their own:
+	// a file without them has none to honour.
+	if tx.Bucket(bPast) == nil {
+		if _, err := tx.CreateBucket(bPast); err != nil {
+			return false, false, err
+		}
+		changed = true
+	}
 	return changed, migrated, checkLayout(tx)
 }
 

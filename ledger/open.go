@@ -393,6 +393,7 @@ func (s *Store) init(st fileState) error {
 		return err
 	}
 	jr.tag = getU64(tx.Bucket(bMeta).Get(kCreated))
+	s.created = jr.tag
 	jr.restart(getU64(tx.Bucket(bMeta).Get(kFolded)) + 1)
 	s.jr, s.tx, ok = jr, tx, true
 	s.folded = folded{txid: uint64(tx.ID()) - 1, n: s.counts}

@@ -221,7 +221,7 @@ func (s *Store) openProjections(tx *bolt.Tx) (created bool, err error) {
 	if len(fresh) == 0 {
 		return false, nil
 	}
-	if k, _ := c.First(); k == nil {
+	if k, _ := c.First(); k == nil && tx.Bucket(bMeta).Get(kArchive) == nil {
 		return true, nil
 	}
 	start := time.Now()
@@ -232,6 +232,41 @@ func (s *Store) openProjections(tx *bolt.Tx) (created bool, err error) {
 	s.opts.Log.Info("ledger: building projections from the events (once, for a file written without them)", "projections", names)
 	var e Event
 	n, applied := 0, 0
+	// The archive's events first, then forgotten (see Forgetter).
+	h, err := parseArchiveHead(tx.Bucket(bMeta).Get(kArchive))
+	if err != nil {
+		return true, err
+	}
+	if h.FirstKept > 1 {
+		s.opts.Log.Warn("ledger: building projections without the archive's deleted segments", "deleted_through", h.DeletedThrough)
+	}
+	if h.kept() > 0 {
+		each := func(forget bool) func(seq uint64, e *Event) error {
+			return func(seq uint64, e *Event) error {
+				for _, p := range fresh {
+					if !follows(p, e.Type) {
+						continue
+					}
+					var err error
+					if f, ok := p.(Forgetter); ok && forget {
+						err = f.Forget(seqKV{kvs[p.Name()], seq}, e)
+					} else if !forget {
+						err = p.Apply(seqKV{kvs[p.Name()], seq}, e)
+					}
+					if err != nil {
+						return fmt.Errorf("ledger: building projection %s: archived event %d (%s): %w", p.Name(), seq, e.Type, err)
+					}
+				}
+				return nil
+			}
+		}
+		if err := s.readArchive(h, each(false)); err != nil {
+			return true, err
+		}
+		if err := s.readArchive(h, each(true)); err != nil {
+			return true, err
+		}
+	}
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		if isRowKey(k) {
 			continue

@@ -35,6 +35,9 @@ type Filter struct {
 	// MaxScan bytes or more (a filter that matches little then reads a
 	// bounded part of the ledger, and says more). 0: no bound.
 	MaxScan int
+	// Archive: the events in the archive too, before the file's (each
+	// segment the read starts in is read whole).
+	Archive bool
 }
 
 // MatchType tells whether an event of type typ is selected by pattern: a
@@ -76,10 +79,21 @@ func (s *Store) Scan(f Filter) (evs []Stored, next uint64, more bool, err error)
 		f.Limit = 1000
 	}
 	next = f.After
+	taken, looked := 0, 0
+	if f.Archive {
+		// Not half of an archive pass: its segment and the file without
+		// its events, or neither.
+		s.archMu.RLock()
+		defer s.archMu.RUnlock()
+		var full bool
+		evs, next, full, err = s.scanArchive(f, &taken, &looked)
+		if err != nil || full {
+			return evs, next, full, err
+		}
+	}
 	err = s.read(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bEvents).Cursor()
-		taken, looked := 0, 0
-		k, v := c.Seek(u64(f.After + 1))
+		k, v := c.Seek(u64(next + 1))
 		for ; k != nil && len(evs) < f.Limit && (f.MaxBytes <= 0 || taken < f.MaxBytes) && (f.MaxScan <= 0 || looked < f.MaxScan); k, v = c.Next() {
 			if isRowKey(k) {
 				continue
@@ -302,6 +316,7 @@ type Stats struct {
 	Aggregates    int               `json:"aggregates"`
 	ByType        map[string]uint64 `json:"by_type,omitempty"`
 	Damage        *Damage           `json:"damage,omitempty"`
+	Archive       ArchiveStats      `json:"archive"`
 }
 
 // Stats says what the ledger holds, from counts kept in memory: it reads
@@ -333,6 +348,10 @@ func (s *Store) Stats() (Stats, error) {
 		}
 		return nil
 	})
+	if err != nil {
+		return st, err
+	}
+	st.Archive, err = s.ArchiveStats()
 	return st, err
 }
 

@@ -97,6 +97,11 @@ func (s *Store) retainLoop(every time.Duration) {
 			} else if res.Events > 0 {
 				s.opts.Log.Info("ledger retention", "events", res.Events, "outbox_expired", res.OutboxExpired, "inbox_keys", res.InboxKeys)
 			}
+			if res, err := s.Archive(ctx); err != nil && ctx.Err() == nil {
+				s.opts.Log.Error("ledger archive", "err", err)
+			} else if res.Events > 0 {
+				s.opts.Log.Info("ledger archive", "segments", res.Segments, "events", res.Events, "past_keys", res.Keys)
+			}
 		case <-s.stop:
 			return
 		}
@@ -121,7 +126,7 @@ func (s *Store) retainStep(res *RetainResult, pass *retainPass) (more bool, err 
 		if pass.step == 0 {
 			// The outbox's own waits need their checkpoints too.
 			keep := slices.Clone(pass.ttls)
-			for _, d := range []time.Duration{s.opts.OutboxBacklog, s.opts.OutboxAuditWait} {
+			for _, d := range []time.Duration{s.opts.OutboxBacklog, s.opts.OutboxAuditWait, s.opts.AuditKeep} {
 				if d > 0 {
 					keep = append(keep, d)
 				}

@@ -58,6 +58,7 @@ var (
 	kRunning    = []byte("running")          // the running clock at the last Close, ns
 	kFolded     = []byte("folded")           // the journal's last generation folded into the file
 	kDamaged    = []byte("damaged")          // damage a running store met: the next Open moves the file aside
+	kArchive    = []byte("archive")          // the archive's head: see archiveHead
 )
 
 // counts are what the outbox's budget and Stats need to know of the whole
@@ -164,8 +165,20 @@ type Options struct {
 	// more than half of it free, is compacted first. 0 never.
 	CompactFree int64
 	// RetainEvery runs retention in the background at this interval; 0
-	// never (call Retain).
+	// never (call Retain). The archive's pass runs after it (Archive).
 	RetainEvery time.Duration
+	// AuditKeep: the events of classes without a TTL older than this by
+	// the running clock are moved from the file into the archive (see
+	// archive.go). 0: they stay in the file for ever. It must be at
+	// least every class's TTL.
+	AuditKeep time.Duration
+	// DiskBudget bounds the bytes of the file, its journal and the
+	// archive: over it, the archive's oldest segments are deleted,
+	// each deletion recorded (ledger.archive_deleted). 0: no bound.
+	DiskBudget int64
+	// PastKeys is how many keys the past keys are sized for (see
+	// pastkeys.go), fixed when the first is added. 0: DefaultPastKeys.
+	PastKeys int
 	// LockTimeout bounds the wait for another process's lock on the file.
 	LockTimeout time.Duration
 	// Now is the clock; nil means time.Now. Its wall reading stamps
@@ -224,6 +237,9 @@ type Result struct {
 	Seq       uint64
 	ID        UUID
 	Duplicate bool // already stored: Seq is the stored one
+	// Archived: a duplicate of an event the archive took (its key is
+	// among the past keys); Seq is 0.
+	Archived bool
 }
 
 // Command decides which events to append from the current state. Decide
@@ -379,6 +395,12 @@ type Store struct {
 	syncBy    time.Time
 	applied   uint64
 	durable   atomic.Uint64
+	// archMu: archive passes and deletions take turns (Lock), and a read
+	// of the archive with the file sees neither half done (RLock).
+	archMu sync.RWMutex
+	// created is the file's creation time: its tag in the journal and the
+	// archive.
+	created uint64
 	// folded is the last fold's transaction and the counts it left
 	// (under countsMu), which Verify compares with what it reads.
 	folded folded

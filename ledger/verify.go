@@ -15,6 +15,13 @@ type VerifyReport struct {
 	Events      int      `json:"events"`
 	Projections []string `json:"projections"`
 	Problems    []string `json:"problems"`
+	// Archived: events read from the archive's Segments, before the
+	// file's.
+	Archived int `json:"archived,omitempty"`
+	Segments int `json:"segments,omitempty"`
+	// NotRebuilt says why the projections and aggregates were not
+	// rebuilt and compared (segments of the archive were deleted).
+	NotRebuilt string `json:"not_rebuilt,omitempty"`
 }
 
 // OK tells whether nothing was found.
@@ -27,10 +34,15 @@ const maxProblems = 100
 // aggregates and every projection from the events in memory and compares
 // them with what is stored, checks the indexes and the outbox against the
 // events (every dedupe key names the stored event that carries it), and
-// checks the running clock's checkpoints. It reads one
-// consistent snapshot; appends go on meanwhile.
+// checks the running clock's checkpoints. The archive is read first, as
+// VerifyArchive does, and its events rebuild the projections and
+// aggregates with the file's; when segments were deleted they cannot be,
+// and the report says so. It reads one consistent snapshot; appends go on
+// meanwhile.
 func (s *Store) Verify(ctx context.Context) (VerifyReport, error) {
 	var r VerifyReport
+	s.archMu.RLock()
+	defer s.archMu.RUnlock()
 	problem := func(format string, args ...any) {
 		if len(r.Problems) < maxProblems {
 			r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
@@ -69,6 +81,65 @@ func (s *Store) Verify(ctx context.Context) (VerifyReport, error) {
 			r.Projections = append(r.Projections, p.Name())
 		}
 		aggs := map[string]uint64{}
+		// The archive's events first: applied, then forgotten (see
+		// Forgetter).
+		h, err := parseArchiveHead(tx.Bucket(bMeta).Get(kArchive))
+		if err != nil {
+			problem("%v", err)
+			return nil
+		}
+		rebuild := h.FirstKept <= 1
+		if !rebuild {
+			r.NotRebuilt = fmt.Sprintf("segments 1 to %d of the archive, events to %d, were deleted (see ledger.archive_deleted)", h.FirstKept-1, h.DeletedThrough)
+		}
+		past := tx.Bucket(bPast)
+		apply := func(seq uint64, e *Event) {
+			if e.DedupeKey != "" && !pastHas(past, pastDedupe, []byte(e.DedupeKey)) {
+				problem("archived event %d: its dedupe key %q is not among the past keys", seq, e.DedupeKey)
+			}
+			if !rebuild {
+				return
+			}
+			if e.AggregateID != "" {
+				if want := aggs[e.AggregateID] + 1; e.AggregateVersion != want {
+					problem("archived event %d: aggregate %s version %d follows %d", seq, e.AggregateID, e.AggregateVersion, want-1)
+				}
+				aggs[e.AggregateID] = e.AggregateVersion
+			}
+			for _, p := range s.opts.Projections {
+				if follows(p, e.Type) {
+					if err := p.Apply(seqKV{rebuilt[p.Name()], seq}, e); err != nil {
+						problem("archived event %d: projection %s: %v", seq, p.Name(), err)
+					}
+				}
+			}
+		}
+		var segs int
+		if r.Archived, segs, err = s.checkArchive(ctx, h, problem, apply); err != nil {
+			return err
+		}
+		r.Segments = segs
+		if rebuild && r.Archived > 0 {
+			err := s.readArchive(h, func(seq uint64, e *Event) error {
+				if e.AggregateID != "" && s.closes(e) && aggs[e.AggregateID] == e.AggregateVersion {
+					delete(aggs, e.AggregateID)
+					if !pastHas(past, pastAggregate, []byte(e.AggregateID)) {
+						problem("archived event %d closed aggregate %s, which is not among the past keys", seq, e.AggregateID)
+					}
+				}
+				for _, p := range s.opts.Projections {
+					if f, ok := p.(Forgetter); ok && follows(p, e.Type) {
+						if err := f.Forget(seqKV{rebuilt[p.Name()], seq}, e); err != nil {
+							problem("archived event %d: projection %s forgetting it: %v", seq, p.Name(), err)
+						}
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				problem("%v", err)
+			}
+		}
 		ids, inbox := tx.Bucket(bIDs), tx.Bucket(bInbox)
 		keyed := 0 // inbox keys that name the event that carries them
 		through := getU64(tx.Bucket(bMeta).Get(kIDsThrough))
@@ -94,6 +165,9 @@ func (s *Store) Verify(ctx context.Context) (VerifyReport, error) {
 				continue
 			}
 			lastSeq, lastLen = getU64(k), len(v)
+			if lastSeq < h.Through {
+				problem("event %d is in the file and below the archive's %d", lastSeq, h.Through)
+			}
 			if r.Events%4096 == 0 {
 				if err := ctx.Err(); err != nil {
 					return err
@@ -115,6 +189,9 @@ func (s *Store) Verify(ctx context.Context) (VerifyReport, error) {
 				if v := inbox.Get([]byte(e.DedupeKey)); len(v) == 16 && getU64(v[8:]) == seq {
 					keyed++
 				}
+			}
+			if !rebuild {
+				continue
 			}
 			if e.AggregateID != "" {
 				if want := aggs[e.AggregateID] + 1; e.AggregateVersion != want {
@@ -143,6 +220,10 @@ func (s *Store) Verify(ctx context.Context) (VerifyReport, error) {
 			inboxKeys: uint64(tx.Bucket(bInbox).Stats().KeyN), aggregates: uint64(tx.Bucket(bAggregates).Stats().KeyN)}
 		if f.txid == uint64(tx.ID()) && f.n != have {
 			problem("the counts kept in memory are %+v; the file has %+v", f.n, have)
+		}
+		if !rebuild {
+			r.Projections = nil
+			return nil
 		}
 		stored := tx.Bucket(bAggregates)
 		stored.ForEach(func(k, v []byte) error {

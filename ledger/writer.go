@@ -28,6 +28,8 @@ type writer struct {
 	wrote, ckpt bool
 
 	events, ids, inbox, aggs, meta, projs, clock *jb
+	// past is the past keys' bucket (nil in a file opened only to look).
+	past *jb
 	// rec is what this writer did to bbolt, as the journal's record.
 	rec jrec
 	// buckets are the projections' buckets commands and derivers looked
@@ -53,6 +55,9 @@ func (s *Store) newWriter(tx *bolt.Tx) *writer {
 	w.events, w.ids, w.inbox = w.bucket(tx.Bucket(bEvents), bEvents), w.bucket(tx.Bucket(bIDs), bIDs), w.bucket(tx.Bucket(bInbox), bInbox)
 	w.aggs, w.meta, w.projs = w.bucket(tx.Bucket(bAggregates), bAggregates), w.bucket(tx.Bucket(bMeta), bMeta), w.bucket(tx.Bucket(bProj), bProj)
 	w.clock = w.bucket(tx.Bucket(bClock), bClock)
+	if b := tx.Bucket(bPast); b != nil {
+		w.past = w.bucket(b, bPast)
+	}
 	// Keys grow with time (sequences, UUIDv7s): pages that split are not
 	// written to again, so fill them (bbolt's default of half full would
 	// write twice the pages a commit).
@@ -279,11 +284,19 @@ func (w *writer) prepare(evs []Event) (results []Result, todo []int, dupOf map[i
 				results[i] = Result{ID: e.ID, Seq: getU64(v[8:]), Duplicate: true}
 				continue
 			}
+			// The key of an event the archive took.
+			if w.pastHas(pastDedupe, []byte(e.DedupeKey)) {
+				results[i] = Result{ID: e.ID, Duplicate: true, Archived: true}
+				continue
+			}
 		}
 		if e.AggregateID != "" {
 			cur, ok := versions[e.AggregateID]
 			if !ok {
 				cur = getU64(w.aggs.Get([]byte(e.AggregateID)))
+				if cur == 0 && w.pastHas(pastAggregate, []byte(e.AggregateID)) {
+					return nil, nil, nil, fmt.Errorf("%w: %s was closed, and its events archived", ErrConflict, e.AggregateID)
+				}
 			}
 			if e.AggregateVersion == 0 {
 				e.AggregateVersion = cur + 1
@@ -504,11 +517,16 @@ func (w *writer) record(typ string, payload map[string]any) error {
 	if err != nil {
 		return err
 	}
+	return w.recordPayload(typ, p)
+}
+
+// recordPayload is record with the payload encoded.
+func (w *writer) recordPayload(typ string, p []byte) error {
 	evs := []Event{{Type: typ, Provenance: Observed, Payload: p}}
 	if _, todo, _, err := w.prepare(evs); err != nil || len(todo) != 1 {
 		return errors.Join(fmt.Errorf("ledger: recording %s", typ), err)
 	}
-	_, err = w.write(&evs[0])
+	_, err := w.write(&evs[0])
 	return err
 }
 

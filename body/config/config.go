@@ -378,6 +378,9 @@ type Ledger struct {
 	TelemetryTTLDays     int               `json:"telemetry_ttl_days"`
 	RetentionIntervalMin int               `json:"retention_interval_min"`
 	CompactFreeMB        int               `json:"compact_free_mb"`
+	AuditKeepDays        int               `json:"audit_keep_days"`
+	DiskBudgetMB         int               `json:"disk_budget_mb"`
+	PastKeys             int               `json:"past_keys"`
 	Classes              map[string]string `json:"classes"`
 }
 
@@ -527,7 +530,7 @@ func Default() Config {
 		Body:    Body{Name: "tobe-body"},
 		Sim:     Sim{Seed: 1, ButtonPeriodMS: 30000},
 		Monitor: Monitor{IntervalMS: 1000, Print: "terminal"},
-		Ledger: Ledger{OutboxMaxRows: 100000, OutboxMaxMB: 64, OutboxAuditWaitDays: 7, TelemetryCommitMS: 15000, FoldS: 600, TelemetryTTLDays: 7, RetentionIntervalMin: 10,
+		Ledger: Ledger{OutboxMaxRows: 100000, OutboxMaxMB: 64, OutboxAuditWaitDays: 7, TelemetryCommitMS: 15000, FoldS: 600, TelemetryTTLDays: 7, RetentionIntervalMin: 10, AuditKeepDays: 90, DiskBudgetMB: 2048, PastKeys: 2_000_000,
 			CompactFreeMB: 64, Classes: map[string]string{}},
 		Sense: Sense{Queue: 256, Self: SelfState{IntervalS: 5, HotC: 80, CriticalC: 85, DiskLowMB: 256, DiskCriticalMB: 32},
 			Buttons: Buttons{LongPressMS: 1000, DoublePressMS: 400}, Inputs: Inputs{ActivityWindowS: 10},
@@ -676,6 +679,9 @@ func (c *Config) check() error {
 			}
 			seen[z.Name] = true
 		}
+	}
+	if l := c.Ledger; l.AuditKeepDays > 0 && l.AuditKeepDays < l.TelemetryTTLDays {
+		bad("$.ledger.audit_keep_days", "%d days is below telemetry_ttl_days (%d days): the archive takes the oldest events first, and would wait for retention", l.AuditKeepDays, l.TelemetryTTLDays)
 	}
 	errs = append(errs, c.Act.check()...)
 	errs = append(errs, c.Agent.check()...)

@@ -17,20 +17,26 @@ import (
 	"github.com/tobe-body/tobe-body/awareness"
 	"github.com/tobe-body/tobe-body/awareness/admin"
 	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
 const ledgerUsage = `usage: tobe-body ledger <command> [flags]
 
-  stats [--json]                 counts, sizes and the outbox backlog
-  verify                         bbolt's check, and every projection rebuilt from the events and compared
+  stats [--json]                 counts, sizes, the outbox backlog and the archive
+  verify [--archive]             bbolt's check, and every projection rebuilt from the events (the
+                                 archive's and the file's) and compared; --archive: the archive
+                                 alone, its segments' hashes and their chain
   backup FILE|-                  a consistent copy, taken while the body runs, written by this
                                  command with your rights (0600), never in the data directory;
                                  - writes it to stdout
-  events [--follow] [--type T] [--since D] [--limit N] [--json]
+  events [--follow] [--type T] [--since D] [--limit N] [--archive] [--json]
                                  events for people (or JSON Lines with --json); --type may repeat and
-                                 end in a dot (camera.); --since is a duration (1h) or an RFC 3339 time
+                                 end in a dot (camera.); --since is a duration (1h) or an RFC 3339 time;
+                                 --archive: the archived events too (with --json, an export)
   compact                        rewrite the file without its free pages; only while the body is stopped
+  archive-delete --through N     delete the archive's segments up to N, oldest first, recorded as
+                                 ledger.archive_deleted; only while the body is stopped
 
 While the body runs these go through its admin socket; otherwise they open
 the ledger in the data directory.
@@ -57,9 +63,15 @@ func Ledger(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var follow *bool
 	var since *string
 	var limit *int
+	var archive *bool
+	var through *uint64
 	maxArgs := 0
 	switch sub {
-	case "stats", "verify", "compact":
+	case "verify":
+		archive = fs.Bool("archive", false, "check the archive alone")
+	case "archive-delete":
+		through = fs.Uint64("through", 0, "delete segments up to and including `N`")
+	case "stats", "compact":
 	case "backup":
 		maxArgs = 1
 	case "events":
@@ -67,6 +79,7 @@ func Ledger(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fs.Var(&types, "type", "event `TYPE`, or a prefix ending in a dot; may repeat")
 		since = fs.String("since", "", "events that occurred since `D`: a duration (90m) or an RFC 3339 time")
 		limit = fs.Int("limit", 0, "at most `N` events (0: all)")
+		archive = fs.Bool("archive", false, "the archived events too, before the ledger's")
 	default:
 		fmt.Fprint(stderr, ledgerUsage)
 		return UsageError("ledger: unknown command %q", sub)
@@ -78,7 +91,10 @@ func Ledger(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if sub == "backup" && len(pos) != 1 {
 		return UsageError("ledger backup: want one FILE, or - for stdout")
 	}
-	l, err := openLedgerAccess(ctx, &c, sub == "compact")
+	if sub == "archive-delete" && *through == 0 {
+		return UsageError("ledger archive-delete: want --through N, the last segment to delete (see ledger stats)")
+	}
+	l, err := openLedgerAccess(ctx, &c, sub == "compact" || sub == "archive-delete")
 	if err != nil {
 		return err
 	}
@@ -96,14 +112,26 @@ func Ledger(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		printLedgerStats(stdout, st)
 		return nil
 	case "verify":
-		r, err := viaDaemon(ctx, l, awareness.OpLedgerVerify, awareness.None{}, func() (ledger.VerifyReport, error) { return l.store.Verify(ctx) })
+		op, local := awareness.OpLedgerVerify, func() (ledger.VerifyReport, error) { return l.store.Verify(ctx) }
+		if *archive {
+			op, local = awareness.OpLedgerVerifyArchive, func() (ledger.VerifyReport, error) { return l.store.VerifyArchive(ctx) }
+		}
+		r, err := viaDaemon(ctx, l, op, awareness.None{}, local)
 		if err != nil {
 			return err
 		}
 		if *asJSON {
 			writeJSON(stdout, r)
 		} else {
-			fmt.Fprintf(stdout, "%d events read; projections rebuilt and compared: %s\n", r.Events, strings.Join(r.Projections, ", "))
+			if r.Segments > 0 || *archive {
+				fmt.Fprintf(stdout, "archive: %d events read from %d segments, their hashes and chain checked\n", r.Archived, r.Segments)
+			}
+			if !*archive {
+				fmt.Fprintf(stdout, "%d events read; projections rebuilt and compared: %s\n", r.Events, strings.Join(r.Projections, ", "))
+			}
+			if r.NotRebuilt != "" {
+				fmt.Fprintf(stdout, "projections and aggregates not rebuilt: %s\n", r.NotRebuilt)
+			}
 			for _, p := range r.Problems {
 				fmt.Fprintln(stdout, "problem:", p)
 			}
@@ -111,9 +139,24 @@ func Ledger(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if !r.OK() {
 			return &ExitError{Code: 1, Err: fmt.Errorf("ledger verify: %d problems", len(r.Problems))}
 		}
-		if !*asJSON {
+		if !*asJSON && *archive {
+			fmt.Fprintln(stdout, "ok: the archive is whole")
+		} else if !*asJSON {
 			fmt.Fprintln(stdout, "ok: the ledger is consistent")
 		}
+		return nil
+	case "archive-delete":
+		store, err := body.LookAtLedger(l.cfg.Ledger, filepath.Dir(l.path), awareness.Projections()...)
+		if err != nil {
+			return err
+		}
+		defer store.Close()
+		d, err := store.DeleteArchive(*through, fmt.Sprintf("admin:uid=%d", os.Getuid()))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "deleted segments %d to %d: events %d to %d (%d events, %d bytes); recorded as ledger.archive_deleted\n",
+			d.From, d.To, d.FirstSeq, d.LastSeq, d.Events, d.Bytes)
 		return nil
 	case "backup":
 		return runBackup(ctx, l, pos[0], stdout, stderr)
@@ -131,7 +174,7 @@ func Ledger(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return nil
 	}
 	// events
-	req := awareness.EventsIn{Types: types, Limit: *limit}
+	req := awareness.EventsIn{Types: types, Limit: *limit, Archive: *archive}
 	if *since != "" {
 		if d, err := time.ParseDuration(*since); err == nil {
 			req.Since = time.Now().Add(-d)
@@ -216,6 +259,15 @@ func printLedgerStats(w io.Writer, st ledger.Stats) {
 	fmt.Fprintf(w, "events   %d (last seq %d)\n", st.Events, st.LastSeq)
 	fmt.Fprintf(w, "outbox   %d rows, %d bytes waiting for the uplink; %d dropped over budget so far\n", st.OutboxRows, st.OutboxBytes, st.OutboxDropped)
 	fmt.Fprintf(w, "inbox    %d dedupe keys; %d aggregates\n", st.InboxKeys, st.Aggregates)
+	a := st.Archive
+	fmt.Fprintf(w, "archive  %s: %d events to %d in %d segments (from %d), %d bytes; %d events of deleted segments\n",
+		a.Dir, a.Events-a.Deleted, a.Through-1, a.Segments, a.FirstKept, a.Bytes, a.Deleted)
+	fmt.Fprintf(w, "past     %d keys of archived events (sized for %d; a new key taken for a past one: %.1g)\n", a.PastKeys, a.PastCapacity, a.PastFalseRate)
+	fmt.Fprintf(w, "disk     %d bytes in all", a.DiskBytes)
+	if a.DiskBudget > 0 {
+		fmt.Fprintf(w, " of a budget of %d", a.DiskBudget)
+	}
+	fmt.Fprintln(w)
 	if st.Damage != nil {
 		fmt.Fprintf(w, "damage   %s\n", st.Damage.Error())
 	}
@@ -239,6 +291,7 @@ type ledgerAccess struct {
 	socket string // non-empty: the daemon answers here
 	store  *ledger.Store
 	path   string
+	cfg    *config.Loaded
 }
 
 // openLedgerAccess asks the daemon when one answers; otherwise it opens the
@@ -269,7 +322,7 @@ func openLedgerAccess(ctx context.Context, c *Common, offline bool) (*ledgerAcce
 		return nil, fmt.Errorf("no ledger at %s (and no tobe-body answering at %s): %w", path, sock, err)
 	}
 	if offline {
-		return &ledgerAccess{path: path}, nil
+		return &ledgerAccess{path: path, cfg: cfg}, nil
 	}
 	store, err := body.LookAtLedger(cfg.Ledger, dataDir, awareness.Projections()...)
 	if err != nil {
