@@ -35,7 +35,7 @@ var (
 	// so only local administrators read them until the agent boundary
 	// filters them by privacy class.
 	OpEvents = Op[EventsIn, Events]{Name: "events", Kind: Observe, Least: AdminOrAgent, Tool: Tool{Name: "events", ReadOnly: true, Idempotent: true},
-		Description: "Events from the ledger after a sequence, by type and time; wait_ms waits for the first new one (at most 60 s). A reply holds at most limit events and about 256 KiB of them, from at most 4 MiB of the ledger: more says there are events after last_seq still to read (perhaps none in this reply), by calling again with after set to it. An agent sees no restricted event, and sensitive ones (camera, microphone) only at medium trust or above."}
+		Description: "Events from the ledger after a sequence, by type and time; wait_ms waits for the first new one (at most 60 s). A reply holds at most limit events and about 256 KiB of them, from at most 4 MiB of the ledger: more says there are events after last_seq still to read (perhaps none in this reply), by calling again with after set to it. archive: the events the ledger archived (older than its audit_keep) too, before the others. An agent sees no restricted event, and sensitive ones (camera, microphone) only at medium trust or above."}
 	OpEStopStatus = Op[None, act.EStopStatus]{Name: "estop.status", Kind: Observe, Least: Anyone, Tool: Tool{Name: "estop_status", ReadOnly: true, Idempotent: true},
 		Resource:    Resource{URI: "tobe://estop", Changes: []string{"estop."}},
 		Description: "The e-stop: latched or not and why, the lines, a wiring fault."}

@@ -47,6 +47,8 @@ const (
 	// archive from some sequence on inflates at most this much before
 	// the first event it wants.
 	segMaxRaw = 1 << 20
+	// DefaultArchiveSegment is Options.ArchiveSegment when zero.
+	DefaultArchiveSegment = 512 << 10
 )
 
 // ArchiveDir is the directory of the archive of the ledger at path.

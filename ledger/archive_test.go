@@ -42,6 +42,7 @@ func archiveOpts(c *archiveClock, mod ...func(*Options)) func(*Options) {
 		o.Now = c.Now
 		o.NoOutbox = true
 		o.AuditKeep = 30 * 24 * time.Hour
+		o.ArchiveSegment = 1 // whatever is due
 		o.Projections = append(o.Projections, openProjection{})
 		for _, m := range mod {
 			m(o)
@@ -398,4 +399,29 @@ func FuzzSegment(f *testing.F) {
 		}
 		readSegmentHeader(d, 1)
 	})
+}
+
+// A segment is written once a segment's worth is due: a pass every few
+// minutes does not make a file each.
+func TestArchiveWaitsForASegmentsWorth(t *testing.T) {
+	c := &archiveClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s := openTest(t, tempPath(t), archiveOpts(c, func(o *Options) { o.ArchiveSegment = 0 }))
+	actions(t, s, 0, 100)
+	c.now = c.now.Add(31 * 24 * time.Hour)
+	s.Append(t.Context(), Event{Type: "grant.added", Provenance: Told})
+	if res, err := s.Archive(t.Context()); err != nil || res.Events != 0 {
+		t.Fatalf("%+v %v, want nothing yet", res, err)
+	}
+	c.now = c.now.Add(-31 * 24 * time.Hour) // a step back: the running clock goes on
+	actions(t, s, 100, 3000)
+	c.now = c.now.Add(62 * 24 * time.Hour)
+	s.Append(t.Context(), Event{Type: "grant.added", Provenance: Told})
+	res, err := s.Archive(t.Context())
+	if err != nil || res.Segments < 1 || res.Events < 3000 {
+		t.Fatalf("%+v %v, want segments of at least half a MiB", res, err)
+	}
+	st, _ := s.ArchiveStats()
+	if st.Bytes/int64(st.Segments) < 32<<10 {
+		t.Errorf("%+v: segments of %d bytes", st, st.Bytes/int64(st.Segments))
+	}
 }

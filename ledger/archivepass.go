@@ -110,7 +110,8 @@ func (s *Store) tag() uint64 { return s.created }
 
 // Archive moves the events of the classes without a TTL that are older
 // than Options.AuditKeep by the running clock into the archive, oldest
-// first, a segment of at most about a MiB at a time: each segment is
+// first, a segment at a time once Options.ArchiveSegment bytes are due:
+// each segment is
 // written and synced, then one transaction deletes its events from the
 // file with their ids, moves their dedupe keys (and the aggregates they
 // close) to the past keys, and lets the projections forget them
@@ -216,13 +217,14 @@ func (s *Store) archiveSegment() (n, keys int, more bool, err error) {
 			if isRowKey(k) {
 				// The event before it waits for the uplink.
 				if len(batch) > 0 && batch[len(batch)-1].seq == getU64(k) {
+					raw -= len(batch[len(batch)-1].rec)
 					batch = batch[:len(batch)-1]
 				}
 				return nil
 			}
 			seq := getU64(k)
-			if seq >= cut || raw >= segMaxRaw {
-				more = raw >= segMaxRaw
+			if full := raw >= max(segMaxRaw, s.opts.ArchiveSegment); seq >= cut || full {
+				more = full
 				return nil
 			}
 			if err := Decode(v, &e); err != nil {
@@ -236,8 +238,8 @@ func (s *Store) archiveSegment() (n, keys int, more bool, err error) {
 		}
 		return nil
 	})
-	if err != nil || len(batch) == 0 {
-		return 0, 0, false, err
+	if err != nil || len(batch) == 0 || raw < s.opts.ArchiveSegment {
+		return 0, 0, false, err // too little for a segment yet
 	}
 	dir := ArchiveDir(s.opts.Path)
 	prev := h.Last

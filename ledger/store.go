@@ -172,6 +172,13 @@ type Options struct {
 	// archive.go). 0: they stay in the file for ever. It must be at
 	// least every class's TTL.
 	AuditKeep time.Duration
+	// ArchiveSegment: a segment is written once this many bytes of
+	// events (as stored) are due, so the archive is made of few files,
+	// each compressed as a whole; until then the events due wait in the
+	// file. A segment holds at most a MiB of them (or this, if more), so
+	// a read from some sequence on inflates little before the events it
+	// wants. Zero: DefaultArchiveSegment.
+	ArchiveSegment int
 	// DiskBudget bounds the bytes of the file, its journal and the
 	// archive: over it, the archive's oldest segments are deleted,
 	// each deletion recorded (ledger.archive_deleted). 0: no bound.
@@ -220,6 +227,9 @@ func (o *Options) defaults() {
 	o.JournalSize = max(o.JournalSize, 64<<10)
 	if o.OutboxMaxBytes <= 0 {
 		o.OutboxMaxBytes = 64 << 20
+	}
+	if o.ArchiveSegment <= 0 {
+		o.ArchiveSegment = DefaultArchiveSegment
 	}
 	if o.LockTimeout <= 0 {
 		o.LockTimeout = 2 * time.Second

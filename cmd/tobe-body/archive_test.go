@@ -32,6 +32,7 @@ func agedData(t *testing.T, actions int) string {
 		t.Fatal(err)
 	}
 	opts.Now = func() time.Time { return now }
+	opts.ArchiveSegment = 1 // whatever is due
 	store, err := ledger.Open(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,8 @@
 //	startupbench exec [-runs R] -- COMMAND ARGS...
 //
 // fill writes a body's data directory, an identity and a ledger, with the
-// ledger options the daemon opens it with, holding a year of history: N
+// ledger options the daemon opens it with, holding a year of history (or
+// -years of it): N
 // events in all, of them the actions' records (a proposal and a success
 // each, the way the runner writes them), the grants (a tenth of them
 // revoked later), e-stop trips each with its reset, people's holds each
@@ -19,7 +20,12 @@
 // and the ledger's running clock are of their moment, and retention is run
 // at the end,
 // as it would have run; nothing is delivered (this build has no uplink),
-// so the outbox holds what the ledger keeps of it.
+// so the outbox holds what the ledger keeps of it. With -daily, once a
+// day of the history retention runs, a home server takes everything in
+// the outbox (acknowledged), and the archive's pass runs: events kept for
+// ever older than the config's audit_keep_days move into the archive, and
+// its oldest segments go when the files are over disk_budget_mb, as on a
+// body that ran those years with an uplink.
 //
 // start runs COMMAND R times (the daemon, `tobe-body run ...`) with
 // NOTIFY_SOCKET set to a socket it listens on, and measures the time from
@@ -122,6 +128,9 @@ func fill(ctx context.Context, args []string, out io.Writer) error {
 	trips := fs.Int("trips", 100, "e-stop trips, each with its reset")
 	holds := fs.Int("holds", 50, "people's holds, each with its release")
 	seed := fs.Uint64("seed", 1, "random seed")
+	years := fs.Int("years", 1, "years of history")
+	daily := fs.Bool("daily", false, "once a day of the history: retention, the outbox delivered, the archive's pass")
+	budgetMB := fs.Int("disk-budget-mb", -1, "the ledger's disk budget (-1: the config's default)")
 	worldDays := fs.Int("world-days", 365, "days of what feeds the world model (the sim board's rooms and air), besides the events: a camera summary and a sound summary every 7.5 minutes (the rate at which they mark a room seen), the air every 5 minutes, 75 motions and 75 voices a day")
 	if len(args) < 1 {
 		return errUsage
@@ -142,7 +151,7 @@ func fill(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("%s has a ledger already", dir)
 	}
 	end := time.Now()
-	year := int64(365 * 24 * time.Hour)
+	year := int64(*years) * int64(365*24*time.Hour)
 	id, _, err := body.LoadIdentity(dir, end.Add(-time.Duration(year)))
 	if err != nil {
 		return err
@@ -203,6 +212,9 @@ func fill(ctx context.Context, args []string, out io.Writer) error {
 	// The daemon's ledger options, on a clock that moves with the
 	// history.
 	cfg := config.Default().Ledger
+	if *budgetMB >= 0 {
+		cfg.DiskBudgetMB = *budgetMB
+	}
 	var clock atomic.Int64
 	clock.Store(from)
 	opts, err := body.LedgerOptions(cfg, dir, id, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})), awareness.Projections()...)
@@ -222,6 +234,9 @@ func fill(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer store.Close()
+	// The acknowledgements of the outbox do not wait for company: a day
+	// of history takes a moment here.
+	store.Hurry()
 
 	h := newHistory(*actions, *grants)
 	started := time.Now()
@@ -232,7 +247,22 @@ func fill(ctx context.Context, args []string, out io.Writer) error {
 	const batch, window = 2000, int64(time.Minute)
 	evs := make([]ledger.Event, 0, batch)
 	written, reported := 0, 0
+	day := int64(24 * time.Hour)
+	nextDay := from + day
+	var archived ledger.ArchiveResult
 	for i := 0; i < len(slots); {
+		if *daily && slots[i].at >= nextDay {
+			clock.Store(nextDay)
+			nextDay += day
+			res, err := dailyPass(ctx, store)
+			if err != nil {
+				return err
+			}
+			archived.Segments += res.Segments
+			archived.Events += res.Events
+			archived.Keys += res.Keys
+			archived.Deleted = append(archived.Deleted, res.Deleted...)
+		}
 		evs = evs[:0]
 		j := i
 		for ; j < len(slots) && j-i < batch && slots[j].at-slots[i].at < window; j++ {
@@ -267,7 +297,39 @@ func fill(ctx context.Context, args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "filled %s: %d events (last seq %d), %d MB, outbox %d rows; retention deleted %d events, %d dedupe keys; %v\n",
 		dir, st.Events, st.LastSeq, st.FileBytes>>20, st.OutboxRows, res.Events, res.InboxKeys, time.Since(started).Round(time.Second))
+	if *daily {
+		a := st.Archive
+		fmt.Fprintf(out, "archive: %d segments written, %d events, %d past keys; %d segments deleted over the budget; kept %d segments of %d MB; disk %d MB of a budget of %d MB\n",
+			archived.Segments, archived.Events, a.PastKeys, len(archived.Deleted), a.Segments, a.Bytes>>20, a.DiskBytes>>20, a.DiskBudget>>20)
+	}
 	return nil
+}
+
+// dailyPass is what a day of the daemon and its home server do besides
+// appending: retention, the outbox delivered and acknowledged, the
+// archive's pass.
+func dailyPass(ctx context.Context, store *ledger.Store) (ledger.ArchiveResult, error) {
+	if _, err := store.Retain(ctx); err != nil {
+		return ledger.ArchiveResult{}, err
+	}
+	for after := uint64(0); ; {
+		items, err := store.OutboxNext(after, 10000)
+		if err != nil {
+			return ledger.ArchiveResult{}, err
+		}
+		if len(items) == 0 {
+			break
+		}
+		seqs := make([]uint64, len(items))
+		for i, it := range items {
+			seqs[i] = it.Seq
+		}
+		if err := store.OutboxAck(seqs...); err != nil {
+			return ledger.ArchiveResult{}, err
+		}
+		after = seqs[len(seqs)-1]
+	}
+	return store.Archive(ctx)
 }
 
 // history makes the events of the slots.
