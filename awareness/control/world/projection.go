@@ -1,6 +1,7 @@
 package world
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -10,7 +11,7 @@ import (
 )
 
 // ProjectionName names the model's projection.
-const ProjectionName = "world"
+const ProjectionName = "world_memory"
 
 // Projection is the temporal memory: every record, end, seen mark and
 // change of the model's events, indexed by entity, source and valid
@@ -46,11 +47,12 @@ func (Projection) Apply(kv ledger.KV, e *ledger.Event) error {
 		if err := ledger.UnmarshalPayload(e.Payload, &w); err != nil {
 			return fmt.Errorf("world: a step: %w", err)
 		}
-		if err := applyStep(kv, seq, w.Ended, w.Records); err != nil {
+		froms, err := applyStep(kv, seq, w.Ended, w.Records)
+		if err != nil {
 			return err
 		}
 		if e.Type == EventObserved {
-			return nil
+			return putFroms(kv, seq, froms)
 		}
 		// The change as the entity's state, without its step: the
 		// records are kept once, under their sources.
@@ -64,11 +66,17 @@ func (Projection) Apply(kv ledger.KV, e *ledger.Event) error {
 		// an entity's changes sort in the order recorded (see the keys).
 		from := c.At
 		if prev := kv.Get(entityKey(c.Entity)); len(prev) >= 16 {
-			t, _ := tail(prev)
+			t, pseq := tail(prev)
 			from = max(from, t)
+			if err := dropForgotten(kv, historyKey(c.Entity, t, pseq)); err != nil {
+				return err
+			}
 		}
 		hk := historyKey(c.Entity, from, seq)
 		if err := kv.Put(hk, b); err != nil {
+			return err
+		}
+		if err := putFroms(kv, seq, append(froms, from)); err != nil {
 			return err
 		}
 		return kv.Put(entityKey(c.Entity), hk[len(hk)-16:])
@@ -87,6 +95,11 @@ func (Projection) Apply(kv ledger.KV, e *ledger.Event) error {
 			if s.Channel == "" {
 				return errors.New("world: a seen mark names no channel")
 			}
+			if old := kv.Get(lastMarkKey(s.Channel)); len(old) == 8 {
+				if err := dropForgotten(kv, markKey(getU64(old), s.Channel)); err != nil {
+					return err
+				}
+			}
 			if err := kv.Put(markKey(seq, s.Channel), raw); err != nil {
 				return err
 			}
@@ -100,36 +113,164 @@ func (Projection) Apply(kv ledger.KV, e *ledger.Event) error {
 }
 
 // applyStep keeps the ends and then the records of a step recorded at
-// seq, each as the next entry of its source.
-func applyStep(kv ledger.KV, seq uint64, ended []Ended, recs []cbor.RawMessage) error {
+// seq, each as the next entry of its source, and returns the FROM of
+// each entry, in that order.
+func applyStep(kv ledger.KV, seq uint64, ended []Ended, recs []cbor.RawMessage) ([]int64, error) {
+	var froms []int64
 	add := func(entity, source string, x entry, v []byte) error {
 		lk := lastKey(entity, source)
 		if last, ok := entryOf(kv.Get(lk)); ok {
 			x.from = max(x.from, last.from)
+			if err := dropForgotten(kv, entryKey(entity, source, last)); err != nil {
+				return err
+			}
 		}
 		if err := kv.Put(entryKey(entity, source, x), v); err != nil {
 			return err
 		}
+		froms = append(froms, x.from)
 		return kv.Put(lk, x.tail())
 	}
 	for _, x := range ended {
 		if x.Entity == "" || x.Source == "" {
-			return errors.New("world: an end names no entity or source")
+			return nil, errors.New("world: an end names no entity or source")
 		}
 		if err := add(x.Entity, x.Source, entry{from: x.At, seq: seq, end: true}, append([]byte{'x'}, x.Reason...)); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for _, raw := range recs {
 		var r Record
 		if err := ledger.UnmarshalPayload(raw, &r); err != nil {
-			return fmt.Errorf("world: a record: %w", err)
+			return nil, fmt.Errorf("world: a record: %w", err)
 		}
 		if r.Entity == "" || r.Source == "" {
-			return errors.New("world: a record names no entity or source")
+			return nil, errors.New("world: a record names no entity or source")
 		}
 		if err := add(r.Entity, r.Source, entry{from: r.ValidFrom, seq: seq}, append([]byte{'o'}, raw...)); err != nil {
-			return err
+			return nil, err
+		}
+	}
+	return froms, nil
+}
+
+// putFroms keeps, for the event at seq, the FROM of each key it added to
+// the index (see Forget).
+func putFroms(kv ledger.KV, seq uint64, froms []int64) error {
+	if len(froms) == 0 {
+		return nil
+	}
+	b := make([]byte, 0, 8*len(froms))
+	for _, f := range froms {
+		b = append(b, ordTime(f)...)
+	}
+	return kv.Put(fromsKey(seq), b)
+}
+
+// dropForgotten deletes k, an entry, change or seen mark that was a
+// source's, entity's or channel's last when the archive took its event,
+// now that another takes its place.
+func dropForgotten(kv ledger.KV, k []byte) error {
+	fk := forgottenKey(k)
+	if kv.Get(fk) == nil {
+		return nil
+	}
+	if err := kv.Delete(k); err != nil {
+		return err
+	}
+	return kv.Delete(fk)
+}
+
+// Forget implements ledger.Forgetter: the archive took the event, and the
+// memory lets go of what it added, but for what is still a source's,
+// entity's or channel's last (what holds now), which goes when the next
+// takes its place. The memory so reaches back as far as the ledger's
+// audit_keep; what was true before is in the archive. The same state
+// comes whether the event is forgotten before the events after it are
+// applied (a rebuild) or after (the body).
+func (Projection) Forget(kv ledger.KV, e *ledger.Event) error {
+	seq, ok := ledger.SeqOf(kv)
+	if !ok {
+		return errors.New("world: the projection needs the events' sequences")
+	}
+	forget := func(k, last []byte) error {
+		if last != nil && bytes.HasSuffix(k, last) {
+			return kv.Put(forgottenKey(k), []byte{1})
+		}
+		return kv.Delete(k)
+	}
+	switch e.Type {
+	case EventChanged, EventObserved:
+		fb := kv.Get(fromsKey(seq))
+		if fb == nil {
+			return nil
+		}
+		froms := make([]int64, 0, len(fb)/8)
+		for i := 0; i+8 <= len(fb); i += 8 {
+			froms = append(froms, timeOf(fb[i:]))
+		}
+		var w stepWire
+		if err := ledger.UnmarshalPayload(e.Payload, &w); err != nil {
+			return fmt.Errorf("world: a step: %w", err)
+		}
+		next := func() (int64, bool) {
+			if len(froms) == 0 {
+				return 0, false
+			}
+			f := froms[0]
+			froms = froms[1:]
+			return f, true
+		}
+		for _, end := range w.Ended {
+			f, ok := next()
+			if !ok {
+				break
+			}
+			x := entry{from: f, seq: seq, end: true}
+			if err := forget(entryKey(end.Entity, end.Source, x), kv.Get(lastKey(end.Entity, end.Source))); err != nil {
+				return err
+			}
+		}
+		for _, raw := range w.Records {
+			var r Record
+			if err := ledger.UnmarshalPayload(raw, &r); err != nil {
+				return fmt.Errorf("world: a record: %w", err)
+			}
+			f, ok := next()
+			if !ok {
+				break
+			}
+			x := entry{from: f, seq: seq}
+			if err := forget(entryKey(r.Entity, r.Source, x), kv.Get(lastKey(r.Entity, r.Source))); err != nil {
+				return err
+			}
+		}
+		if f, ok := next(); ok && e.Type == EventChanged {
+			hk := historyKey(w.Entity, f, seq)
+			if err := forget(hk, kv.Get(entityKey(w.Entity))); err != nil {
+				return err
+			}
+		}
+		return kv.Delete(fromsKey(seq))
+	case EventSeen:
+		var ms struct {
+			Seen []cbor.RawMessage `cbor:"seen"`
+		}
+		if err := ledger.UnmarshalPayload(e.Payload, &ms); err != nil {
+			return fmt.Errorf("world: seen marks: %w", err)
+		}
+		for _, raw := range ms.Seen {
+			var s Seen
+			if ledger.UnmarshalPayload(raw, &s) != nil || s.Channel == "" {
+				continue
+			}
+			var last []byte
+			if getU64(kv.Get(lastMarkKey(s.Channel))) == seq {
+				last = []byte(s.Channel)
+			}
+			if err := forget(markKey(seq, s.Channel), last); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

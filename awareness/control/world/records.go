@@ -183,6 +183,9 @@ type Held struct {
 //	m SEQ CHANNEL                  the Seen of CHANNEL at SEQ
 //	e ENTITY                       the FROM SEQ of the entity's latest change (its h key)
 //	h ENTITY 0 FROM SEQ            the Changed at SEQ (without its step), from FROM on
+//	r SEQ                          the FROM of each v key (ends, then records) and of the h key the event at SEQ added
+//	f KEY                          KEY (a v, h or m key) was its source's, entity's or channel's last when the
+//	                               archive took its event: it goes when the next takes its place
 //
 // An entity's changes sort likewise: FROM is a change's at, but never
 // before the change before it.
@@ -215,6 +218,8 @@ const (
 	kMarked  = 'd'
 	kEntity  = 'e'
 	kHistory = 'h'
+	kFroms   = 'r'
+	kForgot  = 'f'
 )
 
 func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
@@ -290,6 +295,8 @@ func markOf(k []byte) (seq uint64, channel string, ok bool) {
 	return getU64(k[1:]), string(k[9:]), true
 }
 func entityKey(entity string) []byte     { return key(kEntity, entity) }
+func fromsKey(seq uint64) []byte         { return append([]byte{kFroms}, u64(seq)...) }
+func forgottenKey(k []byte) []byte       { return append([]byte{kForgot}, k...) }
 func historyPrefix(entity string) []byte { return append(key(kHistory, entity), 0) }
 func historyKey(entity string, at int64, seq uint64) []byte {
 	return append(append(historyPrefix(entity), ordTime(at)...), u64(seq)...)

@@ -633,3 +633,85 @@ func TestRecordedByAgreesWithAWalk(t *testing.T) {
 		}
 	}
 }
+
+// TestTheArchiveForgetsTheOldMemory: once the archive takes the model's
+// records older than audit_keep, the memory lets go of them but for what
+// still holds: it reaches back audit_keep, its size stops growing, the
+// state now is kept however old, and verify rebuilds the same memory
+// (applying the archived events, forgetting them, applying the file's)
+// as the passes, run between the events, left.
+func TestTheArchiveForgetsTheOldMemory(t *testing.T) {
+	g := newRig(t, Config{Entities: map[string]EntityConfig{"front": {Kind: "door", Sources: []Source{{Channel: "gpio.door"}}}}})
+	g.s.Close()
+	g.mod = func(o *ledger.Options) {
+		o.NoOutbox = true
+		o.AuditKeep = 30 * 24 * time.Hour
+		o.ArchiveSegment = 1
+	}
+	g.open()
+	pass := func() {
+		t.Helper()
+		if _, err := g.s.Retain(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.s.Archive(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := func() int {
+		n := 0
+		g.s.ReadProjection(ProjectionName, func(kv ledger.ReadKV) error {
+			return kv.ForEach(func(k, v []byte) error { n++; return nil })
+		})
+		return n
+	}
+	// The door moves twice a day for 120 days, a pass each tenth day.
+	size := map[int]int{}
+	for day := 1; day <= 120; day++ {
+		g.sense("gpio.changed", "gpio.door", body.LineChanged{Line: "DOOR", Active: true})
+		g.advance(6 * time.Hour)
+		g.sense("gpio.changed", "gpio.door", body.LineChanged{Line: "DOOR", Active: false})
+		g.advance(18 * time.Hour)
+		if day%10 == 0 {
+			pass()
+			size[day] = keys()
+		}
+	}
+	t.Logf("keys by day: %v", size)
+	if size[120] > size[60]+size[60]/10 {
+		t.Errorf("the memory grew from %d keys at day 60 to %d at day 120", size[60], size[120])
+	}
+	if st, _ := g.r.At("contact.front", g.wall.Add(-10*24*time.Hour-21*time.Hour), 0); st.Value != "open" {
+		t.Errorf("the front door ten days ago: %+v", st)
+	}
+	if st, _ := g.r.At("contact.front", g.wall.Add(-90*24*time.Hour-21*time.Hour), 0); st.Value == "open" {
+		t.Errorf("the front door 90 days ago, past the memory: %+v", st)
+	}
+	// Then it stays closed for 100 days: the state now is kept however
+	// old its records.
+	for range 10 {
+		g.advance(10 * 24 * time.Hour)
+		g.s.Append(context.Background(), ledger.Event{Type: "body.tick", Provenance: ledger.Observed})
+		pass()
+	}
+	if st := g.now("contact.front"); st.Value != "closed" {
+		t.Errorf("the door, closed 100 days ago: %+v", st)
+	}
+	as, _ := g.s.ArchiveStats()
+	rep, err := g.s.Verify(context.Background())
+	if err != nil || !rep.OK() || rep.Archived == 0 || int(as.Events) != rep.Archived {
+		t.Fatalf("verify: %+v %v (archive %+v)", rep, err, as)
+	}
+	// And once it moves again, the old last goes.
+	before := keys()
+	g.sense("gpio.changed", "gpio.door", body.LineChanged{Line: "DOOR", Active: true})
+	g.advance(31 * 24 * time.Hour)
+	g.s.Append(context.Background(), ledger.Event{Type: "body.tick", Provenance: ledger.Observed})
+	pass()
+	if after := keys(); after > before {
+		t.Errorf("after the door moved again: %d keys, %d before", after, before)
+	}
+	if rep, err := g.s.Verify(context.Background()); err != nil || !rep.OK() {
+		t.Fatalf("verify: %+v %v", rep, err)
+	}
+}

@@ -3,6 +3,7 @@
 //	startupbench fill DIR [-events N] [-actions N] [-grants N] [-trips N] [-holds N]
 //	startupbench start [-runs R] [-log FILE] -- COMMAND ARGS...
 //	startupbench exec [-runs R] -- COMMAND ARGS...
+//	startupbench budget DIR -disk-budget-mb N
 //
 // fill writes a body's data directory, an identity and a ledger, with the
 // ledger options the daemon opens it with, holding a year of history (or
@@ -26,6 +27,11 @@
 // ever older than the config's audit_keep_days move into the archive, and
 // its oldest segments go when the files are over disk_budget_mb, as on a
 // body that ran those years with an uplink.
+//
+// budget opens the ledger in DIR with the daemon's options and a disk
+// budget of N MiB, runs the archive's pass (which deletes the oldest
+// segments while the files are over it) and says what it deleted and what
+// the files take then.
 //
 // start runs COMMAND R times (the daemon, `tobe-body run ...`) with
 // NOTIFY_SOCKET set to a socket it listens on, and measures the time from
@@ -87,6 +93,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return measure(args[1:], true, out)
 	case "exec":
 		return measure(args[1:], false, out)
+	case "budget":
+		return budget(ctx, args[1:], out)
 	}
 	return errUsage
 }
@@ -302,6 +310,55 @@ func fill(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintf(out, "archive: %d segments written, %d events, %d past keys; %d segments deleted over the budget; kept %d segments of %d MB; disk %d MB of a budget of %d MB\n",
 			archived.Segments, archived.Events, a.PastKeys, len(archived.Deleted), a.Segments, a.Bytes>>20, a.DiskBytes>>20, a.DiskBudget>>20)
 	}
+	return nil
+}
+
+func budget(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("budget", flag.ContinueOnError)
+	mb := fs.Int("disk-budget-mb", 0, "the budget")
+	if len(args) < 1 {
+		return errUsage
+	}
+	dir := args[0]
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *mb <= 0 {
+		return errors.New("budget: want -disk-budget-mb N")
+	}
+	cfg := config.Default().Ledger
+	cfg.DiskBudgetMB = *mb
+	id, _, err := body.LoadIdentity(dir, time.Now())
+	if err != nil {
+		return err
+	}
+	opts, err := body.LedgerOptions(cfg, dir, id, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})), awareness.Projections()...)
+	if err != nil {
+		return err
+	}
+	before, err := ledger.DiskUse(opts.Path)
+	if err != nil {
+		return err
+	}
+	store, err := ledger.Open(opts)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	res, err := store.Archive(ctx)
+	if err != nil {
+		return err
+	}
+	var events uint64
+	for _, d := range res.Deleted {
+		events += d.Events
+	}
+	st, err := store.ArchiveStats()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "budget %d MiB: %d MiB before; %d segments deleted (%d events), each recorded; %d MiB after (%d segments kept)\n",
+		*mb, before>>20, len(res.Deleted), events, st.DiskBytes>>20, st.Segments)
 	return nil
 }
 
