@@ -548,9 +548,11 @@ type ArchiveStats struct {
 	FirstKept uint64 `json:"first_kept"` // the index of the first kept
 	Events    uint64 `json:"events"`     // archived in all, the deleted included
 	Deleted   uint64 `json:"deleted"`    // events of deleted segments
-	// Through: every archived event has a lower sequence.
-	Through uint64 `json:"through"`
-	Bytes   int64  `json:"bytes"` // of the kept segments
+	// Through: every archived event has a lower sequence;
+	// DeletedThrough: the last event of the deleted segments.
+	Through        uint64 `json:"through"`
+	DeletedThrough uint64 `json:"deleted_through"`
+	Bytes          int64  `json:"bytes"` // of the kept segments
 	// PastKeys: keys added to the past keys, the number they are sized
 	// for, and the chance of taking a new key for a past one now.
 	PastKeys      uint64  `json:"past_keys"`
@@ -584,7 +586,7 @@ func (s *Store) ArchiveStats() (ArchiveStats, error) {
 	if err != nil {
 		return st, err
 	}
-	st.Segments, st.FirstKept, st.Events, st.Deleted, st.Through = h.kept(), h.FirstKept, h.Events, h.Deleted, h.Through
+	st.Segments, st.FirstKept, st.Events, st.Deleted, st.Through, st.DeletedThrough = h.kept(), h.FirstKept, h.Events, h.Deleted, h.Through, h.DeletedThrough
 	for i := h.FirstKept; i <= h.Segments; i++ {
 		if fi, err := os.Stat(filepath.Join(st.Dir, segName(i))); err == nil {
 			st.Bytes += fi.Size()

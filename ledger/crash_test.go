@@ -22,13 +22,35 @@ import (
 // it with SIGKILL at a random moment, then checks the file.
 const crashChildEnv = "LEDGER_CRASH_CHILD"
 
+// crashArchiveEnv set: the child appends audit records with dedupe keys
+// on a running clock a hundred thousand times as fast, and runs the archive's
+// pass all the while, so the kills come in its every step too.
+const crashArchiveEnv = "LEDGER_CRASH_ARCHIVE"
+
+// crashOptions are the options of the child and of the parent's reopen.
+func crashOptions(path string, archive bool) Options {
+	o := Options{Path: path, AgentID: testAgent, BodyID: testBody,
+		Projections: []Projection{TypeCounts{Follow: []string{"grant.", "estop.", "ledger."}}}}
+	if archive {
+		o.NoOutbox, o.AuditKeep, o.ArchiveSegment = true, time.Minute, 1
+		// A budget the archive soon outgrows: deletions are killed too.
+		o.JournalSize, o.DiskBudget = 64<<10, 1200<<10
+	}
+	return o
+}
+
 // crashRuns is how many times the child is killed; -crash.runs changes it.
 var crashRuns = 200
 
 func crashChild() {
 	path := os.Getenv(crashChildEnv)
-	s, err := Open(Options{Path: path, AgentID: testAgent, BodyID: testBody,
-		Projections: []Projection{TypeCounts{Follow: []string{"grant.", "estop.", "ledger."}}}})
+	archive := os.Getenv(crashArchiveEnv) != ""
+	opts := crashOptions(path, archive)
+	if archive {
+		start := time.Now()
+		opts.Now = func() time.Time { return start.Add(100_000 * time.Since(start)) }
+	}
+	s, err := Open(opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child open:", err)
 		os.Exit(3)
@@ -36,6 +58,17 @@ func crashChild() {
 	var mu sync.Mutex
 	out := os.Stdout // unbuffered: a line written is in the pipe
 	var wg sync.WaitGroup
+	if archive {
+		go func() {
+			for {
+				if _, err := s.Archive(context.Background()); err != nil {
+					fmt.Fprintln(os.Stderr, "child archive:", err)
+					os.Exit(5)
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		}()
+	}
 	for w := range 4 {
 		wg.Add(1)
 		go func() {
@@ -45,6 +78,10 @@ func crashChild() {
 				e.ID = NewID()
 				if w == 0 && i%10 == 0 { // some commands on aggregates, too
 					e = Event{ID: NewID(), Type: "grant.added", AggregateID: "crash-" + strconv.Itoa(i%7)}
+				}
+				if archive {
+					e = Event{ID: e.ID, Type: "action.test", Provenance: Told, DedupeKey: e.ID.String(), Payload: mustPayload(map[string]int{"i": i})}
+					time.Sleep(time.Millisecond) // room for the archive's passes
 				}
 				r, err := s.Append(context.Background(), e)
 				if err != nil {
@@ -60,22 +97,33 @@ func crashChild() {
 	wg.Wait()
 }
 
-func TestCrashKill9(t *testing.T) {
+func TestCrashKill9(t *testing.T) { crashTest(t, false, crashRuns) }
+
+// TestCrashKill9Archive: the same, with the archive's pass running: a
+// kill between a segment and its transaction, or in a deletion, loses
+// nothing acknowledged and leaves an archive that verifies.
+func TestCrashKill9Archive(t *testing.T) { crashTest(t, true, crashRuns/2) }
+
+func crashTest(t *testing.T, archive bool, runs int) {
 	if testing.Short() {
 		t.Skip("the crash test starts 200 processes")
 	}
 	if n, err := strconv.Atoi(os.Getenv("LEDGER_CRASH_RUNS")); err == nil {
-		crashRuns = n
+		runs = n
 	}
+	crashRuns := runs
 	path := filepath.Join(t.TempDir(), "crash.db")
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 0))
 	t.Logf("seed %d, %d runs", seed, crashRuns)
 	acked := map[UUID]uint64{}
-	var killedMidWrite int
+	var killedMidWrite, deleted int
 	for run := range crashRuns {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), crashChildEnv+"="+path)
+		if archive {
+			cmd.Env = append(cmd.Env, crashArchiveEnv+"=1")
+		}
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -99,7 +147,11 @@ func TestCrashKill9(t *testing.T) {
 			cmd.Wait()
 			t.Fatalf("run %d: the child acknowledged nothing: %v\n%s", run, err, stderr.String())
 		}
-		time.Sleep(time.Duration(rng.IntN(40_000)) * time.Microsecond) // the moment of the kill
+		window := 40_000
+		if archive {
+			window = 150_000 // past the passes' first steps
+		}
+		time.Sleep(time.Duration(rng.IntN(window)) * time.Microsecond) // the moment of the kill
 		cmd.Process.Signal(syscall.SIGKILL)
 		var got []string
 		got = append(got, first)
@@ -127,8 +179,9 @@ func TestCrashKill9(t *testing.T) {
 			acked[id] = seq
 		}
 
-		s, err := Open(Options{Path: path, AgentID: testAgent, BodyID: testBody, CheckAtOpen: true,
-			Projections: []Projection{TypeCounts{Follow: []string{"grant.", "estop.", "ledger."}}}})
+		opts := crashOptions(path, archive)
+		opts.CheckAtOpen = true
+		s, err := Open(opts)
 		if err != nil {
 			t.Fatalf("run %d: reopen: %v", run, err)
 		}
@@ -144,7 +197,7 @@ func TestCrashKill9(t *testing.T) {
 		seen := map[UUID]uint64{}
 		var after uint64
 		for {
-			evs, err := s.Events(Filter{After: after, Limit: 10000})
+			evs, err := s.Events(Filter{After: after, Limit: 10000, Archive: true})
 			if err != nil {
 				s.Close()
 				t.Fatalf("run %d: reading events: %v", run, err)
@@ -161,12 +214,30 @@ func TestCrashKill9(t *testing.T) {
 				after = e.Seq
 			}
 		}
+		as, _ := s.ArchiveStats()
 		s.Close()
 		for id, seq := range acked {
+			if seq <= as.DeletedThrough {
+				delete(acked, id) // deleted over the budget, recorded
+				deleted++
+				continue
+			}
 			if got, ok := seen[id]; !ok || got != seq {
 				t.Fatalf("run %d: acknowledged event %s (seq %d) is %v after the kill", run, id, seq, got)
 			}
 		}
 	}
-	t.Logf("%d kills, %d acknowledged events all present once, %d acknowledgement lines cut by the kill", crashRuns, len(acked), killedMidWrite)
+	t.Logf("%d kills, %d acknowledged events all present once, %d acknowledgement lines cut by the kill, %d deleted over the disk budget", crashRuns, len(acked), killedMidWrite, deleted)
+	if archive {
+		s, err := Open(crashOptions(path, true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		st, _ := s.ArchiveStats()
+		t.Logf("archive: %d events in %d segments; running %v", st.Events, st.Segments, s.Running())
+		if st.Events == 0 || st.Deleted == 0 {
+			t.Errorf("%+v: the kills never met the archive, or its deletions", st)
+		}
+	}
 }

@@ -401,6 +401,11 @@ func (s *Store) init(st fileState) error {
 	s.durable.Store(s.applied)
 	s.wg.Add(1)
 	go s.commitLoop()
+	// What a crash left of the archive: a segment its transaction never
+	// took, one whose deletion was recorded.
+	if err := s.tidyArchive(); err != nil {
+		s.opts.Log.Error("ledger: tidying the archive", "err", err)
+	}
 	if every := s.opts.RetainEvery; every > 0 {
 		s.wg.Add(1)
 		go s.retainLoop(every)
