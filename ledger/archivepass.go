@@ -287,10 +287,12 @@ func (s *Store) archiveSegment() (n, keys int, more bool, err error) {
 					}
 					w.n.inboxKeys--
 				}
-				if err := w.pastAdd(pastDedupe, dk); err != nil {
-					return err
+				if s.opts.Classes.Of(e.Type).PastKeys {
+					if err := w.pastAdd(pastDedupe, dk); err != nil {
+						return err
+					}
+					keys++
 				}
-				keys++
 			}
 			if e.AggregateID != "" && s.closes(&e) {
 				id := []byte(e.AggregateID)
@@ -299,10 +301,6 @@ func (s *Store) archiveSegment() (n, keys int, more bool, err error) {
 						return err
 					}
 					w.n.aggregates--
-					if err := w.pastAdd(pastAggregate, id); err != nil {
-						return err
-					}
-					keys++
 				}
 			}
 			if err := w.forget(a.seq, &e); err != nil {
@@ -338,10 +336,9 @@ func (w *writer) forget(seq uint64, e *Event) error {
 }
 
 // Closer is a projection that knows which events close their aggregate:
-// no event of it follows (an action's final record). When the archive
-// takes such an event, the aggregate's version goes from the file and its
-// id joins the past keys, and an event of it is refused from then on.
-// Without one, every aggregate's version stays in the file.
+// no event of it follows (an action's final record, of an id never used
+// again). When the archive takes such an event, the aggregate's version
+// goes from the file. Without one, every aggregate's version stays.
 type Closer interface {
 	Closes(e *Event) bool
 }

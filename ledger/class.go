@@ -26,6 +26,10 @@ type Class struct {
 	// dedupe keys, for ever. The running clock stands still while the
 	// body is off: in calendar time an event lives at least its TTL.
 	TTL time.Duration
+	// PastKeys: when the archive takes an event of the class (see
+	// Store.Archive), its dedupe key joins the past keys, and a repeat
+	// is refused for ever; otherwise the key goes with the event.
+	PastKeys bool
 }
 
 // Classes maps event types to classes by the longest matching prefix
@@ -50,11 +54,11 @@ func (c Classes) Of(eventType string) Class {
 var (
 	// ClassAudit: actions, grants, e-stop, approvals, leases and the
 	// ledger's own records. Kept for ever, sent, never dropped.
-	ClassAudit = Class{Name: "audit", Outbox: true, Priority: 255}
+	ClassAudit = Class{Name: "audit", Outbox: true, Priority: 255, PastKeys: true}
 	// ClassSafety: the e-stop, a person's takeover and the board's
 	// degradation. Audit records (kept for ever, sent, never dropped) that
 	// go ahead of the backlog.
-	ClassSafety = Class{Name: "safety", Outbox: true, Priority: 255, Urgent: true}
+	ClassSafety = Class{Name: "safety", Outbox: true, Priority: 255, Urgent: true, PastKeys: true}
 	// ClassTelemetry: what the body senses. Kept 7 days, sent, dropped
 	// first when the outbox is full.
 	ClassTelemetry = Class{Name: "telemetry", Outbox: true, Droppable: true, Priority: 1, TTL: 7 * 24 * time.Hour}

@@ -10,9 +10,11 @@ import (
 
 // The past keys: what the ledger still refuses of events it archived. A
 // dedupe key lives in the inbox as long as its event is in the file; when
-// the event goes to the archive, its key goes here, and so does the id of
-// an aggregate an archived event closed (see Closer). A repeat of
-// either is refused after any restart, however old the first.
+// the event goes to the archive, its key goes here if its class keeps
+// past keys (Class.PastKeys: the audit records, whose keys are the
+// idempotency keys of actions and stops), and a repeat is refused after
+// any restart, however old the first. The keys of other classes (the
+// gate's and the world model's own) go with their events.
 //
 // It is a Bloom filter of fixed size, so it stays bounded whatever the
 // body's age: a key once added is always found (a repeat is never taken),
@@ -40,11 +42,9 @@ var (
 	kPastCount = []byte("c")
 )
 
-// Kinds of past key.
-const (
-	pastDedupe    = 'd'
-	pastAggregate = 'a'
-)
+// The kind of past key: a dedupe key (the hash's first byte, so another
+// kind can join without a false match between them).
+const pastDedupe = 'd'
 
 // pastProbe is where a key's bits are: its block and the 16 bit positions
 // in it.

@@ -285,7 +285,7 @@ func (w *writer) prepare(evs []Event) (results []Result, todo []int, dupOf map[i
 				continue
 			}
 			// The key of an event the archive took.
-			if w.pastHas(pastDedupe, []byte(e.DedupeKey)) {
+			if w.s.opts.Classes.Of(e.Type).PastKeys && w.pastHas(pastDedupe, []byte(e.DedupeKey)) {
 				results[i] = Result{ID: e.ID, Duplicate: true, Archived: true}
 				continue
 			}
@@ -294,9 +294,6 @@ func (w *writer) prepare(evs []Event) (results []Result, todo []int, dupOf map[i
 			cur, ok := versions[e.AggregateID]
 			if !ok {
 				cur = getU64(w.aggs.Get([]byte(e.AggregateID)))
-				if cur == 0 && w.pastHas(pastAggregate, []byte(e.AggregateID)) {
-					return nil, nil, nil, fmt.Errorf("%w: %s was closed, and its events archived", ErrConflict, e.AggregateID)
-				}
 			}
 			if e.AggregateVersion == 0 {
 				e.AggregateVersion = cur + 1
