@@ -92,26 +92,30 @@ func (s *Store) Verify(ctx context.Context) (VerifyReport, error) {
 		if !rebuild {
 			r.NotRebuilt = fmt.Sprintf("segments 1 to %d of the archive, events to %d, were deleted (see ledger.archive_deleted)", h.FirstKept-1, h.DeletedThrough)
 		}
-		past := tx.Bucket(bPast)
-		apply := func(seq uint64, e *Event) {
-			if e.DedupeKey != "" && s.opts.Classes.Of(e.Type).PastKeys && !pastHas(past, pastDedupe, []byte(e.DedupeKey)) {
-				problem("archived event %d: its dedupe key %q is not among the past keys", seq, e.DedupeKey)
-			}
-			if !rebuild {
-				return
-			}
+		// rebuildWith applies an event (of the archive, or of the file)
+		// to the aggregates and projections rebuilt.
+		rebuildWith := func(what string, seq uint64, e *Event) {
 			if e.AggregateID != "" {
 				if want := aggs[e.AggregateID] + 1; e.AggregateVersion != want {
-					problem("archived event %d: aggregate %s version %d follows %d", seq, e.AggregateID, e.AggregateVersion, want-1)
+					problem("%s %d: aggregate %s version %d follows %d", what, seq, e.AggregateID, e.AggregateVersion, want-1)
 				}
 				aggs[e.AggregateID] = e.AggregateVersion
 			}
 			for _, p := range s.opts.Projections {
 				if follows(p, e.Type) {
 					if err := p.Apply(seqKV{rebuilt[p.Name()], seq}, e); err != nil {
-						problem("archived event %d: projection %s: %v", seq, p.Name(), err)
+						problem("%s %d: projection %s: %v", what, seq, p.Name(), err)
 					}
 				}
+			}
+		}
+		past := tx.Bucket(bPast)
+		apply := func(seq uint64, e *Event) {
+			if e.DedupeKey != "" && s.opts.Classes.Of(e.Type).PastKeys && !pastHas(past, pastDedupe, []byte(e.DedupeKey)) {
+				problem("archived event %d: its dedupe key %q is not among the past keys", seq, e.DedupeKey)
+			}
+			if rebuild {
+				rebuildWith("archived event", seq, e)
 			}
 		}
 		var segs int
@@ -187,21 +191,8 @@ func (s *Store) Verify(ctx context.Context) (VerifyReport, error) {
 					keyed++
 				}
 			}
-			if !rebuild {
-				continue
-			}
-			if e.AggregateID != "" {
-				if want := aggs[e.AggregateID] + 1; e.AggregateVersion != want {
-					problem("event %d: aggregate %s version %d follows %d", seq, e.AggregateID, e.AggregateVersion, want-1)
-				}
-				aggs[e.AggregateID] = e.AggregateVersion
-			}
-			for _, p := range s.opts.Projections {
-				if follows(p, e.Type) {
-					if err := p.Apply(seqKV{rebuilt[p.Name()], seq}, &e); err != nil {
-						problem("event %d: projection %s: %v", seq, p.Name(), err)
-					}
-				}
+			if rebuild {
+				rebuildWith("event", seq, &e)
 			}
 		}
 		if n := ids.Stats().KeyN; n != indexed {

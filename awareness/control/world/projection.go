@@ -81,20 +81,12 @@ func (Projection) Apply(kv ledger.KV, e *ledger.Event) error {
 		}
 		return kv.Put(entityKey(c.Entity), hk[len(hk)-16:])
 	case EventSeen:
-		var ms struct {
-			Seen []cbor.RawMessage `cbor:"seen"`
+		raws, marks, err := seenMarks(e)
+		if err != nil {
+			return err
 		}
-		if err := ledger.UnmarshalPayload(e.Payload, &ms); err != nil {
-			return fmt.Errorf("world: seen marks: %w", err)
-		}
-		for _, raw := range ms.Seen {
-			var s Seen
-			if err := ledger.UnmarshalPayload(raw, &s); err != nil {
-				return fmt.Errorf("world: a seen mark: %w", err)
-			}
-			if s.Channel == "" {
-				return errors.New("world: a seen mark names no channel")
-			}
+		for i, raw := range raws {
+			s := marks[i]
 			if old := kv.Get(lastMarkKey(s.Channel)); len(old) == 8 {
 				if err := dropForgotten(kv, markKey(getU64(old), s.Channel)); err != nil {
 					return err
@@ -110,6 +102,26 @@ func (Projection) Apply(kv ledger.KV, e *ledger.Event) error {
 		return nil
 	}
 	return nil
+}
+
+// seenMarks reads a world.seen's marks, as encoded and decoded.
+func seenMarks(e *ledger.Event) ([]cbor.RawMessage, []Seen, error) {
+	var ms struct {
+		Seen []cbor.RawMessage `cbor:"seen"`
+	}
+	if err := ledger.UnmarshalPayload(e.Payload, &ms); err != nil {
+		return nil, nil, fmt.Errorf("world: seen marks: %w", err)
+	}
+	marks := make([]Seen, len(ms.Seen))
+	for i, raw := range ms.Seen {
+		if err := ledger.UnmarshalPayload(raw, &marks[i]); err != nil {
+			return nil, nil, fmt.Errorf("world: a seen mark: %w", err)
+		}
+		if marks[i].Channel == "" {
+			return nil, nil, errors.New("world: a seen mark names no channel")
+		}
+	}
+	return ms.Seen, marks, nil
 }
 
 // applyStep keeps the ends and then the records of a step recorded at
@@ -253,17 +265,11 @@ func (Projection) Forget(kv ledger.KV, e *ledger.Event) error {
 		}
 		return kv.Delete(fromsKey(seq))
 	case EventSeen:
-		var ms struct {
-			Seen []cbor.RawMessage `cbor:"seen"`
+		_, marks, err := seenMarks(e)
+		if err != nil {
+			return err
 		}
-		if err := ledger.UnmarshalPayload(e.Payload, &ms); err != nil {
-			return fmt.Errorf("world: seen marks: %w", err)
-		}
-		for _, raw := range ms.Seen {
-			var s Seen
-			if ledger.UnmarshalPayload(raw, &s) != nil || s.Channel == "" {
-				continue
-			}
+		for _, s := range marks {
 			var last []byte
 			if getU64(kv.Get(lastMarkKey(s.Channel))) == seq {
 				last = []byte(s.Channel)
