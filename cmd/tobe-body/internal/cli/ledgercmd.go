@@ -260,8 +260,12 @@ func printLedgerStats(w io.Writer, st ledger.Stats) {
 	fmt.Fprintf(w, "outbox   %d rows, %d bytes waiting for the uplink; %d dropped over budget so far\n", st.OutboxRows, st.OutboxBytes, st.OutboxDropped)
 	fmt.Fprintf(w, "inbox    %d dedupe keys; %d aggregates\n", st.InboxKeys, st.Aggregates)
 	a := st.Archive
-	fmt.Fprintf(w, "archive  %s: %d events to %d in %d segments (from %d), %d bytes; %d events of deleted segments\n",
-		a.Dir, a.Events-a.Deleted, a.Through-1, a.Segments, a.FirstKept, a.Bytes, a.Deleted)
+	if a.Events == 0 {
+		fmt.Fprintf(w, "archive  %s: nothing yet\n", a.Dir)
+	} else {
+		fmt.Fprintf(w, "archive  %s: %d events to %d in %d segments (from %d), %d bytes; %d events of deleted segments\n",
+			a.Dir, a.Events-a.Deleted, a.Through-1, a.Segments, a.FirstKept, a.Bytes, a.Deleted)
+	}
 	fmt.Fprintf(w, "past     %d keys of archived events (sized for %d; a new key taken for a past one: %.1g)\n", a.PastKeys, a.PastCapacity, a.PastFalseRate)
 	fmt.Fprintf(w, "disk     %d bytes in all", a.DiskBytes)
 	if a.DiskBudget > 0 {
