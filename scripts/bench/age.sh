@@ -1,8 +1,9 @@
 #!/bin/sh
 # The disk over years (RELIABILITY.md W2): a body's ledger after five
-# years of history (5,000,000 events: 1,250,000 finished actions, 5,000
-# grants, 500 e-stop trips, 250 people's holds, the rest sense events; and
-# five years of what feeds the world model), written by startupbench fill
+# years of the year startup.sh fills (1,250,000 finished actions, 5,000
+# grants, 500 e-stop trips, 250 people's holds; the sense events of its
+# last six days, 498,600 as in that year; and five years of what feeds
+# the world model: 3,005,600 events and 1,825 days), written by startupbench fill
 # -years 5 -daily with the daemon's ledger options and defaults: once a
 # day of the history retention runs, a home server takes what the outbox
 # holds, and the archive's pass moves what is older than audit_keep_days
@@ -25,12 +26,14 @@
 #
 #   scripts/bench/age.sh
 #   AGE_DIR=/var/tmp/age scripts/bench/age.sh   # keep the filled data directory there, and use it again
-#   BENCH_SHORT=1 scripts/bench/age.sh          # 40,000 events over five years, one run of each
+#   BENCH_SHORT=1 scripts/bench/age.sh          # 10,000 actions and 20 days of the world over five years, one run of each
 set -eu
 cd "$(dirname "$0")/../.."
 . scripts/bench/lib.sh
-runs=3 events=5000000 worlddays=1825
-short && runs=1 events=40000 worlddays=20
+runs=3 actions=1250000 sense=498600 worlddays=1825
+short && runs=1 actions=10000 sense=20000 worlddays=20
+grants=$((actions / 250)) trips=$((actions / 2500)) holds=$((actions / 5000))
+events=$((2 * actions + grants + grants / 10 + 2 * trips + 2 * holds + sense))
 out=$(mktemp -d)
 stage=
 trap 'rm -rf "$out" ${stage:+"$stage"}' EXIT
@@ -48,8 +51,8 @@ if [ ! -f "$old/ledger.db" ]; then
 		stage=$(mktemp -d /dev/shm/age.XXXXXX)
 		fillto=$stage/five
 	fi
-	"$bench" fill "$fillto" -years 5 -daily -events "$events" -actions $((events / 4)) -grants $((events / 1000)) \
-		-trips $((events / 10000)) -holds $((events / 20000)) -world-days "$worlddays"
+	"$bench" fill "$fillto" -years 5 -daily -events "$events" -actions "$actions" -grants "$grants" \
+		-trips "$trips" -holds "$holds" -world-days "$worlddays"
 	if [ -n "$stage" ]; then
 		mkdir -p "$old"
 		cp -a "$fillto/." "$old/"
