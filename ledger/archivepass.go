@@ -161,7 +161,8 @@ func (s *Store) Archive(ctx context.Context) (ArchiveResult, error) {
 // tidyArchive removes what a crash left in the archive's directory: a
 // segment written whose transaction never reached the disk (past the
 // head's last), a segment whose deletion was recorded but not carried
-// out (before its first kept), a file half written.
+// out (before its first kept), a file half written; and counts the bytes
+// of the segments kept (archBytes).
 func (s *Store) tidyArchive() error {
 	h, err := s.archiveHead()
 	if err != nil {
@@ -173,14 +174,18 @@ func (s *Store) tidyArchive() error {
 		return err
 	}
 	removed := false
+	var kept int64
 	for _, i := range idx {
 		if i > h.Segments || i < h.FirstKept {
 			if err := os.Remove(filepath.Join(dir, segName(i))); err != nil {
 				return err
 			}
 			removed = true
+		} else if fi, err := os.Stat(filepath.Join(dir, segName(i))); err == nil {
+			kept += fi.Size()
 		}
 	}
+	s.archBytes.Store(kept)
 	for _, name := range other {
 		if filepath.Ext(name) == ".tmp" {
 			os.Remove(filepath.Join(dir, name))
@@ -316,6 +321,7 @@ func (s *Store) archiveSegment() (n, keys int, more bool, err error) {
 		syncDir(dir)
 		return 0, 0, false, err
 	}
+	s.archBytes.Add(seg.Size)
 	s.opts.Log.Info("ledger: archived", "segment", seg.Index, "events", seg.Count, "first_seq", seg.First, "last_seq", seg.Last,
 		"bytes", seg.Size, "raw_bytes", raw)
 	return len(batch), keys, more, nil
@@ -394,9 +400,9 @@ func DiskUse(path string) (int64, error) {
 func (s *Store) keepBudget() ([]ArchiveDeleted, error) {
 	var out []ArchiveDeleted
 	for {
-		use, err := DiskUse(s.opts.Path)
-		if err != nil || use <= s.opts.DiskBudget {
-			return out, err
+		use := s.diskUse()
+		if use <= s.opts.DiskBudget {
+			return out, nil
 		}
 		h, err := s.archiveHead()
 		if err != nil {
@@ -491,6 +497,7 @@ func (s *Store) deleteSegments(through uint64, by, reason string, use int64) (Ar
 		}
 	}
 	syncDir(dir)
+	s.archBytes.Add(-d.Bytes)
 	s.opts.Log.Warn("ledger: archive segments deleted", "from", d.From, "to", d.To, "events", d.Events, "bytes", d.Bytes, "by", by, "reason", reason)
 	return d, nil
 }
@@ -561,7 +568,8 @@ type ArchiveStats struct {
 	DiskBudget int64 `json:"disk_budget"`
 }
 
-// ArchiveStats reads the archive's record and its files' sizes.
+// ArchiveStats reads the archive's record; the sizes are kept in memory
+// (counted at open, then followed), so it costs a read and two stats.
 func (s *Store) ArchiveStats() (ArchiveStats, error) {
 	st := ArchiveStats{Dir: ArchiveDir(s.opts.Path), DiskBudget: s.opts.DiskBudget}
 	var h archiveHead
@@ -584,13 +592,20 @@ func (s *Store) ArchiveStats() (ArchiveStats, error) {
 		return st, err
 	}
 	st.Segments, st.FirstKept, st.Events, st.Deleted, st.Through, st.DeletedThrough = h.kept(), h.FirstKept, h.Events, h.Deleted, h.Through, h.DeletedThrough
-	for i := h.FirstKept; i <= h.Segments; i++ {
-		if fi, err := os.Stat(filepath.Join(st.Dir, segName(i))); err == nil {
-			st.Bytes += fi.Size()
+	st.Bytes, st.DiskBytes = s.archBytes.Load(), s.diskUse()
+	return st, nil
+}
+
+// diskUse is DiskUse from the segments' bytes kept in memory: two stats,
+// however many segments.
+func (s *Store) diskUse() int64 {
+	total := s.archBytes.Load()
+	for _, p := range []string{s.opts.Path, JournalPath(s.opts.Path)} {
+		if fi, err := os.Stat(p); err == nil {
+			total += fi.Size()
 		}
 	}
-	st.DiskBytes, err = DiskUse(s.opts.Path)
-	return st, err
+	return total
 }
 
 // readArchive calls fn with every event of the kept segments, in order.

@@ -408,6 +408,8 @@ type Store struct {
 	// archMu: archive passes and deletions take turns (Lock), and a read
 	// of the archive with the file sees neither half done (RLock).
 	archMu sync.RWMutex
+	// archBytes: the bytes of the archive's kept segments.
+	archBytes atomic.Int64
 	// created is the file's creation time: its tag in the journal and the
 	// archive.
 	created uint64
