@@ -396,7 +396,7 @@ func DiskUse(path string) (int64, error) {
 }
 
 // keepBudget deletes the oldest segments while the ledger's files are
-// over Options.DiskBudget.
+// over Options.DiskBudget: as many as it takes at once, one record.
 func (s *Store) keepBudget() ([]ArchiveDeleted, error) {
 	var out []ArchiveDeleted
 	for {
@@ -412,7 +412,18 @@ func (s *Store) keepBudget() ([]ArchiveDeleted, error) {
 			s.opts.Log.Error("ledger: over its disk budget with no archive left to delete", "bytes", use, "budget", s.opts.DiskBudget)
 			return out, nil
 		}
-		d, err := s.deleteSegments(h.FirstKept, "ledger", "over the disk budget", use)
+		// As many of the oldest as it takes, in one deletion.
+		through, freed := h.FirstKept, int64(0)
+		for ; through <= h.Segments; through++ {
+			seg, err := readSegmentHeader(ArchiveDir(s.opts.Path), through)
+			if err != nil {
+				return out, fmt.Errorf("ledger: archive: segment %d: %w", through, err)
+			}
+			if freed += seg.Size; use-freed <= s.opts.DiskBudget {
+				break
+			}
+		}
+		d, err := s.deleteSegments(min(through, h.Segments), "ledger", "over the disk budget", use)
 		if err != nil {
 			return out, err
 		}
