@@ -64,9 +64,25 @@ func actions(t *testing.T, s *Store, from, n int) {
 	}
 }
 
+// newArchiveClock is a clock at the start of 2026.
+func newArchiveClock() *archiveClock {
+	return &archiveClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+// aged moves the clock past audit_keep (30 days in archiveOpts) and
+// appends an event, whose commit writes the checkpoint that shows the
+// events before it old enough.
+func aged(t *testing.T, s *Store, c *archiveClock) {
+	t.Helper()
+	c.now = c.now.Add(31 * 24 * time.Hour)
+	if _, err := s.Append(t.Context(), Event{Type: "grant.added", Provenance: Told}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestArchive(t *testing.T) {
 	path := tempPath(t)
-	c := &archiveClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c := newArchiveClock()
 	s := openTest(t, path, archiveOpts(c))
 	actions(t, s, 0, 3000)
 	// Younger than audit_keep: nothing moves.
@@ -168,11 +184,10 @@ func (proposals) Apply(kv KV, e *Event) error {
 
 func TestArchiveIsChecked(t *testing.T) {
 	path := tempPath(t)
-	c := &archiveClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c := newArchiveClock()
 	s := openTest(t, path, archiveOpts(c))
 	actions(t, s, 0, 3000)
-	c.now = c.now.Add(31 * 24 * time.Hour)
-	s.Append(t.Context(), Event{Type: "grant.added", Provenance: Told})
+	aged(t, s, c)
 	if res, err := s.Archive(t.Context()); err != nil || res.Segments < 2 {
 		t.Fatalf("%+v %v, want two segments at least", res, err)
 	}
@@ -228,11 +243,10 @@ func TestArchiveIsChecked(t *testing.T) {
 
 func TestArchiveDiskBudget(t *testing.T) {
 	path := tempPath(t)
-	c := &archiveClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c := newArchiveClock()
 	s := openTest(t, path, archiveOpts(c))
 	actions(t, s, 0, 3000)
-	c.now = c.now.Add(31 * 24 * time.Hour)
-	s.Append(t.Context(), Event{Type: "grant.added", Provenance: Told})
+	aged(t, s, c)
 	if _, err := s.Archive(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -289,11 +303,10 @@ func TestArchiveDiskBudget(t *testing.T) {
 // writes it again.
 func TestArchiveAfterACrash(t *testing.T) {
 	path := tempPath(t)
-	c := &archiveClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c := newArchiveClock()
 	s := openTest(t, path, archiveOpts(c))
 	actions(t, s, 0, 100)
-	c.now = c.now.Add(31 * 24 * time.Hour)
-	s.Append(t.Context(), Event{Type: "grant.added", Provenance: Told})
+	aged(t, s, c)
 	s.Close()
 	dir := ArchiveDir(path)
 	if _, err := writeSegment(dir, 1, 1, [32]byte{}, []archived{{seq: 1, rec: []byte{0xa0}}}); err != nil {
@@ -315,11 +328,10 @@ func TestArchiveAfterACrash(t *testing.T) {
 
 // An audit record still waiting for the uplink stays in the file.
 func TestArchiveWaitsForTheOutbox(t *testing.T) {
-	c := &archiveClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c := newArchiveClock()
 	s := openTest(t, tempPath(t), archiveOpts(c, func(o *Options) { o.NoOutbox = false }))
 	actions(t, s, 0, 10)
-	c.now = c.now.Add(31 * 24 * time.Hour)
-	s.Append(t.Context(), Event{Type: "grant.added", Provenance: Told})
+	aged(t, s, c)
 	if res, err := s.Archive(t.Context()); err != nil || res.Events != 0 {
 		t.Fatalf("%+v %v, want nothing archived while it waits", res, err)
 	}
@@ -397,11 +409,10 @@ func FuzzSegment(f *testing.F) {
 // A segment is written once a segment's worth is due: a pass every few
 // minutes does not make a file each.
 func TestArchiveWaitsForASegmentsWorth(t *testing.T) {
-	c := &archiveClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c := newArchiveClock()
 	s := openTest(t, tempPath(t), archiveOpts(c, func(o *Options) { o.ArchiveSegment = 0 }))
 	actions(t, s, 0, 100)
-	c.now = c.now.Add(31 * 24 * time.Hour)
-	s.Append(t.Context(), Event{Type: "grant.added", Provenance: Told})
+	aged(t, s, c)
 	if res, err := s.Archive(t.Context()); err != nil || res.Events != 0 {
 		t.Fatalf("%+v %v, want nothing yet", res, err)
 	}
@@ -422,14 +433,13 @@ func TestArchiveWaitsForASegmentsWorth(t *testing.T) {
 // Only the classes that keep past keys (audit, safety) keep them: the
 // keys of the control plane's own records go with their events.
 func TestArchiveKeepsOnlyTheKeysOfItsClasses(t *testing.T) {
-	c := &archiveClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c := newArchiveClock()
 	s := openTest(t, tempPath(t), archiveOpts(c))
 	if _, err := s.Append(t.Context(), Event{Type: "gate.decided", Provenance: Inferred, DedupeKey: "gate/1"},
 		Event{Type: "action.proposed", Provenance: Told, AggregateID: "action:x", DedupeKey: "action:1"}); err != nil {
 		t.Fatal(err)
 	}
-	c.now = c.now.Add(31 * 24 * time.Hour)
-	s.Append(t.Context(), Event{Type: "grant.added", Provenance: Told})
+	aged(t, s, c)
 	if res, err := s.Archive(t.Context()); err != nil || res.Events != 2 || res.Keys != 1 {
 		t.Fatalf("%+v %v", res, err)
 	}
