@@ -34,7 +34,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -68,7 +67,8 @@ type journal struct {
 }
 
 // openJournal opens the journal at path, creating it of size bytes (or
-// keeping a larger file's size), and returns its contents as they are.
+// keeping a larger file's size), and returns what it holds of records
+// (see readRecords).
 // On a disk too full to allocate it, the journal is what the file has
 // (short, or empty: then every batch is folded into bbolt at once, as a
 // ledger without a journal commits), and short says so.
@@ -90,8 +90,7 @@ func openJournal(path string, size int64) (j *journal, data []byte, short error,
 	if err == nil {
 		if fi, err = f.Stat(); err == nil {
 			size = fi.Size()
-			data = make([]byte, size)
-			_, err = io.ReadFull(io.NewSectionReader(f, 0, size), data)
+			data, err = readRecords(f, size)
 		}
 	}
 	if err != nil {
@@ -99,6 +98,32 @@ func openJournal(path string, size int64) (j *journal, data []byte, short error,
 		return nil, nil, nil, fmt.Errorf("ledger: journal %s: %w", path, err)
 	}
 	return &journal{f: f, size: size}, data, short, nil
+}
+
+// readRecords reads the journal from its start as far as its records'
+// lengths lead, a record at a time: after a clean stop that is one
+// header of zeros, not the whole file. journalRecords then checks what
+// it read.
+func readRecords(f *os.File, size int64) ([]byte, error) {
+	var data []byte
+	h := make([]byte, journalHeader)
+	for off := int64(0); off+journalHeader <= size; {
+		if _, err := f.ReadAt(h, off); err != nil {
+			return nil, err
+		}
+		n := int64(binary.BigEndian.Uint32(h))
+		if n == 0 || n > size-off-journalHeader {
+			break
+		}
+		data = append(data, h...)
+		start := len(data)
+		data = append(data, make([]byte, n)...)
+		if _, err := f.ReadAt(data[start:], off+journalHeader); err != nil {
+			return nil, err
+		}
+		off += journalHeader + n
+	}
+	return data, nil
 }
 
 // journalHead is how much of a new journal is written with zeros: the
