@@ -97,18 +97,8 @@ for what in "--archive" ""; do
 done
 
 # Startup against an empty ledger.
-case_() {
-	name=$1 dir=$2
-	log="$out/$name.log"
-	"$bench" start -runs 1 -log "$log" -- "$bin" run --board sim --data "$dir" >/dev/null
-	echo "$name: run to READY=1"
-	"$bench" start -runs "$runs" -log "$log" -- "$bin" run --board sim --data "$dir" | tee "$out/$name.start"
-	"$bench" exec -runs 1 -- "$bin" ledger events --limit 5 --data "$dir" >/dev/null
-	echo "$name: ledger events --limit 5 (offline)"
-	"$bench" exec -runs "$runs" -- "$bin" ledger events --limit 5 --data "$dir" | tee "$out/$name.exec"
-}
-case_ empty "$empty"
-case_ five-years "$old"
+startcase empty "$empty"
+startcase five-years "$old"
 for what in start exec; do
 	awk -v what="$what" '
 	FNR == 1 { file++ }

@@ -44,3 +44,24 @@ figures() {
 		figure "$n" "$v" "$u" "${p:--}" "${g:--}" "${vs:--}"
 	done
 }
+
+# startcase NAME DIR: the daemon's start to READY=1 and an offline
+# `ledger events --limit 5` on the data directory DIR, each warmed once
+# and then run $runs times, by startupbench ($bench) and the body ($bin);
+# the medians go to $out/NAME.start and $out/NAME.exec. A daemon that
+# built projections at open was not given a file its fill wrote with the
+# daemon's options: that fails the bench.
+startcase() {
+	name=$1 dir=$2
+	log="$out/$name.log"
+	"$bench" start -runs 1 -log "$log" -- "$bin" run --board sim --data "$dir" >/dev/null
+	echo "$name: run to READY=1"
+	"$bench" start -runs "$runs" -log "$log" -- "$bin" run --board sim --data "$dir" | tee "$out/$name.start"
+	"$bench" exec -runs 1 -- "$bin" ledger events --limit 5 --data "$dir" >/dev/null
+	echo "$name: ledger events --limit 5 (offline)"
+	"$bench" exec -runs "$runs" -- "$bin" ledger events --limit 5 --data "$dir" | tee "$out/$name.exec"
+	if grep -q "projections built" "$log"; then
+		echo "$name: the daemon built projections at open: the fill's options are not the daemon's" >&2
+		exit 1
+	fi
+}

@@ -48,23 +48,8 @@ empty="$out/empty"
 mkdir -p "$empty"
 ls -l "$old/ledger.db" | awk '{printf "ledger with history: %d MB\n", $5 / 1048576}'
 
-# case NAME DIR: the daemon's start and an offline read, warmed once.
-case_() {
-	name=$1 dir=$2
-	log="$out/$name.log"
-	"$bench" start -runs 1 -log "$log" -- "$bin" run --board sim --data "$dir" >/dev/null
-	echo "$name: run to READY=1"
-	"$bench" start -runs "$runs" -log "$log" -- "$bin" run --board sim --data "$dir" | tee "$out/$name.start"
-	"$bench" exec -runs 1 -- "$bin" ledger events --limit 5 --data "$dir" >/dev/null
-	echo "$name: ledger events --limit 5 (offline)"
-	"$bench" exec -runs "$runs" -- "$bin" ledger events --limit 5 --data "$dir" | tee "$out/$name.exec"
-	if grep -q "projections built" "$log"; then
-		echo "$name: the daemon built projections at open: the fill's options are not the daemon's" >&2
-		exit 1
-	fi
-}
-case_ empty "$empty"
-case_ history "$old"
+startcase empty "$empty"
+startcase history "$old"
 
 echo
 for what in start exec; do
