@@ -369,32 +369,6 @@ type Forgetter interface {
 	Forget(kv KV, e *Event) error
 }
 
-// DiskUse is the bytes of the ledger's files: the file, its journal and
-// every segment of its archive.
-func DiskUse(path string) (int64, error) {
-	var total int64
-	for _, p := range []string{path, JournalPath(path)} {
-		fi, err := os.Stat(p)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return 0, err
-		}
-		if err == nil {
-			total += fi.Size()
-		}
-	}
-	dir := ArchiveDir(path)
-	idx, _, err := segmentIndexes(dir)
-	if err != nil {
-		return 0, err
-	}
-	for _, i := range idx {
-		if fi, err := os.Stat(filepath.Join(dir, segName(i))); err == nil {
-			total += fi.Size()
-		}
-	}
-	return total, nil
-}
-
 // keepBudget deletes the oldest segments while the ledger's files are
 // over Options.DiskBudget: as many as it takes at once, one record.
 func (s *Store) keepBudget() ([]ArchiveDeleted, error) {
@@ -607,7 +581,8 @@ func (s *Store) ArchiveStats() (ArchiveStats, error) {
 	return st, nil
 }
 
-// diskUse is DiskUse from the segments' bytes kept in memory: two stats,
+// diskUse is the bytes of the ledger's files: the file, its journal and
+// the archive's kept segments (their bytes kept in memory): two stats,
 // however many segments.
 func (s *Store) diskUse() int64 {
 	total := s.archBytes.Load()

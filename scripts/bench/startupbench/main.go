@@ -336,15 +336,16 @@ func budget(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	before, err := ledger.DiskUse(opts.Path)
-	if err != nil {
-		return err
-	}
 	store, err := ledger.Open(opts)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
+	st, err := store.ArchiveStats()
+	if err != nil {
+		return err
+	}
+	before := st.DiskBytes
 	res, err := store.Archive(ctx)
 	if err != nil {
 		return err
@@ -353,8 +354,7 @@ func budget(ctx context.Context, args []string, out io.Writer) error {
 	for _, d := range res.Deleted {
 		events += d.Events
 	}
-	st, err := store.ArchiveStats()
-	if err != nil {
+	if st, err = store.ArchiveStats(); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "budget %d MiB: %d MiB before; %d segments deleted (%d events), each recorded; %d MiB after (%d segments kept)\n",
