@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -455,5 +456,99 @@ func TestArchiveKeepsOnlyTheKeysOfItsClasses(t *testing.T) {
 		Event{Type: "action.proposed", Provenance: Told, AggregateID: "action:x", DedupeKey: "action:1"})
 	if r[0].Duplicate || !r[1].Archived {
 		t.Errorf("%+v: want the gate's key free again, the action's refused", r)
+	}
+}
+
+// The archive's record keeps its segments' bytes, so an open need not
+// stat each one; a record from before it kept them has them summed from
+// the files at open, and the next pass records them. Verify compares the
+// record with the files.
+func TestArchiveRecordsItsBytes(t *testing.T) {
+	path := tempPath(t)
+	c := newArchiveClock()
+	s := openTest(t, path, archiveOpts(c))
+	actions(t, s, 0, 3000)
+	aged(t, s, c)
+	if res, err := s.Archive(t.Context()); err != nil || res.Segments < 2 {
+		t.Fatalf("%+v %v, want two segments at least", res, err)
+	}
+	s.Close()
+	files := func() int64 {
+		var n int64
+		idx, _, _ := segmentIndexes(ArchiveDir(path))
+		for _, i := range idx {
+			fi, err := os.Stat(filepath.Join(ArchiveDir(path), segName(i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += fi.Size()
+		}
+		return n
+	}
+	// setHead rewrites the archive's record in the file with f.
+	setHead := func(f func([]byte) []byte) {
+		t.Helper()
+		db, err := bolt.Open(path, 0o640, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if err := db.Update(func(tx *bolt.Tx) error {
+			m := tx.Bucket(bMeta)
+			return m.Put(kArchive, f(bytes.Clone(m.Get(kArchive))))
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	head := func() archiveHead {
+		t.Helper()
+		s := openTest(t, path, archiveOpts(c))
+		defer s.Close()
+		h, err := s.archiveHead()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	if h := head(); !h.HasBytes || int64(h.Bytes) != files() {
+		t.Fatalf("the record: %d bytes (kept: %v), the files %d", h.Bytes, h.HasBytes, files())
+	}
+
+	// A record without them.
+	setHead(func(b []byte) []byte { return b[:archiveHeadOld] })
+	s = openTest(t, path, archiveOpts(c))
+	if st, err := s.ArchiveStats(); err != nil || st.Bytes != files() {
+		t.Fatalf("from an older record: %d bytes %v, want the files' %d", st.Bytes, err, files())
+	}
+	// A pass with nothing to archive records them.
+	if res, err := s.Archive(t.Context()); err != nil || res.Segments != 0 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	s.Close()
+	if h := head(); !h.HasBytes || int64(h.Bytes) != files() {
+		t.Fatalf("after a pass: %d bytes (kept: %v), the files %d", h.Bytes, h.HasBytes, files())
+	}
+	// And follow what the next segments add.
+	s = openTest(t, path, archiveOpts(c))
+	actions(t, s, 3000, 2000)
+	aged(t, s, c)
+	if res, err := s.Archive(t.Context()); err != nil || res.Segments == 0 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	s.Close()
+	if h := head(); !h.HasBytes || int64(h.Bytes) != files() {
+		t.Fatalf("after a segment more: %d bytes (kept: %v), the files %d", h.Bytes, h.HasBytes, files())
+	}
+
+	// A record that does not match the files.
+	setHead(func(b []byte) []byte {
+		binary.BigEndian.PutUint64(b[archiveHeadOld:], 12345)
+		return b
+	})
+	s = openTest(t, path, archiveOpts(c))
+	defer s.Close()
+	r, err := s.VerifyArchive(t.Context())
+	if err != nil || r.OK() || !strings.Contains(strings.Join(r.Problems, "\n"), "the ledger recorded 12345") {
+		t.Errorf("verify: %v %v, want the bytes recorded named", r.Problems, err)
 	}
 }

@@ -31,23 +31,35 @@ type archiveHead struct {
 	// Deleted: the events of the deleted segments, DeletedThrough the
 	// last of them.
 	Deleted, DeletedThrough uint64
+	// Bytes: the kept segments' sizes, summed; an open reads it instead
+	// of a stat of every segment. A record written before it was kept has
+	// none (HasBytes false): the open sums the files once.
+	Bytes    uint64
+	HasBytes bool
 }
 
+// The archive's record: six numbers, the two hashes, then Bytes.
+const (
+	archiveHeadOld = 6*8 + 64
+	archiveHeadLen = archiveHeadOld + 8
+)
+
 func (h archiveHead) encode() []byte {
-	b := make([]byte, 0, 6*8+64)
+	b := make([]byte, 0, archiveHeadLen)
 	for _, v := range []uint64{h.Segments, h.Through, h.Events, h.FirstKept, h.Deleted, h.DeletedThrough} {
 		b = binary.BigEndian.AppendUint64(b, v)
 	}
 	b = append(b, h.Last[:]...)
-	return append(b, h.KeptPrev[:]...)
+	b = append(b, h.KeptPrev[:]...)
+	return binary.BigEndian.AppendUint64(b, h.Bytes)
 }
 
 func parseArchiveHead(b []byte) (archiveHead, error) {
-	h := archiveHead{FirstKept: 1}
+	h := archiveHead{FirstKept: 1, HasBytes: true}
 	if b == nil {
 		return h, nil
 	}
-	if len(b) != 6*8+64 {
+	if len(b) != archiveHeadLen && len(b) != archiveHeadOld {
 		return h, fmt.Errorf("%w: the archive's record is %d bytes", ErrDamaged, len(b))
 	}
 	vals := make([]uint64, 6)
@@ -57,7 +69,16 @@ func parseArchiveHead(b []byte) (archiveHead, error) {
 	h.Segments, h.Through, h.Events, h.FirstKept, h.Deleted, h.DeletedThrough = vals[0], vals[1], vals[2], vals[3], vals[4], vals[5]
 	copy(h.Last[:], b[48:])
 	copy(h.KeptPrev[:], b[80:])
+	h.HasBytes = len(b) == archiveHeadLen
+	if h.HasBytes {
+		h.Bytes = binary.BigEndian.Uint64(b[archiveHeadOld:])
+	}
 	return h, nil
+}
+
+// setBytes keeps n as the kept segments' bytes (none below zero).
+func (h *archiveHead) setBytes(n int64) {
+	h.Bytes, h.HasBytes = uint64(max(n, 0)), true
 }
 
 // Kept is how many segments are kept.
@@ -128,7 +149,10 @@ func (s *Store) Archive(ctx context.Context) (ArchiveResult, error) {
 	}
 	s.archMu.Lock()
 	defer s.archMu.Unlock()
-	if err := s.tidyArchive(); err != nil {
+	if err := s.tidyArchive(true); err != nil {
+		return res, err
+	}
+	if err := s.recordArchiveBytes(); err != nil {
 		return res, err
 	}
 	for s.opts.AuditKeep > 0 {
@@ -161,12 +185,19 @@ func (s *Store) Archive(ctx context.Context) (ArchiveResult, error) {
 // tidyArchive removes what a crash left in the archive's directory: a
 // segment written whose transaction never reached the disk (past the
 // head's last), a segment whose deletion was recorded but not carried
-// out (before its first kept), a file half written; and counts the bytes
-// of the segments kept (archBytes).
-func (s *Store) tidyArchive() error {
+// out (before its first kept), a file half written; and takes the bytes
+// of the segments kept (archBytes) from the head, or, from a head that
+// does not keep them, sums their files. Without look, and with a head
+// that keeps the bytes, it only takes them: a clean start has nothing to
+// tidy, and a directory of thousands of segments is not read.
+func (s *Store) tidyArchive(look bool) error {
 	h, err := s.archiveHead()
 	if err != nil {
 		return err
+	}
+	if !look && h.HasBytes {
+		s.archBytes.Store(int64(h.Bytes))
+		return nil
 	}
 	dir := ArchiveDir(s.opts.Path)
 	idx, other, err := segmentIndexes(dir)
@@ -181,9 +212,14 @@ func (s *Store) tidyArchive() error {
 				return err
 			}
 			removed = true
-		} else if fi, err := os.Stat(filepath.Join(dir, segName(i))); err == nil {
-			kept += fi.Size()
+		} else if !h.HasBytes {
+			if fi, err := os.Stat(filepath.Join(dir, segName(i))); err == nil {
+				kept += fi.Size()
+			}
 		}
+	}
+	if h.HasBytes {
+		kept = int64(h.Bytes)
 	}
 	s.archBytes.Store(kept)
 	for _, name := range other {
@@ -196,6 +232,24 @@ func (s *Store) tidyArchive() error {
 		return syncDir(dir)
 	}
 	return nil
+}
+
+// recordArchiveBytes writes the kept segments' bytes into a head that
+// does not keep them yet (one written before it did), so the next open
+// need not stat every segment (archMu held).
+func (s *Store) recordArchiveBytes() error {
+	h, err := s.archiveHead()
+	if err != nil || h.HasBytes {
+		return err
+	}
+	return s.update(func(w *writer) error {
+		cur, err := parseArchiveHead(w.meta.Get(kArchive))
+		if err != nil || cur.HasBytes {
+			return err
+		}
+		cur.setBytes(s.archBytes.Load())
+		return w.meta.Put(kArchive, w.keep(cur.encode()))
+	})
 }
 
 // archiveSegment writes one segment of what is due and takes its events
@@ -314,6 +368,7 @@ func (s *Store) archiveSegment() (n, keys int, more bool, err error) {
 		}
 		cur.Segments, cur.Last, cur.Through = seg.Index, seg.Hash, seg.Last+1
 		cur.Events += seg.Count
+		cur.setBytes(s.archBytes.Load() + seg.Size)
 		return w.meta.Put(kArchive, w.keep(cur.encode()))
 	})
 	if err != nil {
@@ -468,6 +523,7 @@ func (s *Store) deleteSegments(through uint64, by, reason string, use int64) (Ar
 		cur.FirstKept, cur.KeptPrev = through+1, last.Hash
 		cur.Deleted += d.Events
 		cur.DeletedThrough = d.LastSeq
+		cur.setBytes(s.archBytes.Load() - d.Bytes)
 		if err := w.meta.Put(kArchive, w.keep(cur.encode())); err != nil {
 			return err
 		}
@@ -622,6 +678,7 @@ func (s *Store) checkArchive(ctx context.Context, h archiveHead, problem func(st
 	dir := ArchiveDir(s.opts.Path)
 	prev := h.KeptPrev
 	var last uint64
+	var bytes int64
 	var e Event
 	for i := h.FirstKept; i <= h.Segments; i++ {
 		if err := ctx.Err(); err != nil {
@@ -651,6 +708,7 @@ func (s *Store) checkArchive(ctx context.Context, h archiveHead, problem func(st
 			return events, segments, nil
 		}
 		segments++
+		bytes += seg.Size
 		if seg.Tag != s.created {
 			problem("archive segment %d belongs to another ledger (tag %d, this one's is %d)", i, seg.Tag, s.created)
 		}
@@ -666,6 +724,9 @@ func (s *Store) checkArchive(ctx context.Context, h archiveHead, problem func(st
 		if last+1 != h.Through {
 			problem("the archive ends at event %d; the ledger recorded %d", last, h.Through-1)
 		}
+	}
+	if h.HasBytes && uint64(bytes) != h.Bytes {
+		problem("the archive's segments hold %d bytes; the ledger recorded %d", bytes, h.Bytes)
 	}
 	if idx, _, err := segmentIndexes(dir); err == nil {
 		for _, i := range idx {

@@ -401,9 +401,10 @@ func (s *Store) init(st fileState) error {
 	s.durable.Store(s.applied)
 	s.wg.Add(1)
 	go s.commitLoop()
-	// What a crash left of the archive: a segment its transaction never
-	// took, one whose deletion was recorded.
-	if err := s.tidyArchive(); err != nil {
+	// What a crash left of the archive (a segment its transaction never
+	// took, one whose deletion was recorded) is looked for now after a
+	// start that was not clean, or by the first pass.
+	if err := s.tidyArchive(!s.openedClean); err != nil {
 		s.opts.Log.Error("ledger: tidying the archive", "err", err)
 	}
 	if every := s.opts.RetainEvery; every > 0 {
