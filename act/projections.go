@@ -1,6 +1,7 @@
 package act
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -416,9 +417,10 @@ func (actionResults) Closes(e *ledger.Event) bool {
 
 func keyOf(subject, key string) []byte { return []byte(subject + "\x00" + key) }
 
-// grantsState keeps every grant as it stands: "g" and its id → the grant
-// (added, and expired and revoked when it is), "#" → how many were added (the order a
-// grant was added in is kept with it), and "!" → the first grant event
+// grantsState keeps the grants as they stand: "g" and its id → the grant
+// (added, and expired and revoked when it is), each until the archive
+// takes the record that ended it (Forget); "#" → how many were added (the
+// order a grant was added in is kept with it); and "!" → the first grant event
 // that could not be read or did not follow from the ones before; after it
 // nothing is applied, and LoadGrants fails: grants fail closed, and a
 // revocation is never skipped.
@@ -463,6 +465,40 @@ func (r grantRecord) grant() (Grant, error) {
 func (grantsState) Name() string    { return projGrants }
 func (grantsState) Types() []string { return []string{"grant."} }
 
+// Forget lets go of a grant that ended once the archive takes the record
+// that ended it: a revocation, or an expiry. What it was is in the
+// archive (ledger events --archive); a body's grants in force stay, and
+// those that ended do not pile up for a start to read. A revocation ends
+// a grant for good. An expired grant may still be revoked after it (an
+// administrator tidying up), and that revocation, applied once the
+// grant is gone, changes nothing (applyGrant): either order gives the
+// same.
+func (grantsState) Forget(kv ledger.KV, e *ledger.Event) error {
+	if kv.Get(keyGrantFault) != nil || e.Type != EventGrantRevoked && e.Type != EventGrantExpired {
+		return nil
+	}
+	var id string
+	if e.Type == EventGrantRevoked {
+		var p grantRevoked
+		if ledger.UnmarshalPayload(e.Payload, &p) == nil {
+			id = p.ID
+		}
+	} else {
+		var p grantExpired
+		if ledger.UnmarshalPayload(e.Payload, &p) == nil {
+			id = p.ID
+		}
+	}
+	if id == "" {
+		return nil
+	}
+	return kv.Delete(grantKey(id))
+}
+
+// Closes tells the ledger that a revocation closes its grant's
+// aggregate: nothing follows it. An expiry does not (a revocation may).
+func (grantsState) Closes(e *ledger.Event) bool { return e.Type == EventGrantRevoked }
+
 func (grantsState) Apply(kv ledger.KV, e *ledger.Event) error {
 	if kv.Get(keyGrantFault) != nil {
 		return nil
@@ -501,6 +537,11 @@ func applyGrant(kv ledger.KV, e *ledger.Event) error {
 			return err
 		}
 		v := kv.Get(grantKey(p.ID))
+		if v == nil && e.AggregateVersion > 2 {
+			// It follows an expiry (version 2): the grant ended, and
+			// its record went when the archive took the expiry.
+			return nil
+		}
 		if v == nil {
 			return fmt.Errorf("revokes grant %q, which was never added", p.ID)
 		}
@@ -559,16 +600,23 @@ func putGrant(kv ledger.KV, id string, r grantRecord, count uint64) error {
 }
 
 // readGrants reads the grants projection: every grant in the order it
-// was added, or the fault that stops them.
+// was added, or the fault that stops them. A start reads every grant
+// there is, so the read is one decode a grant and no copy of them more:
+// their count (the next order) sizes the slice, and they are sorted
+// (through their indexes) only when key order is not the order they were
+// added in.
 func readGrants(kv ledger.ReadKV) ([]Grant, error) {
 	if f := kv.Get(keyGrantFault); f != nil {
 		return nil, errors.New(string(f))
 	}
-	type ordered struct {
-		ord uint64
-		g   Grant
+	var n uint64
+	if v := kv.Get(keyGrantCount); v != nil {
+		if err := ledger.UnmarshalPayload(v, &n); err != nil {
+			return nil, fmt.Errorf("grants' count: %w", err)
+		}
 	}
-	var all []ordered
+	out := make([]Grant, 0, min(n, maxGrantsHint))
+	ords := make([]uint64, 0, cap(out))
 	err := kv.ForEach(func(k, v []byte) error {
 		if len(k) == 0 || k[0] != 'g' {
 			return nil
@@ -581,16 +629,26 @@ func readGrants(kv ledger.ReadKV) ([]Grant, error) {
 		if err != nil {
 			return fmt.Errorf("grant %s: %w", k[1:], err)
 		}
-		all = append(all, ordered{r.Ord, g})
+		out, ords = append(out, g), append(ords, r.Ord)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	sort.Slice(all, func(i, j int) bool { return all[i].ord < all[j].ord })
-	out := make([]Grant, len(all))
-	for i, o := range all {
-		out[i] = o.g
+	if slices.IsSorted(ords) {
+		return out, nil
 	}
-	return out, nil
+	idx := make([]int, len(out))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(ords[a], ords[b]) })
+	sorted := make([]Grant, len(out))
+	for i, j := range idx {
+		sorted[i] = out[j]
+	}
+	return sorted, nil
 }
+
+// maxGrantsHint bounds the slice a count read from the file sizes.
+const maxGrantsHint = 1 << 20

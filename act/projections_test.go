@@ -740,3 +740,108 @@ func TestRecoverReadsTheProjection(t *testing.T) {
 		t.Errorf("a second recovery: %v, %v", again, err)
 	}
 }
+
+// forgetCommutes checks what ledger.Forgetter asks of p on the events
+// evs, for every point the archive could reach (the first k taken) and
+// every point the body had applied to by then (m): applying the first m,
+// forgetting the first k, then applying the rest gives what verify's
+// rebuild gives (applying the first k, forgetting them, applying the
+// rest). It returns the state the archive of every event leaves.
+func forgetCommutes(t *testing.T, p interface {
+	ledger.Projection
+	ledger.Forgetter
+}, evs []ledger.Event) ledger.MemKV {
+	t.Helper()
+	for i := range evs {
+		if evs[i].ID.IsZero() {
+			evs[i].ID = ledger.NewID()
+		}
+	}
+	forget := func(kv ledger.KV, evs []ledger.Event) {
+		for i := range evs {
+			if err := p.Forget(kv, &evs[i]); err != nil {
+				t.Fatalf("forget event %d (%s): %v", i, evs[i].Type, err)
+			}
+		}
+	}
+	var last ledger.MemKV
+	for k := 0; k <= len(evs); k++ {
+		rebuilt := ledger.MemKV{}
+		feed(t, p, rebuilt, evs[:k])
+		forget(rebuilt, evs[:k])
+		feed(t, p, rebuilt, evs[k:])
+		for m := k; m <= len(evs); m++ {
+			live := ledger.MemKV{}
+			feed(t, p, live, evs[:m])
+			forget(live, evs[:k])
+			feed(t, p, live, evs[m:])
+			if !reflect.DeepEqual(live, rebuilt) {
+				t.Fatalf("%d archived, %d applied before: the body keeps %q, a rebuild %q", k, m, live, rebuilt)
+			}
+		}
+		last = rebuilt
+	}
+	return last
+}
+
+func grantExpiredEvent(t testing.TB, id string, at time.Time) ledger.Event {
+	return ledger.Event{Type: EventGrantExpired, OccurredAt: at.UnixNano(), AggregateVersion: 2,
+		Payload: payload(t, grantExpired{ID: id, By: ExpiredByWall, Synced: true})}
+}
+
+// An ended grant leaves the projection when the archive takes what ended
+// it; one in force stays; the order the archive and the body go in does
+// not change what is kept.
+func TestGrantsForget(t *testing.T) {
+	t1, t2, t3 := t0.Add(time.Minute), t0.Add(2*time.Minute), t0.Add(3*time.Minute)
+	revokedAfter := func(id string, at time.Time, version uint64) ledger.Event {
+		e := grantRevokedEvent(t, id, at)
+		e.AggregateVersion = version
+		return e
+	}
+	for _, tc := range []struct {
+		name string
+		evs  []ledger.Event
+		kept []string // the grants left once every event is archived
+	}{
+		{"in force", []ledger.Event{grantAddedEvent(t, "a", t0)}, []string{"a"}},
+		{"revoked", []ledger.Event{grantAddedEvent(t, "a", t0), grantAddedEvent(t, "b", t1), revokedAfter("a", t2, 2)}, []string{"b"}},
+		{"expired", []ledger.Event{grantAddedEvent(t, "a", t0), grantExpiredEvent(t, "a", t1), grantAddedEvent(t, "b", t2)}, []string{"b"}},
+		{"expired, then revoked", []ledger.Event{grantAddedEvent(t, "a", t0), grantExpiredEvent(t, "a", t1), revokedAfter("a", t3, 3)}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kv := forgetCommutes(t, grantsState{}, tc.evs)
+			got, err := readGrants(kv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, g := range got {
+				ids = append(ids, g.ID)
+			}
+			if !slices.Equal(ids, tc.kept) {
+				t.Errorf("kept %v, want %v", ids, tc.kept)
+			}
+		})
+	}
+	// A revocation of a grant never added is still a fault, forgotten or
+	// not: only one that follows an expiry may find its grant gone.
+	kv := ledger.MemKV{}
+	feed(t, grantsState{}, kv, []ledger.Event{revokedAfter("x", t0, 2)})
+	if _, err := readGrants(kv); err == nil || !strings.Contains(err.Error(), "never added") {
+		t.Errorf("a revocation of a grant never added: %v, want the fault", err)
+	}
+}
+
+// What the actions' projections forget commutes with what follows too: a
+// compensation after a final record, an action still open.
+func TestActionsForgetCommutes(t *testing.T) {
+	done := &Result{ActionID: "a", Status: Succeeded, Receipt: "led on"}
+	comp := &Result{ActionID: "a", Status: Compensated, Receipt: "led off"}
+	evs := []ledger.Event{actionEvent(t, "a", Proposed, nil), actionEvent(t, "b", Proposed, nil), actionEvent(t, "a", Succeeded, done),
+		actionEvent(t, "a", Compensated, comp), actionEvent(t, "b", Running, nil)}
+	if kv := forgetCommutes(t, actionResults{}, evs); len(kv) != 1 || kv["b"] == nil {
+		t.Errorf("action_results once all is archived: %q, want only the open action b", kv)
+	}
+	forgetCommutes(t, actionKeys{}, evs)
+}
