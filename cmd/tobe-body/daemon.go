@@ -106,8 +106,8 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 // latch restored and its watcher running; the act settings, the grants
 // and the runner, with what was left running recorded; the people's
 // controls; the readers; the operation table on the admin socket; then
-// the agent's socket and the gate. Each phase returns what the next ones
-// need.
+// the agent's socket and the gate; once ready, the check of the ledger's
+// every page. Each phase returns what the next ones need.
 func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer) (*sense.Monitor, error) {
 	h, err := d.openHost(cfg)
 	if err != nil {
@@ -151,6 +151,7 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		return nil, err
 	}
 	d.ready(cfg, h, rec.store, srv.sock)
+	d.checkLedger(rec.store, estop)
 	return mon, nil
 }
 
@@ -333,21 +334,31 @@ func (d *daemon) startEStop(cfg *config.Loaded, h *host, rec *ledgerOpened) (*ac
 	} else {
 		log.Warn("this board has no e-stop line: nothing above read-only may act")
 	}
-	if store != nil {
-		d.spawn("ledger check", func(ctx context.Context) {
-			err := store.CheckAll(ctx)
-			switch {
-			case errors.Is(err, ledger.ErrDamaged):
-				log.Error("the ledger is damaged; the next start moves it aside", "err", err)
-				if estop != nil {
-					estop.TripNow("the ledger is damaged: " + err.Error())
-				}
-			case err != nil && ctx.Err() == nil:
-				log.Warn("the ledger's check did not finish", "err", err)
-			}
-		})
-	}
 	return estop, nil
+}
+
+// checkLedger reads every page of the ledger's file in the background,
+// once the body is up: on an old ledger that is hundreds of megabytes
+// through the page cache, which the start does not wait for or share the
+// disk with. Damage it finds trips the e-stop; the next start moves the
+// file aside.
+func (d *daemon) checkLedger(store *ledger.Store, estop *act.EStop) {
+	if store == nil {
+		return
+	}
+	log := d.log
+	d.spawn("ledger check", func(ctx context.Context) {
+		err := store.CheckAll(ctx)
+		switch {
+		case errors.Is(err, ledger.ErrDamaged):
+			log.Error("the ledger is damaged; the next start moves it aside", "err", err)
+			if estop != nil {
+				estop.TripNow("the ledger is damaged: " + err.Error())
+			}
+		case err != nil && ctx.Err() == nil:
+			log.Warn("the ledger's check did not finish", "err", err)
+		}
+	})
 }
 
 // acting is what acts: the act section as checked, the grants (nil when
