@@ -1,7 +1,8 @@
 #!/bin/sh
 # Startup against the body's age (RELIABILITY.md A1), side by side in one
 # run on the same disk: a ledger with a year of history (1,000,000 events:
-# 250,000 finished actions of two records each, 1,000 grants, 100 e-stop
+# 250,000 finished actions of two records each, 1,000 grants (most for a
+# day, recorded expired; a tenth revoked; ten in force), 100 e-stop
 # trips with their resets, people's holds, the rest sense events; and a
 # year of what feeds the world model's rooms and air, whose sensed events
 # retention deleted after their week and whose world records it kept;

@@ -9,8 +9,11 @@
 // ledger options the daemon opens it with, holding a year of history (or
 // -years of it): N
 // events in all, of them the actions' records (a proposal and a success
-// each, the way the runner writes them), the grants (a tenth of them
-// revoked later), e-stop trips each with its reset, people's holds each
+// each, the way the runner writes them), the grants (a tenth revoked
+// within half an hour, one in a hundred given without expiry and in
+// force at the end, the rest given for a day, as the README's grant add
+// --expires 24h, and recorded expired by the daemon's sweep), e-stop
+// trips each with its reset, people's holds each
 // with its release, spread over the year, and the rest sense events in the
 // last six days (older telemetry would have been deleted by retention).
 // Besides the N, what feeds the world model of the sim board over the
@@ -106,6 +109,7 @@ const (
 	kSucceeded
 	kGrantAdded
 	kGrantRevoked
+	kGrantExpired
 	kTrip
 	kReset
 	kTakeover
@@ -132,7 +136,7 @@ func fill(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("fill", flag.ContinueOnError)
 	events := fs.Int("events", 1_000_000, "events in all")
 	actions := fs.Int("actions", 250_000, "finished actions (two records each)")
-	grants := fs.Int("grants", 1000, "grants (a tenth of them revoked: one record more each)")
+	grants := fs.Int("grants", 1000, "grants: a tenth revoked within half an hour, one in a hundred without expiry, the rest given for a day and recorded expired (one record more each but the last)")
 	trips := fs.Int("trips", 100, "e-stop trips, each with its reset")
 	holds := fs.Int("holds", 50, "people's holds, each with its release")
 	seed := fs.Uint64("seed", 1, "random seed")
@@ -147,8 +151,9 @@ func fill(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	revoked := *grants / 10
-	audit := 2**actions + *grants + revoked + 2**trips + 2**holds
+	revoked, permanent := *grants/10, *grants/100
+	expired := *grants - revoked - permanent
+	audit := 2**actions + *grants + revoked + expired + 2**trips + 2**holds
 	if audit > *events {
 		return fmt.Errorf("%d audit records do not fit in %d events", audit, *events)
 	}
@@ -179,8 +184,12 @@ func fill(ctx context.Context, args []string, out io.Writer) error {
 	for i := range *grants {
 		at := anytime()
 		add(at, kGrantAdded, i)
-		if i < revoked {
+		switch {
+		case i < revoked:
 			add(at+rng.Int64N(int64(30*time.Minute)), kGrantRevoked, i)
+		case i < revoked+expired:
+			// The daemon's sweep finds it within a minute.
+			add(at+int64(grantFor)+rng.Int64N(int64(time.Minute)), kGrantExpired, i)
 		}
 	}
 	for i := range *trips {
@@ -246,7 +255,7 @@ func fill(ctx context.Context, args []string, out io.Writer) error {
 	// of history takes a moment here.
 	store.Hurry()
 
-	h := newHistory(*actions, *grants)
+	h := newHistory(*actions, *grants, revoked+expired)
 	started := time.Now()
 	// A commit holds at most 2000 events and at most a minute of the
 	// history: the ledger's running clock is read once a commit, and the
@@ -392,10 +401,15 @@ func dailyPass(ctx context.Context, store *ledger.Store) (ledger.ArchiveResult, 
 // history makes the events of the slots.
 type history struct {
 	actionIDs, grantIDs []string
+	expiring            int // the grants given for a day: the first ones
 }
 
-func newHistory(actions, grants int) *history {
-	h := &history{actionIDs: make([]string, actions), grantIDs: make([]string, grants)}
+// grantFor is how long a grant is given for (as the README's grant add
+// --expires 24h).
+const grantFor = 24 * time.Hour
+
+func newHistory(actions, grants, expiring int) *history {
+	h := &history{actionIDs: make([]string, actions), grantIDs: make([]string, grants), expiring: expiring}
 	for i := range h.actionIDs {
 		h.actionIDs[i] = ledger.NewID().String()
 	}
@@ -405,7 +419,7 @@ func newHistory(actions, grants int) *history {
 	return h
 }
 
-// grantAdded and grantRevoked are act's grant payloads.
+// grantAdded, grantRevoked and grantExpired are act's grant payloads.
 type grantAdded struct {
 	ID         string `cbor:"id"`
 	Subject    string `cbor:"subject"`
@@ -420,6 +434,12 @@ type grantRevoked struct {
 	ID     string `cbor:"id"`
 	By     string `cbor:"by"`
 	Reason string `cbor:"reason,omitempty"`
+}
+
+type grantExpired struct {
+	ID     string `cbor:"id"`
+	By     string `cbor:"by"`
+	Synced bool   `cbor:"synced,omitempty"`
 }
 
 func (h *history) event(s slot) (ledger.Event, error) {
@@ -443,11 +463,19 @@ func (h *history) event(s slot) (ledger.Event, error) {
 	case kGrantAdded:
 		id := h.grantIDs[s.n]
 		e.Type, e.Provenance, e.AggregateID, e.AggregateVersion = act.EventGrantAdded, ledger.Told, "grant:"+id, 1
-		p = grantAdded{ID: id, Subject: "agent:pi", Capability: "gpio.*", Scope: "gpio.led", By: "admin:uid=0", Reason: "the lights"}
+		g := grantAdded{ID: id, Subject: "agent:pi", Capability: "gpio.*", Scope: "gpio.led", By: "admin:uid=0", Reason: "the lights"}
+		if int(s.n) < h.expiring {
+			g.Expires = time.Unix(0, s.at).Add(grantFor).UTC().Format(time.RFC3339Nano)
+		}
+		p = g
 	case kGrantRevoked:
 		id := h.grantIDs[s.n]
 		e.Type, e.Provenance, e.AggregateID, e.AggregateVersion = act.EventGrantRevoked, ledger.Told, "grant:"+id, 2
 		p = grantRevoked{ID: id, By: "admin:uid=0", Reason: "not any more"}
+	case kGrantExpired:
+		id := h.grantIDs[s.n]
+		e.Type, e.AggregateID, e.AggregateVersion = act.EventGrantExpired, "grant:"+id, 2
+		p = grantExpired{ID: id, By: act.ExpiredByWall, Synced: true}
 	case kTrip:
 		e.Type, e.ChannelID = "estop.tripped", act.EStopChannel
 		p = act.Trip{Cause: "the e-stop line opened", LatencyNS: 41_000, AllSafe: true, Attention: "max",
