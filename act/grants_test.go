@@ -570,3 +570,85 @@ func TestGrantsOffered(t *testing.T) {
 		}
 	}
 }
+
+// A grant that ended leaves the grants once the archive takes the record
+// that ended it; one in force stays however old; verify rebuilds the
+// same over the archive and the file.
+func TestEndedGrantsLeaveWithTheArchive(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	clock := &testClock{t: t0}
+	open := func() (*ledger.Store, *Grants) {
+		t.Helper()
+		s, err := ledger.Open(ledger.Options{Path: path, Projections: Projections(), Now: clock.Now, NoOutbox: true,
+			AuditKeep: 30 * 24 * time.Hour, ArchiveSegment: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		g, err := LoadGrants(s, clock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, g
+	}
+	store, g := open()
+	ctx := t.Context()
+	add := func(scope string, exp Expiry) Grant {
+		t.Helper()
+		gr, err := g.Add(ctx, Grant{Subject: "agent:pi", Capability: "gpio.set", Scope: scope, By: "admin:uid=0", ByTrust: ledger.High}, exp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return gr
+	}
+	kept := add("gpio.led", Expiry{})
+	revoked := add("gpio.relay1", Expiry{})
+	expired := add("gpio.relay2", Expiry{In: time.Hour})
+	tidied := add("gpio.relay3", Expiry{In: time.Hour})
+	if _, err := g.Revoke(ctx, revoked.ID, "admin:uid=0", "not any more"); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(2 * time.Hour)
+	if out, err := g.Sweep(ctx); err != nil || len(out) != 2 {
+		t.Fatalf("sweep: %v %v, want the two expired", ids(out), err)
+	}
+	clock.Add(31 * 24 * time.Hour)
+	// Revoked a month after it expired (version 3): the archive takes the
+	// expiry and leaves this in the file.
+	if _, err := g.Revoke(ctx, tidied.ID, "admin:uid=0", "tidying up"); err != nil {
+		t.Fatal(err)
+	}
+	young := add("gpio.relay4", Expiry{In: time.Minute})
+	clock.Add(2 * time.Minute)
+	if out, err := g.Sweep(ctx); err != nil || len(out) != 1 {
+		t.Fatalf("sweep: %v %v, want the young one expired", ids(out), err)
+	}
+	if res, err := store.Archive(ctx); err != nil || res.Events != 7 {
+		t.Fatalf("archive: %+v %v, want the four added, the two expired and the first revocation", res, err)
+	}
+	if r, err := store.Verify(ctx); err != nil || !r.OK() {
+		t.Fatalf("verify: %v %v", r.Problems, err)
+	}
+	// This run still knows them; a start knows those in force and the
+	// young one's end.
+	if got := ids(g.All()); len(got) != 5 {
+		t.Errorf("before a restart: %v", got)
+	}
+	store.Close()
+	store, g = open()
+	if got, want := ids(g.All()), []string{kept.ID, young.ID}; !reflect.DeepEqual(got, want) {
+		t.Errorf("after the archive took the ends: %v, want the one in force and the one ended lately %v", got, want)
+	}
+	if _, err := g.Revoke(ctx, expired.ID, "admin:uid=0", "late"); !errors.Is(err, ErrUnknownGrant) {
+		t.Errorf("revoking a grant whose end was archived: %v, want ErrUnknownGrant", err)
+	}
+	// Verify again once the late revocation's record is archived too.
+	clock.Add(31 * 24 * time.Hour)
+	add("gpio.relay5", Expiry{})
+	if _, err := store.Archive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := store.Verify(ctx); err != nil || !r.OK() {
+		t.Fatalf("verify: %v %v", r.Problems, err)
+	}
+}
