@@ -316,7 +316,7 @@ func fill(ctx context.Context, args []string, out io.Writer) error {
 		dir, st.Events, st.LastSeq, st.FileBytes>>20, st.OutboxRows, res.Events, res.InboxKeys, time.Since(started).Round(time.Second))
 	if *daily {
 		a := st.Archive
-		fmt.Fprintf(out, "archive: %d segments written, %d events, %d past keys; %d segments deleted over the budget; kept %d segments of %d MB; disk %d MB of a budget of %d MB\n",
+		fmt.Fprintf(out, "archive: %d segments written, %d events, %d past keys; %d deletions over the budget; kept %d segments of %d MB; disk %d MB of a budget of %d MB\n",
 			archived.Segments, archived.Events, a.PastKeys, len(archived.Deleted), a.Segments, a.Bytes>>20, a.DiskBytes>>20, a.DiskBudget>>20)
 	}
 	return nil
@@ -359,15 +359,15 @@ func budget(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var events uint64
+	var events, segments uint64
 	for _, d := range res.Deleted {
-		events += d.Events
+		events, segments = events+d.Events, segments+d.To-d.From+1
 	}
 	if st, err = store.ArchiveStats(); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "budget %d MiB: %d MiB before; %d segments deleted (%d events), each recorded; %d MiB after (%d segments kept)\n",
-		*mb, before>>20, len(res.Deleted), events, st.DiskBytes>>20, st.Segments)
+	fmt.Fprintf(out, "budget %d MiB: %d MiB before; %d segments deleted (%d events) in %d deletions, each recorded; %d MiB after (%d segments kept)\n",
+		*mb, before>>20, segments, events, len(res.Deleted), st.DiskBytes>>20, st.Segments)
 	return nil
 }
 
