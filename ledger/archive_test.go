@@ -183,7 +183,10 @@ func (proposals) Apply(kv KV, e *Event) error {
 	return kv.Put([]byte("n"), u64(getU64(kv.Get([]byte("n")))+1))
 }
 
-func TestArchiveIsChecked(t *testing.T) {
+// archivedTwo is a closed ledger whose archive took 3,000 actions in two
+// segments at least, and the clock it was written on.
+func archivedTwo(t *testing.T) (string, *archiveClock) {
+	t.Helper()
 	path := tempPath(t)
 	c := newArchiveClock()
 	s := openTest(t, path, archiveOpts(c))
@@ -193,6 +196,11 @@ func TestArchiveIsChecked(t *testing.T) {
 		t.Fatalf("%+v %v, want two segments at least", res, err)
 	}
 	s.Close()
+	return path, c
+}
+
+func TestArchiveIsChecked(t *testing.T) {
+	path, c := archivedTwo(t)
 	dir := ArchiveDir(path)
 	seg := filepath.Join(dir, segName(1))
 	orig, err := os.ReadFile(seg)
@@ -236,7 +244,7 @@ func TestArchiveIsChecked(t *testing.T) {
 			}
 		})
 	}
-	s = openTest(t, path, archiveOpts(c))
+	s := openTest(t, path, archiveOpts(c))
 	if r, err := s.VerifyArchive(t.Context()); err != nil || !r.OK() {
 		t.Errorf("put back: %v %v", r.Problems, err)
 	}
@@ -464,15 +472,8 @@ func TestArchiveKeepsOnlyTheKeysOfItsClasses(t *testing.T) {
 // the files at open, and the next pass records them. Verify compares the
 // record with the files.
 func TestArchiveRecordsItsBytes(t *testing.T) {
-	path := tempPath(t)
-	c := newArchiveClock()
-	s := openTest(t, path, archiveOpts(c))
-	actions(t, s, 0, 3000)
-	aged(t, s, c)
-	if res, err := s.Archive(t.Context()); err != nil || res.Segments < 2 {
-		t.Fatalf("%+v %v, want two segments at least", res, err)
-	}
-	s.Close()
+	path, c := archivedTwo(t)
+	var s *Store
 	files := func() int64 {
 		var n int64
 		idx, _, _ := segmentIndexes(ArchiveDir(path))
