@@ -67,12 +67,12 @@ type journal struct {
 }
 
 // openJournal opens the journal at path, creating it of size bytes (or
-// keeping a larger file's size), and returns what it holds of records
-// (see readRecords).
+// keeping a larger file's size), and returns what it holds of the
+// records of the ledger tag's generation gen (see readRecords).
 // On a disk too full to allocate it, the journal is what the file has
 // (short, or empty: then every batch is folded into bbolt at once, as a
 // ledger without a journal commits), and short says so.
-func openJournal(path string, size int64) (j *journal, data []byte, short error, err error) {
+func openJournal(path string, size int64, tag, gen uint64) (j *journal, data []byte, short error, err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("ledger: journal: %w", err)
@@ -90,7 +90,7 @@ func openJournal(path string, size int64) (j *journal, data []byte, short error,
 	if err == nil {
 		if fi, err = f.Stat(); err == nil {
 			size = fi.Size()
-			data, err = readRecords(f, size)
+			data, err = readRecords(f, size, tag, gen)
 		}
 	}
 	if err != nil {
@@ -100,19 +100,21 @@ func openJournal(path string, size int64) (j *journal, data []byte, short error,
 	return &journal{f: f, size: size}, data, short, nil
 }
 
-// readRecords reads the journal from its start as far as its records'
-// lengths lead, a record at a time: after a clean stop that is one
-// header of zeros, not the whole file. journalRecords then checks what
-// it read.
-func readRecords(f *os.File, size int64) ([]byte, error) {
+// readRecords reads the journal from its start, a record at a time, as
+// far as the records of the ledger tag's generation gen go, numbered from
+// 0: after a clean stop that is one header, of the generation folded
+// already (a fold does not wipe the journal), not the megabytes of
+// records it holds. journalRecords then checks what it read.
+func readRecords(f *os.File, size int64, tag, gen uint64) ([]byte, error) {
 	var data []byte
 	h := make([]byte, journalHeader)
-	for off := int64(0); off+journalHeader <= size; {
+	for off, i := int64(0), uint64(0); off+journalHeader <= size; i++ {
 		if _, err := f.ReadAt(h, off); err != nil {
 			return nil, err
 		}
 		n := int64(binary.BigEndian.Uint32(h))
-		if n == 0 || n > size-off-journalHeader {
+		if n == 0 || n > size-off-journalHeader ||
+			binary.BigEndian.Uint64(h[8:]) != tag || binary.BigEndian.Uint64(h[16:]) != gen || binary.BigEndian.Uint64(h[24:]) != i {
 			break
 		}
 		data = append(data, h...)

@@ -17,7 +17,7 @@ import (
 func journalFile(t testing.TB, size int64, tag, gen uint64, bodies ...[]byte) []byte {
 	t.Helper()
 	path := t.TempDir() + "/j"
-	j, _, _, err := openJournal(path, size)
+	j, _, _, err := openJournal(path, size, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestJournalFraming(t *testing.T) {
 	}
 	// A record that does not fit is refused, and the journal is unchanged.
 	path := t.TempDir() + "/j"
-	j, _, _, err := openJournal(path, 64<<10)
+	j, _, _, err := openJournal(path, 64<<10, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,6 +103,51 @@ func TestJournalFraming(t *testing.T) {
 
 // A body says what the writer did, in order: it parses back to the same
 // operations, on the same paths.
+// An open reads the records of the generation it replays, and no further:
+// after a fold, the journal still holds the generation folded, and a
+// start reads one header of it, not its megabytes.
+func TestJournalOpenReadsOnlyItsGeneration(t *testing.T) {
+	path := t.TempDir() + "/j"
+	j, _, _, err := openJournal(path, 64<<10, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.tag = 7
+	j.restart(3)
+	for range 3 {
+		if err := j.append(make([]byte, 1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Folded: generation 4 writes one record over the first of 3.
+	j.restart(4)
+	if err := j.append([]byte("next")); err != nil {
+		t.Fatal(err)
+	}
+	j.close()
+	for _, tc := range []struct {
+		name     string
+		tag, gen uint64
+		want     int
+	}{
+		{"the generation after the fold", 7, 4, journalHeader + 4},
+		{"the generation folded: nothing", 7, 3, 0},
+		{"another ledger's: nothing", 8, 4, 0},
+		{"a clean stop's (the next generation): nothing", 7, 5, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j, data, _, err := openJournal(path, 64<<10, tc.tag, tc.gen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			j.close()
+			if len(data) != tc.want {
+				t.Errorf("read %d bytes, want %d", len(data), tc.want)
+			}
+		})
+	}
+}
+
 func TestJournalBody(t *testing.T) {
 	var r jrec
 	events := r.path([][]byte{bEvents})
@@ -370,7 +415,7 @@ func TestExecuteSoon(t *testing.T) {
 // write once made each sync write 64 KiB). Counted by the kernel's
 // write_bytes of this process; skipped where the files are on no disk.
 func TestJournalSyncWritesAPage(t *testing.T) {
-	j, _, _, err := openJournal(t.TempDir()+"/j", 8<<20)
+	j, _, _, err := openJournal(t.TempDir()+"/j", 8<<20, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -419,23 +419,26 @@ func (s *Store) init(st fileState) error {
 // a crash or a power cut left unfolded (this file's only: a journal
 // beside another file names another).
 func (s *Store) recoverJournal() (*journal, error) {
-	jr, data, short, err := openJournal(JournalPath(s.opts.Path), s.opts.JournalSize)
-	if err != nil {
-		return nil, err
-	}
-	if short != nil {
-		s.opts.Log.Warn("ledger: the disk is too full for the journal: each write is a commit of the file, as before it had one, until a start finds room", "err", short, "journal_bytes", jr.size)
-	}
 	var tag, gen uint64
 	layout := false
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err := s.db.View(func(tx *bolt.Tx) error {
 		if meta := tx.Bucket(bMeta); meta != nil {
 			layout = true
 			tag, gen = getU64(meta.Get(kCreated)), getU64(meta.Get(kFolded))
 		}
 		return nil
 	})
-	if err == nil && layout {
+	if err != nil {
+		return nil, err
+	}
+	jr, data, short, err := openJournal(JournalPath(s.opts.Path), s.opts.JournalSize, tag, gen+1)
+	if err != nil {
+		return nil, err
+	}
+	if short != nil {
+		s.opts.Log.Warn("ledger: the disk is too full for the journal: each write is a commit of the file, as before it had one, until a start finds room", "err", short, "journal_bytes", jr.size)
+	}
+	if layout {
 		bodies, end := journalRecords(data, tag, gen+1)
 		if len(bodies) > 0 {
 			err = s.write(func(tx *bolt.Tx) error {
