@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -552,4 +553,125 @@ func TestArchiveRecordsItsBytes(t *testing.T) {
 	if err != nil || r.OK() || !strings.Contains(strings.Join(r.Problems, "\n"), "the ledger recorded 12345") {
 		t.Errorf("verify: %v %v, want the bytes recorded named", r.Problems, err)
 	}
+}
+
+// An archive is deleted only by a recorded deletion: a damaged ledger's
+// moves aside with it, and one beside a file that is not its ledger's
+// (the file removed by hand) is moved aside whole, never taken for a
+// crash's leftovers.
+func TestArchiveIsNeverTakenForLeftovers(t *testing.T) {
+	t.Run("damaged", func(t *testing.T) {
+		path, c := archivedTwo(t)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 16; i < 32; i++ { // both meta pages' magic
+			b[i] ^= 0xff
+			b[4096+i] ^= 0xff
+		}
+		os.WriteFile(path, b, 0o640)
+		s := openTest(t, path, archiveOpts(c))
+		d := s.Damage()
+		if d == nil {
+			t.Fatal("the damage was not detected")
+		}
+		if idx, _, _ := segmentIndexes(ArchiveDir(d.MovedTo)); len(idx) < 2 {
+			t.Errorf("the damaged ledger's archive holds %v beside it, want its segments", idx)
+		}
+		if _, err := os.Stat(ArchiveDir(path)); err == nil {
+			if idx, _, _ := segmentIndexes(ArchiveDir(path)); len(idx) != 0 {
+				t.Errorf("the new ledger's archive holds %v", idx)
+			}
+		}
+	})
+	t.Run("another ledger's", func(t *testing.T) {
+		path, c := archivedTwo(t)
+		before, _, _ := segmentIndexes(ArchiveDir(path))
+		os.Remove(path)
+		os.Remove(JournalPath(path))
+		s := openTest(t, path, archiveOpts(c))
+		if _, err := s.Archive(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		moved, _ := filepath.Glob(ArchiveDir(path) + ".foreign.*")
+		if len(moved) != 1 {
+			t.Fatalf("moved aside: %v, want the old archive's directory", moved)
+		}
+		if idx, _, _ := segmentIndexes(moved[0]); !slices.Equal(idx, before) {
+			t.Errorf("the old archive holds %v, had %v", idx, before)
+		}
+		if r, err := s.VerifyArchive(t.Context()); err != nil || !r.OK() {
+			t.Errorf("the new ledger's archive: %v %v", r.Problems, err)
+		}
+	})
+}
+
+// keptProjection is openProjection as an earlier body kept it: it neither
+// forgot what the archive took nor closed its actions.
+type keptProjection struct{}
+
+func (keptProjection) Name() string                { return openProjection{}.Name() }
+func (keptProjection) Types() []string             { return openProjection{}.Types() }
+func (keptProjection) Apply(kv KV, e *Event) error { return openProjection{}.Apply(kv, e) }
+
+// A projection that forgets (and closes), opened on a file whose archive
+// was written while it did not, forgets what the archive holds once, at
+// open: the file then is what verify rebuilds.
+func TestForgettingIsCaughtUp(t *testing.T) {
+	path := tempPath(t)
+	c := newArchiveClock()
+	earlier := archiveOpts(c, func(o *Options) { o.Projections[len(o.Projections)-1] = keptProjection{} })
+	s := openTest(t, path, earlier)
+	actions(t, s, 0, 300)
+	aged(t, s, c)
+	if res, err := s.Archive(t.Context()); err != nil || res.Events != 600 {
+		t.Fatalf("archive: %+v %v", res, err)
+	}
+	s.Close()
+	kept := func(s *Store) (n int) {
+		t.Helper()
+		if err := s.ReadProjection("test_actions", func(kv ReadKV) error {
+			return kv.ForEach(func(k, v []byte) error { n++; return nil })
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	s = openTest(t, path, earlier)
+	if n := kept(s); n != 300 {
+		t.Fatalf("the earlier projection keeps %d actions, want the 300 archived", n)
+	}
+	s.Close()
+
+	s = openTest(t, path, archiveOpts(c))
+	if n := kept(s); n != 0 {
+		t.Errorf("after the catch-up the projection keeps %d actions, want none", n)
+	}
+	if r, err := s.Verify(t.Context()); err != nil || !r.OK() {
+		t.Errorf("verify: %v %v", r.Problems, err)
+	}
+	if st, err := s.Stats(); err != nil || st.Aggregates != 0 {
+		t.Errorf("aggregates: %d %v, want the 300 closed ones dropped", st.Aggregates, err)
+	}
+	s.Close()
+	if got := string(readMeta(t, path, kForgetting)); got != "test_actions" {
+		t.Errorf("meta forgetting: %q", got)
+	}
+}
+
+// readMeta reads key of the meta bucket of the closed ledger at path.
+func readMeta(t *testing.T, path string, key []byte) []byte {
+	t.Helper()
+	db, err := bolt.Open(path, 0o640, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var v []byte
+	db.View(func(tx *bolt.Tx) error {
+		v = bytes.Clone(tx.Bucket(bMeta).Get(key))
+		return nil
+	})
+	return v
 }

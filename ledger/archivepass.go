@@ -81,6 +81,15 @@ func (h *archiveHead) setBytes(n int64) {
 	h.Bytes, h.HasBytes = uint64(max(n, 0)), true
 }
 
+// addBytes adds d to the kept segments' bytes the head records, or, in a
+// head that records none yet, to known (the sum of the files).
+func (h *archiveHead) addBytes(known, d int64) {
+	if h.HasBytes {
+		known = int64(h.Bytes)
+	}
+	h.setBytes(known + d)
+}
+
 // Kept is how many segments are kept.
 func (h archiveHead) kept() uint64 {
 	if h.Segments < h.FirstKept {
@@ -204,6 +213,23 @@ func (s *Store) tidyArchive(look bool) error {
 	if err != nil {
 		return err
 	}
+	// A segment to remove that is not this ledger's (another's archive
+	// left beside a new file, a file that cannot be read) is never
+	// deleted: the directory is moved aside, whole.
+	for _, i := range idx {
+		if i <= h.Segments && i >= h.FirstKept {
+			continue
+		}
+		if seg, err := readSegmentHeader(dir, i); err != nil || seg.Tag != s.created {
+			to := fmt.Sprintf("%s.foreign.%s", dir, s.opts.Now().UTC().Format("20060102T150405.000000000Z"))
+			if err := os.Rename(dir, to); err != nil {
+				return fmt.Errorf("ledger: archive: segment %d is not this ledger's, and moving its directory aside failed: %w", i, err)
+			}
+			s.opts.Log.Warn("ledger: the archive's directory holds segments of another ledger: moved aside, not deleted", "segment", i, "moved_to", to)
+			s.archBytes.Store(int64(h.Bytes))
+			return syncDir(filepath.Dir(dir))
+		}
+	}
 	removed := false
 	var kept int64
 	for _, i := range idx {
@@ -260,6 +286,7 @@ func (s *Store) archiveSegment() (n, keys int, more bool, err error) {
 		h     archiveHead
 		batch []archived
 		raw   int
+		kept  uint64 // the kept segments' bytes, with this one
 	)
 	err = s.read(func(tx *bolt.Tx) error {
 		if h, err = parseArchiveHead(tx.Bucket(bMeta).Get(kArchive)); err != nil {
@@ -368,7 +395,8 @@ func (s *Store) archiveSegment() (n, keys int, more bool, err error) {
 		}
 		cur.Segments, cur.Last, cur.Through = seg.Index, seg.Hash, seg.Last+1
 		cur.Events += seg.Count
-		cur.setBytes(s.archBytes.Load() + seg.Size)
+		cur.addBytes(s.archBytes.Load(), seg.Size)
+		kept = cur.Bytes
 		return w.meta.Put(kArchive, w.keep(cur.encode()))
 	})
 	if err != nil {
@@ -376,7 +404,7 @@ func (s *Store) archiveSegment() (n, keys int, more bool, err error) {
 		syncDir(dir)
 		return 0, 0, false, err
 	}
-	s.archBytes.Add(seg.Size)
+	s.archBytes.Store(int64(kept))
 	s.opts.Log.Info("ledger: archived", "segment", seg.Index, "events", seg.Count, "first_seq", seg.First, "last_seq", seg.Last,
 		"bytes", seg.Size, "raw_bytes", raw)
 	return len(batch), keys, more, nil
@@ -512,6 +540,7 @@ func (s *Store) deleteSegments(through uint64, by, reason string, use int64) (Ar
 	if err != nil {
 		return d, err
 	}
+	var kept uint64 // the kept segments' bytes, without these
 	err = s.update(func(w *writer) error {
 		cur, err := parseArchiveHead(w.meta.Get(kArchive))
 		if err != nil {
@@ -523,7 +552,8 @@ func (s *Store) deleteSegments(through uint64, by, reason string, use int64) (Ar
 		cur.FirstKept, cur.KeptPrev = through+1, last.Hash
 		cur.Deleted += d.Events
 		cur.DeletedThrough = d.LastSeq
-		cur.setBytes(s.archBytes.Load() - d.Bytes)
+		cur.addBytes(s.archBytes.Load(), -d.Bytes)
+		kept = cur.Bytes
 		if err := w.meta.Put(kArchive, w.keep(cur.encode())); err != nil {
 			return err
 		}
@@ -532,13 +562,16 @@ func (s *Store) deleteSegments(through uint64, by, reason string, use int64) (Ar
 	if err != nil {
 		return d, err
 	}
+	// What the record says, whether or not every file goes now (a
+	// deletion recorded but not carried out is carried out by the next
+	// tidy).
+	s.archBytes.Store(int64(kept))
 	for i := h.FirstKept; i <= through; i++ {
 		if err := os.Remove(filepath.Join(dir, segName(i))); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return d, err
 		}
 	}
 	syncDir(dir)
-	s.archBytes.Add(-d.Bytes)
 	s.opts.Log.Warn("ledger: archive segments deleted", "from", d.From, "to", d.To, "events", d.Events, "bytes", d.Bytes, "by", by, "reason", reason)
 	return d, nil
 }
@@ -678,7 +711,7 @@ func (s *Store) checkArchive(ctx context.Context, h archiveHead, problem func(st
 	dir := ArchiveDir(s.opts.Path)
 	prev := h.KeptPrev
 	var last uint64
-	var bytes int64
+	var size int64
 	var e Event
 	for i := h.FirstKept; i <= h.Segments; i++ {
 		if err := ctx.Err(); err != nil {
@@ -708,7 +741,7 @@ func (s *Store) checkArchive(ctx context.Context, h archiveHead, problem func(st
 			return events, segments, nil
 		}
 		segments++
-		bytes += seg.Size
+		size += seg.Size
 		if seg.Tag != s.created {
 			problem("archive segment %d belongs to another ledger (tag %d, this one's is %d)", i, seg.Tag, s.created)
 		}
@@ -725,8 +758,8 @@ func (s *Store) checkArchive(ctx context.Context, h archiveHead, problem func(st
 			problem("the archive ends at event %d; the ledger recorded %d", last, h.Through-1)
 		}
 	}
-	if h.HasBytes && uint64(bytes) != h.Bytes {
-		problem("the archive's segments hold %d bytes; the ledger recorded %d", bytes, h.Bytes)
+	if h.HasBytes && uint64(size) != h.Bytes {
+		problem("the archive's segments hold %d bytes; the ledger recorded %d", size, h.Bytes)
 	}
 	if idx, _, err := segmentIndexes(dir); err == nil {
 		for _, i := range idx {

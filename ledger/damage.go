@@ -36,8 +36,10 @@ func moveAside(opts Options, cause error) (*Damage, error) {
 	if err := os.Rename(opts.Path, to); err != nil {
 		return nil, fmt.Errorf("ledger: %v, and moving it aside failed: %w", cause, err)
 	}
-	// Its journal and the note of its damage go with it.
-	for _, p := range []string{JournalPath(opts.Path), DamagePath(opts.Path)} {
+	// Its journal, its archive and the note of its damage go with it: a
+	// new ledger's tidy would take the archive's segments for its own
+	// leftovers.
+	for _, p := range []string{JournalPath(opts.Path), DamagePath(opts.Path), ArchiveDir(opts.Path)} {
 		if err := os.Rename(p, strings.Replace(p, opts.Path, to, 1)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("ledger: %v, and moving %s aside failed: %w", cause, p, err)
 		}
