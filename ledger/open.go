@@ -342,11 +342,15 @@ func (s *Store) init(st fileState) error {
 		if err != nil {
 			return err
 		}
+		forgot, dropped, err := s.catchUpForgetting(tx)
+		if err != nil {
+			return err
+		}
 		created, err := s.openProjections(tx)
 		if err != nil {
 			return err
 		}
-		changed = changed || reindexed || created
+		changed = changed || reindexed || forgot || created
 		// A write transaction is one past the file's: the record names
 		// the file's only if nothing moved it since inspect read it.
 		// A migration may have changed what the record counted.
@@ -379,6 +383,9 @@ func (s *Store) init(st fileState) error {
 			}
 			s.counts.aggregates = uint64(tx.Bucket(bAggregates).Stats().KeyN)
 		}
+		// Counted before the versions the catch-up dropped (Stats reads
+		// the pages as committed).
+		s.counts.aggregates -= min(dropped, s.counts.aggregates)
 		if !changed {
 			return errUnchanged
 		}

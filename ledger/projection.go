@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -297,6 +299,91 @@ func (s *Store) openProjections(tx *bolt.Tx) (created bool, err error) {
 	s.opts.Log.Info("ledger: projections built", "projections", names, "events", n, "applied", applied, "took", time.Since(start).Round(time.Millisecond))
 	return true, nil
 }
+
+// catchUpForgetting has a projection that forgets what the archive takes
+// (Forgetter) or closes aggregates (Closer), but that a file kept before it
+// did (a file an earlier body wrote), forget what the archive holds, and
+// drop the versions of the aggregates its events closed, once: what the
+// archive's passes and verify's rebuild do. meta "forgetting" names the
+// projections that did. Forgetting is idempotent, so one that forgot
+// already loses nothing. A projection built at open (openProjections)
+// forgets as it is built. It says whether it changed the file, and how
+// many aggregates' versions it dropped.
+func (s *Store) catchUpForgetting(tx *bolt.Tx) (changed bool, dropped uint64, err error) {
+	meta, projs := tx.Bucket(bMeta), tx.Bucket(bProj)
+	done := map[string]bool{}
+	for _, n := range strings.Split(string(meta.Get(kForgetting)), "\n") {
+		done[n] = true
+	}
+	var want []string
+	var todo []Projection
+	for _, p := range s.opts.Projections {
+		_, f := p.(Forgetter)
+		_, c := p.(Closer)
+		if !f && !c {
+			continue
+		}
+		want = append(want, p.Name())
+		if !done[p.Name()] && projs.Bucket([]byte(p.Name())) != nil {
+			todo = append(todo, p)
+		}
+	}
+	slices.Sort(want)
+	h, err := parseArchiveHead(meta.Get(kArchive))
+	if err != nil {
+		return false, 0, err
+	}
+	if len(todo) > 0 && h.kept() > 0 {
+		start := time.Now()
+		names := make([]string, len(todo))
+		for i, p := range todo {
+			names[i] = p.Name()
+		}
+		s.opts.Log.Info("ledger: projections forget what the archive holds (once, for a file kept before they did)", "projections", names)
+		aggs := tx.Bucket(bAggregates)
+		err := s.readArchive(h, func(seq uint64, e *Event) error {
+			for _, p := range todo {
+				if c, ok := p.(Closer); ok && e.AggregateID != "" && c.Closes(e) && getU64(aggs.Get([]byte(e.AggregateID))) == e.AggregateVersion {
+					if err := aggs.Delete([]byte(e.AggregateID)); err != nil {
+						return err
+					}
+					dropped++
+				}
+				if f, ok := p.(Forgetter); ok && follows(p, e.Type) {
+					if err := f.Forget(bucketKV{projs.Bucket([]byte(p.Name())), seq}, e); err != nil {
+						return fmt.Errorf("ledger: projection %s forgetting archived event %d (%s): %w", p.Name(), seq, e.Type, err)
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return false, 0, err
+		}
+		s.opts.Log.Info("ledger: projections forgot what the archive holds", "projections", names, "took", time.Since(start).Round(time.Millisecond))
+		changed = true
+	}
+	if v := strings.Join(want, "\n"); v != string(meta.Get(kForgetting)) {
+		if err := meta.Put(kForgetting, []byte(v)); err != nil {
+			return false, 0, err
+		}
+		changed = true
+	}
+	return changed, dropped, nil
+}
+
+// bucketKV is a projection's bucket in a write transaction of bbolt's
+// own (at open, before the journal), at the sequence of the event seen.
+type bucketKV struct {
+	b  *bolt.Bucket
+	at uint64
+}
+
+func (kv bucketKV) seq() uint64                              { return kv.at }
+func (kv bucketKV) Get(k []byte) []byte                      { return kv.b.Get(k) }
+func (kv bucketKV) Put(k, v []byte) error                    { return kv.b.Put(bytes.Clone(k), bytes.Clone(v)) }
+func (kv bucketKV) Delete(k []byte) error                    { return kv.b.Delete(k) }
+func (kv bucketKV) ForEach(fn func(k, v []byte) error) error { return kv.b.ForEach(fn) }
 
 func follows(p Projection, eventType string) bool { return followsTypes(p.Types(), eventType) }
 

@@ -59,6 +59,7 @@ var (
 	kFolded     = []byte("folded")           // the journal's last generation folded into the file
 	kDamaged    = []byte("damaged")          // damage a running store met: the next Open moves the file aside
 	kArchive    = []byte("archive")          // the archive's head: see archiveHead
+	kForgetting = []byte("forgetting")       // the projections that forgot what the archive took: see catchUpForgetting
 )
 
 // counts are what the outbox's budget and Stats need to know of the whole
