@@ -474,7 +474,9 @@ func (grantsState) Types() []string { return []string{"grant."} }
 // grant is gone, changes nothing (applyGrant): either order gives the
 // same.
 func (grantsState) Forget(kv ledger.KV, e *ledger.Event) error {
-	if kv.Get(keyGrantFault) != nil || e.Type != EventGrantRevoked && e.Type != EventGrantExpired {
+	// Even after a fault: a deletion commutes with applies that change
+	// nothing.
+	if e.Type != EventGrantRevoked && e.Type != EventGrantExpired {
 		return nil
 	}
 	var id string
@@ -602,9 +604,9 @@ func putGrant(kv ledger.KV, id string, r grantRecord, count uint64) error {
 // readGrants reads the grants projection: every grant in the order it
 // was added, or the fault that stops them. A start reads every grant
 // there is, so the read is one decode a grant and no copy of them more:
-// their count (the next order) sizes the slice, and they are sorted
-// (through their indexes) only when key order is not the order they were
-// added in.
+// their count (the next order: of all ever added) sizes the slice up to a
+// bound, and they are sorted (through their indexes) only when key order
+// is not the order they were added in.
 func readGrants(kv ledger.ReadKV) ([]Grant, error) {
 	if f := kv.Get(keyGrantFault); f != nil {
 		return nil, errors.New(string(f))
@@ -615,7 +617,7 @@ func readGrants(kv ledger.ReadKV) ([]Grant, error) {
 			return nil, fmt.Errorf("grants' count: %w", err)
 		}
 	}
-	out := make([]Grant, 0, min(n, maxGrantsHint))
+	out := make([]Grant, 0, min(n, grantsHint))
 	ords := make([]uint64, 0, cap(out))
 	err := kv.ForEach(func(k, v []byte) error {
 		if len(k) == 0 || k[0] != 'g' {
@@ -650,5 +652,6 @@ func readGrants(kv ledger.ReadKV) ([]Grant, error) {
 	return sorted, nil
 }
 
-// maxGrantsHint bounds the slice a count read from the file sizes.
-const maxGrantsHint = 1 << 20
+// grantsHint bounds the slice the count sizes: the count is of every
+// grant ever added, most of them forgotten on an old body.
+const grantsHint = 4096

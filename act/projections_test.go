@@ -824,6 +824,8 @@ func TestGrantsForget(t *testing.T) {
 			}
 		})
 	}
+	// After a fault nothing applies, and forgetting still commutes.
+	forgetCommutes(t, grantsState{}, []ledger.Event{grantAddedEvent(t, "a", t0), grantExpiredEvent(t, "a", t1), revokedAfter("x", t2, 2)})
 	// A revocation of a grant never added is still a fault, forgotten or
 	// not: only one that follows an expiry may find its grant gone.
 	kv := ledger.MemKV{}
