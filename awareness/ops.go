@@ -52,7 +52,7 @@ var (
 	OpGrantAdd = Op[GrantAddIn, GrantView]{Name: "grant.add", Kind: Admin, Least: HighAdmin,
 		Description: "Let a principal use capabilities on targets, until an expiry or a revocation. A grant that covers an R3 capability needs max trust."}
 	OpGrantList = Op[GrantListIn, Grants]{Name: "grant.list", Kind: Observe, Least: AnyAdmin,
-		Description: "The grants in force; all: expired and revoked ones too."}
+		Description: "The grants in force; all: expired and revoked ones too, each until the archive takes the record that ended it (ledger.audit_keep_days) and the body restarts."}
 	OpGrantRevoke = Op[GrantRevokeIn, GrantView]{Name: "grant.revoke", Kind: Admin, Least: HighAdmin,
 		Description: "Take a grant back."}
 	OpApprovals = Op[None, Approvals]{Name: "approval.list", Kind: Observe, Least: HighAdmin,
@@ -296,7 +296,8 @@ type GrantAddIn struct {
 	Reason     string `json:"reason,omitempty"`
 }
 
-// GrantListIn: All lists expired and revoked grants too.
+// GrantListIn: All lists expired and revoked grants too (each until the
+// archive takes the record that ended it and the body restarts).
 type GrantListIn struct {
 	All bool `json:"all,omitempty"`
 }

@@ -101,8 +101,6 @@ func TestJournalFraming(t *testing.T) {
 	}
 }
 
-// A body says what the writer did, in order: it parses back to the same
-// operations, on the same paths.
 // An open reads the records of the generation it replays, and no further:
 // after a fold, the journal still holds the generation folded, and a
 // start reads one header of it, not its megabytes.
@@ -148,6 +146,8 @@ func TestJournalOpenReadsOnlyItsGeneration(t *testing.T) {
 	}
 }
 
+// A body says what the writer did, in order: it parses back to the same
+// operations, on the same paths.
 func TestJournalBody(t *testing.T) {
 	var r jrec
 	events := r.path([][]byte{bEvents})

@@ -301,10 +301,10 @@ func (d *daemon) startSenses(ctx context.Context, cfg *config.Loaded, h *host, r
 
 // startEStop starts the e-stop, watching from here on: its latch
 // survives a restart, and act says why it starts latched (the cmd reads
-// only the watchdog's note). Nil without an e-stop line. A file as Close
-// left it was opened with a quick check: the rest of it is read now,
-// beside the body, and damage latches the e-stop as damage found at open
-// would have.
+// only the watchdog's note). Nil without an e-stop line. (A file as
+// Close left it was opened with a quick check: the rest of it is read
+// once the body is ready, checkLedger, and damage found then latches the
+// e-stop as damage found at open would have.)
 func (d *daemon) startEStop(cfg *config.Loaded, h *host, rec *ledgerOpened) (*act.EStop, error) {
 	log, store := d.log, rec.store
 	estop, err := act.NewBodyEStop(h.ds, act.EStopTiming(h.profile.EStopTiming()))

@@ -188,8 +188,11 @@ func fill(ctx context.Context, args []string, out io.Writer) error {
 		case i < revoked:
 			add(at+rng.Int64N(int64(30*time.Minute)), kGrantRevoked, i)
 		case i < revoked+expired:
-			// The daemon's sweep finds it within a minute.
-			add(at+int64(grantFor)+rng.Int64N(int64(time.Minute)), kGrantExpired, i)
+			// The daemon's sweep finds it within a minute; one given in
+			// the history's last day is still in force at its end.
+			if exp := at + int64(grantFor) + rng.Int64N(int64(time.Minute)); exp < end.UnixNano() {
+				add(exp, kGrantExpired, i)
+			}
 		}
 	}
 	for i := range *trips {
