@@ -277,6 +277,11 @@ func (v *View) AggregateVersion(id string) uint64 {
 	return getU64(v.tx.Bucket(bAggregates).Get([]byte(id)))
 }
 
+// Lost is the count of derivations that may not be in the ledger, as a
+// Deriver is told it (Derivation.Lost): a command that takes over what
+// a deriver keeps between events checks it as the deriver would.
+func (v *View) Lost() uint64 { return v.s.derivedLost.Load() }
+
 // Get reads a projection's key; the slice is valid during Decide only.
 func (v *View) Get(projection string, key []byte) []byte {
 	b := v.tx.Bucket(bProj).Bucket([]byte(projection))

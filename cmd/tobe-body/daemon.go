@@ -118,7 +118,7 @@ func (d *daemon) start(ctx context.Context, cfg *config.Loaded, stdout io.Writer
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	rec := d.openLedger(cfg, h, wm)
-	d.startWorld(ctx, rec.store, wm, d.log)
+	d.startWorld(ctx, rec.store, rec.deriver, d.log)
 	relay, err := d.startUplink(cfg.MQTT, cfg.Ledger, h.id, rec.store, d.log)
 	if err != nil {
 		return nil, err
@@ -221,6 +221,7 @@ type ledgerOpened struct {
 	opts    ledger.Options
 	safety  string               // what the status says: "normal", or why the body is latched
 	world   *world.Model         // the entities the ledger's deriver keeps
+	deriver *world.Deriver       // the deriver that keeps them
 	stepped <-chan time.Duration // the wall clock's steps, for the grants
 }
 
@@ -235,7 +236,8 @@ func (d *daemon) openLedger(cfg *config.Loaded, h *host, wm *world.Model) *ledge
 	if err == nil {
 		// What the body senses becomes what it knows of its
 		// surroundings in the same transaction.
-		rec.opts.Derivers = []ledger.Deriver{&world.Deriver{Model: wm}}
+		rec.deriver = &world.Deriver{Model: wm}
+		rec.opts.Derivers = []ledger.Deriver{rec.deriver}
 		rec.opts.RetainEvery = time.Duration(cfg.Ledger.RetentionIntervalMin) * time.Minute
 		rec.opts.Stamp = h.clock.LedgerStamp // audit records carry the boot, the monotonic time and the uncertainty
 		// With no uplink nothing is queued for one; one that starts gets

@@ -81,11 +81,11 @@ func worldModel(p *board.Profile, c *config.Config) (*world.Model, error) {
 // startWorld records that the body restarted (what it sensed before is
 // not known to hold) and keeps the model's expiries recorded while it
 // runs.
-func (d *daemon) startWorld(ctx context.Context, store *ledger.Store, m *world.Model, log *slog.Logger) {
+func (d *daemon) startWorld(ctx context.Context, store *ledger.Store, dv *world.Deriver, log *slog.Logger) {
 	if store == nil || store.Damage() != nil {
 		return
 	}
-	k := &world.Keeper{Store: store, Model: m, Log: log}
+	k := &world.Keeper{Store: store, Model: dv.Model, Deriver: dv, Log: log}
 	if st, err := store.Stats(); err == nil && st.LastSeq > 0 {
 		if evs, err := store.EventsAt(st.LastSeq); err == nil && len(evs) == 1 {
 			k.StoppedAt = evs[0].Occurred()

@@ -353,6 +353,14 @@ func (c *change) endIfExpired(cu *current, before int64) (bool, error) {
 	if cu == nil || !c.expired(cu) {
 		return false, nil
 	}
+	// Its channel seen since, and not marked yet: the sightings are
+	// marked now, and it is judged by them.
+	if p := c.sighting(cu.rec.Channel); p != nil && p.seq > cu.seq {
+		c.markSightings()
+		if !c.expired(cu) {
+			return false, nil
+		}
+	}
 	_, at := c.seen(cu)
 	if at <= math.MaxInt64-cu.rec.ExpireMS*1e6 {
 		at += cu.rec.ExpireMS * 1e6
@@ -360,10 +368,18 @@ func (c *change) endIfExpired(cu *current, before int64) (bool, error) {
 	return true, c.end(cu, EndNotSeen, min(at, before), nil)
 }
 
+// markAfter is how long after a record was last marked seen its
+// channel's next sighting is marked again: three quarters of its
+// expiry. Until then a sighting is kept in memory (sight), marked with
+// the next mark of any channel, or by the keeper before the marks would
+// let the record expire (Keeper.Round), so a state expires its expiry
+// after it was last seen; only what a power cut took from memory
+// expires sooner, as soon as a quarter of its expiry after.
+func markAfter(expireMS int64) int64 { return expireMS / 4 * 3 }
+
 // observe applies what a source observed of an entity: a new record when
 // the value changed (or none was held), a seen mark of its channel when
-// it only confirms the record and the last mark is older than a quarter
-// of the record's expiry.
+// it only confirms the record and the last mark is older than markAfter.
 func (c *change) observe(ent Entity, o *observation) error {
 	calm := false
 	defer func() { c.unsettled = c.unsettled || !calm }()
@@ -389,7 +405,7 @@ func (c *change) observe(ent Entity, o *observation) error {
 			return nil // marked by this change already
 		}
 		run, _ := c.seen(cu)
-		if due := run + cu.rec.ExpireMS/4; c.run < due {
+		if due := run + markAfter(cu.rec.ExpireMS); c.run < due {
 			calm, c.calmUntil = true, min(c.calmUntil, due)
 			c.sight(o.channel, ent.ID, o.prov)
 			return nil
@@ -397,23 +413,8 @@ func (c *change) observe(ent Entity, o *observation) error {
 		// Due: a mark of this channel, and of every channel seen since
 		// its own last mark (each at its last sighting), so a body's
 		// channels are marked together, not each in a commit of its own.
-		if err := c.mark(Seen{Channel: o.channel, At: c.base.OccurredAt, RunMS: c.run, Evidence: *c.evidence()}, ent.ID, o.prov); err != nil {
-			return err
-		}
-		if c.cache == nil {
-			return nil
-		}
-		for _, ch := range slices.Sorted(maps.Keys(c.cache.sighted)) {
-			p := c.cache.sighted[ch]
-			if m := c.lastMark(ch); m != nil && m.seq == 0 {
-				continue
-			}
-			ev := Evidence{Seq: p.seq, ID: p.id.String(), Type: p.typ}
-			if err := c.mark(Seen{Channel: ch, At: p.at, RunMS: p.run, Evidence: ev}, p.entity, p.prov); err != nil {
-				return err
-			}
-		}
-		clear(c.cache.sighted)
+		c.mark(Seen{Channel: o.channel, At: c.base.OccurredAt, RunMS: c.run, Evidence: *c.evidence()}, ent.ID, o.prov)
+		c.markSightings()
 		return nil
 	}
 	if value == "" && o.readings == nil {
@@ -444,14 +445,39 @@ func (c *change) observe(ent Entity, o *observation) error {
 
 // mark makes a seen mark of a channel (a source of entity's), which
 // settle records with the change's others in one event.
-func (c *change) mark(s Seen, entity string, prov ledger.Provenance) error {
+func (c *change) mark(s Seen, entity string, prov ledger.Provenance) {
 	if c.marks == nil {
 		c.marks = map[string]*mark{}
 	}
 	m := &mark{s: s}
 	c.marks[s.Channel] = m
 	c.marked = append(c.marked, marked{entity: entity, prov: prov, s: s})
-	return nil
+}
+
+// sighting is a channel's sighting since its last mark, kept in memory,
+// or nil.
+func (c *change) sighting(channel string) *sighting {
+	if c.cache == nil || channel == "" {
+		return nil
+	}
+	return c.cache.sighted[channel]
+}
+
+// markSightings marks every channel seen since its last mark and not
+// marked by this change yet, each at its last sighting, and forgets the
+// sightings.
+func (c *change) markSightings() {
+	if c.cache == nil {
+		return
+	}
+	for _, ch := range slices.Sorted(maps.Keys(c.cache.sighted)) {
+		p := c.cache.sighted[ch]
+		if m := c.lastMark(ch); m != nil && m.seq == 0 {
+			continue
+		}
+		c.mark(Seen{Channel: ch, At: p.at, RunMS: p.run, Evidence: Evidence{Seq: p.seq, ID: p.id.String(), Type: p.typ}}, p.entity, p.prov)
+	}
+	clear(c.cache.sighted)
 }
 
 // emitMarks records the change's seen marks, if any, in one world.seen
@@ -548,23 +574,30 @@ func cutNUL(s string) (string, string, bool) {
 // fused state is not the one last recorded (after ending its sources'
 // records that expired), else a world.observed.
 func (c *change) settle() error {
-	if err := c.emitMarks(); err != nil {
-		return err
-	}
-	for i := 0; i < len(c.touched); i++ {
-		ent, ok := c.model.Entity(c.touched[i])
+	// First what holds of each touched entity's sources (which may mark
+	// what was seen), then the marks, then the steps.
+	ents := make([]Entity, len(c.touched))
+	helds := make([][]*current, len(c.touched))
+	for i, id := range c.touched {
+		ent, ok := c.model.Entity(id)
 		if !ok {
-			ent = Entity{ID: c.touched[i], Kind: kindOfID(c.touched[i]), Privacy: ledger.Sensitive}
+			ent = Entity{ID: id, Kind: kindOfID(id), Privacy: ledger.Sensitive}
 		}
-		var held []*current
+		ents[i] = ent
 		for _, s := range c.sourcesOf(ent) {
 			cu := c.current(ent.ID, s)
 			if ended, err := c.endIfExpired(cu, math.MaxInt64); err != nil {
 				return err
 			} else if cu != nil && !ended {
-				held = append(held, cu)
+				helds[i] = append(helds[i], cu)
 			}
 		}
+	}
+	if err := c.emitMarks(); err != nil {
+		return err
+	}
+	for i, ent := range ents {
+		held := helds[i]
 		step := c.steps[ent.ID]
 		st := fuse(ent, held)
 		last, err := c.lastChange(ent.ID)

@@ -1,6 +1,7 @@
 package world
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -312,6 +313,38 @@ func (d *Deriver) Derive(v *ledger.View, e *ledger.Event, at ledger.Derivation) 
 		d.cache.calm[e.ChannelID] = calm{typ: e.Type, untilMS: c.calmUntil, epoch: d.cache.epoch}
 	}
 	return c.out, nil
+}
+
+// sightingOf is a channel's sighting not yet marked.
+type sightingOf struct {
+	channel string
+	sighting
+}
+
+// takeSightings hands over the sightings of channels not yet marked, in
+// the order of their channels, and forgets them: the keeper marks them
+// (see Keeper.Round). None when what the Deriver keeps is not what the
+// ledger holds: the model's generation is not gen (another wrote it),
+// or a derivation was lost since (lost, as View.Lost says).
+func (d *Deriver) takeSightings(gen, lost uint64) []sightingOf {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cache == nil || d.cache.gen != gen || d.cache.lost != lost {
+		return nil
+	}
+	var out []sightingOf
+	for _, ch := range slices.Sorted(maps.Keys(d.cache.sighted)) {
+		out = append(out, sightingOf{ch, *d.cache.sighted[ch]})
+	}
+	clear(d.cache.sighted)
+	return out
+}
+
+// sighted tells whether a channel has a sighting not yet marked.
+func (d *Deriver) sighted(channel string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cache != nil && d.cache.sighted[channel] != nil
 }
 
 // feeds tells quickly whether an event can say anything of the model:

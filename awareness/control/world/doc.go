@@ -36,9 +36,13 @@
 // Expiry is judged on the ledger's running clock, never the wall clock:
 // a state whose source was not seen again within its expiry is unknown
 // to every query at once, whether or not the end is recorded yet (the
-// Keeper records it within a round). Seen marks are written at most once
-// a quarter of the expiry, so a state expires between three quarters of
-// its expiry and its expiry after it was last seen. A restart ends what
+// Keeper records it within a round). A channel's sightings are marked
+// (world.seen) at most once three quarters of its records' expiry, the
+// sightings between kept in memory and marked with the next mark of any
+// channel, or by the keeper before the marks would let a state expire:
+// a state expires its expiry after it was last seen (only sightings a
+// power cut took from memory are lost, and it expires sooner, as soon as
+// a quarter of its expiry after). A restart ends what
 // the body sensed before it stopped (at the stop, or its expiry if that
 // came first); told assertions keep their own expiry.
 //

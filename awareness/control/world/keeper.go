@@ -18,7 +18,10 @@ import (
 // sensed source: a ledger command, decided on the projection as the
 // transaction sees it.
 type roundCmd struct {
-	model   *Model
+	model *Model
+	// deriver, when set, hands over its sightings not yet marked,
+	// which the round marks.
+	deriver *Deriver
 	run     int64 // ms
 	now     int64 // ns, the wall clock: the valid time of what it records
 	restart bool
@@ -27,8 +30,16 @@ type roundCmd struct {
 }
 
 func (c *roundCmd) Decide(v *ledger.View) ([]ledger.Event, error) {
+	var sights []sightingOf
+	if c.deriver != nil {
+		sights = c.deriver.takeSightings(c.model.gen.Load(), v.Lost())
+	}
 	c.model.gen.Add(1) // the Deriver reads what this writes afresh
 	ch := newChange(v.Projection(ProjectionName), c.model, c.run, ledger.Event{OccurredAt: c.now, Trust: ledger.High}, nil)
+	for _, p := range sights {
+		ev := Evidence{Seq: p.seq, ID: p.id.String(), Type: p.typ}
+		ch.mark(Seen{Channel: p.channel, At: p.at, RunMS: p.run, Evidence: ev}, p.entity, p.prov)
+	}
 	var currents []*current
 	ledger.Range(ch.kv, []byte{kLast}, nil, false, func(k, v []byte) bool {
 		if x, ok := entryOf(v); ok && !x.end {
@@ -99,6 +110,11 @@ type Keeper struct {
 	Now func() time.Time
 	// Every is how often it looks for expiries; 0: MinExpiry/20 (30 s).
 	Every time.Duration
+	// Deriver is the Deriver of Model: the sightings it keeps in memory
+	// between seen marks are marked by a round before the marks would
+	// let a state expire. Nil: a state whose channel stops expires as
+	// soon as a quarter of its expiry after it was last seen.
+	Deriver *Deriver
 	// StoppedAt is when the body stopped before this start (the time of
 	// the ledger's last event then); zero: unknown, the start's time.
 	StoppedAt time.Time
@@ -144,26 +160,38 @@ func (k *Keeper) Start(ctx context.Context) error {
 	return nil
 }
 
-// Round records the ends of the states past their expiry, if any.
+// Round records the ends of the states past their expiry, if any, and
+// marks the sightings the Deriver keeps of a channel whose marks would
+// let its state expire within two rounds.
 func (k *Keeper) Round(ctx context.Context) error {
 	run := k.Store.Running().Milliseconds()
-	due := false
+	due, mark := false, false
 	err := k.Store.ReadProjection(ProjectionName, func(kv ledger.ReadKV) error {
 		eachHeld(kv, func(x entry, rec Record, err error) bool {
 			if err != nil || rec.ExpireMS <= 0 {
 				return true
 			}
 			seenRun, _ := lastSeen(kv, rec, x, math.MaxUint64)
-			due = run-seenRun > rec.ExpireMS
+			left := rec.ExpireMS - (run - seenRun)
+			due = left < 0
+			mark = mark || k.Deriver != nil && left <= min(2*k.every().Milliseconds(), rec.ExpireMS/4) && k.Deriver.sighted(rec.Channel)
 			return !due
 		})
 		return nil
 	})
-	if err != nil || !due {
+	if err != nil || !due && !mark {
 		return err
 	}
-	_, err = k.Store.Execute(ctx, &roundCmd{model: k.Model, run: run, now: k.now().UnixNano()})
+	_, err = k.Store.Execute(ctx, &roundCmd{model: k.Model, deriver: k.Deriver, run: run, now: k.now().UnixNano()})
 	return err
+}
+
+// every is how often Run looks for expiries.
+func (k *Keeper) every() time.Duration {
+	if k.Every <= 0 {
+		return MinExpiry / 20
+	}
+	return k.Every
 }
 
 // HoldEvery is how often the keeper looks for states that have held as
@@ -173,11 +201,7 @@ const HoldEvery = 5 * time.Second
 // Run looks for expiries every Every, and for holds every HoldEvery,
 // until ctx ends.
 func (k *Keeper) Run(ctx context.Context) error {
-	every := k.Every
-	if every <= 0 {
-		every = MinExpiry / 20
-	}
-	t := time.NewTicker(every)
+	t := time.NewTicker(k.every())
 	defer t.Stop()
 	h := time.NewTicker(HoldEvery)
 	defer h.Stop()

@@ -372,8 +372,9 @@ func defaultExpiry(k Kind, sources []Source, f Facts) time.Duration {
 	}
 	switch k {
 	case Room, Air:
-		// At least ten minutes: seen marks are kept once a quarter of
-		// it (see Deriver), and a short one writes them often.
+		// At least ten minutes: seen marks are kept once three
+		// quarters of it (see markAfter), and a short one writes them
+		// often.
 		return max(3*period, MinExpiry)
 	}
 	return 0

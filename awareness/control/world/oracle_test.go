@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,14 +72,16 @@ func newOracle(m *Model) *oracle {
 }
 
 // seenOf is a record's last sighting known at seq upto: the marks of
-// its channel after it and before the next entry of its source.
+// its channel after it and by the next entry of its source (a step's
+// marks are recorded before its entries).
 func (o *oracle) seenOf(e oEntry, upto uint64) (run, at int64) {
 	run, at = e.run, e.at
 	if e.channel == "" {
 		return run, at
 	}
 	if e.next != 0 {
-		upto = min(upto, e.next-1)
+		// Marks of the step that recorded the next entry came before it.
+		upto = min(upto, e.next)
 	}
 	for _, m := range o.marks[e.channel] { // in seq order: the last one counts
 		if m.seq > e.seq && m.seq <= upto {
@@ -91,20 +94,56 @@ func (o *oracle) seenOf(e oEntry, upto uint64) (run, at int64) {
 // step applies one sensed event at seq, running time run and valid time at.
 func (o *oracle) step(seq uint64, run, at int64, obs []oObs) {
 	marked := map[string]bool{}
-	for _, ob := range obs {
-		k := ob.entity + "\x00" + ob.source
-		i, has := o.cur[k]
-		if has {
-			e := o.entries[k][i]
-			if r, _ := o.seenOf(e, math.MaxUint64); e.expireMS > 0 && run-r > e.expireMS {
-				delete(o.cur, k)
-				has = false
+	// markPending marks every channel seen since its last mark.
+	markPending := func() {
+		for ch, p := range o.pending {
+			if !marked[ch] {
+				o.marks[ch] = append(o.marks[ch], oMark{seq: seq, run: p.run, at: p.at})
+				marked[ch] = true
 			}
 		}
+		clear(o.pending)
+	}
+	// expired judges a source's current record past its expiry, and
+	// then no longer current; a sighting of its channel since its last
+	// mark is marked first.
+	expired := func(k string) bool {
+		i, has := o.cur[k]
+		if !has {
+			return false
+		}
+		e := o.entries[k][i]
+		if r, _ := o.seenOf(e, math.MaxUint64); e.expireMS <= 0 || run-r <= e.expireMS {
+			return false
+		}
+		if _, ok := o.pending[e.channel]; ok {
+			markPending()
+		}
+		if r, _ := o.seenOf(e, math.MaxUint64); run-r <= e.expireMS {
+			return false
+		}
+		delete(o.cur, k)
+		return true
+	}
+	touched := map[string]bool{}
+	defer func() {
+		// What holds of each entity that took a new record or end is
+		// judged after the step's observations.
+		for k := range o.cur {
+			if entity, _, _ := strings.Cut(k, "\x00"); touched[entity] {
+				expired(k)
+			}
+		}
+	}()
+	for _, ob := range obs {
+		k := ob.entity + "\x00" + ob.source
+		expired(k)
+		i, has := o.cur[k]
 		if ob.end {
 			if has {
 				o.add(k, oEntry{seq: seq, at: max(at, o.entries[k][i].at), end: true})
 				delete(o.cur, k)
+				touched[ob.entity] = true
 			}
 			continue
 		}
@@ -115,18 +154,12 @@ func (o *oracle) step(seq uint64, run, at int64, obs []oObs) {
 				r, _ := o.seenOf(e, math.MaxUint64)
 				switch {
 				case e.expireMS <= 0 || marked[ob.channel]:
-				case run-r < e.expireMS/4:
+				case run-r < markAfter(e.expireMS):
 					o.pending[ob.channel] = oMark{seq: seq, run: run, at: at}
 				default:
 					o.marks[ob.channel] = append(o.marks[ob.channel], oMark{seq: seq, run: run, at: at})
 					marked[ob.channel] = true
-					for ch, p := range o.pending {
-						if !marked[ch] {
-							o.marks[ch] = append(o.marks[ch], oMark{seq: seq, run: p.run, at: p.at})
-							marked[ch] = true
-						}
-					}
-					clear(o.pending)
+					markPending()
 				}
 				continue
 			}
@@ -136,6 +169,7 @@ func (o *oracle) step(seq uint64, run, at int64, obs []oObs) {
 		o.add(k, oEntry{seq: seq, at: at, value: ob.value, temp: ob.temp, air: ob.air, prov: ob.prov,
 			run: run, expireMS: ent.ExpireAfter.Milliseconds(), channel: ob.channel})
 		o.cur[k] = len(o.entries[k]) - 1
+		touched[ob.entity] = true
 	}
 }
 

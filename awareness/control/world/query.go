@@ -136,8 +136,8 @@ func readEntry(kv ledger.ReadKV, entity, source string, x entry) (rec Record, en
 // markAt is a channel's last seen mark after the sequence after and at
 // or before the sequence upto: its last (d) when that is by upto, else
 // the first of its own walking back from upto (a channel seen is marked
-// at least every quarter of its records' expiry, and a record not seen
-// in its expiry is ended: a walk crosses a few commits' marks).
+// before its records' expiry, and a record not seen in its expiry is
+// ended: a walk crosses a few commits' marks).
 func markAt(kv ledger.ReadKV, channel string, after, upto uint64) (Seen, uint64, bool) {
 	var s Seen
 	last := getU64(kv.Get(lastMarkKey(channel)))

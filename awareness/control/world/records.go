@@ -203,8 +203,7 @@ type Held struct {
 // Seen marks sort by sequence, so the marks of a commit (of every
 // channel seen: see observe) share a page; a channel's last is found by
 // d, one before a sequence by walking back from it (a channel whose
-// records expire is marked at least every quarter of their expiry, or
-// they are ended).
+// records expire is marked before they do, or they are ended).
 //
 // SEQ is big-endian; VALID and FROM a Unix ns time, big-endian with its
 // sign bit flipped, so that keys sort by time. Every key of a step of

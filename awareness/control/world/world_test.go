@@ -116,6 +116,7 @@ type rig struct {
 	wall  time.Time
 	seqOf map[string]uint64 // by event id
 	mod   func(*ledger.Options)
+	d     *Deriver // the ledger's
 }
 
 func newRig(t *testing.T, c Config) *rig {
@@ -132,8 +133,9 @@ func newRig(t *testing.T, c Config) *rig {
 }
 
 func (g *rig) open() {
+	g.d = &Deriver{Model: g.m}
 	o := ledger.Options{Path: g.path, AgentID: ledger.UUID{1}, BodyID: ledger.UUID{2}, Now: g.clk.Now,
-		Projections: Projections(), Derivers: []ledger.Deriver{&Deriver{Model: g.m}}}
+		Projections: Projections(), Derivers: []ledger.Deriver{g.d}}
 	if g.mod != nil {
 		g.mod(&o)
 	}
@@ -197,7 +199,7 @@ func TestARoomActiveQuietAndUnknown(t *testing.T) {
 	if st := g.now("room.front-left"); st.Value != "quiet" || st.Sources[0].Supersedes == 0 {
 		t.Fatalf("after motion ended: got %+v, want quiet, superseding the active record", st)
 	}
-	// Summaries keep it: one mark a quarter of the expiry at most.
+	// Summaries keep it: one mark three quarters of the expiry at most.
 	before, _ := g.s.Stats()
 	for i := 0; i < 12; i++ {
 		g.advance(time.Minute)
@@ -205,9 +207,9 @@ func TestARoomActiveQuietAndUnknown(t *testing.T) {
 	}
 	got := g.types(before.LastSeq)
 	// Right door had no record: the first summary makes one (and a
-	// change); marks every 2.5 minutes of the running clock after.
-	if n := strings.Count(strings.Join(got, " "), EventSeen); n < 4 || n > 6 {
-		t.Errorf("12 summaries a minute apart wrote %d seen marks (%v); want one every quarter of 10 minutes", n, got)
+	// change); marks every 7.5 minutes of the running clock after.
+	if n := strings.Count(strings.Join(got, " "), EventSeen); n < 1 || n > 2 {
+		t.Errorf("12 summaries a minute apart wrote %d seen marks (%v); want one every three quarters of 10 minutes", n, got)
 	}
 	if st := g.now("room.front-left"); st.Value != "quiet" || *st.Sources[0].ExpiresInMS <= 0 {
 		t.Fatalf("kept by summaries: got %+v", st)
@@ -248,6 +250,80 @@ func TestARoomActiveQuietAndUnknown(t *testing.T) {
 // TestAStateSaysHowSureItsTimeIs: a record's valid time carries the
 // uncertainty of its evidence's clock, and whether that clock was
 // synchronised.
+// A channel's sightings between its seen marks are kept in memory; the
+// keeper marks them before the marks would let the state expire, so the
+// state expires its expiry after it was last seen, not after its last
+// mark. A keeper without the Deriver cannot, and the state expires
+// its expiry after the last mark.
+func TestTheKeeperMarksWhatTheDeriverSaw(t *testing.T) {
+	for _, withDeriver := range []bool{true, false} {
+		t.Run(map[bool]string{true: "with the deriver", false: "without"}[withDeriver], func(t *testing.T) {
+			g := newRig(t, Config{})
+			start := g.wall
+			summary := sense.CameraSummary{Zones: []string{"left", "right door"}, Frames: 1800, OverS: 60}
+			g.sense("camera.summary", "camera.front", summary) // the records: quiet
+			for range 5 {
+				g.advance(time.Minute)
+				g.sense("camera.summary", "camera.front", summary) // sightings, before a mark is due
+			}
+			lastSighting := g.wall
+			k := &Keeper{Store: g.s, Model: g.m, Now: func() time.Time { return g.wall }}
+			if withDeriver {
+				k.Deriver = g.d
+			}
+			round := func() []string {
+				before, _ := g.s.Stats()
+				if err := k.Round(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				return g.types(before.LastSeq)
+			}
+			g.advance(MinExpiry - 5*time.Minute - 2*time.Minute) // 8 minutes after the records: not yet due
+			if got := round(); len(got) != 0 {
+				t.Fatalf("a round with the marks 2 minutes from letting the state expire wrote %v", got)
+			}
+			g.advance(90 * time.Second) // 30 s left
+			got := round()
+			if withDeriver != slices.Contains(got, EventSeen) {
+				t.Fatalf("a round 30 s before the marks let the state expire wrote %v (the deriver given: %v)", got, withDeriver)
+			}
+			g.advance(time.Minute) // past the first record's expiry, within the last sighting's
+			st := g.now("room.front-left")
+			switch {
+			case withDeriver && (st.Value != "quiet" || !st.Sources[0].LastSeen.Equal(lastSighting)):
+				t.Fatalf("after the round marked the last sighting: got %+v, want quiet, last seen %v", st, lastSighting)
+			case !withDeriver && st.Value != Unknown:
+				t.Fatalf("with no mark since the record, %v after it: got %+v, want unknown", g.wall.Sub(start), st)
+			}
+			round()
+			g.advance(lastSighting.Add(MinExpiry).Sub(g.wall) + time.Second)
+			if st := g.now("room.front-left"); st.Value != Unknown || st.Sources[0].Why != EndNotSeen {
+				t.Fatalf("its expiry after the last sighting: got %+v, want unknown, not_seen", st)
+			}
+			round()
+			evs, _ := g.s.Events(ledger.Filter{Types: []string{EventChanged}})
+			var ended []Ended
+			for _, e := range evs {
+				var ch Changed
+				ledger.UnmarshalPayload(e.Payload, &ch)
+				ended = append(ended, ch.Ended...)
+			}
+			if len(ended) == 0 {
+				t.Fatal("no end was recorded")
+			}
+			want := start.Add(MinExpiry)
+			if withDeriver {
+				want = lastSighting.Add(MinExpiry)
+			}
+			for _, x := range ended {
+				if x.At != want.UnixNano() {
+					t.Errorf("%s ended at %v, want %v", x.Source, time.Unix(0, x.At).UTC(), want)
+				}
+			}
+		})
+	}
+}
+
 func TestAStateSaysHowSureItsTimeIs(t *testing.T) {
 	g := newRig(t, Config{})
 	for _, tc := range []struct {
@@ -418,7 +494,7 @@ func TestExplainResolvesTheEvidence(t *testing.T) {
 	a := g.sense("camera.motion_started", "camera.front", sense.MotionStarted{Zone: "left"})
 	g.advance(time.Second)
 	b := g.sense("camera.motion_ended", "camera.front", sense.MotionEnded{Zone: "left"})
-	g.advance(3 * time.Minute)
+	g.advance(8 * time.Minute) // a mark is due
 	c := g.sense("camera.summary", "camera.front", sense.CameraSummary{Zones: []string{"left"}})
 	x, err := g.r.Explain("room.front-left")
 	if err != nil {
