@@ -55,18 +55,20 @@ type cache struct {
 	// while the records it confirmed hold: what the next mark of any
 	// channel marks too (see observe).
 	sighted map[string]*sighting
-	// calm says, by channel, that an event of a type that only confirms
-	// what its sources hold (a sound level summary: the most common
-	// event a body records) changes nothing before a running time, as
-	// long as nothing was derived since (epoch, which every derivation
-	// that writes moves on): the Deriver does not derive it again until
-	// then.
+	// calm says, by channel, that an event of a type and input (what
+	// the model reads of it: nothing of a sound level summary, the most
+	// common event a body records; the zones of a camera summary, see
+	// calmInput) that only held what its sources hold changes nothing
+	// before a running time, as long as nothing was derived since
+	// (epoch, which every derivation that writes moves on): the Deriver
+	// does not derive it again until then.
 	calm  map[string]calm
 	epoch uint64
 }
 
 type calm struct {
 	typ     string
+	input   []byte
 	untilMS int64
 	epoch   uint64
 }

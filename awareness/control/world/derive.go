@@ -1,6 +1,7 @@
 package world
 
 import (
+	"bytes"
 	"maps"
 	"slices"
 	"strings"
@@ -258,6 +259,7 @@ type Deriver struct {
 	mu    sync.Mutex
 	cache *cache
 	obs   []observation // reused from event to event
+	input []byte        // likewise
 	ch    change
 }
 
@@ -278,7 +280,9 @@ func (d *Deriver) Derive(v *ledger.View, e *ledger.Event, at ledger.Derivation) 
 	if occurred == 0 {
 		occurred = e.IngestedAt
 	}
-	if q, ok := d.cache.calm[e.ChannelID]; ok && q.typ == e.Type && q.epoch == d.cache.epoch && run < q.untilMS {
+	in, calmable := calmInput(d.input[:0], e.Type, e.Payload)
+	d.input = in
+	if q, ok := d.cache.calm[e.ChannelID]; ok && calmable && q.typ == e.Type && q.epoch == d.cache.epoch && run < q.untilMS && bytes.Equal(q.input, in) {
 		if p := d.cache.sighted[e.ChannelID]; p != nil { // the sighting the next mark marks
 			p.at, p.run, p.seq, p.id = occurred, run, at.Seq, e.ID
 		}
@@ -309,8 +313,9 @@ func (d *Deriver) Derive(v *ledger.View, e *ledger.Event, at ledger.Derivation) 
 	c.keep(at.Seq + 1)
 	if len(c.out) > 0 {
 		d.cache.epoch++
-	} else if !c.unsettled && !slices.ContainsFunc(obs, func(o observation) bool { return !o.confirm }) {
-		d.cache.calm[e.ChannelID] = calm{typ: e.Type, untilMS: c.calmUntil, epoch: d.cache.epoch}
+	} else if !c.unsettled && calmable {
+		q := d.cache.calm[e.ChannelID]
+		d.cache.calm[e.ChannelID] = calm{typ: e.Type, input: append(q.input[:0], in...), untilMS: c.calmUntil, epoch: d.cache.epoch}
 	}
 	return c.out, nil
 }

@@ -3,7 +3,10 @@ package world
 import (
 	"testing"
 
+	"github.com/fxamacker/cbor/v2"
+
 	"github.com/tobe-body/tobe-body/ledger"
+	"github.com/tobe-body/tobe-body/sense"
 )
 
 // FuzzProjection: what a damaged or forged ledger could hold as the
@@ -57,6 +60,45 @@ func FuzzObservations(f *testing.F) {
 		for _, o := range m.observations(e, nil) {
 			if o.source == "" || o.channel == "" {
 				t.Fatalf("%s: an observation of no source: %+v", e.Type, o)
+			}
+		}
+	})
+}
+
+// FuzzCBORItem: what cborItem reads of any bytes is one well-formed
+// item, as the CBOR library reads it; a camera summary's calm input and
+// a step are read from any payload without a panic, and the state cut
+// from a step is well formed.
+func FuzzCBORItem(f *testing.F) {
+	summary, err := ledger.MarshalPayload(sense.CameraSummary{Zones: []string{"left", "right"}, Moving: []string{"left"}, Frames: 1800, OverS: 60})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add([]byte(summary))
+	step, err := ledger.MarshalPayload(Changed{Entity: "room.a", Value: "active", Records: []Record{{Entity: "room.a", Source: "s", ValidFrom: -1}}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add([]byte(step))
+	f.Add([]byte{0x9f, 0x01, 0xff})             // an array of indefinite length
+	f.Add([]byte{0xc1, 0xfb, 0, 0, 0, 0, 0, 0}) // a tag, its float cut short
+	f.Add([]byte{0xf8, 0x10})                   // a simple value wrongly in two bytes
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if n, ok := cborItem(b, 0); ok {
+			if n > len(b) {
+				t.Fatalf("an item of %d bytes in %d", n, len(b))
+			}
+			if err := cbor.Wellformed(b[:n]); err != nil {
+				t.Fatalf("cborItem read %x as an item; the library says %v", b[:n], err)
+			}
+		}
+		calmInput(nil, "camera.summary", b)
+		if st, err := readStep(b); err == nil {
+			if err := cbor.Wellformed(st.state); err != nil {
+				t.Fatalf("the state cut from %x is not well formed: %v", b, err)
+			}
+			for _, r := range st.records {
+				recordKeys(r)
 			}
 		}
 	})

@@ -28,13 +28,6 @@ func (Projection) Types() []string {
 	return []string{EventChanged, EventObserved, EventSeen}
 }
 
-// stepWire is a step's payload (a Changed or a Step) as Apply reads it:
-// its records as they were encoded, to be kept as they are.
-type stepWire struct {
-	Changed
-	Records []cbor.RawMessage `cbor:"records,omitempty"`
-}
-
 // Apply implements ledger.Projection.
 func (Projection) Apply(kv ledger.KV, e *ledger.Event) error {
 	seq, ok := ledger.SeqOf(kv)
@@ -43,43 +36,37 @@ func (Projection) Apply(kv ledger.KV, e *ledger.Event) error {
 	}
 	switch e.Type {
 	case EventChanged, EventObserved:
-		var w stepWire
-		if err := ledger.UnmarshalPayload(e.Payload, &w); err != nil {
+		// Read as encoded, not decoded: the records are kept as they
+		// are, and the change's state is its payload without them.
+		w, err := readStep(e.Payload)
+		if err != nil {
 			return fmt.Errorf("world: a step: %w", err)
 		}
-		froms, err := applyStep(kv, seq, w.Ended, w.Records)
+		froms, err := applyStep(kv, seq, w.ended, w.records)
 		if err != nil {
 			return err
 		}
 		if e.Type == EventObserved {
 			return putFroms(kv, seq, froms)
 		}
-		// The change as the entity's state, without its step: the
-		// records are kept once, under their sources.
-		c := w.Changed
-		c.Records, c.Ended = nil, nil
-		b, err := ledger.MarshalPayload(c)
-		if err != nil {
-			return err
-		}
 		// From its valid time, but never before the change before it:
 		// an entity's changes sort in the order recorded (see the keys).
-		from := c.At
-		if prev := kv.Get(entityKey(c.Entity)); len(prev) >= 16 {
+		from := w.at
+		if prev := kv.Get(entityKey(w.entity)); len(prev) >= 16 {
 			t, pseq := tail(prev)
 			from = max(from, t)
-			if err := dropForgotten(kv, historyKey(c.Entity, t, pseq)); err != nil {
+			if err := dropForgotten(kv, historyKey(w.entity, t, pseq)); err != nil {
 				return err
 			}
 		}
-		hk := historyKey(c.Entity, from, seq)
-		if err := kv.Put(hk, b); err != nil {
+		hk := historyKey(w.entity, from, seq)
+		if err := kv.Put(hk, w.state); err != nil {
 			return err
 		}
 		if err := putFroms(kv, seq, append(froms, from)); err != nil {
 			return err
 		}
-		return kv.Put(entityKey(c.Entity), hk[len(hk)-16:])
+		return kv.Put(entityKey(w.entity), hk[len(hk)-16:])
 	case EventSeen:
 		raws, marks, err := seenMarks(e)
 		if err != nil {
@@ -127,7 +114,7 @@ func seenMarks(e *ledger.Event) ([]cbor.RawMessage, []Seen, error) {
 // applyStep keeps the ends and then the records of a step recorded at
 // seq, each as the next entry of its source, and returns the FROM of
 // each entry, in that order.
-func applyStep(kv ledger.KV, seq uint64, ended []Ended, recs []cbor.RawMessage) ([]int64, error) {
+func applyStep(kv ledger.KV, seq uint64, ended []Ended, recs [][]byte) ([]int64, error) {
 	var froms []int64
 	add := func(entity, source string, x entry, v []byte) error {
 		lk := lastKey(entity, source)
@@ -152,14 +139,14 @@ func applyStep(kv ledger.KV, seq uint64, ended []Ended, recs []cbor.RawMessage) 
 		}
 	}
 	for _, raw := range recs {
-		var r Record
-		if err := ledger.UnmarshalPayload(raw, &r); err != nil {
+		entity, source, validFrom, err := recordKeys(raw)
+		if err != nil {
 			return nil, fmt.Errorf("world: a record: %w", err)
 		}
-		if r.Entity == "" || r.Source == "" {
+		if entity == "" || source == "" {
 			return nil, errors.New("world: a record names no entity or source")
 		}
-		if err := add(r.Entity, r.Source, entry{from: r.ValidFrom, seq: seq}, append([]byte{'o'}, raw...)); err != nil {
+		if err := add(entity, source, entry{from: validFrom, seq: seq}, append([]byte{'o'}, raw...)); err != nil {
 			return nil, err
 		}
 	}
@@ -221,8 +208,8 @@ func (Projection) Forget(kv ledger.KV, e *ledger.Event) error {
 		for i := 0; i+8 <= len(fb); i += 8 {
 			froms = append(froms, timeOf(fb[i:]))
 		}
-		var w stepWire
-		if err := ledger.UnmarshalPayload(e.Payload, &w); err != nil {
+		w, err := readStep(e.Payload)
+		if err != nil {
 			return fmt.Errorf("world: a step: %w", err)
 		}
 		next := func() (int64, bool) {
@@ -233,7 +220,7 @@ func (Projection) Forget(kv ledger.KV, e *ledger.Event) error {
 			froms = froms[1:]
 			return f, true
 		}
-		for _, end := range w.Ended {
+		for _, end := range w.ended {
 			f, ok := next()
 			if !ok {
 				break
@@ -243,9 +230,9 @@ func (Projection) Forget(kv ledger.KV, e *ledger.Event) error {
 				return err
 			}
 		}
-		for _, raw := range w.Records {
-			var r Record
-			if err := ledger.UnmarshalPayload(raw, &r); err != nil {
+		for _, raw := range w.records {
+			entity, source, _, err := recordKeys(raw)
+			if err != nil {
 				return fmt.Errorf("world: a record: %w", err)
 			}
 			f, ok := next()
@@ -253,13 +240,13 @@ func (Projection) Forget(kv ledger.KV, e *ledger.Event) error {
 				break
 			}
 			x := entry{from: f, seq: seq}
-			if err := forget(entryKey(r.Entity, r.Source, x), kv.Get(lastKey(r.Entity, r.Source))); err != nil {
+			if err := forget(entryKey(entity, source, x), kv.Get(lastKey(entity, source))); err != nil {
 				return err
 			}
 		}
 		if f, ok := next(); ok && e.Type == EventChanged {
-			hk := historyKey(w.Entity, f, seq)
-			if err := forget(hk, kv.Get(entityKey(w.Entity))); err != nil {
+			hk := historyKey(w.entity, f, seq)
+			if err := forget(hk, kv.Get(entityKey(w.entity))); err != nil {
 				return err
 			}
 		}

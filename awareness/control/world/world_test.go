@@ -1,6 +1,7 @@
 package world
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -321,6 +322,50 @@ func TestTheKeeperMarksWhatTheDeriverSaw(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A camera summary that says what the last said is not derived again
+// (calm), one that says more is: its zones and moving zones are what
+// the model reads, its counts are not.
+func TestACalmSummaryIsNotDerivedAgain(t *testing.T) {
+	in := func(s sense.CameraSummary) []byte {
+		b, ok := calmInput(nil, "camera.summary", payload(t, s))
+		if !ok {
+			t.Fatalf("%+v: no calm input", s)
+		}
+		return b
+	}
+	quiet := sense.CameraSummary{Zones: []string{"left", "right door"}, Frames: 1800, OverS: 60}
+	again := sense.CameraSummary{Zones: []string{"left", "right door"}, Frames: 1799, Skipped: 1, OverS: 59.9}
+	moving := sense.CameraSummary{Zones: []string{"left", "right door"}, Moving: []string{"left"}, Frames: 1800, OverS: 60}
+	if !bytes.Equal(in(quiet), in(again)) {
+		t.Errorf("summaries that differ in their counts only read %x and %x", in(quiet), in(again))
+	}
+	if bytes.Equal(in(quiet), in(moving)) {
+		t.Errorf("a summary with a zone moving reads as one without: %x", in(moving))
+	}
+	if _, ok := calmInput(nil, "camera.summary", []byte{0xbf, 0xff}); ok {
+		t.Error("a map of indefinite length was read")
+	}
+	if _, ok := calmInput(nil, "camera.motion_started", payload(t, sense.MotionStarted{Zone: "left"})); ok {
+		t.Error("an event that starts something was taken as calm")
+	}
+
+	g := newRig(t, Config{})
+	g.sense("camera.summary", "camera.front", quiet)
+	before, _ := g.s.Stats()
+	for range 3 {
+		g.advance(time.Minute)
+		g.sense("camera.summary", "camera.front", again)
+	}
+	if got := g.types(before.LastSeq); len(got) != 0 {
+		t.Fatalf("summaries that say what the last said derived %v", got)
+	}
+	g.advance(time.Minute)
+	g.sense("camera.summary", "camera.front", moving)
+	if st := g.now("room.front-left"); st.Value != "active" {
+		t.Fatalf("after a summary with the zone moving: got %+v, want active", st)
 	}
 }
 
@@ -789,5 +834,51 @@ func TestTheArchiveForgetsTheOldMemory(t *testing.T) {
 	}
 	if rep, err := g.s.Verify(context.Background()); err != nil || !rep.OK() {
 		t.Fatalf("verify: %+v %v", rep, err)
+	}
+}
+
+// The projection keeps a change's state as its payload without its
+// records and ends, cut from the bytes as encoded: the same bytes as the
+// state encoded on its own (what a ledger written before kept), and the
+// records' names as they decode.
+func TestAStepIsReadAsEncoded(t *testing.T) {
+	t20 := 20.5
+	rec := Record{Entity: "air.hall", Source: "env.air", Channel: "env.air", Readings: map[string]Reading{"temperature_c": {Value: t20, Uncertainty: 1, Unit: "°C"}},
+		Confidence: 0.9, Provenance: "observed", Evidence: []Evidence{{Seq: 7, ID: "01a2", Type: "env.reading"}}, ValidFrom: -5, ExpireMS: 900000, RunMS: 3}
+	for _, c := range []Changed{
+		{Entity: "room.a", Kind: Room, Value: "active", Was: "quiet", Confidence: 0.8, Provenance: "observed", Observed: true, Sources: []string{"camera.front#a"},
+			Since: 1e18, SinceRunMS: 5, At: 1e18, Records: []Record{{Entity: "room.a", Source: "camera.front#a", Value: "active", ValidFrom: 1e18}}},
+		{Entity: "air.hall", Kind: Air, Value: "measured", Readings: rec.Readings, Confidence: 0.45, Provenance: "inferred", Conflict: true, Since: -5, At: -5,
+			Records: []Record{rec, rec}, Ended: []Ended{{Entity: "air.hall", Source: "told:x", Record: 3, Reason: EndWithdrawn, At: 9}}},
+		{Entity: "body", Kind: Self, Value: Unknown, Ended: []Ended{{Entity: "body", Source: "body.self", Record: 1, Reason: EndRestarted, At: 1}}},
+	} {
+		whole, err := ledger.MarshalPayload(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := readStep(whole)
+		if err != nil {
+			t.Fatalf("%s: %v", c.Entity, err)
+		}
+		alone := c
+		alone.Records, alone.Ended = nil, nil
+		want, _ := ledger.MarshalPayload(alone)
+		if !bytes.Equal(st.state, want) {
+			t.Errorf("%s: the state cut from the change is %x, encoded alone %x", c.Entity, st.state, []byte(want))
+		}
+		if st.entity != c.Entity || st.at != c.At || len(st.records) != len(c.Records) || !slices.Equal(st.ended, c.Ended) {
+			t.Errorf("%s: read %+v", c.Entity, st)
+		}
+		for i, raw := range st.records {
+			e, s, vf, err := recordKeys(raw)
+			if r := c.Records[i]; err != nil || e != r.Entity || s != r.Source || vf != r.ValidFrom {
+				t.Errorf("%s: record %d read as %q %q %d (%v), want %q %q %d", c.Entity, i, e, s, vf, err, r.Entity, r.Source, r.ValidFrom)
+			}
+		}
+	}
+	for _, bad := range [][]byte{{0xbf, 0xff}, {0xa1, 0x67, 'r', 'e', 'c', 'o', 'r', 'd', 's', 0x01}, {0xa1, 0x62, 'a', 't', 0x61, 'x'}, {0xa2, 0x62}} {
+		if _, err := readStep(bad); err == nil {
+			t.Errorf("%x read as a step", bad)
+		}
 	}
 }
