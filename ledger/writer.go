@@ -232,7 +232,10 @@ func (w *writer) prepare(evs []Event) (results []Result, todo []int, dupOf map[i
 	versions := map[string]uint64{}
 	for i := range evs {
 		e := &evs[i]
-		if e.ID.IsZero() {
+		// An id given here is new: no event has it (a UUIDv7 of this
+		// clock and 74 random bits).
+		fresh := e.ID.IsZero()
+		if fresh {
 			e.ID = NewID()
 		}
 		if e.SchemaVersion == 0 {
@@ -268,9 +271,11 @@ func (w *writer) prepare(evs []Event) (results []Result, todo []int, dupOf map[i
 			dupOf[i] = j
 			continue
 		}
-		if seq, ok := w.storedID(e.ID); ok {
-			results[i] = Result{ID: e.ID, Seq: seq, Duplicate: true}
-			continue
+		if !fresh {
+			if seq, ok := w.storedID(e.ID); ok {
+				results[i] = Result{ID: e.ID, Seq: seq, Duplicate: true}
+				continue
+			}
 		}
 		if e.DedupeKey != "" {
 			if j, dup := seenKeys[e.DedupeKey]; dup {

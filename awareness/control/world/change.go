@@ -71,6 +71,10 @@ type calm struct {
 	input   []byte
 	untilMS int64
 	epoch   uint64
+	// sighting is the channel's in sighted (nil: none), which stays
+	// while the epoch does: a sighting is made or forgotten only by a
+	// derivation, and forgotten with a mark, which moves the epoch on.
+	sighting *sighting
 }
 
 // sighting is a sighting of a channel that confirmed its records, by
@@ -308,8 +312,7 @@ func (c *change) emit(typ, entity string, prov ledger.Provenance, payload any) e
 		c.base.CausationID, c.base.CorrelationID, c.base.Trust = e.ID, e.CorrelationID, ledger.Medium
 		c.stamped = true
 	}
-	e := c.base
-	e.ID = ledger.NewID()
+	e := c.base // the ledger gives it its id
 	e.Type, e.ChannelID, e.Payload, e.Provenance = typ, entity, p, prov
 	if ent, ok := c.model.Entity(entity); ok {
 		e.Privacy = ent.Privacy

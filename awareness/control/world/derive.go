@@ -283,7 +283,7 @@ func (d *Deriver) Derive(v *ledger.View, e *ledger.Event, at ledger.Derivation) 
 	in, calmable := calmInput(d.input[:0], e.Type, e.Payload)
 	d.input = in
 	if q, ok := d.cache.calm[e.ChannelID]; ok && calmable && q.typ == e.Type && q.epoch == d.cache.epoch && run < q.untilMS && bytes.Equal(q.input, in) {
-		if p := d.cache.sighted[e.ChannelID]; p != nil { // the sighting the next mark marks
+		if p := q.sighting; p != nil { // the sighting the next mark marks
 			p.at, p.run, p.seq, p.id = occurred, run, at.Seq, e.ID
 		}
 		return nil, nil
@@ -315,7 +315,10 @@ func (d *Deriver) Derive(v *ledger.View, e *ledger.Event, at ledger.Derivation) 
 		d.cache.epoch++
 	} else if !c.unsettled && calmable {
 		q := d.cache.calm[e.ChannelID]
-		d.cache.calm[e.ChannelID] = calm{typ: e.Type, input: append(q.input[:0], in...), untilMS: c.calmUntil, epoch: d.cache.epoch}
+		d.cache.calm[e.ChannelID] = calm{typ: e.Type, input: append(q.input[:0], in...), untilMS: c.calmUntil, epoch: d.cache.epoch,
+			sighting: d.cache.sighted[e.ChannelID]}
+	} else {
+		delete(d.cache.calm, e.ChannelID) // it may have sighted the channel anew
 	}
 	return c.out, nil
 }
