@@ -65,11 +65,10 @@ func FuzzObservations(f *testing.F) {
 	})
 }
 
-// FuzzCBORItem: what cborItem reads of any bytes is one well-formed
-// item, as the CBOR library reads it; a camera summary's calm input and
-// a step are read from any payload without a panic, and the state cut
-// from a step is well formed.
-func FuzzCBORItem(f *testing.F) {
+// FuzzStepAsEncoded: a camera summary's calm input and a step are read
+// as encoded from any payload without a panic, and the state cut from a
+// step is one well-formed item, as the CBOR library reads it.
+func FuzzStepAsEncoded(f *testing.F) {
 	summary, err := ledger.MarshalPayload(sense.CameraSummary{Zones: []string{"left", "right"}, Moving: []string{"left"}, Frames: 1800, OverS: 60})
 	if err != nil {
 		f.Fatal(err)
@@ -80,18 +79,9 @@ func FuzzCBORItem(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add([]byte(step))
-	f.Add([]byte{0x9f, 0x01, 0xff})             // an array of indefinite length
-	f.Add([]byte{0xc1, 0xfb, 0, 0, 0, 0, 0, 0}) // a tag, its float cut short
-	f.Add([]byte{0xf8, 0x10})                   // a simple value wrongly in two bytes
+	f.Add([]byte{0xbf, 0x01, 0xff})                   // a map of indefinite length
+	f.Add([]byte{0xa2, 0x61, 'a', 0x01, 0x61, 'a', 2}) // a key twice
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if n, ok := cborItem(b, 0); ok {
-			if n > len(b) {
-				t.Fatalf("an item of %d bytes in %d", n, len(b))
-			}
-			if err := cbor.Wellformed(b[:n]); err != nil {
-				t.Fatalf("cborItem read %x as an item; the library says %v", b[:n], err)
-			}
-		}
 		calmInput(nil, "camera.summary", b)
 		if st, err := readStep(b); err == nil {
 			if err := cbor.Wellformed(st.state); err != nil {

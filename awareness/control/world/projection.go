@@ -143,9 +143,6 @@ func applyStep(kv ledger.KV, seq uint64, ended []Ended, recs [][]byte) ([]int64,
 		if err != nil {
 			return nil, fmt.Errorf("world: a record: %w", err)
 		}
-		if entity == "" || source == "" {
-			return nil, errors.New("world: a record names no entity or source")
-		}
 		if err := add(entity, source, entry{from: validFrom, seq: seq}, append([]byte{'o'}, raw...)); err != nil {
 			return nil, err
 		}

@@ -1,0 +1,109 @@
+package ledger
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/fxamacker/cbor/v2"
+)
+
+// A payload read as encoded gives back each field as the library wrote
+// it: cut and put together again, it is the same bytes; what the
+// codec's rules refuse is refused.
+func TestRawFields(t *testing.T) {
+	type inner struct {
+		Zones []string `cbor:"zones"`
+	}
+	p, err := MarshalPayload(struct {
+		Entity string  `cbor:"entity"`
+		At     int64   `cbor:"at"`
+		Inner  inner   `cbor:"inner"`
+		F      float64 `cbor:"f"`
+		List   []int   `cbor:"list"`
+	}{"room.a", -5, inner{[]string{"left", "right"}}, 0.5, []int{1, 2, 300}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again []byte
+	n := 0
+	got := map[string][]byte{}
+	if err := RawFields(p, func(k, v []byte) error {
+		got[string(k)] = v
+		again = AppendField(again, k, v)
+		n++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if whole := append(AppendMapHead(nil, n), again...); !bytes.Equal(whole, p) {
+		t.Errorf("put together again: %x, want %x", whole, []byte(p))
+	}
+	if s, err := RawText(got["entity"]); err != nil || s != "room.a" {
+		t.Errorf("entity: %q, %v", s, err)
+	}
+	if v, err := RawInt(got["at"]); err != nil || v != -5 {
+		t.Errorf("at: %d, %v", v, err)
+	}
+	var items []string
+	if err := RawItems(got["list"], func(it []byte) error { items = append(items, string(it)); return nil }); err != nil || len(items) != 3 {
+		t.Errorf("list: %d items, %v", len(items), err)
+	}
+	for _, bad := range []struct {
+		name string
+		p    []byte
+	}{
+		{"indefinite length", []byte{0xbf, 0x61, 'a', 0x01, 0xff}},
+		{"a key twice", []byte{0xa2, 0x61, 'a', 0x01, 0x61, 'a', 0x02}},
+		{"a key that is a number", []byte{0xa1, 0x01, 0x01}},
+		{"a tag", []byte{0xa1, 0x61, 'a', 0xc1, 0x01}},
+		{"cut short", []byte{0xa2, 0x61, 'a', 0x01}},
+		{"bytes after", []byte{0xa1, 0x61, 'a', 0x01, 0x00}},
+		{"not a map", []byte{0x81, 0x01}},
+	} {
+		if err := RawFields(bad.p, func(_, _ []byte) error { return nil }); !errors.Is(err, ErrBadRecord) {
+			t.Errorf("%s: %v, want ErrBadRecord", bad.name, err)
+		}
+	}
+	if _, err := RawInt([]byte{0x1b, 0x80, 0, 0, 0, 0, 0, 0, 0}); err == nil {
+		t.Error("an integer past int64 was read")
+	}
+	if _, err := RawText([]byte{0x62, 'a'}); err == nil {
+		t.Error("a text cut short was read")
+	}
+}
+
+// FuzzRawFields: any bytes are read as a payload without a panic; what
+// is read is well formed, and its fields put together again are the
+// same payload.
+func FuzzRawFields(f *testing.F) {
+	p, _ := MarshalPayload(map[string]any{"zones": []string{"a"}, "at": 1, "f": 1.5})
+	f.Add([]byte(p))
+	f.Add([]byte{0xbf, 0xff})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var again []byte
+		n := 0
+		err := RawFields(b, func(k, v []byte) error {
+			again = AppendField(again, k, v)
+			n++
+			RawText(v)
+			RawInt(v)
+			RawItems(v, func([]byte) error { return nil })
+			return nil
+		})
+		if err != nil {
+			return
+		}
+		if err := cbor.Wellformed(b); err != nil {
+			t.Fatalf("%x read as a payload; the library says %v", b, err)
+		}
+		// The same as the library reads it (a head not in its shortest
+		// form is written shortest).
+		whole := append(AppendMapHead(nil, n), again...)
+		was, err1 := cbor.Diagnose(b)
+		is, err2 := cbor.Diagnose(whole)
+		if err1 != nil || err2 != nil || was != is {
+			t.Fatalf("%x (%s, %v) put together again is %x (%s, %v)", b, was, err1, whole, is, err2)
+		}
+	})
+}
