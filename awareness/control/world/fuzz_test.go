@@ -79,7 +79,7 @@ func FuzzStepAsEncoded(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add([]byte(step))
-	f.Add([]byte{0xbf, 0x01, 0xff})                   // a map of indefinite length
+	f.Add([]byte{0xbf, 0x01, 0xff})                    // a map of indefinite length
 	f.Add([]byte{0xa2, 0x61, 'a', 0x01, 0x61, 'a', 2}) // a key twice
 	f.Fuzz(func(t *testing.T, b []byte) {
 		calmInput(nil, "camera.summary", b)
