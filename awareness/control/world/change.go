@@ -480,9 +480,14 @@ func (c *change) markSightings() {
 		if m := c.lastMark(ch); m != nil && m.seq == 0 {
 			continue
 		}
-		c.mark(Seen{Channel: ch, At: p.at, RunMS: p.run, Evidence: Evidence{Seq: p.seq, ID: p.id.String(), Type: p.typ}}, p.entity, p.prov)
+		c.mark(p.seen(ch), p.entity, p.prov)
 	}
 	clear(c.cache.sighted)
+}
+
+// seen is the seen mark of a sighting of channel.
+func (p *sighting) seen(channel string) Seen {
+	return Seen{Channel: channel, At: p.at, RunMS: p.run, Evidence: Evidence{Seq: p.seq, ID: p.id.String(), Type: p.typ}}
 }
 
 // emitMarks records the change's seen marks, if any, in one world.seen

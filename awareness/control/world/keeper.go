@@ -37,8 +37,7 @@ func (c *roundCmd) Decide(v *ledger.View) ([]ledger.Event, error) {
 	c.model.gen.Add(1) // the Deriver reads what this writes afresh
 	ch := newChange(v.Projection(ProjectionName), c.model, c.run, ledger.Event{OccurredAt: c.now, Trust: ledger.High}, nil)
 	for _, p := range sights {
-		ev := Evidence{Seq: p.seq, ID: p.id.String(), Type: p.typ}
-		ch.mark(Seen{Channel: p.channel, At: p.at, RunMS: p.run, Evidence: ev}, p.entity, p.prov)
+		ch.mark(p.seen(p.channel), p.entity, p.prov)
 	}
 	var currents []*current
 	ledger.Range(ch.kv, []byte{kLast}, nil, false, func(k, v []byte) bool {
