@@ -144,6 +144,10 @@ type change struct {
 	// steps are the touched entities' steps, in the order touched.
 	steps   map[string]*step
 	touched []string
+	// ents and helds are settle's, by touched entity: kept from change
+	// to change.
+	ents  []Entity
+	helds [][]*current
 	// changed are the changes this change recorded, marked the seen
 	// marks (at their index in out).
 	changed []Changed
@@ -191,7 +195,8 @@ func (c *change) reset(kv ledger.ReadKV, m *Model, runMS int64, base ledger.Even
 		}
 	}
 	*c = change{kv: kv, model: m, run: runMS, base: base, cache: ca, calmUntil: math.MaxInt64,
-		cur: cur, marks: marks, steps: steps, touched: c.touched[:0], changed: c.changed[:0], marked: c.marked[:0]}
+		cur: cur, marks: marks, steps: steps, touched: c.touched[:0], changed: c.changed[:0], marked: c.marked[:0],
+		ents: c.ents[:0], helds: c.helds[:0]}
 }
 
 // wrote keeps what this change wrote of a source (nil: its record ended).
@@ -586,28 +591,32 @@ func cutNUL(s string) (string, string, bool) {
 func (c *change) settle() error {
 	// First what holds of each touched entity's sources (which may mark
 	// what was seen), then the marks, then the steps.
-	ents := make([]Entity, len(c.touched))
-	helds := make([][]*current, len(c.touched))
 	for i, id := range c.touched {
 		ent, ok := c.model.Entity(id)
 		if !ok {
 			ent = Entity{ID: id, Kind: kindOfID(id), Privacy: ledger.Sensitive}
 		}
-		ents[i] = ent
+		c.ents = append(c.ents, ent)
+		if i < cap(c.helds) {
+			c.helds = c.helds[:i+1]
+			c.helds[i] = c.helds[i][:0]
+		} else {
+			c.helds = append(c.helds, nil)
+		}
 		for _, s := range c.sourcesOf(ent) {
 			cu := c.current(ent.ID, s)
 			if ended, err := c.endIfExpired(cu, math.MaxInt64); err != nil {
 				return err
 			} else if cu != nil && !ended {
-				helds[i] = append(helds[i], cu)
+				c.helds[i] = append(c.helds[i], cu)
 			}
 		}
 	}
 	if err := c.emitMarks(); err != nil {
 		return err
 	}
-	for i, ent := range ents {
-		held := helds[i]
+	for i, ent := range c.ents {
+		held := c.helds[i]
 		step := c.steps[ent.ID]
 		st := fuse(ent, held)
 		last, err := c.lastChange(ent.ID)
