@@ -1,6 +1,7 @@
 package world
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"math"
@@ -59,22 +60,45 @@ type cache struct {
 	// the model reads of it: nothing of a sound level summary, the most
 	// common event a body records; the zones of a camera summary, see
 	// calmInput) that only held what its sources hold changes nothing
-	// before a running time, as long as nothing was derived since
-	// (epoch, which every derivation that writes moves on): the Deriver
-	// does not derive it again until then.
-	calm  map[string]calm
-	epoch uint64
+	// before a running time, as long as nothing of the channel was
+	// written since: the Deriver does not derive it again until then.
+	calm map[string]*calm
 }
 
+// calm is what a cache knows of a channel's calm.
 type calm struct {
+	// epoch moves on with every derivation that began or ended a record
+	// of one of the channel's sources, or marked the channel: all that
+	// a calm event of it reads.
+	epoch uint64
+	// ok: an event of typ and input held what the channel's sources
+	// hold at epoch at, and changes nothing before untilMS.
+	ok      bool
+	at      uint64
 	typ     string
 	input   []byte
 	untilMS int64
-	epoch   uint64
 	// sighting is the channel's in sighted (nil: none), which stays
 	// while the epoch does: a sighting is made or forgotten only by a
-	// derivation, and forgotten with a mark, which moves the epoch on.
+	// derivation, and forgotten when the channel is marked or one of
+	// its sources has a new record, which move the epoch on.
 	sighting *sighting
+}
+
+// holds tells whether an event of typ, whose calm input is in, holds
+// what the channel's sources hold at the running time run.
+func (q *calm) holds(typ string, in []byte, run int64) bool {
+	return q != nil && q.ok && q.at == q.epoch && q.typ == typ && run < q.untilMS && bytes.Equal(q.input, in)
+}
+
+// calmOf is a channel's calm, made when it has none.
+func (ca *cache) calmOf(channel string) *calm {
+	q := ca.calm[channel]
+	if q == nil {
+		q = &calm{}
+		ca.calm[channel] = q
+	}
+	return q
 }
 
 // sighting is a sighting of a channel that confirmed its records, by
@@ -90,7 +114,7 @@ type sighting struct {
 
 func newCache(gen, lost uint64) *cache {
 	return &cache{gen: gen, lost: lost, cur: map[src]*current{}, marks: map[string]*mark{}, last: map[string]*Changed{}, held: map[string][]string{},
-		sighted: map[string]*sighting{}, calm: map[string]calm{}}
+		sighted: map[string]*sighting{}, calm: map[string]*calm{}}
 }
 
 // sight notes that the change's event saw channel, confirming what a
@@ -681,9 +705,16 @@ func (c *change) keep(first uint64) {
 	}
 	for _, m := range c.marked {
 		c.cache.marks[m.s.Channel] = &mark{seq: first + uint64(m.at), s: m.s}
+		c.cache.calmOf(m.s.Channel).epoch++
 	}
 	for k, cu := range c.cur {
 		entity, source := k.entity, k.source
+		if old := c.cache.cur[k]; old != nil {
+			c.cache.calmOf(old.rec.Channel).epoch++ // what it held ended or was superseded
+		}
+		if cu != nil {
+			c.cache.calmOf(cu.rec.Channel).epoch++
+		}
 		if cu != nil && cu.seq == 0 {
 			cu = &current{seq: seqOf(entity), rec: cu.rec}
 		}

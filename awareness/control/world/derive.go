@@ -1,7 +1,6 @@
 package world
 
 import (
-	"bytes"
 	"maps"
 	"slices"
 	"strings"
@@ -282,7 +281,7 @@ func (d *Deriver) Derive(v *ledger.View, e *ledger.Event, at ledger.Derivation) 
 	}
 	in, calmable := calmInput(d.input[:0], e.Type, e.Payload)
 	d.input = in
-	if q, ok := d.cache.calm[e.ChannelID]; ok && calmable && q.typ == e.Type && q.epoch == d.cache.epoch && run < q.untilMS && bytes.Equal(q.input, in) {
+	if q := d.cache.calm[e.ChannelID]; calmable && q.holds(e.Type, in, run) {
 		if p := q.sighting; p != nil { // the sighting the next mark marks
 			p.at, p.run, p.seq, p.id = occurred, run, at.Seq, e.ID
 		}
@@ -311,14 +310,12 @@ func (d *Deriver) Derive(v *ledger.View, e *ledger.Event, at ledger.Derivation) 
 		return nil, err
 	}
 	c.keep(at.Seq + 1)
-	if len(c.out) > 0 {
-		d.cache.epoch++
-	} else if !c.unsettled && calmable {
-		q := d.cache.calm[e.ChannelID]
-		d.cache.calm[e.ChannelID] = calm{typ: e.Type, input: append(q.input[:0], in...), untilMS: c.calmUntil, epoch: d.cache.epoch,
-			sighting: d.cache.sighted[e.ChannelID]}
-	} else {
-		delete(d.cache.calm, e.ChannelID) // it may have sighted the channel anew
+	if len(c.out) == 0 && !c.unsettled && calmable {
+		q := d.cache.calmOf(e.ChannelID)
+		q.ok, q.at, q.typ, q.input, q.untilMS = true, q.epoch, e.Type, append(q.input[:0], in...), c.calmUntil
+		q.sighting = d.cache.sighted[e.ChannelID]
+	} else if q := d.cache.calm[e.ChannelID]; q != nil {
+		q.ok = false // it may have sighted the channel anew
 	}
 	return c.out, nil
 }

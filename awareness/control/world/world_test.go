@@ -369,6 +369,39 @@ func TestACalmSummaryIsNotDerivedAgain(t *testing.T) {
 	}
 }
 
+// Whether a calm summary is derived again rests only on what was written
+// of its own channel: the air changing leaves the camera's calm
+// standing, motion in one of its zones ends it.
+func TestACalmStandsUntilItsChannelIsWritten(t *testing.T) {
+	g := newRig(t, Config{})
+	quiet := sense.CameraSummary{Zones: []string{"left", "right door"}, Frames: 1800, OverS: 60}
+	standing := func() bool {
+		g.d.mu.Lock()
+		defer g.d.mu.Unlock()
+		q := g.d.cache.calm["camera.front"]
+		return q != nil && q.ok && q.at == q.epoch
+	}
+	g.sense("camera.summary", "camera.front", quiet)
+	g.advance(time.Minute)
+	g.sense("camera.summary", "camera.front", quiet)
+	if !standing() {
+		t.Fatal("a summary that confirmed what its zones hold left no calm")
+	}
+	before, _ := g.s.Stats()
+	temp := 21.5
+	g.sense("env.reading", "env.air", sense.EnvReading{Sensor: "air", Temperature: &temp})
+	if got := g.types(before.LastSeq); !slices.Contains(got, EventChanged) {
+		t.Fatalf("the air's first reading derived %v", got)
+	}
+	if !standing() {
+		t.Error("the air changing ended the camera's calm")
+	}
+	g.sense("camera.motion_started", "camera.front", sense.MotionStarted{Zone: "left"})
+	if standing() {
+		t.Error("motion in one of the camera's zones left its calm standing")
+	}
+}
+
 func TestAStateSaysHowSureItsTimeIs(t *testing.T) {
 	g := newRig(t, Config{})
 	for _, tc := range []struct {
