@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -285,6 +286,92 @@ func BenchmarkKeepingTheModel(b *testing.B) {
 			sal.Decide(&st, out, items, now)
 		}
 	})
+}
+
+// BenchmarkWhereTheModelGoes splits the model's whole cost (ledger+world
+// less ledger in BenchmarkKeepingTheModel) into its parts, on four
+// ledgers fed the same minutes of the sim's mix in turn, each append
+// timed: noise of a shared machine falls on the four alike, which
+// separate runs do not see. The ledgers:
+//   - ledger: no model;
+//   - derive: the deriver runs, and what it derives is dropped;
+//   - write: what it derives is written, without the model's projection;
+//   - world: the model as the daemon keeps it.
+//
+// The metrics are each ledger's ns an event, and the parts: deriving
+// (derive less ledger), writing the derived events (write less derive)
+// and projecting them (world less write). An op is one minute appended
+// to each of the four. Run with -cpu 1.
+func BenchmarkWhereTheModelGoes(b *testing.B) {
+	type lane struct {
+		name  string
+		s     *ledger.Store
+		clk   time.Time
+		spent time.Duration
+	}
+	var lanes []*lane
+	for _, name := range []string{"ledger", "derive", "write", "world"} {
+		l := &lane{name: name, clk: simHour}
+		opts := benchOptions(b)
+		opts.Now = func() time.Time { return l.clk }
+		d := &world.Deriver{Model: benchModel(b)}
+		switch name {
+		case "derive":
+			opts.Derivers = []ledger.Deriver{dropped{d}}
+		case "write":
+			opts.Derivers = []ledger.Deriver{d}
+			opts.Projections = slices.DeleteFunc(opts.Projections, func(p ledger.Projection) bool { return p.Name() == world.ProjectionName })
+		case "world":
+			opts.Derivers = []ledger.Deriver{d}
+		}
+		s, err := ledger.Open(opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		l.s = s
+		lanes = append(lanes, l)
+	}
+	ctx := context.Background()
+	cycle := simCycle(b)
+	events := 0
+	evs := make([]ledger.Event, 0, 16)
+	b.ResetTimer()
+	for minute := range b.N {
+		mix := cycle[minute%len(cycle)]
+		shift := int64(minute/len(cycle)) * int64(len(cycle)) * int64(time.Minute)
+		events += len(mix)
+		for i := range lanes {
+			l := lanes[(i+minute)%len(lanes)] // each first in turn
+			evs = evs[:0]
+			for _, e := range mix {
+				e.OccurredAt += shift
+				evs = append(evs, e)
+			}
+			l.clk = simHour.Add(time.Duration(minute+1) * time.Minute)
+			t := time.Now()
+			if _, err := l.s.Append(ctx, evs...); err != nil {
+				b.Fatal(err)
+			}
+			l.spent += time.Since(t)
+		}
+	}
+	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(events) }
+	for _, l := range lanes {
+		b.ReportMetric(per(l.spent), l.name+"-ns/event")
+	}
+	b.ReportMetric(per(lanes[1].spent-lanes[0].spent), "deriving-ns/event")
+	b.ReportMetric(per(lanes[2].spent-lanes[1].spent), "writing-ns/event")
+	b.ReportMetric(per(lanes[3].spent-lanes[2].spent), "projecting-ns/event")
+}
+
+// dropped is a deriver whose events are not written: what deriving them
+// costs alone, inside the appends.
+type dropped struct{ *world.Deriver }
+
+func (d dropped) Derive(v *ledger.View, e *ledger.Event, at ledger.Derivation) ([]ledger.Event, error) {
+	_, err := d.Deriver.Derive(v, e, at)
+	return nil, err
 }
 
 type bytesBuffer struct{ bytes.Buffer }
