@@ -8,6 +8,9 @@
 #    percentile of WORLD_QUERIES (10,000) questions, an entity at a
 #    random time of the model's history, as known now (four in five) or
 #    at a random sequence. Goal: p99 <= 5 ms on the year-old ledger.
+#    The same questions again with the ledger dropped from the page
+#    cache first, as after a reboot (shown, beside the warm p99; a
+#    virtual machine's host may still hold the file).
 #  - the per-event cost of keeping the model against the gate's, on the
 #    mix of the sim's sensed events a minute at a time with the ledger's
 #    clock a minute on each time (BenchmarkKeepingTheModel, run ROUNDS
@@ -61,6 +64,9 @@ echo "old, again:   $o"
 get() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 figure world.at.p50 "$(get "$o" p50_ms)" ms "$(get "$y" p50_ms)" - small-ledger
 figure world.at.p99 "$(get "$o" p99_ms)" ms "$(get "$y" p99_ms)" value\<=5 small-ledger
+c=$("$out/worldbench" at "$old" -queries "$queries" -cold)
+echo "old, cold:    $c"
+figure world.at.cold.p99 "$(get "$c" p99_ms)" ms "$(get "$o" p99_ms)" - warm
 
 : >"$out/rounds"
 i=0

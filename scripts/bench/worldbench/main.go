@@ -1,6 +1,6 @@
 // Package main is worldbench, the Go half of scripts/bench/world.sh.
 //
-//	worldbench at DIR [-queries N] [-seed S]
+//	worldbench at DIR [-queries N] [-seed S] [-cold]
 //
 // at opens the ledger of a body's data directory (filled by
 // startupbench, with what feeds the world model over its days) as the
@@ -12,6 +12,9 @@
 // counted, on one line:
 //
 //	at: queries=N p50_ms=… p99_ms=… max_ms=… unknown=… history_days=…
+//
+// -cold drops the ledger's file from the page cache first, as a body
+// after a reboot has it: the questions read it from the disk.
 package main
 
 import (
@@ -41,7 +44,7 @@ func main() {
 	}
 }
 
-var errUsage = errors.New("usage: worldbench at DIR [-queries N] [-seed S]")
+var errUsage = errors.New("usage: worldbench at DIR [-queries N] [-seed S] [-cold]")
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) < 2 || args[0] != "at" {
@@ -50,6 +53,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("at", flag.ContinueOnError)
 	queries := fs.Int("queries", 10000, "questions to ask")
 	seed := fs.Uint64("seed", 1, "random seed")
+	cold := fs.Bool("cold", false, "drop the ledger from the page cache first")
 	dir := args[1]
 	if err := fs.Parse(args[2:]); err != nil {
 		return err
@@ -63,6 +67,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	opts.OutboxAsIs = true
+	if *cold {
+		if err := evict(opts.Path); err != nil {
+			return fmt.Errorf("-cold: %w", err)
+		}
+	}
 	s, err := ledger.Open(opts)
 	if err != nil {
 		return err
