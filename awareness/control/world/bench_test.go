@@ -67,6 +67,18 @@ func simMix(b testing.TB, part int) []ledger.Event {
 // simHour is the hour the sim's history starts at.
 var simHour = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// minuteOf appends a minute of a replay of cycle (simCycle's) to dst,
+// each time round the cycle later by its length, and returns them with
+// the ledger's running clock at the minute's end.
+func minuteOf(dst []ledger.Event, cycle [][]ledger.Event, minute int) ([]ledger.Event, time.Duration) {
+	shift := int64(minute/len(cycle)) * int64(len(cycle)) * int64(time.Minute)
+	for _, e := range cycle[minute%len(cycle)] {
+		e.OccurredAt += shift
+		dst = append(dst, e)
+	}
+	return dst, time.Duration(minute+1) * time.Minute
+}
+
 // simCycle is seven parts of simMinutes (70 minutes), each event stamped
 // at its time (the events of a minute spread over it): what a bench
 // replays, minute by minute, over and over, each time later by the
@@ -161,14 +173,9 @@ func BenchmarkKeepingTheModel(b *testing.B) {
 			cycle := simCycle(b)
 			b.ResetTimer()
 			for n, minute := 0, 0; n < b.N; minute++ {
-				mix := cycle[minute%len(cycle)]
-				shift := time.Duration(minute/len(cycle)) * time.Duration(len(cycle)) * time.Minute
-				evs := make([]ledger.Event, 0, len(mix))
-				for _, e := range mix[:min(len(mix), b.N-n)] {
-					e.OccurredAt += int64(shift)
-					evs = append(evs, e)
-				}
-				clk = simHour.Add(time.Duration(minute+1) * time.Minute)
+				evs, run := minuteOf(make([]ledger.Event, 0, 16), cycle, minute)
+				evs = evs[:min(len(evs), b.N-n)]
+				clk = simHour.Add(run)
 				if _, err := s.Append(ctx, evs...); err != nil {
 					b.Fatal(err)
 				}
@@ -338,23 +345,18 @@ func BenchmarkWhereTheModelGoes(b *testing.B) {
 	evs := make([]ledger.Event, 0, 16)
 	b.ResetTimer()
 	for minute := range b.N {
-		mix := cycle[minute%len(cycle)]
-		shift := int64(minute/len(cycle)) * int64(len(cycle)) * int64(time.Minute)
-		events += len(mix)
 		for i := range lanes {
 			l := lanes[(i+minute)%len(lanes)] // each first in turn
-			evs = evs[:0]
-			for _, e := range mix {
-				e.OccurredAt += shift
-				evs = append(evs, e)
-			}
-			l.clk = simHour.Add(time.Duration(minute+1) * time.Minute)
+			var run time.Duration
+			evs, run = minuteOf(evs[:0], cycle, minute) // afresh: Append gives them ids
+			l.clk = simHour.Add(run)
 			t := time.Now()
 			if _, err := l.s.Append(ctx, evs...); err != nil {
 				b.Fatal(err)
 			}
 			l.spent += time.Since(t)
 		}
+		events += len(evs)
 	}
 	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(events) }
 	for _, l := range lanes {
