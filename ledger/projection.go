@@ -27,6 +27,14 @@ type Projection interface {
 	Apply(kv KV, e *Event) error
 }
 
+// Retirer is a projection that takes the place of others an earlier
+// body kept (its own earlier forms, under other names): when its bucket
+// is made (and built from the events), theirs are deleted in the same
+// transaction, so a file does not keep a projection nothing reads.
+type Retirer interface {
+	Retires() []string
+}
+
 // SeqOf returns the sequence the event being applied takes in the
 // ledger, when kv is the bucket Apply was given (the writer's, a rebuild's
 // or verify's): a projection that must order what it keeps by the ledger
@@ -215,6 +223,17 @@ func (s *Store) openProjections(tx *bolt.Tx) (created bool, err error) {
 		}
 		if _, err := projs.CreateBucket([]byte(p.Name())); err != nil {
 			return false, fmt.Errorf("ledger: projection %s: %w", p.Name(), err)
+		}
+		if r, ok := p.(Retirer); ok {
+			for _, old := range r.Retires() {
+				if projs.Bucket([]byte(old)) == nil || slices.ContainsFunc(s.opts.Projections, func(q Projection) bool { return q.Name() == old }) {
+					continue
+				}
+				if err := projs.DeleteBucket([]byte(old)); err != nil {
+					return false, fmt.Errorf("ledger: projection %s retiring %s: %w", p.Name(), old, err)
+				}
+				s.opts.Log.Info("ledger: a projection retired", "projection", old, "by", p.Name())
+			}
 		}
 		fresh = append(fresh, p)
 		kvs[p.Name()] = MemKV{}

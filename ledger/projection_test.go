@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // typeCounts reads the type_counts projection through ReadProjection.
@@ -78,6 +80,63 @@ func TestNewProjectionIsBuiltFromTheEvents(t *testing.T) {
 	}
 	if strings.Contains(log.String(), "projections built") {
 		t.Errorf("built a second time: %s", log.String())
+	}
+}
+
+// countsByAnotherName is type_counts in a later form, under a name of
+// its own, that takes the place of the first.
+type countsByAnotherName struct{ TypeCounts }
+
+func (countsByAnotherName) Name() string      { return "type_counts_2" }
+func (countsByAnotherName) Retires() []string { return []string{"type_counts", "never_kept"} }
+
+// A projection that takes the place of another is built at open, and the
+// other's bucket goes in the same transaction; one a store still keeps
+// under the retired name stays.
+func TestAProjectionRetiresTheOneItReplaces(t *testing.T) {
+	follow := []string{"grant.", "estop.", "ledger."}
+	path := tempPath(t)
+	s := openTest(t, path)
+	s.Append(t.Context(), Event{Type: "estop.tripped", Provenance: Observed}, Event{Type: "estop.tripped", Provenance: Observed})
+	s.Close()
+	has := func(s *Store, name string) (ok bool) {
+		s.db.View(func(tx *bolt.Tx) error { ok = tx.Bucket(bProj).Bucket([]byte(name)) != nil; return nil })
+		return ok
+	}
+
+	// Kept beside it, the old stays.
+	s = openTest(t, path, func(o *Options) {
+		o.Projections = append(o.Projections, countsByAnotherName{TypeCounts{Follow: follow}})
+	})
+	if !has(s, "type_counts") || !has(s, "type_counts_2") {
+		t.Fatal("a projection still kept was retired, or the new one not made")
+	}
+	s.Close()
+
+	path2 := tempPath(t)
+	s = openTest(t, path2)
+	s.Append(t.Context(), Event{Type: "estop.tripped", Provenance: Observed})
+	s.Close()
+	var log bytes.Buffer
+	s = openTest(t, path2, func(o *Options) {
+		o.Projections = []Projection{countsByAnotherName{TypeCounts{Follow: follow}}}
+		o.Log = slog.New(slog.NewTextHandler(&log, nil))
+	})
+	if has(s, "type_counts") || !has(s, "type_counts_2") {
+		t.Fatalf("after the open: type_counts %v, type_counts_2 %v", has(s, "type_counts"), has(s, "type_counts_2"))
+	}
+	if !strings.Contains(log.String(), "a projection retired") {
+		t.Errorf("the retirement was not logged: %s", log.String())
+	}
+	got := map[string]uint64{}
+	s.ReadProjection("type_counts_2", func(kv ReadKV) error {
+		return kv.ForEach(func(k, v []byte) error { got[string(k)] = getU64(v); return nil })
+	})
+	if got["estop.tripped"] != 1 {
+		t.Errorf("the new one built %v", got)
+	}
+	if r, err := s.Verify(t.Context()); err != nil || !r.OK() {
+		t.Errorf("verify: %+v %v", r, err)
 	}
 }
 
