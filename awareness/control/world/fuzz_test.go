@@ -93,3 +93,83 @@ func FuzzStepAsEncoded(f *testing.F) {
 		}
 	})
 }
+
+// Forgetting what the archive took is idempotent (a file kept before the
+// memory forgot is caught up once, and may have forgotten already): an
+// event forgotten twice leaves what forgetting it once leaves. A last
+// stays, its pointer marked, and goes when the next takes its place.
+func TestForgettingTwiceIsForgettingOnce(t *testing.T) {
+	pay := func(v any) []byte {
+		p, err := ledger.MarshalPayload(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	rec := func(value string, at int64) Record {
+		return Record{Entity: "room.a", Source: "camera.front#a", Channel: "camera.front", Value: value, Confidence: 0.8, Provenance: "observed",
+			Evidence: []Evidence{{Seq: 1, ID: "x", Type: "camera.motion_started"}}, ValidFrom: at, ExpireMS: 600000, RunMS: at}
+	}
+	evs := []*ledger.Event{
+		{Type: EventChanged, Payload: pay(Changed{Entity: "room.a", Kind: Room, Value: "active", Records: []Record{rec("active", 10)}, Since: 10, At: 10})},
+		{Type: EventSeen, Payload: pay(Marks{Seen: []Seen{{Channel: "camera.front", At: 15, RunMS: 15}}})},
+		{Type: EventChanged, Payload: pay(Changed{Entity: "room.a", Kind: Room, Value: "quiet", Records: []Record{rec("quiet", 20)}, Since: 20, At: 20})},
+	}
+	build := func(forget ...int) ledger.MemKV {
+		kv := ledger.MemKV{}
+		for i, e := range evs {
+			if err := (Projection{}).Apply(ledger.AtSeq(kv, uint64(i+1)), e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, i := range forget {
+			if err := (Projection{}).Forget(ledger.AtSeq(kv, uint64(i+1)), evs[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return kv
+	}
+	same := func(a, b ledger.MemKV) bool {
+		if len(a) != len(b) {
+			return false
+		}
+		for k, v := range a {
+			if w, ok := b[k]; !ok || string(v) != string(w) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, forget := range [][]int{{0}, {1}, {2}, {0, 1, 2}} {
+		once, twice := build(forget...), build(append(forget, forget...)...)
+		if !same(once, twice) {
+			t.Errorf("forgetting %v twice: %d keys, once: %d", forget, len(twice), len(once))
+		}
+	}
+	// All three forgotten: the lasts stay, their pointers marked.
+	kv := build(0, 1, 2)
+	last := kv.Get(lastKey("room.a", "camera.front#a"))
+	if x, ok := entryOf(last); !ok || x.seq != 3 || len(last) != tailLen+1 || kv.Get(entryKey("room.a", "camera.front#a", x)) == nil {
+		t.Errorf("the source's last: %x (%+v)", last, x)
+	}
+	if p := kv.Get(entityKey("room.a")); len(p) != 17 {
+		t.Errorf("the entity's last change's pointer: %x", p)
+	}
+	if p := kv.Get(lastMarkKey("camera.front")); len(p) != 9 || getU64(p) != 2 || kv.Get(markKey(2, "camera.front")) == nil {
+		t.Errorf("the channel's last mark's pointer: %x", p)
+	}
+	if kv.Get(entryKey("room.a", "camera.front#a", entry{from: 10, seq: 1})) != nil {
+		t.Error("a record superseded before the archive took it is kept")
+	}
+	// The next takes their place, and the forgotten go.
+	next := &ledger.Event{Type: EventChanged, Payload: pay(Changed{Entity: "room.a", Kind: Room, Value: "active", Records: []Record{rec("active", 30)}, Since: 30, At: 30})}
+	if err := (Projection{}).Apply(ledger.AtSeq(kv, 4), next); err != nil {
+		t.Fatal(err)
+	}
+	if kv.Get(entryKey("room.a", "camera.front#a", entry{from: 20, seq: 3})) != nil || kv.Get(historyKey("room.a", 20, 3)) != nil {
+		t.Error("the forgotten last and change stay after the next took their place")
+	}
+	if x, ok := entryOf(kv.Get(lastKey("room.a", "camera.front#a"))); !ok || x.seq != 4 || len(kv.Get(lastKey("room.a", "camera.front#a"))) != tailLen {
+		t.Errorf("the source's last after the next: %+v", x)
+	}
+}

@@ -11,7 +11,7 @@ import (
 )
 
 // ProjectionName names the model's projection.
-const ProjectionName = "world_memory"
+const ProjectionName = "world_memory_v2"
 
 // Projection is the temporal memory: every record, end, seen mark and
 // change of the model's events, indexed by entity, source and valid
@@ -24,6 +24,10 @@ const ProjectionName = "world_memory"
 type Projection struct{}
 
 func (Projection) Name() string { return ProjectionName }
+
+// Retires names the memory's earlier form, which marked what the
+// archive left with keys of their own (see ledger.Retirer).
+func (Projection) Retires() []string { return []string{"world_memory"} }
 func (Projection) Types() []string {
 	return []string{EventChanged, EventObserved, EventSeen}
 }
@@ -55,8 +59,10 @@ func (Projection) Apply(kv ledger.KV, e *ledger.Event) error {
 		if prev := kv.Get(entityKey(w.entity)); len(prev) >= 16 {
 			t, pseq := tail(prev)
 			from = max(from, t)
-			if err := dropForgotten(kv, historyKey(w.entity, t, pseq)); err != nil {
-				return err
+			if len(prev) > 16 { // forgotten: it goes now that this takes its place
+				if err := kv.Delete(historyKey(w.entity, t, pseq)); err != nil {
+					return err
+				}
 			}
 		}
 		hk := historyKey(w.entity, from, seq)
@@ -74,8 +80,8 @@ func (Projection) Apply(kv ledger.KV, e *ledger.Event) error {
 		}
 		for i, raw := range raws {
 			s := marks[i]
-			if old := kv.Get(lastMarkKey(s.Channel)); len(old) == 8 {
-				if err := dropForgotten(kv, markKey(getU64(old), s.Channel)); err != nil {
+			if old := kv.Get(lastMarkKey(s.Channel)); len(old) > 8 { // forgotten
+				if err := kv.Delete(markKey(getU64(old), s.Channel)); err != nil {
 					return err
 				}
 			}
@@ -118,10 +124,13 @@ func applyStep(kv ledger.KV, seq uint64, ended []Ended, recs [][]byte) ([]int64,
 	var froms []int64
 	add := func(entity, source string, x entry, v []byte) error {
 		lk := lastKey(entity, source)
-		if last, ok := entryOf(kv.Get(lk)); ok {
+		lv := kv.Get(lk)
+		if last, ok := entryOf(lv); ok {
 			x.from = max(x.from, last.from)
-			if err := dropForgotten(kv, entryKey(entity, source, last)); err != nil {
-				return err
+			if len(lv) > tailLen { // forgotten
+				if err := kv.Delete(entryKey(entity, source, last)); err != nil {
+					return err
+				}
 			}
 		}
 		if err := kv.Put(entryKey(entity, source, x), v); err != nil {
@@ -163,20 +172,6 @@ func putFroms(kv ledger.KV, seq uint64, froms []int64) error {
 	return kv.Put(fromsKey(seq), b)
 }
 
-// dropForgotten deletes k, an entry, change or seen mark that was a
-// source's, entity's or channel's last when the archive took its event,
-// now that another takes its place.
-func dropForgotten(kv ledger.KV, k []byte) error {
-	fk := forgottenKey(k)
-	if kv.Get(fk) == nil {
-		return nil
-	}
-	if err := kv.Delete(k); err != nil {
-		return err
-	}
-	return kv.Delete(fk)
-}
-
 // Forget implements ledger.Forgetter: the archive took the event, and the
 // memory lets go of what it added, but for what is still a source's,
 // entity's or channel's last (what holds now), which goes when the next
@@ -189,11 +184,30 @@ func (Projection) Forget(kv ledger.KV, e *ledger.Event) error {
 	if !ok {
 		return errors.New("world: the projection needs the events' sequences")
 	}
-	forget := func(k, last []byte) error {
-		if last != nil && bytes.HasSuffix(k, last) {
-			return kv.Put(forgottenKey(k), []byte{1})
+	// forget deletes k (an entry, a change, a seen mark), unless the
+	// value at pk points to it (it is its source's, entity's or channel's
+	// last): then it stays, and the pointer says it was forgotten (see
+	// the keys), so that it goes when the next takes its place. at reads
+	// from a pointer what it points to (the part a key ends with); size
+	// is a pointer's size unmarked.
+	forget := func(k, pk []byte, size int, at func(p []byte) []byte) error {
+		p := kv.Get(pk)
+		t := at(p)
+		if t == nil || !bytes.HasSuffix(k, t) {
+			return kv.Delete(k)
 		}
-		return kv.Delete(k)
+		if len(p) > size {
+			return nil // marked already: forgetting twice is forgetting once
+		}
+		return kv.Put(pk, forgottenPointer(pk[0], p))
+	}
+	tailOf := func(n int) func(p []byte) []byte {
+		return func(p []byte) []byte {
+			if len(p) < n {
+				return nil
+			}
+			return p[len(p)-n:]
+		}
 	}
 	switch e.Type {
 	case EventChanged, EventObserved:
@@ -223,7 +237,7 @@ func (Projection) Forget(kv ledger.KV, e *ledger.Event) error {
 				break
 			}
 			x := entry{from: f, seq: seq, end: true}
-			if err := forget(entryKey(end.Entity, end.Source, x), kv.Get(lastKey(end.Entity, end.Source))); err != nil {
+			if err := forget(entryKey(end.Entity, end.Source, x), lastKey(end.Entity, end.Source), tailLen, tailOf(tailLen)); err != nil {
 				return err
 			}
 		}
@@ -237,13 +251,13 @@ func (Projection) Forget(kv ledger.KV, e *ledger.Event) error {
 				break
 			}
 			x := entry{from: f, seq: seq}
-			if err := forget(entryKey(entity, source, x), kv.Get(lastKey(entity, source))); err != nil {
+			if err := forget(entryKey(entity, source, x), lastKey(entity, source), tailLen, tailOf(tailLen)); err != nil {
 				return err
 			}
 		}
 		if f, ok := next(); ok && e.Type == EventChanged {
 			hk := historyKey(w.entity, f, seq)
-			if err := forget(hk, kv.Get(entityKey(w.entity))); err != nil {
+			if err := forget(hk, entityKey(w.entity), 16, tailOf(16)); err != nil {
 				return err
 			}
 		}
@@ -254,11 +268,14 @@ func (Projection) Forget(kv ledger.KV, e *ledger.Event) error {
 			return err
 		}
 		for _, s := range marks {
-			var last []byte
-			if getU64(kv.Get(lastMarkKey(s.Channel))) == seq {
-				last = []byte(s.Channel)
+			mk := markKey(seq, s.Channel)
+			last := func(p []byte) []byte { // the mark at the SEQ it holds
+				if len(p) < 8 {
+					return nil
+				}
+				return markKey(getU64(p), s.Channel)
 			}
-			if err := forget(markKey(seq, s.Channel), last); err != nil {
+			if err := forget(mk, lastMarkKey(s.Channel), 8, last); err != nil {
 				return err
 			}
 		}

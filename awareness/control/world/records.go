@@ -184,8 +184,6 @@ type Held struct {
 //	e ENTITY                       the FROM SEQ of the entity's latest change (its h key)
 //	h ENTITY 0 FROM SEQ            the Changed at SEQ (without its step), from FROM on
 //	r SEQ                          the FROM of each v key (ends, then records) and of the h key the event at SEQ added
-//	f KEY                          KEY (a v, h or m key) was its source's, entity's or channel's last when the
-//	                               archive took its event: it goes when the next takes its place
 //
 // An entity's changes sort likewise: FROM is a change's at, but never
 // before the change before it.
@@ -205,6 +203,13 @@ type Held struct {
 // d, one before a sequence by walking back from it (a channel whose
 // records expire is marked before they do, or they are ended).
 //
+// When the archive takes an event, what it added to the index goes, but
+// for what is still a source's, entity's or channel's last (what holds
+// now): it stays, and its pointer (the c, e or d value) is marked
+// forgotten, so that it goes when the next takes its place. A marked
+// pointer is one byte longer: 'f' before a c or e value (whose readers
+// read its end), after a d value (whose readers read its start).
+//
 // SEQ is big-endian; VALID and FROM a Unix ns time, big-endian with its
 // sign bit flipped, so that keys sort by time. Every key of a step of
 // a source is written in the pages of that source (v) or entity (h), and
@@ -218,7 +223,6 @@ const (
 	kEntity  = 'e'
 	kHistory = 'h'
 	kFroms   = 'r'
-	kForgot  = 'f'
 )
 
 func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
@@ -295,7 +299,6 @@ func markOf(k []byte) (seq uint64, channel string, ok bool) {
 }
 func entityKey(entity string) []byte     { return key(kEntity, entity) }
 func fromsKey(seq uint64) []byte         { return append([]byte{kFroms}, u64(seq)...) }
-func forgottenKey(k []byte) []byte       { return append([]byte{kForgot}, k...) }
 func historyPrefix(entity string) []byte { return append(key(kHistory, entity), 0) }
 func historyKey(entity string, at int64, seq uint64) []byte {
 	return append(append(historyPrefix(entity), ordTime(at)...), u64(seq)...)
@@ -327,4 +330,13 @@ func provenanceRank(p string) int {
 		return 1
 	}
 	return 0
+}
+
+// forgottenPointer is the pointer p (the value of a c, e or d key: kind)
+// marked forgotten (see the keys).
+func forgottenPointer(kind byte, p []byte) []byte {
+	if kind == kMarked {
+		return append(append([]byte(nil), p...), 'f')
+	}
+	return append([]byte{'f'}, p...)
 }
