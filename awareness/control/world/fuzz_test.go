@@ -14,18 +14,11 @@ import (
 // that does not decode is an error, and what was kept is read back by
 // the queries' readers without a panic either.
 func FuzzProjection(f *testing.F) {
-	good := func(v any) []byte {
-		p, err := ledger.MarshalPayload(v)
-		if err != nil {
-			f.Fatal(err)
-		}
-		return p
-	}
 	rec := Record{Entity: "room.a", Source: "camera.front#a", Channel: "camera.front", Value: "active", Confidence: 0.8, Provenance: "observed",
 		Evidence: []Evidence{{Seq: 1, ID: "x", Type: "camera.motion_started"}}, ValidFrom: 10, ExpireMS: 600000, RunMS: 5}
-	f.Add(uint8(0), good(Changed{Entity: "room.a", Kind: Room, Value: "active", Records: []Record{rec}, Since: 10, At: 10}))
-	f.Add(uint8(1), good(Step{Entity: "room.a", Ended: []Ended{{Entity: "room.a", Source: "camera.front#a", Record: 2, Reason: EndNotSeen, At: 20}}}))
-	f.Add(uint8(2), good(Marks{Seen: []Seen{{Channel: "camera.front", At: 30, RunMS: 40}, {Channel: "audio.mic", At: 20, RunMS: 30}}}))
+	f.Add(uint8(0), payload(f, Changed{Entity: "room.a", Kind: Room, Value: "active", Records: []Record{rec}, Since: 10, At: 10}))
+	f.Add(uint8(1), payload(f, Step{Entity: "room.a", Ended: []Ended{{Entity: "room.a", Source: "camera.front#a", Record: 2, Reason: EndNotSeen, At: 20}}}))
+	f.Add(uint8(2), payload(f, Marks{Seen: []Seen{{Channel: "camera.front", At: 30, RunMS: 40}, {Channel: "audio.mic", At: 20, RunMS: 30}}}))
 	f.Add(uint8(0), []byte{0xa1, 0x66, 'e', 'n', 't', 'i', 't', 'y', 0x40})
 	f.Add(uint8(1), []byte{0xff})
 	types := []string{EventChanged, EventObserved, EventSeen}
@@ -99,21 +92,14 @@ func FuzzStepAsEncoded(f *testing.F) {
 // event forgotten twice leaves what forgetting it once leaves. A last
 // stays, its pointer marked, and goes when the next takes its place.
 func TestForgettingTwiceIsForgettingOnce(t *testing.T) {
-	pay := func(v any) []byte {
-		p, err := ledger.MarshalPayload(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
 	rec := func(value string, at int64) Record {
 		return Record{Entity: "room.a", Source: "camera.front#a", Channel: "camera.front", Value: value, Confidence: 0.8, Provenance: "observed",
 			Evidence: []Evidence{{Seq: 1, ID: "x", Type: "camera.motion_started"}}, ValidFrom: at, ExpireMS: 600000, RunMS: at}
 	}
 	evs := []*ledger.Event{
-		{Type: EventChanged, Payload: pay(Changed{Entity: "room.a", Kind: Room, Value: "active", Records: []Record{rec("active", 10)}, Since: 10, At: 10})},
-		{Type: EventSeen, Payload: pay(Marks{Seen: []Seen{{Channel: "camera.front", At: 15, RunMS: 15}}})},
-		{Type: EventChanged, Payload: pay(Changed{Entity: "room.a", Kind: Room, Value: "quiet", Records: []Record{rec("quiet", 20)}, Since: 20, At: 20})},
+		{Type: EventChanged, Payload: payload(t, Changed{Entity: "room.a", Kind: Room, Value: "active", Records: []Record{rec("active", 10)}, Since: 10, At: 10})},
+		{Type: EventSeen, Payload: payload(t, Marks{Seen: []Seen{{Channel: "camera.front", At: 15, RunMS: 15}}})},
+		{Type: EventChanged, Payload: payload(t, Changed{Entity: "room.a", Kind: Room, Value: "quiet", Records: []Record{rec("quiet", 20)}, Since: 20, At: 20})},
 	}
 	build := func(forget ...int) ledger.MemKV {
 		kv := ledger.MemKV{}
@@ -162,7 +148,7 @@ func TestForgettingTwiceIsForgettingOnce(t *testing.T) {
 		t.Error("a record superseded before the archive took it is kept")
 	}
 	// The next takes their place, and the forgotten go.
-	next := &ledger.Event{Type: EventChanged, Payload: pay(Changed{Entity: "room.a", Kind: Room, Value: "active", Records: []Record{rec("active", 30)}, Since: 30, At: 30})}
+	next := &ledger.Event{Type: EventChanged, Payload: payload(t, Changed{Entity: "room.a", Kind: Room, Value: "active", Records: []Record{rec("active", 30)}, Since: 30, At: 30})}
 	if err := (Projection{}).Apply(ledger.AtSeq(kv, 4), next); err != nil {
 		t.Fatal(err)
 	}

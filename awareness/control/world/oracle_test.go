@@ -288,11 +288,12 @@ func oracleModel(t *testing.T) *Model {
 	return m
 }
 
-func payload(t *testing.T, v any) []byte {
-	t.Helper()
+// payload is v as a payload.
+func payload(tb testing.TB, v any) []byte {
+	tb.Helper()
 	p, err := ledger.MarshalPayload(v)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return p
 }

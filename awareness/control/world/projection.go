@@ -1,7 +1,6 @@
 package world
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 
@@ -59,7 +58,7 @@ func (Projection) Apply(kv ledger.KV, e *ledger.Event) error {
 		if prev := kv.Get(entityKey(w.entity)); len(prev) >= 16 {
 			t, pseq := tail(prev)
 			from = max(from, t)
-			if len(prev) > 16 { // forgotten: it goes now that this takes its place
+			if forgotten(kEntity, prev) { // it goes now that this takes its place
 				if err := kv.Delete(historyKey(w.entity, t, pseq)); err != nil {
 					return err
 				}
@@ -80,7 +79,7 @@ func (Projection) Apply(kv ledger.KV, e *ledger.Event) error {
 		}
 		for i, raw := range raws {
 			s := marks[i]
-			if old := kv.Get(lastMarkKey(s.Channel)); len(old) > 8 { // forgotten
+			if old := kv.Get(lastMarkKey(s.Channel)); forgotten(kMarked, old) {
 				if err := kv.Delete(markKey(getU64(old), s.Channel)); err != nil {
 					return err
 				}
@@ -127,7 +126,7 @@ func applyStep(kv ledger.KV, seq uint64, ended []Ended, recs [][]byte) ([]int64,
 		lv := kv.Get(lk)
 		if last, ok := entryOf(lv); ok {
 			x.from = max(x.from, last.from)
-			if len(lv) > tailLen { // forgotten
+			if forgotten(kLast, lv) {
 				if err := kv.Delete(entryKey(entity, source, last)); err != nil {
 					return err
 				}
@@ -184,30 +183,26 @@ func (Projection) Forget(kv ledger.KV, e *ledger.Event) error {
 	if !ok {
 		return errors.New("world: the projection needs the events' sequences")
 	}
-	// forget deletes k (an entry, a change, a seen mark), unless the
-	// value at pk points to it (it is its source's, entity's or channel's
-	// last): then it stays, and the pointer says it was forgotten (see
-	// the keys), so that it goes when the next takes its place. at reads
-	// from a pointer what it points to (the part a key ends with); size
-	// is a pointer's size unmarked.
-	forget := func(k, pk []byte, size int, at func(p []byte) []byte) error {
-		p := kv.Get(pk)
-		t := at(p)
-		if t == nil || !bytes.HasSuffix(k, t) {
+	// forget deletes k (an entry, a change, a seen mark), unless it is
+	// its source's, entity's or channel's last (p, the value of the
+	// pointer at pk, points to it): then it stays, and the pointer is
+	// marked (see the keys), so that it goes when the next takes its
+	// place. Forgetting twice is forgetting once.
+	forget := func(k, pk, p []byte, last bool) error {
+		switch {
+		case !last:
 			return kv.Delete(k)
-		}
-		if len(p) > size {
-			return nil // marked already: forgetting twice is forgetting once
+		case forgotten(pk[0], p):
+			return nil
 		}
 		return kv.Put(pk, forgottenPointer(pk[0], p))
 	}
-	tailOf := func(n int) func(p []byte) []byte {
-		return func(p []byte) []byte {
-			if len(p) < n {
-				return nil
-			}
-			return p[len(p)-n:]
-		}
+	// forgetEntry forgets x, an entry of a source.
+	forgetEntry := func(entity, source string, x entry) error {
+		lk := lastKey(entity, source)
+		p := kv.Get(lk)
+		last, ok := entryOf(p)
+		return forget(entryKey(entity, source, x), lk, p, ok && last == x)
 	}
 	switch e.Type {
 	case EventChanged, EventObserved:
@@ -236,8 +231,7 @@ func (Projection) Forget(kv ledger.KV, e *ledger.Event) error {
 			if !ok {
 				break
 			}
-			x := entry{from: f, seq: seq, end: true}
-			if err := forget(entryKey(end.Entity, end.Source, x), lastKey(end.Entity, end.Source), tailLen, tailOf(tailLen)); err != nil {
+			if err := forgetEntry(end.Entity, end.Source, entry{from: f, seq: seq, end: true}); err != nil {
 				return err
 			}
 		}
@@ -250,14 +244,15 @@ func (Projection) Forget(kv ledger.KV, e *ledger.Event) error {
 			if !ok {
 				break
 			}
-			x := entry{from: f, seq: seq}
-			if err := forget(entryKey(entity, source, x), lastKey(entity, source), tailLen, tailOf(tailLen)); err != nil {
+			if err := forgetEntry(entity, source, entry{from: f, seq: seq}); err != nil {
 				return err
 			}
 		}
 		if f, ok := next(); ok && e.Type == EventChanged {
-			hk := historyKey(w.entity, f, seq)
-			if err := forget(hk, entityKey(w.entity), 16, tailOf(16)); err != nil {
+			ek := entityKey(w.entity)
+			p := kv.Get(ek)
+			t, s := tail(p)
+			if err := forget(historyKey(w.entity, f, seq), ek, p, len(p) >= 16 && t == f && s == seq); err != nil {
 				return err
 			}
 		}
@@ -268,14 +263,9 @@ func (Projection) Forget(kv ledger.KV, e *ledger.Event) error {
 			return err
 		}
 		for _, s := range marks {
-			mk := markKey(seq, s.Channel)
-			last := func(p []byte) []byte { // the mark at the SEQ it holds
-				if len(p) < 8 {
-					return nil
-				}
-				return markKey(getU64(p), s.Channel)
-			}
-			if err := forget(mk, lastMarkKey(s.Channel), 8, last); err != nil {
+			dk := lastMarkKey(s.Channel)
+			p := kv.Get(dk)
+			if err := forget(markKey(seq, s.Channel), dk, p, len(p) >= 8 && getU64(p) == seq); err != nil {
 				return err
 			}
 		}

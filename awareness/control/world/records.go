@@ -332,6 +332,18 @@ func provenanceRank(p string) int {
 	return 0
 }
 
+// forgotten tells whether p, the value of a c, e or d key (kind), is
+// marked forgotten (see the keys): one byte longer than a pointer.
+func forgotten(kind byte, p []byte) bool {
+	switch kind {
+	case kLast:
+		return len(p) > tailLen
+	case kEntity:
+		return len(p) > 16
+	}
+	return len(p) > 8
+}
+
 // forgottenPointer is the pointer p (the value of a c, e or d key: kind)
 // marked forgotten (see the keys).
 func forgottenPointer(kind byte, p []byte) []byte {
