@@ -162,7 +162,10 @@ type Gate struct {
 	// Push hears of each wake and question, once, after its record.
 	Push func(Decision, ledger.Stored)
 	Now  func() time.Time
-	Log  *slog.Logger
+	// Decided, when set, hears the sequence of each event the gate is
+	// done with: decided, recorded and pushed, or passed over.
+	Decided func(seq uint64)
+	Log     *slog.Logger
 	// From is where a gate whose state cannot be read begins: after this
 	// sequence (the ledger's last when the body started).
 	From uint64
@@ -323,6 +326,9 @@ func (g *Gate) Run(ctx context.Context) error {
 	out := make([]*wait.Condition, 0, 16)
 	var expired time.Time
 	return g.Store.Follow(ctx, ledger.Filter{After: after}, func(e ledger.Stored) error {
+		if g.Decided != nil {
+			defer g.Decided(e.Seq)
+		}
 		g.unanswered(ctx, g.now())
 		if now := g.now(); g.Pool != nil && now.Sub(expired) >= poolExpiry {
 			g.Pool.Expire(now) // what is past its TTL leaves the pool's memory, not only its answers

@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -531,4 +532,73 @@ func TestAGateWithoutItsState(t *testing.T) {
 		}
 	}
 	noPush(t, p)
+}
+
+// TestDecidedHearsEveryEvent: Decided hears each event the gate is done
+// with, in order, once: its own record of where it began, an event it
+// ignores, one it wakes on (after the push), and its record of the wake.
+func TestDecidedHearsEveryEvent(t *testing.T) {
+	clk := &clock{t: t0}
+	s := openGated(t, filepath.Join(t.TempDir(), "ledger.db"), clk)
+	defer s.Close()
+	var mu sync.Mutex
+	var heard, pushed []uint64
+	var wakeHeardAfterPush bool
+	heardc := make(chan uint64, 16)
+	g := &Gate{Store: s, Sal: NewSalience(DefaultRules()), Pool: &Pool{Per: 4, TTL: time.Hour, MaxKeys: 64},
+		Classes: ledger.DefaultClasses(), Now: clk.now,
+		Push: func(_ Decision, e ledger.Stored) {
+			mu.Lock()
+			pushed = append(pushed, e.Seq)
+			mu.Unlock()
+		},
+		Decided: func(seq uint64) {
+			mu.Lock()
+			heard = append(heard, seq)
+			if slices.Contains(pushed, seq) {
+				wakeHeardAfterPush = true
+			}
+			mu.Unlock()
+			heardc <- seq
+		}}
+	if err := g.Load(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- g.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-errc; err != nil && ctx.Err() == nil {
+			t.Error(err)
+		}
+	}()
+	level := ledger.Event{ID: ledger.NewID(), Type: "audio.level", ChannelID: "audio.mic", Provenance: ledger.Observed,
+		Payload: payload(t, map[string]any{"rms": -50})}
+	stop := ledger.Event{ID: ledger.NewID(), Type: "estop.tripped", Provenance: ledger.Observed, Payload: payload(t, map[string]any{"cause": "test"})}
+	res, err := s.Append(context.Background(), level, stop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Where it began (1), the two events, and its record of the wake.
+	want := []uint64{1, res[0].Seq, res[1].Seq, res[1].Seq + 1}
+	for seq := uint64(0); seq < want[len(want)-1]; {
+		select {
+		case seq = <-heardc:
+		case <-time.After(time.Minute):
+			t.Fatalf("Decided heard nothing in a minute after %d", seq)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(heard, want) {
+		t.Fatalf("Decided heard %v, want %v", heard, want)
+	}
+	if !slices.Equal(pushed, []uint64{res[1].Seq}) || !wakeHeardAfterPush {
+		t.Errorf("pushed %v (want the e-stop's %d), Decided heard of it after its push: %v", pushed, res[1].Seq, wakeHeardAfterPush)
+	}
+	recs, err := s.Events(ledger.Filter{After: res[1].Seq})
+	if err != nil || len(recs) != 1 || recs[0].Type != EventDecided {
+		t.Fatalf("after the e-stop: %v, %v; want the gate's record of its decision", recs, err)
+	}
 }
