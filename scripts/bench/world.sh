@@ -17,18 +17,22 @@
 #    after another against the gate alone (an event decoded, matched
 #    against 10 wait conditions, weighed by the built-in rules), in
 #    BenchmarkKeepingTheModel, run ROUNDS times (7): the medians of the
-#    rounds. The gate as the daemon runs it (following the ledger,
-#    deciding, recording what it does not ignore) likewise. The whole
-#    cost of the model (appends with the model less appends without: the
-#    deriving, the writing of what it derives, and its projection) from
-#    BenchmarkWhereTheModelGoes, whose ledgers are fed the same minutes
-#    in turn, so the noise of a shared machine falls on all alike (a
-#    difference of appends timed in separate runs is mostly that noise:
-#    the rounds' own, printed, vary from 0 to 1.5x). Goal: at most 0.5x.
-#    Its parts (deriving, writing, projecting) are shown beside the
-#    gate as the daemon runs it, without goals of their own; so is the
-#    deriver's time inside the rounds' appends (cold, and with a timer's
-#    cost).
+#    rounds. The whole cost of the model (appends with the model less
+#    appends without: the deriving, the writing of what it derives, and
+#    its projection) against the gate as the daemon runs it (following
+#    the ledger, deciding each event, recording what it does not
+#    ignore), both from BenchmarkWhereTheModelGoes, whose ledgers are
+#    fed the same minutes in turn, so the noise of a shared machine and
+#    what each leaves in the caches fall on all alike (a difference of
+#    appends timed in separate runs is mostly that noise: the rounds'
+#    own, printed, vary from 0 to 1.5x). Goal: at most 0.5x. Its parts
+#    (deriving, writing, projecting), and what the model's events add
+#    to the gate's work, are shown beside the gate, without goals of
+#    their own; so is the deriver's time inside the rounds' appends
+#    (cold, and with a timer's cost), and the model's whole cost against
+#    the gate catching up on a ledger filled before (BenchmarkKeepingTheModel's
+#    gate-daemon: the rounds' median), whose caches stay warm and which
+#    reads the events in long runs.
 #
 #   scripts/bench/world.sh
 #   STARTUP_DIR=/var/tmp/startup scripts/bench/world.sh   # a year-old ledger filled before (startup.sh's)
@@ -110,10 +114,14 @@ awk -v gd="$gd" '/^BenchmarkWhereTheModelGoes/ {
 		if ($(f + 1) == "projecting-ns/event") p = $f
 		if ($(f + 1) == "ledger-ns/event") l = $f
 		if ($(f + 1) == "world-ns/event") wo = $f
+		if ($(f + 1) == "gating-ns/event") g = $f
+		if ($(f + 1) == "gating-the-model-ns/event") gm = $f
 	}
 	keep = wo - l; if (keep < 0) keep = 0
-	printf "world.keep_per_event %s ns %s ratio<=0.5 gate-daemon\n", keep, gd
-	printf "world.keep.deriving %s ns %s - gate-daemon\n", d, gd
-	printf "world.keep.writing %s ns %s - gate-daemon\n", w, gd
-	printf "world.keep.projecting %s ns %s - gate-daemon\n", p, gd
+	printf "world.keep_per_event %s ns %s ratio<=0.5 gate\n", keep, g
+	printf "world.keep.deriving %s ns %s - gate\n", d, g
+	printf "world.keep.writing %s ns %s - gate\n", w, g
+	printf "world.keep.projecting %s ns %s - gate\n", p, g
+	printf "world.keep.gating_the_model %s ns %s - gate\n", gm, g
+	printf "world.keep.against_gate_catching_up %s ns %s - gate-daemon\n", keep, gd
 }' "$out/parts" | figures

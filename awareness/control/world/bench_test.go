@@ -5,6 +5,8 @@ import (
 	"context"
 	"os"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -296,28 +298,42 @@ func BenchmarkKeepingTheModel(b *testing.B) {
 }
 
 // BenchmarkWhereTheModelGoes splits the model's whole cost (ledger+world
-// less ledger in BenchmarkKeepingTheModel) into its parts, on four
-// ledgers fed the same minutes of the sim's mix in turn, each append
-// timed: noise of a shared machine falls on the four alike, which
-// separate runs do not see. The ledgers:
+// less ledger in BenchmarkKeepingTheModel) into its parts, and measures
+// the gate beside it as the daemon runs it, on six ledgers fed the same
+// minutes of the sim's mix in turn, each append timed: noise of a shared
+// machine, and what the others leave in the caches, fall on all alike,
+// which separate runs do not see. The ledgers:
 //   - ledger: no model;
 //   - derive: the deriver runs, and what it derives is dropped;
 //   - write: what it derives is written, without the model's projection;
-//   - world: the model as the daemon keeps it.
+//   - world: the model as the daemon keeps it;
+//   - gate: no model, and the gate following the ledger, each append
+//     timed until the gate is done with its last event (decided, and
+//     recorded when it is not ignored);
+//   - world+gate: the model, and the gate following it (which decides
+//     the model's events too).
 //
 // The metrics are each ledger's ns an event, and the parts: deriving
-// (derive less ledger), writing the derived events (write less derive)
-// and projecting them (world less write). An op is one minute appended
-// to each of the four. Run with -cpu 1.
+// (derive less ledger), writing the derived events (write less derive),
+// projecting them (world less write), gating (gate less ledger: the
+// gate's cost an event at the daemon's pace, a minute at a time) and
+// what the model's events add to the gate's (world+gate less world, less
+// gating). An op is one minute appended to each of the six. Run with
+// -cpu 1.
 func BenchmarkWhereTheModelGoes(b *testing.B) {
 	type lane struct {
 		name  string
 		s     *ledger.Store
 		clk   time.Time
 		spent time.Duration
+		// decided is how far the lane's gate is, when it has one.
+		decided func() uint64
+		caught  chan struct{}
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	var lanes []*lane
-	for _, name := range []string{"ledger", "derive", "write", "world"} {
+	for _, name := range []string{"ledger", "derive", "write", "world", "gate", "world+gate"} {
 		l := &lane{name: name, clk: simHour}
 		opts := benchOptions(b)
 		opts.Now = func() time.Time { return l.clk }
@@ -328,7 +344,7 @@ func BenchmarkWhereTheModelGoes(b *testing.B) {
 		case "write":
 			opts.Derivers = []ledger.Deriver{d}
 			opts.Projections = slices.DeleteFunc(opts.Projections, func(p ledger.Projection) bool { return p.Name() == world.ProjectionName })
-		case "world":
+		case "world", "world+gate":
 			opts.Derivers = []ledger.Deriver{d}
 		}
 		s, err := ledger.Open(opts)
@@ -338,8 +354,19 @@ func BenchmarkWhereTheModelGoes(b *testing.B) {
 		defer s.Close()
 		l.s = s
 		lanes = append(lanes, l)
+		if strings.HasSuffix(name, "gate") {
+			var decided atomic.Uint64
+			l.decided, l.caught = decided.Load, make(chan struct{}, 1)
+			stop := runBenchGate(b, ctx, s, func() time.Time { return l.clk }, func(seq uint64) {
+				decided.Store(seq)
+				select {
+				case l.caught <- struct{}{}:
+				default:
+				}
+			})
+			defer stop()
+		}
 	}
-	ctx := context.Background()
 	cycle := simCycle(b)
 	events := 0
 	evs := make([]ledger.Event, 0, 16)
@@ -351,8 +378,14 @@ func BenchmarkWhereTheModelGoes(b *testing.B) {
 			evs, run = minuteOf(evs[:0], cycle, minute) // afresh: Append gives them ids
 			l.clk = simHour.Add(run)
 			t := time.Now()
-			if _, err := l.s.Append(ctx, evs...); err != nil {
+			res, err := l.s.Append(ctx, evs...)
+			if err != nil {
 				b.Fatal(err)
+			}
+			if l.decided != nil {
+				for last := res[len(res)-1].Seq; l.decided() < last; {
+					<-l.caught
+				}
 			}
 			l.spent += time.Since(t)
 		}
@@ -365,6 +398,34 @@ func BenchmarkWhereTheModelGoes(b *testing.B) {
 	b.ReportMetric(per(lanes[1].spent-lanes[0].spent), "deriving-ns/event")
 	b.ReportMetric(per(lanes[2].spent-lanes[1].spent), "writing-ns/event")
 	b.ReportMetric(per(lanes[3].spent-lanes[2].spent), "projecting-ns/event")
+	b.ReportMetric(per(lanes[4].spent-lanes[0].spent), "gating-ns/event")
+	b.ReportMetric(per(lanes[5].spent-lanes[3].spent-(lanes[4].spent-lanes[0].spent)), "gating-the-model-ns/event")
+}
+
+// runBenchGate runs the gate as the daemon does over s (its default
+// rules, a noise pool), on the clock now, telling decided how far it is,
+// until stop.
+func runBenchGate(b *testing.B, ctx context.Context, s *ledger.Store, now func() time.Time, decided func(uint64)) (stop func()) {
+	observer, err := awareness.NewObserver(awareness.DefaultObservationRules)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rules := gate.DefaultRules()
+	rules.Defaults = observer.Defaults()
+	g := &gate.Gate{Store: s, Sal: gate.NewSalience(rules), Pool: &gate.Pool{Per: 8, TTL: time.Hour, MaxKeys: 1024}, Classes: ledger.DefaultClasses(),
+		Now: now, Decided: decided}
+	if err := g.Load(); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- g.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-errc; err != nil && ctx.Err() == nil {
+			b.Error(err)
+		}
+	}
 }
 
 // dropped is a deriver whose events are not written: what deriving them
