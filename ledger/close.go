@@ -128,7 +128,7 @@ func (s *Store) markClosed() error {
 	if err != nil {
 		return err
 	}
-	s.arenas = append(s.arenas, w.arena)
+	s.arenas = append(append(s.arenas, w.retired...), w.arena)
 	s.publish(w)
 	return nil
 }

@@ -374,6 +374,12 @@ func (s *Store) commit(batch []*request) {
 func (s *Store) apply(live []*request) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	w := s.newWriter(s.tx)
+	w.arena, w.rec.ops = s.arena, s.jops[:0]
+	defer func() {
+		if cap(w.rec.ops) <= maxKeptBuffer {
+			s.jops = w.rec.ops[:0] // written or dropped: the next batch's
+		}
+	}()
 	err = func() (err error) {
 		defer s.contain(&err)
 		if err := w.checkpoint(); err != nil {
@@ -391,9 +397,8 @@ func (s *Store) apply(live []*request) (err error) {
 		return w.flushIDs(false)
 	}()
 	if err == nil && !w.rec.empty() {
-		body := w.rec.body()
-		if s.jr.fits(len(body)) {
-			err = s.jr.append(body)
+		if s.jr.fits(w.rec.size()) {
+			err = s.jr.appendOps(&w.rec)
 		} else {
 			// The journal is full: the fold takes the batch to bbolt.
 			return s.foldWith(w)
@@ -408,7 +413,7 @@ func (s *Store) apply(live []*request) (err error) {
 		}
 		return err
 	}
-	s.arenas = append(s.arenas, w.arena)
+	s.arenas, s.arena = append(s.arenas, w.retired...), w.arena
 	s.publish(w)
 	return nil
 }
@@ -425,7 +430,7 @@ func (s *Store) foldWith(w *writer) error {
 	s.countsMu.Unlock()
 	applied := s.applied
 	s.applied = w.events.Sequence()
-	s.arenas = append(s.arenas, w.arena)
+	s.arenas, s.arena = append(append(s.arenas, w.retired...), w.arena), nil
 	if s.genSince.IsZero() {
 		s.genSince = time.Now()
 	}
@@ -470,7 +475,7 @@ func (s *Store) restart() error {
 		s.tx.Rollback()
 		s.tx = nil
 	}
-	s.arenas = nil
+	s.arenas, s.arena = nil, nil
 	tx, err := s.db.Begin(true)
 	if err != nil {
 		return s.failed(fmt.Errorf("ledger: beginning a transaction: %w", err))
@@ -524,7 +529,7 @@ func (s *Store) fold() error {
 	s.countsMu.Lock()
 	s.folded = folded{txid: txid, n: s.counts}
 	s.countsMu.Unlock()
-	s.arenas = nil
+	s.arenas, s.arena = nil, nil
 	s.jr.restart(s.jr.gen + 1)
 	s.genSince = time.Time{}
 	s.durable.Store(s.applied)

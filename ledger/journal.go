@@ -64,6 +64,8 @@ type journal struct {
 	n    uint64 // the number of the next record
 	// unsynced: a record was written since the last fdatasync.
 	unsynced bool
+	// buf is where a record is put together (see head).
+	buf []byte
 }
 
 // openJournal opens the journal at path, creating it of size bytes (or
@@ -208,17 +210,40 @@ func (j *journal) fits(body int) bool {
 	return j.off+journalHeader+int64(body) <= j.size
 }
 
-// append writes one record; it is on disk after the next sync.
-func (j *journal) append(body []byte) error {
+// append writes one record of body; it is on disk after the next sync.
+func (j *journal) append(body []byte) error { return j.write(append(j.head(), body...)) }
+
+// appendOps writes the record of what a writer did (see jrec).
+func (j *journal) appendOps(r *jrec) error { return j.write(r.appendBody(j.head())) }
+
+// head is the journal's buffer, holding the room for a record's header
+// (write fills it): the buffer is the journal's own, kept from record to
+// record, so that writing one allocates nothing.
+func (j *journal) head() []byte {
+	var zero [journalHeader]byte
+	return append(j.buf[:0], zero[:]...)
+}
+
+// maxKeptBuffer bounds the buffers kept from record to record: a larger
+// one, made for a large batch, goes once used.
+const maxKeptBuffer = 1 << 20
+
+// write fills in rec's header and writes it (rec is head's buffer with
+// the body appended).
+func (j *journal) write(rec []byte) error {
+	if cap(rec) <= maxKeptBuffer {
+		j.buf = rec[:0]
+	} else {
+		j.buf = nil
+	}
+	body := rec[journalHeader:]
 	if !j.fits(len(body)) {
 		return errors.New("ledger: journal: the record does not fit")
 	}
-	rec := make([]byte, journalHeader+len(body))
 	binary.BigEndian.PutUint32(rec, uint32(len(body)))
 	binary.BigEndian.PutUint64(rec[8:], j.tag)
 	binary.BigEndian.PutUint64(rec[16:], j.gen)
 	binary.BigEndian.PutUint64(rec[24:], j.n)
-	copy(rec[journalHeader:], body)
 	binary.BigEndian.PutUint32(rec[4:], crc32.Update(crc32.Checksum(rec[8:journalHeader], castagnoli), castagnoli, body))
 	if _, err := j.f.WriteAt(rec, j.off); err != nil {
 		return fmt.Errorf("ledger: journal: %w", err)
@@ -307,8 +332,16 @@ func (r *jrec) sequence(path int, n uint64) {
 }
 
 // body is the record's body.
-func (r *jrec) body() []byte {
-	b := binary.AppendUvarint(make([]byte, 0, 10+len(r.table)+len(r.ops)), uint64(r.npath))
+func (r *jrec) body() []byte { return r.appendBody(nil) }
+
+// size is the length of the record's body.
+func (r *jrec) size() int {
+	return len(binary.AppendUvarint(nil, uint64(r.npath))) + len(r.table) + len(r.ops)
+}
+
+// appendBody appends the record's body to b.
+func (r *jrec) appendBody(b []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(r.npath))
 	b = append(b, r.table...)
 	return append(b, r.ops...)
 }

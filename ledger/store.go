@@ -397,8 +397,13 @@ type Store struct {
 	tx   *bolt.Tx
 	jr   *journal
 	// arenas are what the open transaction's puts point into, kept until
-	// it commits.
+	// it commits; arena is the last, which the next batch's writer goes
+	// on filling (see writer.keep).
 	arenas [][]byte
+	arena  []byte
+	// jops is the buffer a batch's journal record is put together in,
+	// kept from batch to batch (apply's).
+	jops []byte
 	// waiting are applied lazy appends, answered once on disk (the loop's).
 	waiting []*request
 	// genSince is when the generation's first record was written (zero:

@@ -13,14 +13,19 @@ import (
 
 // writer appends within one transaction. Values given to bbolt must stay
 // valid until the commit, so records and keys are cut from an arena that
-// is only ever appended to.
+// is only ever appended to: chunks of arenaChunk bytes, the last of which
+// the next batch goes on filling until the transaction commits (a chunk
+// is never grown by copying, which would leave bbolt pointing into the
+// old one, and allocate and copy it all again).
 type writer struct {
 	s     *Store
 	tx    *bolt.Tx
 	now   time.Time
 	run   int64 // the running clock at now: every event this writes is born at it
 	arena []byte
-	buf   bytes.Buffer
+	// retired are the arena's chunks before the last.
+	retired [][]byte
+	buf     bytes.Buffer
 	// stamp is Options.Stamp's answer, asked for once (stamped).
 	stamp   TimeStamp
 	stamped bool
@@ -163,14 +168,35 @@ func (w *writer) done() {
 	w.s.idsMu.Unlock()
 }
 
+// arenaChunk is the size of the arena's chunks.
+const arenaChunk = 64 << 10
+
+// room makes room for n bytes in the arena: a chunk of its own for more
+// than a chunk holds.
+func (w *writer) room(n int) {
+	if cap(w.arena)-len(w.arena) >= n {
+		return
+	}
+	if w.arena != nil {
+		w.retired = append(w.retired, w.arena)
+	}
+	w.arena = make([]byte, 0, max(arenaChunk, n))
+}
+
 // keep copies b into the arena and returns the copy.
 func (w *writer) keep(b []byte) []byte {
+	w.room(len(b))
 	start := len(w.arena)
 	w.arena = append(w.arena, b...)
 	return w.arena[start:len(w.arena):len(w.arena)]
 }
 
 func (w *writer) key(parts ...[]byte) []byte {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	w.room(n)
 	start := len(w.arena)
 	for _, p := range parts {
 		w.arena = append(w.arena, p...)
