@@ -436,6 +436,9 @@ type jb struct {
 	names [][]byte
 	path  int // the index in w.rec's table, or -1 before the first write
 	kids  map[string]*jb
+	// get is the cursor Get seeks with: bbolt's Get makes a cursor, and
+	// grows its stack, for every key.
+	get *bolt.Cursor
 }
 
 func (w *writer) bucket(b *bolt.Bucket, names ...[]byte) *jb {
@@ -449,7 +452,18 @@ func (b *jb) idx() int {
 	return b.path
 }
 
-func (b *jb) Get(k []byte) []byte                      { return b.b.Get(k) }
+// Get is bbolt's Get, on a cursor kept for it: a seek starts from the
+// bucket's root each time, so it sees every write before it.
+func (b *jb) Get(k []byte) []byte {
+	if b.get == nil {
+		b.get = b.b.Cursor()
+	}
+	if got, v := b.get.Seek(k); bytes.Equal(got, k) {
+		return v // nil for a nested bucket, as Get
+	}
+	return nil
+}
+
 func (b *jb) Cursor() *bolt.Cursor                     { return b.b.Cursor() }
 func (b *jb) Sequence() uint64                         { return b.b.Sequence() }
 func (b *jb) ForEach(fn func(k, v []byte) error) error { return b.b.ForEach(fn) }

@@ -428,7 +428,7 @@ type boltKV struct {
 func (kv boltKV) seq() uint64 { return kv.at }
 
 func (kv boltKV) Get(k []byte) []byte                      { return kv.b.Get(k) }
-func (kv boltKV) Put(k, v []byte) error                    { return kv.b.Put(kv.w.keep(k), kv.w.keep(v)) }
+func (kv boltKV) Put(k, v []byte) error                    { return kv.b.Put(k, kv.w.keep(v)) } // bbolt copies keys itself
 func (kv boltKV) Delete(k []byte) error                    { return kv.b.Delete(k) }
 func (kv boltKV) ForEach(fn func(k, v []byte) error) error { return kv.b.ForEach(fn) }
 
