@@ -1,6 +1,8 @@
 package world
 
 import (
+	"bytes"
+	"maps"
 	"testing"
 
 	"github.com/fxamacker/cbor/v2"
@@ -157,5 +159,65 @@ func TestForgettingTwiceIsForgettingOnce(t *testing.T) {
 	}
 	if x, ok := entryOf(kv.Get(lastKey("room.a", "camera.front#a"))); !ok || x.seq != 4 || len(kv.Get(lastKey("room.a", "camera.front#a"))) != tailLen {
 		t.Errorf("the source's last after the next: %+v", x)
+	}
+}
+
+// The memory keeps an event's FROMs (its r key) only when one is not the
+// event's own valid time: after the clock stepped back, a record's
+// valid_from before its source's last entry's begins where that one
+// did. Forgetting finds the keys either way, once or twice.
+func TestAMovedFromIsKept(t *testing.T) {
+	rec := func(value string, at int64) Record {
+		return Record{Entity: "room.a", Source: "camera.front#a", Channel: "camera.front", Value: value, Confidence: 0.8, Provenance: "observed",
+			Evidence: []Evidence{{Seq: 1, ID: "x", Type: "camera.motion_started"}}, ValidFrom: at, ExpireMS: 600000, RunMS: at}
+	}
+	evs := []*ledger.Event{
+		{Type: EventChanged, Payload: payload(t, Changed{Entity: "room.a", Kind: Room, Value: "active", Records: []Record{rec("active", 20)}, Since: 20, At: 20})},
+		// The clock stepped back: valid at 5, recorded after the one at 20.
+		{Type: EventChanged, Payload: payload(t, Changed{Entity: "room.a", Kind: Room, Value: "quiet", Records: []Record{rec("quiet", 5)}, Since: 5, At: 5})},
+		{Type: EventChanged, Payload: payload(t, Changed{Entity: "room.a", Kind: Room, Value: "active", Records: []Record{rec("active", 30)}, Since: 30, At: 30})},
+	}
+	build := func(forget ...int) ledger.MemKV {
+		kv := ledger.MemKV{}
+		for i, e := range evs {
+			if err := (Projection{}).Apply(ledger.AtSeq(kv, uint64(i+1)), e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, i := range forget {
+			if err := (Projection{}).Forget(ledger.AtSeq(kv, uint64(i+1)), evs[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return kv
+	}
+	kv := build()
+	for seq, want := range map[uint64]bool{1: false, 2: true, 3: false} {
+		if got := kv.Get(fromsKey(seq)) != nil; got != want {
+			t.Errorf("event %d: r key kept %v, want %v", seq, got, want)
+		}
+	}
+	moved := entry{from: 20, seq: 2}
+	if kv.Get(entryKey("room.a", "camera.front#a", moved)) == nil || kv.Get(historyKey("room.a", 20, 2)) == nil {
+		t.Fatal("the record and the change valid at 5 are not where the ones before them began")
+	}
+	for _, forget := range [][]int{{1}, {0, 1}, {0, 1, 2}} {
+		once, twice := build(forget...), build(append(forget, forget...)...)
+		if !maps.EqualFunc(once, twice, bytes.Equal) {
+			t.Errorf("forgetting %v twice: %d keys, once: %d", forget, len(twice), len(once))
+		}
+		if once.Get(entryKey("room.a", "camera.front#a", moved)) != nil || once.Get(historyKey("room.a", 20, 2)) != nil || once.Get(fromsKey(2)) != nil {
+			t.Errorf("forgetting %v: the moved record, its change or its r key stays", forget)
+		}
+	}
+	// All forgotten: the lasts stay, marked, and no r key.
+	kv = build(0, 1, 2)
+	if x, ok := entryOf(kv.Get(lastKey("room.a", "camera.front#a"))); !ok || x.seq != 3 || !forgotten(kLast, kv.Get(lastKey("room.a", "camera.front#a"))) {
+		t.Errorf("the source's last: %+v", x)
+	}
+	for k := range kv {
+		if k[0] == kFroms {
+			t.Errorf("an r key stays: %x", k)
+		}
 	}
 }

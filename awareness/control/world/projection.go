@@ -3,6 +3,7 @@ package world
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/fxamacker/cbor/v2"
 
@@ -10,7 +11,7 @@ import (
 )
 
 // ProjectionName names the model's projection.
-const ProjectionName = "world_memory_v2"
+const ProjectionName = "world_memory_v3"
 
 // Projection is the temporal memory: every record, end, seen mark and
 // change of the model's events, indexed by entity, source and valid
@@ -24,9 +25,11 @@ type Projection struct{}
 
 func (Projection) Name() string { return ProjectionName }
 
-// Retires names the memory's earlier form, which marked what the
-// archive left with keys of their own (see ledger.Retirer).
-func (Projection) Retires() []string { return []string{"world_memory"} }
+// Retires names the memory's earlier forms (see ledger.Retirer): the
+// first marked what the archive left with keys of their own, and the
+// second kept every event's FROMs (r keys), not only those that are not
+// the event's own times.
+func (Projection) Retires() []string { return []string{"world_memory", "world_memory_v2"} }
 func (Projection) Types() []string {
 	return []string{EventChanged, EventObserved, EventSeen}
 }
@@ -45,11 +48,14 @@ func (Projection) Apply(kv ledger.KV, e *ledger.Event) error {
 		if err != nil {
 			return fmt.Errorf("world: a step: %w", err)
 		}
-		froms, err := applyStep(kv, seq, w.ended, w.records)
+		froms, moved, err := applyStep(kv, seq, w.ended, w.records)
 		if err != nil {
 			return err
 		}
 		if e.Type == EventObserved {
+			if !moved {
+				return nil
+			}
 			return putFroms(kv, seq, froms)
 		}
 		// From its valid time, but never before the change before it:
@@ -68,8 +74,10 @@ func (Projection) Apply(kv ledger.KV, e *ledger.Event) error {
 		if err := kv.Put(hk, w.state); err != nil {
 			return err
 		}
-		if err := putFroms(kv, seq, append(froms, from)); err != nil {
-			return err
+		if moved || from != w.at {
+			if err := putFroms(kv, seq, append(froms, from)); err != nil {
+				return err
+			}
 		}
 		return kv.Put(entityKey(w.entity), hk[len(hk)-16:])
 	case EventSeen:
@@ -118,14 +126,16 @@ func seenMarks(e *ledger.Event) ([]cbor.RawMessage, []Seen, error) {
 
 // applyStep keeps the ends and then the records of a step recorded at
 // seq, each as the next entry of its source, and returns the FROM of
-// each entry, in that order.
-func applyStep(kv ledger.KV, seq uint64, ended []Ended, recs [][]byte) ([]int64, error) {
-	var froms []int64
+// each entry, in that order, and whether one is not its own valid time
+// (the entry before it began later).
+func applyStep(kv ledger.KV, seq uint64, ended []Ended, recs [][]byte) (froms []int64, moved bool, err error) {
 	add := func(entity, source string, x entry, v []byte) error {
 		lk := lastKey(entity, source)
 		lv := kv.Get(lk)
 		if last, ok := entryOf(lv); ok {
-			x.from = max(x.from, last.from)
+			if last.from > x.from {
+				x.from, moved = last.from, true
+			}
 			if forgotten(kLast, lv) {
 				if err := kv.Delete(entryKey(entity, source, last)); err != nil {
 					return err
@@ -140,26 +150,28 @@ func applyStep(kv ledger.KV, seq uint64, ended []Ended, recs [][]byte) ([]int64,
 	}
 	for _, x := range ended {
 		if x.Entity == "" || x.Source == "" {
-			return nil, errors.New("world: an end names no entity or source")
+			return nil, false, errors.New("world: an end names no entity or source")
 		}
 		if err := add(x.Entity, x.Source, entry{from: x.At, seq: seq, end: true}, append([]byte{'x'}, x.Reason...)); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	for _, raw := range recs {
 		entity, source, validFrom, err := recordKeys(raw)
 		if err != nil {
-			return nil, fmt.Errorf("world: a record: %w", err)
+			return nil, false, fmt.Errorf("world: a record: %w", err)
 		}
 		if err := add(entity, source, entry{from: validFrom, seq: seq}, append([]byte{'o'}, raw...)); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
-	return froms, nil
+	return froms, moved, nil
 }
 
 // putFroms keeps, for the event at seq, the FROM of each key it added to
-// the index (see Forget).
+// the index (see Forget), when one of them is not its own valid time
+// (the ends' at, the records' valid_from, the change's at): the others
+// Forget reads from the event itself.
 func putFroms(kv ledger.KV, seq uint64, froms []int64) error {
 	if len(froms) == 0 {
 		return nil
@@ -206,55 +218,50 @@ func (Projection) Forget(kv ledger.KV, e *ledger.Event) error {
 	}
 	switch e.Type {
 	case EventChanged, EventObserved:
-		fb := kv.Get(fromsKey(seq))
-		if fb == nil {
-			return nil
-		}
-		froms := make([]int64, 0, len(fb)/8)
-		for i := 0; i+8 <= len(fb); i += 8 {
-			froms = append(froms, timeOf(fb[i:]))
-		}
 		w, err := readStep(e.Payload)
 		if err != nil {
 			return fmt.Errorf("world: a step: %w", err)
 		}
-		next := func() (int64, bool) {
-			if len(froms) == 0 {
-				return 0, false
+		// The FROMs the event's keys took: kept when one is not its own
+		// valid time (see putFroms), read from the event when not.
+		fb := kv.Get(fromsKey(seq))
+		kept := fb != nil
+		next := func(own int64) int64 {
+			if fb == nil {
+				return own
 			}
-			f := froms[0]
-			froms = froms[1:]
-			return f, true
+			if len(fb) < 8 {
+				return math.MinInt64 // fewer than the event's keys: none of theirs
+			}
+			f := timeOf(fb)
+			fb = fb[8:]
+			return f
 		}
 		for _, end := range w.ended {
-			f, ok := next()
-			if !ok {
-				break
-			}
-			if err := forgetEntry(end.Entity, end.Source, entry{from: f, seq: seq, end: true}); err != nil {
+			if err := forgetEntry(end.Entity, end.Source, entry{from: next(end.At), seq: seq, end: true}); err != nil {
 				return err
 			}
 		}
 		for _, raw := range w.records {
-			entity, source, _, err := recordKeys(raw)
+			entity, source, validFrom, err := recordKeys(raw)
 			if err != nil {
 				return fmt.Errorf("world: a record: %w", err)
 			}
-			f, ok := next()
-			if !ok {
-				break
-			}
-			if err := forgetEntry(entity, source, entry{from: f, seq: seq}); err != nil {
+			if err := forgetEntry(entity, source, entry{from: next(validFrom), seq: seq}); err != nil {
 				return err
 			}
 		}
-		if f, ok := next(); ok && e.Type == EventChanged {
+		if e.Type == EventChanged {
+			f := next(w.at)
 			ek := entityKey(w.entity)
 			p := kv.Get(ek)
 			t, s := tail(p)
 			if err := forget(historyKey(w.entity, f, seq), ek, p, len(p) >= 16 && t == f && s == seq); err != nil {
 				return err
 			}
+		}
+		if !kept {
+			return nil
 		}
 		return kv.Delete(fromsKey(seq))
 	case EventSeen:

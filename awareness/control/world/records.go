@@ -183,7 +183,7 @@ type Held struct {
 //	m SEQ CHANNEL                  the Seen of CHANNEL at SEQ
 //	e ENTITY                       the FROM SEQ of the entity's latest change (its h key)
 //	h ENTITY 0 FROM SEQ            the Changed at SEQ (without its step), from FROM on
-//	r SEQ                          the FROM of each v key (ends, then records) and of the h key the event at SEQ added
+//	r SEQ                          the FROM of each v key (ends, then records) and of the h key the event at SEQ added, when one is not its own valid time
 //
 // An entity's changes sort likewise: FROM is a change's at, but never
 // before the change before it.
