@@ -21,7 +21,8 @@ type Projection interface {
 	// Name names its bucket.
 	Name() string
 	// Types lists the event types it follows; "camera." follows every
-	// camera event. Types of classes that expire cannot be followed.
+	// camera event. Types of classes that expire cannot be followed. The
+	// list does not change.
 	Types() []string
 	// Apply changes the state for one event.
 	Apply(kv KV, e *Event) error
@@ -405,6 +406,35 @@ func (kv bucketKV) Delete(k []byte) error                    { return kv.b.Delet
 func (kv bucketKV) ForEach(fn func(k, v []byte) error) error { return kv.b.ForEach(fn) }
 
 func follows(p Projection, eventType string) bool { return followsTypes(p.Types(), eventType) }
+
+// maxFollowedTypes bounds the event types whose followers a store keeps
+// (what a caller may append is any type): the types past it are matched
+// each time.
+const maxFollowedTypes = 4096
+
+// followers returns the projections that follow an event type, in their
+// order, asking their Types once a type rather than for every event
+// written (a projection's types do not change).
+func (s *Store) followers(eventType string) []Projection {
+	s.followMu.Lock()
+	defer s.followMu.Unlock()
+	if ps, ok := s.followed[eventType]; ok {
+		return ps
+	}
+	var ps []Projection
+	for _, p := range s.opts.Projections {
+		if follows(p, eventType) {
+			ps = append(ps, p)
+		}
+	}
+	if s.followed == nil {
+		s.followed = map[string][]Projection{}
+	}
+	if len(s.followed) < maxFollowedTypes {
+		s.followed[eventType] = ps
+	}
+	return ps
+}
 
 // followsTypes tells whether a list of types and prefixes ending in a dot
 // selects eventType.

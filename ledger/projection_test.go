@@ -3,7 +3,9 @@ package ledger
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
@@ -209,5 +211,40 @@ func TestSeqOf(t *testing.T) {
 	}
 	if _, ok := SeqOf(MemKV{}); ok {
 		t.Error("a bucket of no ledger has a sequence")
+	}
+}
+
+// The projections that follow an event type are found once a type, in
+// their order; a type past the bound is matched each time, alike.
+func TestFollowers(t *testing.T) {
+	grants, estops := TypeCounts{Follow: []string{"grant."}}, seqs{}
+	both := countsByAnotherName{TypeCounts{Follow: []string{"estop.tripped", "grant.added"}}}
+	s := &Store{opts: Options{Projections: []Projection{grants, estops, both}}}
+	names := func(ps []Projection) (out []string) {
+		for _, p := range ps {
+			out = append(out, p.Name())
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		typ  string
+		want []string
+	}{
+		{"grant.added", []string{"type_counts", "type_counts_2"}},
+		{"grant.revoked", []string{"type_counts"}},
+		{"estop.tripped", []string{"seqs", "type_counts_2"}},
+		{"estop.reset", []string{"seqs"}},
+		{"camera.summary", nil},
+		{"grant.added", []string{"type_counts", "type_counts_2"}}, // again, as kept
+	} {
+		if got := names(s.followers(tc.typ)); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: followed by %v, want %v", tc.typ, got, tc.want)
+		}
+	}
+	for i := len(s.followed); i < maxFollowedTypes; i++ {
+		s.followers(fmt.Sprintf("other.%d", i))
+	}
+	if got := names(s.followers("estop.stop_again")); len(s.followed) != maxFollowedTypes || !slices.Equal(got, []string{"seqs"}) {
+		t.Errorf("past the bound: %d types kept, estop.stop_again followed by %v", len(s.followed), got)
 	}
 }
