@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/fxamacker/cbor/v2"
-
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
@@ -81,21 +79,21 @@ func (Projection) Apply(kv ledger.KV, e *ledger.Event) error {
 		}
 		return kv.Put(entityKey(w.entity), hk[len(hk)-16:])
 	case EventSeen:
-		raws, marks, err := seenMarks(e)
+		raws, channels, err := seenMarks(e)
 		if err != nil {
 			return err
 		}
 		for i, raw := range raws {
-			s := marks[i]
-			if old := kv.Get(lastMarkKey(s.Channel)); forgotten(kMarked, old) {
-				if err := kv.Delete(markKey(getU64(old), s.Channel)); err != nil {
+			ch := channels[i]
+			if old := kv.Get(lastMarkKey(ch)); forgotten(kMarked, old) {
+				if err := kv.Delete(markKey(getU64(old), ch)); err != nil {
 					return err
 				}
 			}
-			if err := kv.Put(markKey(seq, s.Channel), raw); err != nil {
+			if err := kv.Put(markKey(seq, ch), raw); err != nil {
 				return err
 			}
-			if err := kv.Put(lastMarkKey(s.Channel), u64(seq)); err != nil {
+			if err := kv.Put(lastMarkKey(ch), u64(seq)); err != nil {
 				return err
 			}
 		}
@@ -104,24 +102,45 @@ func (Projection) Apply(kv ledger.KV, e *ledger.Event) error {
 	return nil
 }
 
-// seenMarks reads a world.seen's marks, as encoded and decoded.
-func seenMarks(e *ledger.Event) ([]cbor.RawMessage, []Seen, error) {
-	var ms struct {
-		Seen []cbor.RawMessage `cbor:"seen"`
-	}
-	if err := ledger.UnmarshalPayload(e.Payload, &ms); err != nil {
+// seenMarks reads a world.seen's marks as encoded, with the channel each
+// names (all the projection needs of them: the marks are kept as they
+// are).
+func seenMarks(e *ledger.Event) (raws [][]byte, channels []string, err error) {
+	err = ledger.RawFields(e.Payload, func(k, v []byte) error {
+		if string(k) != "seen" {
+			return nil
+		}
+		return ledger.RawItems(v, func(raw []byte) error {
+			ch, err := markChannel(raw)
+			if err != nil {
+				return err
+			}
+			raws, channels = append(raws, raw), append(channels, ch)
+			return nil
+		})
+	})
+	if err != nil {
 		return nil, nil, fmt.Errorf("world: seen marks: %w", err)
 	}
-	marks := make([]Seen, len(ms.Seen))
-	for i, raw := range ms.Seen {
-		if err := ledger.UnmarshalPayload(raw, &marks[i]); err != nil {
-			return nil, nil, fmt.Errorf("world: a seen mark: %w", err)
+	return raws, channels, nil
+}
+
+// markChannel reads the channel a seen mark names, as encoded.
+func markChannel(raw []byte) (ch string, err error) {
+	err = ledger.RawFields(raw, func(k, v []byte) error {
+		if string(k) != "channel" {
+			return nil
 		}
-		if marks[i].Channel == "" {
-			return nil, nil, errors.New("world: a seen mark names no channel")
-		}
+		ch, err = ledger.RawText(v)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("world: a seen mark: %w", err)
 	}
-	return ms.Seen, marks, nil
+	if ch == "" {
+		return "", errors.New("world: a seen mark names no channel")
+	}
+	return ch, nil
 }
 
 // applyStep keeps the ends and then the records of a step recorded at
@@ -265,14 +284,14 @@ func (Projection) Forget(kv ledger.KV, e *ledger.Event) error {
 		}
 		return kv.Delete(fromsKey(seq))
 	case EventSeen:
-		_, marks, err := seenMarks(e)
+		_, channels, err := seenMarks(e)
 		if err != nil {
 			return err
 		}
-		for _, s := range marks {
-			dk := lastMarkKey(s.Channel)
+		for _, ch := range channels {
+			dk := lastMarkKey(ch)
 			p := kv.Get(dk)
-			if err := forget(markKey(seq, s.Channel), dk, p, len(p) >= 8 && getU64(p) == seq); err != nil {
+			if err := forget(markKey(seq, ch), dk, p, len(p) >= 8 && getU64(p) == seq); err != nil {
 				return err
 			}
 		}
