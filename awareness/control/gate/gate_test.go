@@ -54,11 +54,15 @@ func openGated(t *testing.T, path string, clk *clock) *ledger.Store {
 	return s
 }
 
-// runGate runs a gate over s until the returned stop is called.
-func runGate(t *testing.T, s *ledger.Store, clk *clock, p *pushes) (stop func()) {
+// runGate runs a gate over s until the returned stop is called, pushing
+// to p unless a change of it says otherwise.
+func runGate(t *testing.T, s *ledger.Store, clk *clock, p *pushes, changes ...func(*Gate)) (stop func()) {
 	t.Helper()
 	g := &Gate{Store: s, Sal: NewSalience(DefaultRules()), Pool: &Pool{Per: 4, TTL: time.Hour, MaxKeys: 64},
 		Classes: ledger.DefaultClasses(), Push: p.push, Now: clk.now}
+	for _, change := range changes {
+		change(g)
+	}
 	if err := g.Load(); err != nil { // before Run, so that a gate that begins here begins before what the test appends next
 		t.Fatal(err)
 	}
@@ -545,14 +549,13 @@ func TestDecidedHearsEveryEvent(t *testing.T) {
 	var heard, pushed []uint64
 	var wakeHeardAfterPush bool
 	heardc := make(chan uint64, 16)
-	g := &Gate{Store: s, Sal: NewSalience(DefaultRules()), Pool: &Pool{Per: 4, TTL: time.Hour, MaxKeys: 64},
-		Classes: ledger.DefaultClasses(), Now: clk.now,
-		Push: func(_ Decision, e ledger.Stored) {
+	stop := runGate(t, s, clk, nil, func(g *Gate) {
+		g.Push = func(_ Decision, e ledger.Stored) {
 			mu.Lock()
 			pushed = append(pushed, e.Seq)
 			mu.Unlock()
-		},
-		Decided: func(seq uint64) {
+		}
+		g.Decided = func(seq uint64) {
 			mu.Lock()
 			heard = append(heard, seq)
 			if slices.Contains(pushed, seq) {
@@ -560,23 +563,13 @@ func TestDecidedHearsEveryEvent(t *testing.T) {
 			}
 			mu.Unlock()
 			heardc <- seq
-		}}
-	if err := g.Load(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- g.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-errc; err != nil && ctx.Err() == nil {
-			t.Error(err)
 		}
-	}()
+	})
+	defer stop()
 	level := ledger.Event{ID: ledger.NewID(), Type: "audio.level", ChannelID: "audio.mic", Provenance: ledger.Observed,
 		Payload: payload(t, map[string]any{"rms": -50})}
-	stop := ledger.Event{ID: ledger.NewID(), Type: "estop.tripped", Provenance: ledger.Observed, Payload: payload(t, map[string]any{"cause": "test"})}
-	res, err := s.Append(context.Background(), level, stop)
+	estop := ledger.Event{ID: ledger.NewID(), Type: "estop.tripped", Provenance: ledger.Observed, Payload: payload(t, map[string]any{"cause": "test"})}
+	res, err := s.Append(context.Background(), level, estop)
 	if err != nil {
 		t.Fatal(err)
 	}

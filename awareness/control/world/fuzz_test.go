@@ -89,48 +89,44 @@ func FuzzStepAsEncoded(f *testing.F) {
 	})
 }
 
+// roomRecord is a record of room.a's camera zone, valid from at.
+func roomRecord(value string, at int64) Record {
+	return Record{Entity: "room.a", Source: "camera.front#a", Channel: "camera.front", Value: value, Confidence: 0.8, Provenance: "observed",
+		Evidence: []Evidence{{Seq: 1, ID: "x", Type: "camera.motion_started"}}, ValidFrom: at, ExpireMS: 600000, RunMS: at}
+}
+
+// applyThenForget applies evs to an empty memory, the first at sequence
+// 1, then forgets the ones at the indexes forget, in that order.
+func applyThenForget(t *testing.T, evs []*ledger.Event, forget ...int) ledger.MemKV {
+	t.Helper()
+	kv := ledger.MemKV{}
+	for i, e := range evs {
+		if err := (Projection{}).Apply(ledger.AtSeq(kv, uint64(i+1)), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, i := range forget {
+		if err := (Projection{}).Forget(ledger.AtSeq(kv, uint64(i+1)), evs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return kv
+}
+
 // Forgetting what the archive took is idempotent (a file kept before the
 // memory forgot is caught up once, and may have forgotten already): an
 // event forgotten twice leaves what forgetting it once leaves. A last
 // stays, its pointer marked, and goes when the next takes its place.
 func TestForgettingTwiceIsForgettingOnce(t *testing.T) {
-	rec := func(value string, at int64) Record {
-		return Record{Entity: "room.a", Source: "camera.front#a", Channel: "camera.front", Value: value, Confidence: 0.8, Provenance: "observed",
-			Evidence: []Evidence{{Seq: 1, ID: "x", Type: "camera.motion_started"}}, ValidFrom: at, ExpireMS: 600000, RunMS: at}
-	}
 	evs := []*ledger.Event{
-		{Type: EventChanged, Payload: payload(t, Changed{Entity: "room.a", Kind: Room, Value: "active", Records: []Record{rec("active", 10)}, Since: 10, At: 10})},
+		{Type: EventChanged, Payload: payload(t, Changed{Entity: "room.a", Kind: Room, Value: "active", Records: []Record{roomRecord("active", 10)}, Since: 10, At: 10})},
 		{Type: EventSeen, Payload: payload(t, Marks{Seen: []Seen{{Channel: "camera.front", At: 15, RunMS: 15}}})},
-		{Type: EventChanged, Payload: payload(t, Changed{Entity: "room.a", Kind: Room, Value: "quiet", Records: []Record{rec("quiet", 20)}, Since: 20, At: 20})},
+		{Type: EventChanged, Payload: payload(t, Changed{Entity: "room.a", Kind: Room, Value: "quiet", Records: []Record{roomRecord("quiet", 20)}, Since: 20, At: 20})},
 	}
-	build := func(forget ...int) ledger.MemKV {
-		kv := ledger.MemKV{}
-		for i, e := range evs {
-			if err := (Projection{}).Apply(ledger.AtSeq(kv, uint64(i+1)), e); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for _, i := range forget {
-			if err := (Projection{}).Forget(ledger.AtSeq(kv, uint64(i+1)), evs[i]); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return kv
-	}
-	same := func(a, b ledger.MemKV) bool {
-		if len(a) != len(b) {
-			return false
-		}
-		for k, v := range a {
-			if w, ok := b[k]; !ok || string(v) != string(w) {
-				return false
-			}
-		}
-		return true
-	}
+	build := func(forget ...int) ledger.MemKV { return applyThenForget(t, evs, forget...) }
 	for _, forget := range [][]int{{0}, {1}, {2}, {0, 1, 2}} {
 		once, twice := build(forget...), build(append(forget, forget...)...)
-		if !same(once, twice) {
+		if !maps.EqualFunc(once, twice, bytes.Equal) {
 			t.Errorf("forgetting %v twice: %d keys, once: %d", forget, len(twice), len(once))
 		}
 	}
@@ -150,7 +146,7 @@ func TestForgettingTwiceIsForgettingOnce(t *testing.T) {
 		t.Error("a record superseded before the archive took it is kept")
 	}
 	// The next takes their place, and the forgotten go.
-	next := &ledger.Event{Type: EventChanged, Payload: payload(t, Changed{Entity: "room.a", Kind: Room, Value: "active", Records: []Record{rec("active", 30)}, Since: 30, At: 30})}
+	next := &ledger.Event{Type: EventChanged, Payload: payload(t, Changed{Entity: "room.a", Kind: Room, Value: "active", Records: []Record{roomRecord("active", 30)}, Since: 30, At: 30})}
 	if err := (Projection{}).Apply(ledger.AtSeq(kv, 4), next); err != nil {
 		t.Fatal(err)
 	}
@@ -167,30 +163,13 @@ func TestForgettingTwiceIsForgettingOnce(t *testing.T) {
 // valid_from before its source's last entry's begins where that one
 // did. Forgetting finds the keys either way, once or twice.
 func TestAMovedFromIsKept(t *testing.T) {
-	rec := func(value string, at int64) Record {
-		return Record{Entity: "room.a", Source: "camera.front#a", Channel: "camera.front", Value: value, Confidence: 0.8, Provenance: "observed",
-			Evidence: []Evidence{{Seq: 1, ID: "x", Type: "camera.motion_started"}}, ValidFrom: at, ExpireMS: 600000, RunMS: at}
-	}
 	evs := []*ledger.Event{
-		{Type: EventChanged, Payload: payload(t, Changed{Entity: "room.a", Kind: Room, Value: "active", Records: []Record{rec("active", 20)}, Since: 20, At: 20})},
+		{Type: EventChanged, Payload: payload(t, Changed{Entity: "room.a", Kind: Room, Value: "active", Records: []Record{roomRecord("active", 20)}, Since: 20, At: 20})},
 		// The clock stepped back: valid at 5, recorded after the one at 20.
-		{Type: EventChanged, Payload: payload(t, Changed{Entity: "room.a", Kind: Room, Value: "quiet", Records: []Record{rec("quiet", 5)}, Since: 5, At: 5})},
-		{Type: EventChanged, Payload: payload(t, Changed{Entity: "room.a", Kind: Room, Value: "active", Records: []Record{rec("active", 30)}, Since: 30, At: 30})},
+		{Type: EventChanged, Payload: payload(t, Changed{Entity: "room.a", Kind: Room, Value: "quiet", Records: []Record{roomRecord("quiet", 5)}, Since: 5, At: 5})},
+		{Type: EventChanged, Payload: payload(t, Changed{Entity: "room.a", Kind: Room, Value: "active", Records: []Record{roomRecord("active", 30)}, Since: 30, At: 30})},
 	}
-	build := func(forget ...int) ledger.MemKV {
-		kv := ledger.MemKV{}
-		for i, e := range evs {
-			if err := (Projection{}).Apply(ledger.AtSeq(kv, uint64(i+1)), e); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for _, i := range forget {
-			if err := (Projection{}).Forget(ledger.AtSeq(kv, uint64(i+1)), evs[i]); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return kv
-	}
+	build := func(forget ...int) ledger.MemKV { return applyThenForget(t, evs, forget...) }
 	kv := build()
 	for seq, want := range map[uint64]bool{1: false, 2: true, 3: false} {
 		if got := kv.Get(fromsKey(seq)) != nil; got != want {
