@@ -13,6 +13,8 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/listeners"
@@ -103,18 +105,57 @@ func InClear(broker string) string {
 // everything and publish anything but a command: commands act as the
 // broker's principal, and on a broker without users that would be
 // whoever has a shell here.
+//
+// It also counts the connections it let in that the broker has not yet
+// counted as connected (see Broker.Close), and once the broker closes it
+// lets none in.
 type loopbackHook struct {
 	mochi.HookBase
 	log *slog.Logger
+
+	mu        sync.Mutex
+	closing   bool
+	admitting int
 }
 
 func (h *loopbackHook) ID() string { return "tobe-body-loopback" }
 
 func (h *loopbackHook) Provides(b byte) bool {
-	return b == mochi.OnConnectAuthenticate || b == mochi.OnACLCheck
+	return b == mochi.OnConnectAuthenticate || b == mochi.OnACLCheck || b == mochi.OnSessionEstablish
 }
 
-func (h *loopbackHook) OnConnectAuthenticate(*mochi.Client, packets.Packet) bool { return true }
+func (h *loopbackHook) OnConnectAuthenticate(*mochi.Client, packets.Packet) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closing {
+		return false
+	}
+	h.admitting++
+	return true
+}
+
+// OnSessionEstablish: the broker counts the connection as connected (it
+// does so right after it is let in, and calls this after).
+func (h *loopbackHook) OnSessionEstablish(*mochi.Client, packets.Packet) {
+	h.mu.Lock()
+	h.admitting--
+	h.mu.Unlock()
+}
+
+// close lets no more connections in.
+func (h *loopbackHook) close() {
+	h.mu.Lock()
+	h.closing = true
+	h.mu.Unlock()
+}
+
+// uncounted is how many connections were let in and are not yet counted
+// as connected.
+func (h *loopbackHook) uncounted() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.admitting
+}
 
 func (h *loopbackHook) OnACLCheck(cl *mochi.Client, topic string, write bool) bool {
 	if write && strings.Contains(topic, "/cmd/") {
@@ -133,6 +174,7 @@ func init() { packets.TPacketData = nil }
 // Broker is the embedded broker: mochi, on 127.0.0.1 only.
 type Broker struct {
 	srv    *mochi.Server
+	hook   *loopbackHook
 	closed *gate
 }
 
@@ -157,7 +199,8 @@ func StartBroker(port int, log *slog.Logger) (*Broker, error) {
 	// which log as they end: after Close they log nothing here.
 	closed := new(gate)
 	srv := mochi.New(&mochi.Options{Logger: slog.New(atLeast{log.Handler(), slog.LevelWarn, closed}).With("part", "embedded broker")})
-	if err := srv.AddHook(&loopbackHook{log: log}, nil); err != nil {
+	hook := &loopbackHook{log: log}
+	if err := srv.AddHook(hook, nil); err != nil {
 		return nil, err
 	}
 	if err := srv.AddListener(listeners.NewTCP(listeners.Config{ID: "loopback", Address: addr})); err != nil {
@@ -167,11 +210,34 @@ func StartBroker(port int, log *slog.Logger) (*Broker, error) {
 		srv.Close()
 		return nil, errors.Join(fmt.Errorf("mqtt.embedded_broker on %s", addr), err)
 	}
-	return &Broker{srv: srv, closed: closed}, nil
+	return &Broker{srv: srv, hook: hook, closed: closed}, nil
 }
 
+// closeWait bounds how long Close waits for the broker's connections to
+// end before it closes it.
+const closeWait = 5 * time.Second
+
 // Close stops the broker and drops its clients.
+//
+// mochi's own Close lists each listener's clients under a read lock it
+// takes twice (Clients.GetByListener calls Len): a client added or
+// removed between the two, one connecting or leaving as the broker
+// stops, deadlocks it for good (mochi-mqtt/server issue 488, open in
+// v2.7.9). So the broker first lets no one in, drops its connections and
+// waits until every one has ended (each has left the list of clients),
+// and only then closes: nothing is left to add or remove a client.
 func (b *Broker) Close() error {
+	b.hook.close()
+	for _, cl := range b.srv.Clients.GetAll() {
+		if !cl.Closed() {
+			_ = b.srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
+		}
+	}
+	for deadline := time.Now().Add(closeWait); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if b.hook.uncounted() == 0 && atomic.LoadInt64(&b.srv.Info.ClientsConnected) == 0 {
+			break
+		}
+	}
 	err := b.srv.Close()
 	b.closed.shut()
 	return err

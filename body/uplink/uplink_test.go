@@ -469,3 +469,43 @@ func TestEmbeddedBrokerTakesNoCommands(t *testing.T) {
 		t.Fatal("nothing passed the embedded broker")
 	}
 }
+
+// The embedded broker closes while its clients leave, however their
+// leaving falls with its closing: mochi's own Close deadlocked when a
+// client was removed from its list between the two read locks it takes
+// of it (it hung here within some 200 rounds of this), so the broker
+// lets its connections end first.
+func TestTheEmbeddedBrokerClosesWhileClientsLeave(t *testing.T) {
+	for round := range 300 {
+		addr := freeAddr(t)
+		_, port, _ := strings.Cut(addr, ":")
+		p, _ := strconv.Atoi(port)
+		b, err := StartBroker(p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var clients []mqtt.Client
+		for i := range 48 {
+			c := mqtt.NewClient(mqtt.NewClientOptions().AddBroker("tcp://" + addr).SetClientID(fmt.Sprint("c", i)).SetAutoReconnect(false))
+			if tok := c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+				t.Fatalf("round %d: %v", round, tok.Error())
+			}
+			clients = append(clients, c)
+		}
+		var left sync.WaitGroup
+		for _, c := range clients {
+			left.Go(func() { c.Disconnect(0) })
+		}
+		closed := make(chan error, 1)
+		go func() { closed <- b.Close() }()
+		select {
+		case err := <-closed:
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("round %d: the broker's Close hangs", round)
+		}
+		left.Wait()
+	}
+}
