@@ -425,18 +425,25 @@ func TestRetainedStateAndSubscriptions(t *testing.T) {
 	eventually(t, 5*time.Second, "the config is removed", func() bool { _, ok := b.retained("homeassistant/device/x/config"); return !ok })
 }
 
+// startEmbedded starts the embedded broker on a free port.
+func startEmbedded(t *testing.T) (b *Broker, addr string, port int) {
+	t.Helper()
+	addr = freeAddr(t)
+	_, ps, _ := strings.Cut(addr, ":")
+	port, _ = strconv.Atoi(ps)
+	b, err := StartBroker(port, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, addr, port
+}
+
 // The embedded broker passes what is published on it to a local
 // subscriber, and takes no command from anyone: a client that publishes
 // one at QoS 1 is disconnected (MQTT 3.1.1 has no refusing PUBACK) and
 // the command reaches no subscriber.
 func TestEmbeddedBrokerTakesNoCommands(t *testing.T) {
-	addr := freeAddr(t)
-	_, port, _ := strings.Cut(addr, ":")
-	p, _ := strconv.Atoi(port)
-	b, err := StartBroker(p, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, addr, p := startEmbedded(t)
 	defer b.Close()
 	if _, err := StartBroker(p, nil); err == nil || !strings.Contains(err.Error(), addr) {
 		t.Errorf("a second broker on the same port: %v", err)
@@ -477,13 +484,7 @@ func TestEmbeddedBrokerTakesNoCommands(t *testing.T) {
 // lets its connections end first.
 func TestTheEmbeddedBrokerClosesWhileClientsLeave(t *testing.T) {
 	for round := range 300 {
-		addr := freeAddr(t)
-		_, port, _ := strings.Cut(addr, ":")
-		p, _ := strconv.Atoi(port)
-		b, err := StartBroker(p, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b, addr, _ := startEmbedded(t)
 		var clients []mqtt.Client
 		for i := range 48 {
 			c := mqtt.NewClient(mqtt.NewClientOptions().AddBroker("tcp://" + addr).SetClientID(fmt.Sprint("c", i)).SetAutoReconnect(false))
