@@ -210,10 +210,8 @@ func (j *journal) fits(body int) bool {
 	return j.off+journalHeader+int64(body) <= j.size
 }
 
-// append writes one record of body; it is on disk after the next sync.
-func (j *journal) append(body []byte) error { return j.write(append(j.head(), body...)) }
-
-// appendOps writes the record of what a writer did (see jrec).
+// appendOps writes the record of what a writer did (see jrec); it is on
+// disk after the next sync.
 func (j *journal) appendOps(r *jrec) error { return j.write(r.appendBody(j.head())) }
 
 // head is the journal's buffer, holding the room for a record's header
@@ -331,12 +329,10 @@ func (r *jrec) sequence(path int, n uint64) {
 	r.ops = binary.AppendUvarint(r.ops, n)
 }
 
-// body is the record's body.
-func (r *jrec) body() []byte { return r.appendBody(nil) }
-
 // size is the length of the record's body.
 func (r *jrec) size() int {
-	return len(binary.AppendUvarint(nil, uint64(r.npath))) + len(r.table) + len(r.ops)
+	var n [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(n[:], uint64(r.npath)) + len(r.table) + len(r.ops)
 }
 
 // appendBody appends the record's body to b.

@@ -12,6 +12,12 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
+// append writes one record of body, as appendOps writes a writer's.
+func (j *journal) append(body []byte) error { return j.write(append(j.head(), body...)) }
+
+// body is the record's body, as appendOps writes it.
+func (r *jrec) body() []byte { return r.appendBody(nil) }
+
 // journalFile is a journal's bytes with the records given, of tag and gen
 // numbered from 0, and size bytes long.
 func journalFile(t testing.TB, size int64, tag, gen uint64, bodies ...[]byte) []byte {
