@@ -214,10 +214,6 @@ func BenchmarkKeepingTheModel(b *testing.B) {
 		// each event back, deciding it, and recording what it does not
 		// ignore, until it has decided a stop appended after the
 		// events (a hard rule: it always wakes).
-		observer, err := awareness.NewObserver(awareness.DefaultObservationRules)
-		if err != nil {
-			b.Fatal(err)
-		}
 		s, err := ledger.Open(benchOptions(b))
 		if err != nil {
 			b.Fatal(err)
@@ -225,16 +221,14 @@ func BenchmarkKeepingTheModel(b *testing.B) {
 		defer s.Close()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		rules := gate.DefaultRules()
-		rules.Defaults = observer.Defaults()
 		done := make(chan struct{})
 		stop := ledger.Event{ID: ledger.NewID(), Type: "estop.tripped", ChannelID: "estop.main", Provenance: ledger.Observed, Trust: ledger.High}
-		g := &gate.Gate{Store: s, Sal: gate.NewSalience(rules), Pool: &gate.Pool{Per: 8, TTL: time.Hour, MaxKeys: 1024}, Classes: ledger.DefaultClasses(),
-			Push: func(d gate.Decision, e ledger.Stored) {
-				if e.ID == stop.ID {
-					close(done)
-				}
-			}}
+		g := daemonGate(b, s)
+		g.Push = func(d gate.Decision, e ledger.Stored) {
+			if e.ID == stop.ID {
+				close(done)
+			}
+		}
 		if err := g.Load(); err != nil { // it begins after the last event: none yet
 			b.Fatal(err)
 		}
@@ -402,18 +396,23 @@ func BenchmarkWhereTheModelGoes(b *testing.B) {
 	b.ReportMetric(per(lanes[5].spent-lanes[3].spent-(lanes[4].spent-lanes[0].spent)), "gating-the-model-ns/event")
 }
 
-// runBenchGate runs the gate as the daemon does over s (its default
-// rules, a noise pool), on the clock now, telling decided how far it is,
-// until stop.
-func runBenchGate(b *testing.B, ctx context.Context, s *ledger.Store, now func() time.Time, decided func(uint64)) (stop func()) {
+// daemonGate is the gate as the daemon makes it over s: its default
+// rules, with the observation rules' defaults, and a noise pool.
+func daemonGate(b *testing.B, s *ledger.Store) *gate.Gate {
 	observer, err := awareness.NewObserver(awareness.DefaultObservationRules)
 	if err != nil {
 		b.Fatal(err)
 	}
 	rules := gate.DefaultRules()
 	rules.Defaults = observer.Defaults()
-	g := &gate.Gate{Store: s, Sal: gate.NewSalience(rules), Pool: &gate.Pool{Per: 8, TTL: time.Hour, MaxKeys: 1024}, Classes: ledger.DefaultClasses(),
-		Now: now, Decided: decided}
+	return &gate.Gate{Store: s, Sal: gate.NewSalience(rules), Pool: &gate.Pool{Per: 8, TTL: time.Hour, MaxKeys: 1024}, Classes: ledger.DefaultClasses()}
+}
+
+// runBenchGate runs the daemon's gate over s, on the clock now, telling
+// decided how far it is, until stop.
+func runBenchGate(b *testing.B, ctx context.Context, s *ledger.Store, now func() time.Time, decided func(uint64)) (stop func()) {
+	g := daemonGate(b, s)
+	g.Now, g.Decided = now, decided
 	if err := g.Load(); err != nil {
 		b.Fatal(err)
 	}
