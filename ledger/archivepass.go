@@ -447,7 +447,8 @@ func (s *Store) closes(e *Event) bool {
 // not grow with the body's age. Forget must give the same state whether
 // it runs right after Apply of e or after the Apply of events that follow
 // e: verify rebuilds it by applying the archived events, then forgetting
-// them, then applying the file's.
+// them, then applying the file's. Like Apply's, e's payload is one
+// item the ledger checked.
 type Forgetter interface {
 	Forget(kv KV, e *Event) error
 }

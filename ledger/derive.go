@@ -30,6 +30,8 @@ type Deriver interface {
 	// camera event); unlike a projection's, they may be of classes that
 	// expire.
 	Types() []string
+	// Derive derives from e, whose payload is one item the ledger
+	// checked (see Projection.Apply).
 	Derive(v *View, e *Event, d Derivation) ([]Event, error)
 }
 

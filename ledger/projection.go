@@ -24,7 +24,9 @@ type Projection interface {
 	// camera event. Types of classes that expire cannot be followed. The
 	// list does not change.
 	Types() []string
-	// Apply changes the state for one event.
+	// Apply changes the state for one event. Its payload is one item
+	// the ledger checked (when it encoded or decoded the event): it can
+	// be read with CheckedFields.
 	Apply(kv KV, e *Event) error
 }
 

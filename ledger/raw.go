@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"errors"
 	"fmt"
 	"math"
 )
@@ -14,76 +15,26 @@ import (
 // RawFields calls fn with each key and value of the payload p, a map
 // with text keys: the key's text, and the value as encoded. An error of
 // fn stops the walk and is returned as it is.
-func RawFields(p []byte, fn func(key, value []byte) error) error {
-	major, pairs, n, err := head(p)
-	switch {
-	case err != nil:
-		return fmt.Errorf("%w: %v", ErrBadRecord, err)
-	case major != majMap:
-		return fmt.Errorf("%w: not a map", ErrBadRecord)
-	case pairs > maxMapPairs:
-		return fmt.Errorf("%w: a map of %d pairs, more than %d", ErrBadRecord, pairs, maxMapPairs)
-	}
-	var small [16][]byte // the keys so far: most maps are small
-	keys := small[:0]
-	for range pairs {
-		kl, err := skipItem(p[n:], 1)
-		if err != nil {
-			return fmt.Errorf("%w: a key: %v", ErrBadRecord, err)
-		}
-		km, tl, hn, _ := head(p[n:])
-		if km != majText {
-			return fmt.Errorf("%w: a key that is not a text", ErrBadRecord)
-		}
-		key := p[n+hn : n+hn+int(tl)]
-		for _, prev := range keys {
-			if string(prev) == string(key) {
-				return fmt.Errorf("%w: duplicate map key %q", ErrBadRecord, key)
-			}
-		}
-		keys = append(keys, key)
-		vl, err := skipItem(p[n+kl:], 1)
-		if err != nil {
-			return fmt.Errorf("%w: %s: %v", ErrBadRecord, key, err)
-		}
-		if err := fn(key, p[n+kl:n+kl+vl]); err != nil {
-			return err
-		}
-		n += kl + vl
-	}
-	if n != len(p) {
-		return fmt.Errorf("%w: bytes after the map", ErrBadRecord)
-	}
-	return nil
-}
+func RawFields(p []byte, fn func(key, value []byte) error) error { return fields(p, true, fn) }
 
 // RawItems calls fn with each item of v, an array as encoded (a value
 // RawFields gave), as encoded.
-func RawItems(v []byte, fn func(item []byte) error) error {
-	major, items, n, err := head(v)
-	switch {
-	case err != nil:
-		return fmt.Errorf("%w: %v", ErrBadRecord, err)
-	case major != majArray:
-		return fmt.Errorf("%w: not an array", ErrBadRecord)
-	case items > maxArrayLen:
-		return fmt.Errorf("%w: an array of %d items, more than %d", ErrBadRecord, items, maxArrayLen)
-	}
-	for range items {
-		l, err := skipItem(v[n:], 1)
-		if err != nil {
-			return fmt.Errorf("%w: an item: %v", ErrBadRecord, err)
-		}
-		if err := fn(v[n : n+l]); err != nil {
-			return err
-		}
-		n += l
-	}
-	if n != len(v) {
-		return fmt.Errorf("%w: bytes after the array", ErrBadRecord)
-	}
-	return nil
-}
+func RawItems(v []byte, fn func(item []byte) error) error { return items(v, true, fn) }
+
+// A payload the ledger checked (what a projection or a deriver is
+// given: see Projection.Apply), and any value RawFields or RawItems gave
+// (they check what they read whole, first), need not be checked again:
+// CheckedFields and CheckedItems read one without the checks that cost
+// (that its texts are UTF-8, its keys unique), only that it is the shape
+// asked for, within its bounds. What they are given that was not checked
+// they may misread, but never read past; what is not the shape asked for
+// is ErrBadRecord.
+
+// CheckedFields is RawFields of a map already checked.
+func CheckedFields(v []byte, fn func(key, value []byte) error) error { return fields(v, false, fn) }
+
+// CheckedItems is RawItems of an array already checked.
+func CheckedItems(v []byte, fn func(item []byte) error) error { return items(v, false, fn) }
 
 // RawText reads v, a text string as encoded (a value RawFields gave).
 func RawText(v []byte) (string, error) {
@@ -115,4 +66,128 @@ func AppendMapHead(b []byte, pairs int) []byte { return appendHead(b, majMap, ui
 // (a value RawFields gave).
 func AppendField(b []byte, key, value []byte) []byte {
 	return append(append(appendHead(b, majText, uint64(len(key))), key...), value...)
+}
+
+// itemLen is the length of the item at the start of d, taken as
+// checked: only its heads and its bounds are read.
+func itemLen(d []byte, depth int) (int, error) {
+	if depth > maxDepth {
+		return 0, fmt.Errorf("nested deeper than %d levels", maxDepth)
+	}
+	if len(d) == 0 {
+		return 0, errors.New("unexpected end of data")
+	}
+	major, arg, n := d[0]>>5, uint64(d[0]&0x1f), 1
+	if arg >= 24 {
+		var err error
+		if major, arg, n, err = head(d); err != nil {
+			return 0, err
+		}
+	}
+	switch major {
+	case majUint, majNeg, majSimple: // a float's head is the float
+		return n, nil
+	case majBytes, majText:
+		if arg > uint64(len(d)-n) {
+			return 0, errors.New("string longer than the data")
+		}
+		return n + int(arg), nil
+	case majArray, majMap:
+		if arg > maxArrayLen {
+			return 0, fmt.Errorf("%d items, more than %d", arg, maxArrayLen)
+		}
+		if major == majMap {
+			arg *= 2
+		}
+		for range arg {
+			k, err := itemLen(d[n:], depth+1)
+			if err != nil {
+				return 0, err
+			}
+			n += k
+		}
+		return n, nil
+	}
+	return 0, errors.New("tags are not allowed")
+}
+
+// fields walks the map p, checked first whole when check says so.
+func fields(p []byte, check bool, fn func(key, value []byte) error) error {
+	major, pairs, n, err := head(p)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %v", ErrBadRecord, err)
+	case major != majMap:
+		return fmt.Errorf("%w: not a map", ErrBadRecord)
+	}
+	if err := checked(p, check); err != nil {
+		return err
+	}
+	for range pairs {
+		kl, err := itemLen(p[n:], 1)
+		if err != nil {
+			return fmt.Errorf("%w: a key: %v", ErrBadRecord, err)
+		}
+		km, tl, hn, _ := head(p[n:])
+		if km != majText {
+			return fmt.Errorf("%w: a key that is not a text", ErrBadRecord)
+		}
+		key := p[n+hn : n+hn+int(tl)]
+		vl, err := itemLen(p[n+kl:], 1)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrBadRecord, key, err)
+		}
+		if err := fn(key, p[n+kl:n+kl+vl]); err != nil {
+			return err
+		}
+		n += kl + vl
+	}
+	if n != len(p) {
+		return fmt.Errorf("%w: bytes after the map", ErrBadRecord)
+	}
+	return nil
+}
+
+// items walks the array v, checked first whole when check says so.
+func items(v []byte, check bool, fn func(item []byte) error) error {
+	major, count, n, err := head(v)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %v", ErrBadRecord, err)
+	case major != majArray:
+		return fmt.Errorf("%w: not an array", ErrBadRecord)
+	}
+	if err := checked(v, check); err != nil {
+		return err
+	}
+	for range count {
+		l, err := itemLen(v[n:], 1)
+		if err != nil {
+			return fmt.Errorf("%w: an item: %v", ErrBadRecord, err)
+		}
+		if err := fn(v[n : n+l]); err != nil {
+			return err
+		}
+		n += l
+	}
+	if n != len(v) {
+		return fmt.Errorf("%w: bytes after the array", ErrBadRecord)
+	}
+	return nil
+}
+
+// checked checks the item v whole (when check says so): one
+// well-formed item within the codec's bounds, and nothing after it.
+func checked(v []byte, check bool) error {
+	if !check {
+		return nil
+	}
+	n, err := skipItem(v, 0)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %v", ErrBadRecord, err)
+	case n != len(v):
+		return fmt.Errorf("%w: bytes after the item", ErrBadRecord)
+	}
+	return nil
 }

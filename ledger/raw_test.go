@@ -3,6 +3,7 @@ package ledger
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/fxamacker/cbor/v2"
@@ -104,6 +105,33 @@ func FuzzRawFields(f *testing.F) {
 		is, err2 := cbor.Diagnose(whole)
 		if err1 != nil || err2 != nil || was != is {
 			t.Fatalf("%x (%s, %v) put together again is %x (%s, %v)", b, was, err1, whole, is, err2)
+		}
+	})
+}
+
+// FuzzCheckedFields: any bytes are read by the readers that do not check
+// again without a panic or a read past them; what the checking readers
+// accept, they read the same.
+func FuzzCheckedFields(f *testing.F) {
+	p, _ := MarshalPayload(map[string]any{"zones": []string{"a"}, "at": 1, "f": 1.5, "m": map[string]any{"x": []any{1, "y"}}})
+	f.Add([]byte(p))
+	f.Add([]byte{0x81, 0xa1, 0x61, 'a', 0x62, 0xff, 0xfe}) // an array of a map with a text not UTF-8
+	f.Fuzz(func(t *testing.T, b []byte) {
+		type kv struct{ k, v string }
+		var raw, fast []kv
+		rawErr := RawFields(b, func(k, v []byte) error { raw = append(raw, kv{string(k), string(v)}); return nil })
+		fastErr := CheckedFields(b, func(k, v []byte) error {
+			fast = append(fast, kv{string(k), string(v)})
+			CheckedItems(v, func([]byte) error { return nil })
+			CheckedFields(v, func(_, v []byte) error { CheckedItems(v, func([]byte) error { return nil }); return nil })
+			return nil
+		})
+		CheckedItems(b, func(it []byte) error { CheckedFields(it, func(_, _ []byte) error { return nil }); return nil })
+		if rawErr != nil {
+			return
+		}
+		if fastErr != nil || !slices.Equal(raw, fast) {
+			t.Fatalf("%x: checked it reads %v; read again, %v (%v)", b, raw, fast, fastErr)
 		}
 	})
 }

@@ -61,8 +61,9 @@ func FuzzObservations(f *testing.F) {
 }
 
 // FuzzStepAsEncoded: a camera summary's calm input and a step are read
-// as encoded from any payload without a panic, and the state cut from a
-// step is one well-formed item, as the CBOR library reads it.
+// as encoded from any bytes without a panic, and the state cut from a
+// step of a payload the ledger checked is one well-formed item, as the
+// CBOR library reads it.
 func FuzzStepAsEncoded(f *testing.F) {
 	summary, err := ledger.MarshalPayload(sense.CameraSummary{Zones: []string{"left", "right"}, Moving: []string{"left"}, Frames: 1800, OverS: 60})
 	if err != nil {
@@ -78,12 +79,18 @@ func FuzzStepAsEncoded(f *testing.F) {
 	f.Add([]byte{0xa2, 0x61, 'a', 0x01, 0x61, 'a', 2}) // a key twice
 	f.Fuzz(func(t *testing.T, b []byte) {
 		calmInput(nil, "camera.summary", b)
-		if st, err := readStep(b); err == nil {
+		st, err := readStep(b)
+		if ledger.RawFields(b, func(_, _ []byte) error { return nil }) != nil {
+			return // not a payload the ledger would give: read without a panic, no more
+		}
+		if err == nil {
 			if err := cbor.Wellformed(st.state); err != nil {
 				t.Fatalf("the state cut from %x is not well formed: %v", b, err)
 			}
 			for _, r := range st.records {
-				recordKeys(r)
+				if e, s, vf, err := recordKeys(r.raw); err != nil || e != r.entity || s != r.source || vf != r.validFrom {
+					t.Fatalf("a record of %x read again is %q %q %d (%v), read first %q %q %d", b, e, s, vf, err, r.entity, r.source, r.validFrom)
+				}
 			}
 		}
 	})

@@ -12,13 +12,14 @@ import (
 // nothing of a sound level summary, the zones and the moving zones of a
 // camera summary (their names and values as encoded), appended to dst.
 // ok is false for any other event, and for a payload this cannot read,
-// which is derived every time.
+// which is derived every time. The payload is one the ledger checked
+// (see ledger.Deriver).
 func calmInput(dst []byte, typ string, payload []byte) (in []byte, ok bool) {
 	switch typ {
 	case "audio.level":
 		return dst, true
 	case "camera.summary":
-		err := ledger.RawFields(payload, func(k, v []byte) error {
+		err := ledger.CheckedFields(payload, func(k, v []byte) error {
 			if string(k) == "zones" || string(k) == "moving" {
 				dst = ledger.AppendField(dst, k, v)
 			}
@@ -34,26 +35,39 @@ func calmInput(dst []byte, typ string, payload []byte) (in []byte, ok bool) {
 type stepFields struct {
 	entity  string
 	at      int64
-	records [][]byte // each record as encoded
+	records []stepRecord
 	ended   []Ended
 	// state is the payload without its records and ends: a Changed's
 	// state, as it would be encoded without them.
 	state []byte
 }
 
+// stepRecord is a record of a step as encoded, and what names it.
+type stepRecord struct {
+	raw            []byte
+	entity, source string
+	validFrom      int64
+}
+
 // readStep reads a step's payload without decoding its records: the
-// projection keeps them as they were encoded.
+// projection keeps them as they were encoded. The payload is one the
+// ledger checked (see ledger.Projection): it is not checked again.
 func readStep(p []byte) (stepFields, error) {
 	var st stepFields
 	kept := 0
-	var fields []byte // the state's fields, as encoded
-	err := ledger.RawFields(p, func(k, v []byte) error {
+	// The state's fields, as encoded, after a byte kept for its head
+	// (fewer than 24 fields: one byte).
+	fields := make([]byte, 1, max(len(p), 1))
+	err := ledger.CheckedFields(p, func(k, v []byte) error {
 		var err error
 		switch string(k) {
 		case "records":
-			err = ledger.RawItems(v, func(r []byte) error {
+			err = ledger.CheckedItems(v, func(raw []byte) error {
+				r := stepRecord{raw: raw}
+				var err error
+				r.entity, r.source, r.validFrom, err = recordKeys(raw)
 				st.records = append(st.records, r)
-				return nil
+				return err
 			})
 			return err
 		case "ended":
@@ -73,14 +87,19 @@ func readStep(p []byte) (stepFields, error) {
 	if err != nil {
 		return st, err
 	}
-	st.state = append(ledger.AppendMapHead(nil, kept), fields...)
+	if h := ledger.AppendMapHead(nil, kept); len(h) == 1 {
+		fields[0] = h[0]
+		st.state = fields
+	} else {
+		st.state = append(h, fields[1:]...)
+	}
 	return st, nil
 }
 
-// recordKeys reads what names a record as encoded: its entity, its
-// source and its valid_from.
+// recordKeys reads what names a record as encoded (of a payload the
+// ledger checked): its entity, its source and its valid_from.
 func recordKeys(p []byte) (entity, source string, validFrom int64, err error) {
-	err = ledger.RawFields(p, func(k, v []byte) error {
+	err = ledger.CheckedFields(p, func(k, v []byte) error {
 		var err error
 		switch string(k) {
 		case "entity":
@@ -98,5 +117,8 @@ func recordKeys(p []byte) (entity, source string, validFrom int64, err error) {
 	if err == nil && (entity == "" || source == "") {
 		err = errors.New("it names no entity or source")
 	}
-	return entity, source, validFrom, err
+	if err != nil {
+		return "", "", 0, fmt.Errorf("a record: %w", err)
+	}
+	return entity, source, validFrom, nil
 }

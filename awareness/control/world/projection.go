@@ -102,15 +102,15 @@ func (Projection) Apply(kv ledger.KV, e *ledger.Event) error {
 	return nil
 }
 
-// seenMarks reads a world.seen's marks as encoded, with the channel each
-// names (all the projection needs of them: the marks are kept as they
-// are).
+// seenMarks reads a world.seen's marks as encoded (the ledger checked
+// them), with the channel each names (all the projection needs of them:
+// the marks are kept as they are).
 func seenMarks(e *ledger.Event) (raws [][]byte, channels []string, err error) {
-	err = ledger.RawFields(e.Payload, func(k, v []byte) error {
+	err = ledger.CheckedFields(e.Payload, func(k, v []byte) error {
 		if string(k) != "seen" {
 			return nil
 		}
-		return ledger.RawItems(v, func(raw []byte) error {
+		return ledger.CheckedItems(v, func(raw []byte) error {
 			ch, err := markChannel(raw)
 			if err != nil {
 				return err
@@ -125,9 +125,10 @@ func seenMarks(e *ledger.Event) (raws [][]byte, channels []string, err error) {
 	return raws, channels, nil
 }
 
-// markChannel reads the channel a seen mark names, as encoded.
+// markChannel reads the channel a seen mark names, as encoded (of a
+// payload the ledger checked).
 func markChannel(raw []byte) (ch string, err error) {
-	err = ledger.RawFields(raw, func(k, v []byte) error {
+	err = ledger.CheckedFields(raw, func(k, v []byte) error {
 		if string(k) != "channel" {
 			return nil
 		}
@@ -147,7 +148,7 @@ func markChannel(raw []byte) (ch string, err error) {
 // seq, each as the next entry of its source, and returns the FROM of
 // each entry, in that order, and whether one is not its own valid time
 // (the entry before it began later).
-func applyStep(kv ledger.KV, seq uint64, ended []Ended, recs [][]byte) (froms []int64, moved bool, err error) {
+func applyStep(kv ledger.KV, seq uint64, ended []Ended, recs []stepRecord) (froms []int64, moved bool, err error) {
 	add := func(entity, source string, x entry, v []byte) error {
 		lk := lastKey(entity, source)
 		lv := kv.Get(lk)
@@ -175,12 +176,8 @@ func applyStep(kv ledger.KV, seq uint64, ended []Ended, recs [][]byte) (froms []
 			return nil, false, err
 		}
 	}
-	for _, raw := range recs {
-		entity, source, validFrom, err := recordKeys(raw)
-		if err != nil {
-			return nil, false, fmt.Errorf("world: a record: %w", err)
-		}
-		if err := add(entity, source, entry{from: validFrom, seq: seq}, append([]byte{'o'}, raw...)); err != nil {
+	for _, r := range recs {
+		if err := add(r.entity, r.source, entry{from: r.validFrom, seq: seq}, append([]byte{'o'}, r.raw...)); err != nil {
 			return nil, false, err
 		}
 	}
@@ -261,12 +258,8 @@ func (Projection) Forget(kv ledger.KV, e *ledger.Event) error {
 				return err
 			}
 		}
-		for _, raw := range w.records {
-			entity, source, validFrom, err := recordKeys(raw)
-			if err != nil {
-				return fmt.Errorf("world: a record: %w", err)
-			}
-			if err := forgetEntry(entity, source, entry{from: next(validFrom), seq: seq}); err != nil {
+		for _, r := range w.records {
+			if err := forgetEntry(r.entity, r.source, entry{from: next(r.validFrom), seq: seq}); err != nil {
 				return err
 			}
 		}

@@ -902,10 +902,14 @@ func TestAStepIsReadAsEncoded(t *testing.T) {
 		if st.entity != c.Entity || st.at != c.At || len(st.records) != len(c.Records) || !slices.Equal(st.ended, c.Ended) {
 			t.Errorf("%s: read %+v", c.Entity, st)
 		}
-		for i, raw := range st.records {
-			e, s, vf, err := recordKeys(raw)
-			if r := c.Records[i]; err != nil || e != r.Entity || s != r.Source || vf != r.ValidFrom {
-				t.Errorf("%s: record %d read as %q %q %d (%v), want %q %q %d", c.Entity, i, e, s, vf, err, r.Entity, r.Source, r.ValidFrom)
+		for i, got := range st.records {
+			r := c.Records[i]
+			if got.entity != r.Entity || got.source != r.Source || got.validFrom != r.ValidFrom {
+				t.Errorf("%s: record %d read as %q %q %d, want %q %q %d", c.Entity, i, got.entity, got.source, got.validFrom, r.Entity, r.Source, r.ValidFrom)
+			}
+			var back Record
+			if err := ledger.UnmarshalPayload(got.raw, &back); err != nil || back.Entity != r.Entity || back.ValidFrom != r.ValidFrom {
+				t.Errorf("%s: record %d as kept decodes to %+v (%v)", c.Entity, i, back, err)
 			}
 		}
 	}
