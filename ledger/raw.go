@@ -1,9 +1,12 @@
 package ledger
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/x448/float16"
 )
 
 // A payload can be read as encoded, without decoding it into a value:
@@ -190,4 +193,55 @@ func checked(v []byte, check bool) error {
 		return fmt.Errorf("%w: bytes after the item", ErrBadRecord)
 	}
 	return nil
+}
+
+// A payload can be written as encoded too, as MarshalPayload writes it
+// (Core Deterministic Encoding: every head in its shortest form, a float
+// in the shortest of half, single and double precision that holds it
+// exactly, NaN and the infinities in half precision), without
+// reflection, on a hot path: each appender writes one item. A map's
+// fields (AppendMapHead, then a key's text and its value, each pair) go
+// in the order of their keys' encodings: shorter keys first, then
+// bytewise.
+
+// AppendText appends s as a text.
+func AppendText(b []byte, s string) []byte { return appendText(b, s) }
+
+// AppendInt appends v as an integer.
+func AppendInt(b []byte, v int64) []byte { return appendInt(b, v) }
+
+// AppendUint appends v as an unsigned integer.
+func AppendUint(b []byte, v uint64) []byte { return appendHead(b, majUint, v) }
+
+// AppendBool appends v.
+func AppendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, majSimple<<5|21)
+	}
+	return append(b, majSimple<<5|20)
+}
+
+// AppendNull appends null (what a nil slice or map is written as).
+func AppendNull(b []byte) []byte { return append(b, majSimple<<5|22) }
+
+// AppendArrayHead appends the head of an array of n items.
+func AppendArrayHead(b []byte, n int) []byte { return appendHead(b, majArray, uint64(n)) }
+
+// AppendFloat appends f in the shortest precision that holds it.
+func AppendFloat(b []byte, f float64) []byte {
+	switch {
+	case math.IsNaN(f):
+		return append(b, majSimple<<5|25, 0x7e, 0x00)
+	case math.IsInf(f, 1):
+		return append(b, majSimple<<5|25, 0x7c, 0x00)
+	case math.IsInf(f, -1):
+		return append(b, majSimple<<5|25, 0xfc, 0x00)
+	case float64(float32(f)) != f:
+		return binary.BigEndian.AppendUint64(append(b, majSimple<<5|27), math.Float64bits(f))
+	}
+	f32 := float32(f)
+	if h := float16.Fromfloat32(f32); h.Float32() == f32 {
+		return binary.BigEndian.AppendUint16(append(b, majSimple<<5|25), h.Bits())
+	}
+	return binary.BigEndian.AppendUint32(append(b, majSimple<<5|26), math.Float32bits(f32))
 }

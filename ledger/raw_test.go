@@ -3,8 +3,10 @@ package ledger
 import (
 	"bytes"
 	"errors"
+	"math"
 	"slices"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/fxamacker/cbor/v2"
 )
@@ -132,6 +134,43 @@ func FuzzCheckedFields(f *testing.F) {
 		}
 		if fastErr != nil || !slices.Equal(raw, fast) {
 			t.Fatalf("%x: checked it reads %v; read again, %v (%v)", b, raw, fast, fastErr)
+		}
+	})
+}
+
+// FuzzAppenders: each appender writes what MarshalPayload writes of the
+// same value.
+func FuzzAppenders(f *testing.F) {
+	for _, v := range []float64{0, math.Copysign(0, -1), 0.5, 0.8, 1, 65504, 65520, 1e-8, 5.960464477539063e-08, 3.4028234663852886e+38, 1e300, math.NaN(), math.Inf(1), math.Inf(-1)} {
+		f.Add(int64(-25), uint64(24), v, "ünïcode", true)
+	}
+	f.Add(int64(math.MinInt64), uint64(math.MaxUint64), 1.5, "", false)
+	f.Fuzz(func(t *testing.T, i int64, u uint64, x float64, s string, ok bool) {
+		for _, c := range []struct {
+			name string
+			v    any
+			got  []byte
+		}{
+			{"int", i, AppendInt(nil, i)},
+			{"uint", u, AppendUint(nil, u)},
+			{"float", x, AppendFloat(nil, x)},
+			{"float32", float64(float32(x)), AppendFloat(nil, float64(float32(x)))},
+			{"bool", ok, AppendBool(nil, ok)},
+			{"null", []int(nil), AppendNull(nil)},
+			{"array", []int{1, 2}, append(AppendArrayHead(nil, 2), 1, 2)},
+		} {
+			want, err := MarshalPayload(c.v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(c.got, want) {
+				t.Errorf("%s %v: appended %x, the library writes %x", c.name, c.v, c.got, []byte(want))
+			}
+		}
+		if utf8.ValidString(s) {
+			if want, _ := MarshalPayload(s); !bytes.Equal(AppendText(nil, s), want) {
+				t.Errorf("text %q: appended %x, the library writes %x", s, AppendText(nil, s), []byte(want))
+			}
 		}
 	})
 }

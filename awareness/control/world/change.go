@@ -187,6 +187,9 @@ type change struct {
 	// when the first of those marks is due.
 	unsettled bool
 	calmUntil int64
+	// enc is where a payload is written before it is cut to size: kept
+	// from change to change.
+	enc []byte
 }
 
 // evidence is the event the change follows as evidence, or nil.
@@ -220,7 +223,7 @@ func (c *change) reset(kv ledger.ReadKV, m *Model, runMS int64, base ledger.Even
 	}
 	*c = change{kv: kv, model: m, run: runMS, base: base, cache: ca, calmUntil: math.MaxInt64,
 		cur: cur, marks: marks, steps: steps, touched: c.touched[:0], changed: c.changed[:0], marked: c.marked[:0],
-		ents: c.ents[:0], helds: c.helds[:0]}
+		ents: c.ents[:0], helds: c.helds[:0], enc: c.enc[:0]}
 }
 
 // wrote keeps what this change wrote of a source (nil: its record ended).
@@ -330,12 +333,11 @@ func (c *change) expired(cu *current) bool {
 	return c.run-run > cu.rec.ExpireMS
 }
 
-// emit appends an event of the model.
-func (c *change) emit(typ, entity string, prov ledger.Provenance, payload any) error {
-	p, err := ledger.MarshalPayload(payload)
-	if err != nil {
-		return err
-	}
+// emit appends an event of the model, its payload p as encoded (in
+// c.enc, which the event is given a copy of).
+func (c *change) emit(typ, entity string, prov ledger.Provenance, p []byte) {
+	c.enc = p
+	p = bytes.Clone(p)
 	if e := c.cause; e != nil && !c.stamped {
 		c.base.MonotonicNS, c.base.ClockDomain, c.base.ClockUncertaintyMS, c.base.ClockUnsynced = e.MonotonicNS, e.ClockDomain, e.ClockUncertaintyMS, e.ClockUnsynced
 		c.base.CausationID, c.base.CorrelationID, c.base.Trust = e.ID, e.CorrelationID, ledger.Medium
@@ -349,7 +351,6 @@ func (c *change) emit(typ, entity string, prov ledger.Provenance, payload any) e
 		e.Privacy = ledger.Sensitive
 	}
 	c.out = append(c.out, e)
-	return nil
 }
 
 // stepOf is an entity's step in this change, touched now.
@@ -522,9 +523,9 @@ func (p *sighting) seen(channel string) Seen {
 // emitMarks records the change's seen marks, if any, in one world.seen
 // (of the first mark's entity, and as private as the most private of
 // theirs).
-func (c *change) emitMarks() error {
+func (c *change) emitMarks() {
 	if len(c.marked) == 0 {
-		return nil
+		return
 	}
 	ms := Marks{Seen: make([]Seen, len(c.marked))}
 	priv := ledger.Privacy(0)
@@ -534,15 +535,12 @@ func (c *change) emitMarks() error {
 			priv = max(priv, ent.Privacy)
 		}
 	}
-	if err := c.emit(EventSeen, c.marked[0].entity, c.marked[0].prov, ms); err != nil {
-		return err
-	}
+	c.emit(EventSeen, c.marked[0].entity, c.marked[0].prov, appendMarks(c.enc[:0], &ms))
 	e := &c.out[len(c.out)-1]
 	e.Privacy = max(e.Privacy, priv)
 	for i := range c.marked {
 		c.marked[i].at = len(c.out) - 1
 	}
-	return nil
 }
 
 // same tells whether a record says value (or readings within the
@@ -636,9 +634,7 @@ func (c *change) settle() error {
 			}
 		}
 	}
-	if err := c.emitMarks(); err != nil {
-		return err
-	}
+	c.emitMarks()
 	for i, ent := range c.ents {
 		held := c.helds[i]
 		step := c.steps[ent.ID]
@@ -652,9 +648,7 @@ func (c *change) settle() error {
 			if len(step.recs)+len(step.ended) == 0 {
 				continue
 			}
-			if err := c.emit(EventObserved, ent.ID, ledger.Inferred, Step{Entity: ent.ID, Records: step.recs, Ended: step.ended}); err != nil {
-				return err
-			}
+			c.emit(EventObserved, ent.ID, ledger.Inferred, appendStep(c.enc[:0], &Step{Entity: ent.ID, Records: step.recs, Ended: step.ended}))
 			continue
 		}
 		st.At, st.Since, st.SinceRunMS, st.Was = step.at, step.at, c.run, last.Value
@@ -662,9 +656,7 @@ func (c *change) settle() error {
 			st.Since, st.SinceRunMS, st.Was = last.Since, last.SinceRunMS, last.Was
 		}
 		st.Records, st.Ended = step.recs, step.ended
-		if err := c.emit(EventChanged, ent.ID, provenanceOf(st.Provenance), st); err != nil {
-			return err
-		}
+		c.emit(EventChanged, ent.ID, provenanceOf(st.Provenance), appendChanged(c.enc[:0], &st))
 		st.Records, st.Ended = nil, nil
 		c.changed = append(c.changed, st)
 	}
