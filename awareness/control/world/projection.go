@@ -172,16 +172,21 @@ func applyStep(kv ledger.KV, seq uint64, ended []Ended, recs []stepRecord) (from
 		if x.Entity == "" || x.Source == "" {
 			return nil, false, errors.New("world: an end names no entity or source")
 		}
-		if err := add(x.Entity, x.Source, entry{from: x.At, seq: seq, end: true}, append([]byte{'x'}, x.Reason...)); err != nil {
+		if err := add(x.Entity, x.Source, entry{from: x.At, seq: seq, end: true}, tagged('x', x.Reason)); err != nil {
 			return nil, false, err
 		}
 	}
 	for _, r := range recs {
-		if err := add(r.entity, r.source, entry{from: r.validFrom, seq: seq}, append([]byte{'o'}, r.raw...)); err != nil {
+		if err := add(r.entity, r.source, entry{from: r.validFrom, seq: seq}, tagged('o', r.raw)); err != nil {
 			return nil, false, err
 		}
 	}
 	return froms, moved, nil
+}
+
+// tagged is an entry's value: its tag, then v.
+func tagged[T string | []byte](tag byte, v T) []byte {
+	return append(append(make([]byte, 0, 1+len(v)), tag), v...)
 }
 
 // putFroms keeps, for the event at seq, the FROM of each key it added to

@@ -234,12 +234,24 @@ func getU64(b []byte) uint64 {
 }
 
 // ordTime is a time's part of a key.
-func ordTime(ns int64) []byte { return u64(uint64(ns) ^ 1<<63) }
+func ordTime(ns int64) []byte { return appendTime(nil, ns) }
+
+func appendTime(b []byte, ns int64) []byte {
+	return binary.BigEndian.AppendUint64(b, uint64(ns)^1<<63)
+}
 
 func timeOf(b []byte) int64 { return int64(getU64(b) ^ 1<<63) }
 
-func key(kind byte, parts ...string) []byte {
-	b := []byte{kind}
+func key(kind byte, parts ...string) []byte { return keyWith(0, kind, parts...) }
+
+// keyWith is key with room for more bytes after it: a key is made in
+// one allocation.
+func keyWith(more int, kind byte, parts ...string) []byte {
+	n := 1 + more + len(parts)
+	for _, p := range parts {
+		n += len(p)
+	}
+	b := append(make([]byte, 0, n), kind)
 	for i, p := range parts {
 		if i > 0 {
 			b = append(b, 0)
@@ -260,8 +272,10 @@ type entry struct {
 const tailLen = 17
 
 // tail is the entry's part of its key.
-func (x entry) tail() []byte {
-	b := append(ordTime(x.from), u64(x.seq)...)
+func (x entry) tail() []byte { return x.appendTail(make([]byte, 0, tailLen)) }
+
+func (x entry) appendTail(b []byte) []byte {
+	b = binary.BigEndian.AppendUint64(appendTime(b, x.from), x.seq)
 	if x.end {
 		return append(b, 0)
 	}
@@ -278,15 +292,15 @@ func entryOf(b []byte) (entry, bool) {
 }
 
 func lastKey(entity, source string) []byte { return key(kLast, entity, source) }
-func lastPrefix(entity string) []byte      { return append(key(kLast, entity), 0) }
+func lastPrefix(entity string) []byte      { return append(keyWith(1, kLast, entity), 0) }
 func entryPrefix(entity, source string) []byte {
-	return append(key(kEntry, entity, source), 0)
+	return append(keyWith(1, kEntry, entity, source), 0)
 }
 func entryKey(entity, source string, x entry) []byte {
-	return append(entryPrefix(entity, source), x.tail()...)
+	return x.appendTail(append(keyWith(1+tailLen, kEntry, entity, source), 0))
 }
 func markKey(seq uint64, channel string) []byte {
-	return append(append([]byte{kMark}, u64(seq)...), channel...)
+	return append(binary.BigEndian.AppendUint64(append(make([]byte, 0, 9+len(channel)), kMark), seq), channel...)
 }
 func lastMarkKey(channel string) []byte { return key(kMarked, channel) }
 
@@ -297,11 +311,13 @@ func markOf(k []byte) (seq uint64, channel string, ok bool) {
 	}
 	return getU64(k[1:]), string(k[9:]), true
 }
-func entityKey(entity string) []byte     { return key(kEntity, entity) }
-func fromsKey(seq uint64) []byte         { return append([]byte{kFroms}, u64(seq)...) }
-func historyPrefix(entity string) []byte { return append(key(kHistory, entity), 0) }
+func entityKey(entity string) []byte { return key(kEntity, entity) }
+func fromsKey(seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(append(make([]byte, 0, 9), kFroms), seq)
+}
+func historyPrefix(entity string) []byte { return append(keyWith(1, kHistory, entity), 0) }
 func historyKey(entity string, at int64, seq uint64) []byte {
-	return append(append(historyPrefix(entity), ordTime(at)...), u64(seq)...)
+	return binary.BigEndian.AppendUint64(appendTime(append(keyWith(17, kHistory, entity), 0), at), seq)
 }
 
 // tail reads the VALID and SEQ at the end of an h key, or of an e
