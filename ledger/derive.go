@@ -22,7 +22,10 @@ import (
 // effects: a batch that fails is written again, one request at a time.
 // An error, or a derived event the ledger refuses, is logged and
 // derives nothing; the event it followed is written all the same (a
-// conclusion that could not be drawn never costs what was sensed).
+// conclusion that could not be drawn never costs what was sensed). The
+// ledger is done with the events Derive returns, their payloads
+// included, before it calls it again: a deriver may write the next
+// ones in the same memory.
 type Deriver interface {
 	// Name names it in logs.
 	Name() string

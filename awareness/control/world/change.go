@@ -187,10 +187,13 @@ type change struct {
 	// when the first of those marks is due.
 	unsettled bool
 	calmUntil int64
-	// enc is where a payload is written before it is cut to size: kept
-	// from change to change.
-	enc []byte
+	// arena is where the payloads of out are written: a Deriver's is
+	// kept from change to change (see ledger.Deriver: the ledger is done
+	// with a derivation's events before the next), up to maxArena.
+	arena []byte
 }
+
+const maxArena = 1 << 20
 
 // evidence is the event the change follows as evidence, or nil.
 func (c *change) evidence() *Evidence {
@@ -223,7 +226,10 @@ func (c *change) reset(kv ledger.ReadKV, m *Model, runMS int64, base ledger.Even
 	}
 	*c = change{kv: kv, model: m, run: runMS, base: base, cache: ca, calmUntil: math.MaxInt64,
 		cur: cur, marks: marks, steps: steps, touched: c.touched[:0], changed: c.changed[:0], marked: c.marked[:0],
-		ents: c.ents[:0], helds: c.helds[:0], enc: c.enc[:0]}
+		ents: c.ents[:0], helds: c.helds[:0], out: c.out[:0], arena: c.arena[:0]}
+	if cap(c.arena) > maxArena {
+		c.arena = nil
+	}
 }
 
 // wrote keeps what this change wrote of a source (nil: its record ended).
@@ -333,11 +339,10 @@ func (c *change) expired(cu *current) bool {
 	return c.run-run > cu.rec.ExpireMS
 }
 
-// emit appends an event of the model, its payload p as encoded (in
-// c.enc, which the event is given a copy of).
-func (c *change) emit(typ, entity string, prov ledger.Provenance, p []byte) {
-	c.enc = p
-	p = bytes.Clone(p)
+// emit appends an event of the model, its payload as encoded: what
+// the arena holds from at on.
+func (c *change) emit(typ, entity string, prov ledger.Provenance, at int) {
+	p := c.arena[at:len(c.arena):len(c.arena)]
 	if e := c.cause; e != nil && !c.stamped {
 		c.base.MonotonicNS, c.base.ClockDomain, c.base.ClockUncertaintyMS, c.base.ClockUnsynced = e.MonotonicNS, e.ClockDomain, e.ClockUncertaintyMS, e.ClockUnsynced
 		c.base.CausationID, c.base.CorrelationID, c.base.Trust = e.ID, e.CorrelationID, ledger.Medium
@@ -535,7 +540,9 @@ func (c *change) emitMarks() {
 			priv = max(priv, ent.Privacy)
 		}
 	}
-	c.emit(EventSeen, c.marked[0].entity, c.marked[0].prov, appendMarks(c.enc[:0], &ms))
+	at := len(c.arena)
+	c.arena = appendMarks(c.arena, &ms)
+	c.emit(EventSeen, c.marked[0].entity, c.marked[0].prov, at)
 	e := &c.out[len(c.out)-1]
 	e.Privacy = max(e.Privacy, priv)
 	for i := range c.marked {
@@ -648,7 +655,9 @@ func (c *change) settle() error {
 			if len(step.recs)+len(step.ended) == 0 {
 				continue
 			}
-			c.emit(EventObserved, ent.ID, ledger.Inferred, appendStep(c.enc[:0], &Step{Entity: ent.ID, Records: step.recs, Ended: step.ended}))
+			at := len(c.arena)
+			c.arena = appendStep(c.arena, &Step{Entity: ent.ID, Records: step.recs, Ended: step.ended})
+			c.emit(EventObserved, ent.ID, ledger.Inferred, at)
 			continue
 		}
 		st.At, st.Since, st.SinceRunMS, st.Was = step.at, step.at, c.run, last.Value
@@ -656,7 +665,9 @@ func (c *change) settle() error {
 			st.Since, st.SinceRunMS, st.Was = last.Since, last.SinceRunMS, last.Was
 		}
 		st.Records, st.Ended = step.recs, step.ended
-		c.emit(EventChanged, ent.ID, provenanceOf(st.Provenance), appendChanged(c.enc[:0], &st))
+		at := len(c.arena)
+		c.arena = appendChanged(c.arena, &st)
+		c.emit(EventChanged, ent.ID, provenanceOf(st.Provenance), at)
 		st.Records, st.Ended = nil, nil
 		c.changed = append(c.changed, st)
 	}
