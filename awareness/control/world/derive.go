@@ -139,17 +139,17 @@ func (m *Model) observations(e *ledger.Event, out []observation) []observation {
 		}
 		return one(out, ch, observation{source: src, value: "quiet", conf: confStill})
 	case "camera.summary":
-		var p sense.CameraSummary
-		if ledger.UnmarshalPayload(e.Payload, &p) != nil {
+		zones, moving, ok := summaryZones(e.Payload)
+		if !ok {
 			return out
 		}
-		for _, z := range p.Zones {
+		for _, z := range zones {
 			src, ok := m.zoneSource(ch, z)
 			if !ok {
 				continue
 			}
 			o := observation{source: src, channel: ch, value: "quiet", conf: confStill, prov: ledger.Observed}
-			if slices.Contains(p.Moving, z) {
+			if slices.Contains(moving, z) {
 				o.value, o.conf = "active", confMotion
 			}
 			out = append(out, o)

@@ -3,6 +3,7 @@ package world
 import (
 	"bytes"
 	"maps"
+	"slices"
 	"testing"
 
 	"github.com/fxamacker/cbor/v2"
@@ -60,16 +61,24 @@ func FuzzObservations(f *testing.F) {
 	})
 }
 
-// FuzzStepAsEncoded: a camera summary's calm input and a step are read
-// as encoded from any bytes without a panic, and the state cut from a
-// step of a payload the ledger checked is one well-formed item, as the
-// CBOR library reads it.
+// FuzzStepAsEncoded: a camera summary's calm input and zones and a step
+// are read as encoded from any bytes without a panic; of a payload the
+// ledger checked, a summary's zones are the ones the library decodes,
+// and the state cut from a step is one well-formed item, as the
+// library reads it.
 func FuzzStepAsEncoded(f *testing.F) {
 	summary, err := ledger.MarshalPayload(sense.CameraSummary{Zones: []string{"left", "right"}, Moving: []string{"left"}, Frames: 1800, OverS: 60})
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Add([]byte(summary))
+	for _, sum := range []sense.CameraSummary{{}, {Zones: []string{"a"}}, {Zones: []string{}, Moving: []string{"x", "y"}, Skipped: 3}} {
+		p, err := ledger.MarshalPayload(sum)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add([]byte(p))
+	}
 	step, err := ledger.MarshalPayload(Changed{Entity: "room.a", Value: "active", Records: []Record{{Entity: "room.a", Source: "s", ValidFrom: -1}}})
 	if err != nil {
 		f.Fatal(err)
@@ -79,9 +88,15 @@ func FuzzStepAsEncoded(f *testing.F) {
 	f.Add([]byte{0xa2, 0x61, 'a', 0x01, 0x61, 'a', 2}) // a key twice
 	f.Fuzz(func(t *testing.T, b []byte) {
 		calmInput(nil, "camera.summary", b)
+		zones, moving, zonesOK := summaryZones(b)
 		st, err := readStep(b)
 		if ledger.RawFields(b, func(_, _ []byte) error { return nil }) != nil {
 			return // not a payload the ledger would give: read without a panic, no more
+		}
+		if sum := (sense.CameraSummary{}); ledger.UnmarshalPayload(b, &sum) == nil {
+			if !zonesOK || !slices.Equal(zones, sum.Zones) || !slices.Equal(moving, sum.Moving) {
+				t.Fatalf("%x: a summary's zones read as encoded %q %q (%v), decoded %q %q", b, zones, moving, zonesOK, sum.Zones, sum.Moving)
+			}
 		}
 		if err == nil {
 			if err := cbor.Wellformed(st.state); err != nil {

@@ -30,6 +30,37 @@ func calmInput(dst []byte, typ string, payload []byte) (in []byte, ok bool) {
 	return dst, false
 }
 
+// summaryZones reads a camera summary's zones and moving zones as
+// encoded (sense.CameraSummary's zones and moving, arrays of texts or
+// null; the payload one the ledger checked): the summary is the most
+// common event a camera records, and the model needs no more of it. ok
+// is false when they are not what a summary holds.
+func summaryZones(payload []byte) (zones, moving []string, ok bool) {
+	texts := func(v []byte) ([]string, error) {
+		if len(v) == 1 && v[0] == 0xf6 { // null: none
+			return nil, nil
+		}
+		var out []string
+		err := ledger.CheckedItems(v, func(it []byte) error {
+			t, err := ledger.RawText(it)
+			out = append(out, t)
+			return err
+		})
+		return out, err
+	}
+	err := ledger.CheckedFields(payload, func(k, v []byte) error {
+		var err error
+		switch string(k) {
+		case "zones":
+			zones, err = texts(v)
+		case "moving":
+			moving, err = texts(v)
+		}
+		return err
+	})
+	return zones, moving, err == nil
+}
+
 // stepFields is what the projection reads of a step's payload (a
 // Changed or a Step), as encoded.
 type stepFields struct {
