@@ -23,9 +23,9 @@ import (
 // An error, or a derived event the ledger refuses, is logged and
 // derives nothing; the event it followed is written all the same (a
 // conclusion that could not be drawn never costs what was sensed). The
-// ledger is done with the events Derive returns, their payloads
-// included, before it calls it again: a deriver may write the next
-// ones in the same memory.
+// view is the deriver's only during the call. The ledger is done with
+// the events Derive returns, their payloads included, before it calls
+// it again: a deriver may write the next ones in the same memory.
 type Deriver interface {
 	// Name names it in logs.
 	Name() string
@@ -67,7 +67,8 @@ func (w *writer) derive(e *Event, seq uint64) error {
 			continue
 		}
 		w.derived = true
-		evs, err := d.Derive(&View{tx: w.tx, s: w.s, w: w}, e, Derivation{Seq: seq, Running: time.Duration(w.run), Lost: w.s.derivedLost.Load()})
+		w.view = View{tx: w.tx, s: w.s, w: w}
+		evs, err := d.Derive(&w.view, e, Derivation{Seq: seq, Running: time.Duration(w.run), Lost: w.s.derivedLost.Load()})
 		if err == nil && len(evs) > 0 {
 			var todo []int
 			_, todo, _, err = w.prepare(evs)

@@ -18,8 +18,10 @@ import (
 // is never grown by copying, which would leave bbolt pointing into the
 // old one, and allocate and copy it all again).
 type writer struct {
-	s     *Store
-	tx    *bolt.Tx
+	s  *Store
+	tx *bolt.Tx
+	// view is the one a deriver is given (see derive): one a writer.
+	view  View
 	now   time.Time
 	run   int64 // the running clock at now: every event this writes is born at it
 	arena []byte
