@@ -31,7 +31,7 @@ type Deriver interface {
 	Name() string
 	// Types lists the event types it follows ("camera." follows every
 	// camera event); unlike a projection's, they may be of classes that
-	// expire.
+	// expire. The list does not change.
 	Types() []string
 	// Derive derives from e, whose payload is one item the ledger
 	// checked (see Projection.Apply).
@@ -62,10 +62,7 @@ var opens atomic.Uint64
 // derive runs the derivers that follow e, just written at seq, and
 // writes what they derive.
 func (w *writer) derive(e *Event, seq uint64) error {
-	for _, d := range w.s.opts.Derivers {
-		if !followsTypes(d.Types(), e.Type) {
-			continue
-		}
+	for _, d := range w.s.followers(e.Type).derivers {
 		w.derived = true
 		w.view = View{tx: w.tx, s: w.s, w: w}
 		evs, err := d.Derive(&w.view, e, Derivation{Seq: seq, Running: time.Duration(w.run), Lost: w.s.derivedLost.Load()})

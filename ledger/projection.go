@@ -414,28 +414,40 @@ func follows(p Projection, eventType string) bool { return followsTypes(p.Types(
 // each time.
 const maxFollowedTypes = 4096
 
-// followers returns the projections that follow an event type, in their
-// order, asking their Types once a type rather than for every event
-// written (a projection's types do not change).
-func (s *Store) followers(eventType string) []Projection {
+// followedBy are the projections and the derivers that follow an event
+// type, each in their order.
+type followedBy struct {
+	projections []Projection
+	derivers    []Deriver
+}
+
+// followers returns the projections and derivers that follow an event
+// type, asking their Types once a type rather than for every event
+// written (their types do not change).
+func (s *Store) followers(eventType string) followedBy {
 	s.followMu.Lock()
 	defer s.followMu.Unlock()
-	if ps, ok := s.followed[eventType]; ok {
-		return ps
+	if f, ok := s.followed[eventType]; ok {
+		return f
 	}
-	var ps []Projection
+	var f followedBy
 	for _, p := range s.opts.Projections {
 		if follows(p, eventType) {
-			ps = append(ps, p)
+			f.projections = append(f.projections, p)
+		}
+	}
+	for _, d := range s.opts.Derivers {
+		if followsTypes(d.Types(), eventType) {
+			f.derivers = append(f.derivers, d)
 		}
 	}
 	if s.followed == nil {
-		s.followed = map[string][]Projection{}
+		s.followed = map[string]followedBy{}
 	}
 	if len(s.followed) < maxFollowedTypes {
-		s.followed[eventType] = ps
+		s.followed[eventType] = f
 	}
-	return ps
+	return f
 }
 
 // followsTypes tells whether a list of types and prefixes ending in a dot

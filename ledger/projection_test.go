@@ -214,15 +214,20 @@ func TestSeqOf(t *testing.T) {
 	}
 }
 
-// The projections that follow an event type are found once a type, in
-// their order; a type past the bound is matched each time, alike.
+// The projections and derivers that follow an event type are found once
+// a type, in their order; a type past the bound is matched each time,
+// alike.
 func TestFollowers(t *testing.T) {
 	grants, estops := TypeCounts{Follow: []string{"grant."}}, seqs{}
 	both := countsByAnotherName{TypeCounts{Follow: []string{"estop.tripped", "grant.added"}}}
-	s := &Store{opts: Options{Projections: []Projection{grants, estops, both}}}
-	names := func(ps []Projection) (out []string) {
-		for _, p := range ps {
+	s := &Store{opts: Options{Projections: []Projection{grants, estops, both},
+		Derivers: []Deriver{namedDeriver{"on grants", []string{"grant."}}, namedDeriver{"on a trip", []string{"estop.tripped"}}}}}
+	names := func(f followedBy) (out []string) {
+		for _, p := range f.projections {
 			out = append(out, p.Name())
+		}
+		for _, d := range f.derivers {
+			out = append(out, d.Name())
 		}
 		return out
 	}
@@ -230,12 +235,12 @@ func TestFollowers(t *testing.T) {
 		typ  string
 		want []string
 	}{
-		{"grant.added", []string{"type_counts", "type_counts_2"}},
-		{"grant.revoked", []string{"type_counts"}},
-		{"estop.tripped", []string{"seqs", "type_counts_2"}},
+		{"grant.added", []string{"type_counts", "type_counts_2", "on grants"}},
+		{"grant.revoked", []string{"type_counts", "on grants"}},
+		{"estop.tripped", []string{"seqs", "type_counts_2", "on a trip"}},
 		{"estop.reset", []string{"seqs"}},
 		{"camera.summary", nil},
-		{"grant.added", []string{"type_counts", "type_counts_2"}}, // again, as kept
+		{"grant.added", []string{"type_counts", "type_counts_2", "on grants"}}, // again, as kept
 	} {
 		if got := names(s.followers(tc.typ)); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: followed by %v, want %v", tc.typ, got, tc.want)
@@ -248,3 +253,13 @@ func TestFollowers(t *testing.T) {
 		t.Errorf("past the bound: %d types kept, estop.stop_again followed by %v", len(s.followed), got)
 	}
 }
+
+// namedDeriver follows types and derives nothing.
+type namedDeriver struct {
+	name  string
+	types []string
+}
+
+func (d namedDeriver) Name() string                                    { return d.name }
+func (d namedDeriver) Types() []string                                 { return d.types }
+func (namedDeriver) Derive(*View, *Event, Derivation) ([]Event, error) { return nil, nil }

@@ -388,10 +388,10 @@ type Store struct {
 	// so each one's check of the free space sees the ones before it.
 	snapshots chan struct{}
 
-	// followed are the projections that follow each event type written
-	// (see Store.followers).
+	// followed are the projections and derivers that follow each event
+	// type written (see Store.followers).
 	followMu sync.Mutex
-	followed map[string][]Projection
+	followed map[string]followedBy
 
 	// Between two folds the commit loop keeps one write transaction open
 	// (tx; nil before the loop starts and after it stops), journals what

@@ -399,7 +399,7 @@ func (w *writer) writeRecord(e *Event, rec []byte) (uint64, error) {
 			w.n.aggregates++
 		}
 	}
-	for _, p := range w.s.followers(e.Type) {
+	for _, p := range w.s.followers(e.Type).projections {
 		if err := p.Apply(boltKV{w.projs.child([]byte(p.Name())), w, seq}, e); err != nil {
 			return 0, fmt.Errorf("projection %s on %s: %w", p.Name(), e.Type, err)
 		}
