@@ -22,7 +22,7 @@
 #    in turn, so the noise of a shared machine and what each leaves in
 #    the caches fall on all alike (a difference of appends timed in
 #    separate runs is mostly that noise: the rounds' own, below, vary
-#    from 0 to 1.5x), run PART_ROUNDS times (3): the figures of the
+#    from 0 to 1.5x), run PART_ROUNDS times (5): the figures of the
 #    round whose ratio is the median. Goal: at most 0.5x. Shown beside
 #    it, without goals of their own: its parts (deriving, writing,
 #    projecting) and what the model's events add to the gate's work,
@@ -41,7 +41,7 @@
 set -eu
 cd "$(dirname "$0")/../.."
 . scripts/bench/lib.sh
-events=1000000 days=365 queries=10000 rounds=7 benchtime=1s minutes=20000 parts=3
+events=1000000 days=365 queries=10000 rounds=7 benchtime=1s minutes=20000 parts=5
 short && events=5000 days=30 queries=500 rounds=1 benchtime=0.1s minutes=300 parts=1
 events=${WORLD_EVENTS:-$events}
 queries=${WORLD_QUERIES:-$queries}
