@@ -222,7 +222,13 @@ func head(d []byte) (major byte, arg uint64, n int, err error) {
 
 // skipItem checks the one well-formed item at the start of d within the
 // bounds and returns its length. Map keys must not repeat.
-func skipItem(d []byte, depth int) (int, error) {
+func skipItem(d []byte, depth int) (int, error) { return walkItem(d, depth, true) }
+
+// walkItem returns the length of the item at the start of d within the
+// bounds: checked (skipItem), or, without check, taken as checked
+// already, its texts' UTF-8, its keys' uniqueness and its simple values
+// not looked at (see CheckedFields).
+func walkItem(d []byte, depth int, check bool) (int, error) {
 	if depth > maxDepth {
 		return 0, fmt.Errorf("nested deeper than %d levels", maxDepth)
 	}
@@ -238,7 +244,7 @@ func skipItem(d []byte, depth int) (int, error) {
 			return 0, errors.New("string longer than the data")
 		}
 		end := n + int(arg)
-		if major == majText && !utf8.Valid(d[n:end]) {
+		if check && major == majText && !utf8.Valid(d[n:end]) {
 			return 0, errors.New("text is not valid UTF-8")
 		}
 		return end, nil
@@ -247,7 +253,7 @@ func skipItem(d []byte, depth int) (int, error) {
 			return 0, fmt.Errorf("array of %d items, more than %d", arg, maxArrayLen)
 		}
 		for range arg {
-			k, err := skipItem(d[n:], depth+1)
+			k, err := walkItem(d[n:], depth+1, check)
 			if err != nil {
 				return 0, err
 			}
@@ -261,19 +267,21 @@ func skipItem(d []byte, depth int) (int, error) {
 		var small [16][]byte // most maps are small: no allocation for them
 		keys := small[:0]
 		for range arg {
-			k, err := skipItem(d[n:], depth+1)
+			k, err := walkItem(d[n:], depth+1, check)
 			if err != nil {
 				return 0, err
 			}
-			key := d[n : n+k]
-			for _, prev := range keys {
-				if bytes.Equal(prev, key) {
-					return 0, errors.New("duplicate map key")
+			if check {
+				key := d[n : n+k]
+				for _, prev := range keys {
+					if bytes.Equal(prev, key) {
+						return 0, errors.New("duplicate map key")
+					}
 				}
+				keys = append(keys, key)
 			}
-			keys = append(keys, key)
 			n += k
-			v, err := skipItem(d[n:], depth+1)
+			v, err := walkItem(d[n:], depth+1, check)
 			if err != nil {
 				return 0, err
 			}
@@ -286,6 +294,9 @@ func skipItem(d []byte, depth int) (int, error) {
 	// Simple values and floats.
 	switch d[0] & 0x1f {
 	case 20, 21, 22, 23, 25, 26, 27: // false, true, null, undefined, floats
+		return n, nil
+	}
+	if !check {
 		return n, nil
 	}
 	return 0, fmt.Errorf("simple value %d is not allowed", arg)

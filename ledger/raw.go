@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 
@@ -26,7 +25,7 @@ func RawItems(v []byte, fn func(item []byte) error) error { return items(v, true
 
 // A payload the ledger checked (what a projection or a deriver is
 // given: see Projection.Apply), and any value RawFields or RawItems gave
-// (they check what they read whole, first), need not be checked again:
+// (they check what they hand on), need not be checked again:
 // CheckedFields and CheckedItems read one without the checks that cost
 // (that its texts are UTF-8, its keys unique), only that it is the shape
 // asked for, within its bounds. What they are given that was not checked
@@ -71,50 +70,8 @@ func AppendField(b []byte, key, value []byte) []byte {
 	return append(append(appendHead(b, majText, uint64(len(key))), key...), value...)
 }
 
-// itemLen is the length of the item at the start of d, taken as
-// checked: only its heads and its bounds are read.
-func itemLen(d []byte, depth int) (int, error) {
-	if depth > maxDepth {
-		return 0, fmt.Errorf("nested deeper than %d levels", maxDepth)
-	}
-	if len(d) == 0 {
-		return 0, errors.New("unexpected end of data")
-	}
-	major, arg, n := d[0]>>5, uint64(d[0]&0x1f), 1
-	if arg >= 24 {
-		var err error
-		if major, arg, n, err = head(d); err != nil {
-			return 0, err
-		}
-	}
-	switch major {
-	case majUint, majNeg, majSimple: // a float's head is the float
-		return n, nil
-	case majBytes, majText:
-		if arg > uint64(len(d)-n) {
-			return 0, errors.New("string longer than the data")
-		}
-		return n + int(arg), nil
-	case majArray, majMap:
-		if arg > maxArrayLen {
-			return 0, fmt.Errorf("%d items, more than %d", arg, maxArrayLen)
-		}
-		if major == majMap {
-			arg *= 2
-		}
-		for range arg {
-			k, err := itemLen(d[n:], depth+1)
-			if err != nil {
-				return 0, err
-			}
-			n += k
-		}
-		return n, nil
-	}
-	return 0, errors.New("tags are not allowed")
-}
-
-// fields walks the map p, checked first whole when check says so.
+// fields walks the map p: each key and value checked as it goes when
+// check says so, else only their heads and bounds read.
 func fields(p []byte, check bool, fn func(key, value []byte) error) error {
 	major, pairs, n, err := head(p)
 	switch {
@@ -122,12 +79,13 @@ func fields(p []byte, check bool, fn func(key, value []byte) error) error {
 		return fmt.Errorf("%w: %v", ErrBadRecord, err)
 	case major != majMap:
 		return fmt.Errorf("%w: not a map", ErrBadRecord)
+	case pairs > maxMapPairs:
+		return fmt.Errorf("%w: a map of %d pairs, more than %d", ErrBadRecord, pairs, maxMapPairs)
 	}
-	if err := checked(p, check); err != nil {
-		return err
-	}
+	var small [16][]byte // the keys so far: most maps are small
+	keys := small[:0]
 	for range pairs {
-		kl, err := itemLen(p[n:], 1)
+		kl, err := walkItem(p[n:], 1, check)
 		if err != nil {
 			return fmt.Errorf("%w: a key: %v", ErrBadRecord, err)
 		}
@@ -136,7 +94,15 @@ func fields(p []byte, check bool, fn func(key, value []byte) error) error {
 			return fmt.Errorf("%w: a key that is not a text", ErrBadRecord)
 		}
 		key := p[n+hn : n+hn+int(tl)]
-		vl, err := itemLen(p[n+kl:], 1)
+		if check {
+			for _, prev := range keys {
+				if string(prev) == string(key) {
+					return fmt.Errorf("%w: duplicate map key %q", ErrBadRecord, key)
+				}
+			}
+			keys = append(keys, key)
+		}
+		vl, err := walkItem(p[n+kl:], 1, check)
 		if err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrBadRecord, key, err)
 		}
@@ -151,7 +117,8 @@ func fields(p []byte, check bool, fn func(key, value []byte) error) error {
 	return nil
 }
 
-// items walks the array v, checked first whole when check says so.
+// items walks the array v, each item checked as it goes when check says
+// so, else only its heads and bounds read.
 func items(v []byte, check bool, fn func(item []byte) error) error {
 	major, count, n, err := head(v)
 	switch {
@@ -159,12 +126,11 @@ func items(v []byte, check bool, fn func(item []byte) error) error {
 		return fmt.Errorf("%w: %v", ErrBadRecord, err)
 	case major != majArray:
 		return fmt.Errorf("%w: not an array", ErrBadRecord)
-	}
-	if err := checked(v, check); err != nil {
-		return err
+	case count > maxArrayLen:
+		return fmt.Errorf("%w: an array of %d items, more than %d", ErrBadRecord, count, maxArrayLen)
 	}
 	for range count {
-		l, err := itemLen(v[n:], 1)
+		l, err := walkItem(v[n:], 1, check)
 		if err != nil {
 			return fmt.Errorf("%w: an item: %v", ErrBadRecord, err)
 		}
@@ -175,22 +141,6 @@ func items(v []byte, check bool, fn func(item []byte) error) error {
 	}
 	if n != len(v) {
 		return fmt.Errorf("%w: bytes after the array", ErrBadRecord)
-	}
-	return nil
-}
-
-// checked checks the item v whole (when check says so): one
-// well-formed item within the codec's bounds, and nothing after it.
-func checked(v []byte, check bool) error {
-	if !check {
-		return nil
-	}
-	n, err := skipItem(v, 0)
-	switch {
-	case err != nil:
-		return fmt.Errorf("%w: %v", ErrBadRecord, err)
-	case n != len(v):
-		return fmt.Errorf("%w: bytes after the item", ErrBadRecord)
 	}
 	return nil
 }
