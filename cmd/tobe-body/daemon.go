@@ -536,13 +536,10 @@ func (d *daemon) serveAdmin(cfg *config.Loaded, h *host, rec *ledgerOpened, rela
 		if rec.opts.Classes != nil {
 			classes = *rec.opts.Classes
 		}
-		rules, err := gate.RulesFrom(cfg.Gate, observer.Defaults())
-		if err != nil {
+		if gt, err = gate.FromConfig(store, cfg.Gate, observer.Defaults(), classes); err != nil {
 			return nil, err
 		}
-		np := cfg.Gate.NoisePool
-		gt = &gate.Gate{Store: store, Sal: gate.NewSalience(rules), Pool: &gate.Pool{Per: np.Per, TTL: time.Duration(np.TTLS) * time.Second, MaxKeys: np.MaxKeys},
-			Classes: classes, Log: log, From: startSeq}
+		gt.Log, gt.From = log, startSeq
 		parts.StaleAfter = time.Duration(cfg.Gate.StaleAfterS) * time.Second
 		if err := gt.Load(); err != nil {
 			log.Error("the gate cannot read its state: no wait condition is matched, and the default rules alone say what the agent is told", "err", err)

@@ -39,3 +39,17 @@ func RulesFrom(c config.Gate, defaults []Default) (Rules, error) {
 	}
 	return r, nil
 }
+
+// FromConfig is the gate the daemon runs over store: its rules from its
+// config section with defaults as its default rules (see RulesFrom), its
+// noise pool sized by the section, and classes to judge what events
+// expire. The caller sets what remains (Log, From, Push) before Load.
+func FromConfig(store *ledger.Store, c config.Gate, defaults []Default, classes ledger.Classes) (*Gate, error) {
+	rules, err := RulesFrom(c, defaults)
+	if err != nil {
+		return nil, err
+	}
+	np := c.NoisePool
+	return &Gate{Store: store, Sal: NewSalience(rules), Pool: &Pool{Per: np.Per, TTL: time.Duration(np.TTLS) * time.Second, MaxKeys: np.MaxKeys},
+		Classes: classes}, nil
+}

@@ -38,3 +38,24 @@ func TestGateRulesFromTheConfig(t *testing.T) {
 		t.Errorf("changed: %+v %v", r, err)
 	}
 }
+
+// The gate the daemon runs has the config's rules and a noise pool of
+// the config's size; a config the rules refuse makes no gate.
+func TestGateFromTheConfig(t *testing.T) {
+	c := config.Default().Gate
+	g, err := gate.FromConfig(nil, c, nil, ledger.DefaultClasses())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, _ := gate.RulesFrom(c, nil)
+	if !reflect.DeepEqual(g.Sal.Rules, rules) {
+		t.Errorf("rules %+v, want %+v", g.Sal.Rules, rules)
+	}
+	if want := (gate.Pool{Per: 8, TTL: 24 * time.Hour, MaxKeys: 1024}); g.Pool.Per != want.Per || g.Pool.TTL != want.TTL || g.Pool.MaxKeys != want.MaxKeys {
+		t.Errorf("noise pool %d a key, %v, %d keys; want %d, %v, %d", g.Pool.Per, g.Pool.TTL, g.Pool.MaxKeys, want.Per, want.TTL, want.MaxKeys)
+	}
+	c.MinTrust = "sometimes"
+	if _, err := gate.FromConfig(nil, c, nil, ledger.DefaultClasses()); err == nil {
+		t.Error("a gate made with min_trust \"sometimes\"")
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/tobe-body/tobe-body/awareness/control/work"
 	"github.com/tobe-body/tobe-body/awareness/control/world"
 	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/ledger"
 	"github.com/tobe-body/tobe-body/sense"
 )
@@ -396,16 +397,19 @@ func BenchmarkWhereTheModelGoes(b *testing.B) {
 	b.ReportMetric(per(lanes[5].spent-lanes[3].spent-(lanes[4].spent-lanes[0].spent)), "gating-the-model-ns/event")
 }
 
-// daemonGate is the gate as the daemon makes it over s: its default
-// rules, with the observation rules' defaults, and a noise pool.
+// daemonGate is the gate as the daemon makes it over s, with the
+// default configuration: its default rules, with the observation rules'
+// defaults, and its noise pool.
 func daemonGate(b *testing.B, s *ledger.Store) *gate.Gate {
 	observer, err := awareness.NewObserver(awareness.DefaultObservationRules)
 	if err != nil {
 		b.Fatal(err)
 	}
-	rules := gate.DefaultRules()
-	rules.Defaults = observer.Defaults()
-	return &gate.Gate{Store: s, Sal: gate.NewSalience(rules), Pool: &gate.Pool{Per: 8, TTL: time.Hour, MaxKeys: 1024}, Classes: ledger.DefaultClasses()}
+	g, err := gate.FromConfig(s, config.Default().Gate, observer.Defaults(), ledger.DefaultClasses())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return g
 }
 
 // runBenchGate runs the daemon's gate over s, on the clock now, telling
