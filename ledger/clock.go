@@ -67,6 +67,13 @@ func (c *runClock) read(now time.Time) int64 {
 	return c.max
 }
 
+// opened is the running time at which the file was opened.
+func (c *runClock) opened() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.base
+}
+
 // due returns the checkpoint a commit at running time run writes first,
 // if one is due: the running time of the last commit, which no event
 // before this commit's is younger than.

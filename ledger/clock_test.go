@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -183,6 +184,36 @@ func TestRunningClock(t *testing.T) {
 	s = openTest(t, path, opts)
 	if r := s.Running(); r < time.Hour+10*time.Minute || r > time.Hour+11*time.Minute {
 		t.Errorf("running %v after a crash, want the last checkpoint's 1h10m", r)
+	}
+}
+
+// An open that writes nothing still counts the time it ran, once that is
+// a checkpoint's worth; a shorter one leaves the file as it was.
+func TestRunningWithoutWrites(t *testing.T) {
+	clk := newRunningClock()
+	path := tempPath(t)
+	opts := func(o *Options) { o.Now, o.CheckAtOpen = clk.Now, false }
+	s := openTest(t, path, opts)
+	s.Append(t.Context(), motion(1))
+	s.Close()
+	s = openTest(t, path, opts) // the first open after a close of its own
+	s.Close()
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, path, opts)
+	clk.Run(checkpointEvery / 2)
+	s.Close()
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Error("an open of half a minute that wrote nothing changed the file")
+	}
+	s = openTest(t, path, opts)
+	clk.Run(time.Hour)
+	s.Close()
+	s = openTest(t, path, opts)
+	if r := s.Running(); r < time.Hour {
+		t.Errorf("running %v after an open of an hour that wrote nothing, want at least the hour", r)
 	}
 }
 

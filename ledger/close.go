@@ -35,7 +35,7 @@ func parseCloseRecord(b []byte) (closeRecord, bool) {
 // closes the file. Its last transaction writes bbolt's free list and the
 // close record, so the next Open need not read every page (see
 // CheckAtOpen); it writes nothing when nothing was written since a clean
-// open, and no record when damage was met. An error means the record was
+// open less than a minute of running time ago, and no record when damage was met. An error means the record was
 // not written (the next Open reads every page) or the file not closed.
 func (s *Store) Close() error { return s.shutdown(true) }
 
@@ -71,7 +71,8 @@ func (s *Store) shutdown(clean bool) error {
 	var err error
 	s.txMu.Lock()
 	if s.tx != nil {
-		if clean && s.faulted() == nil && (s.dirty.Load() || !s.openedClean) {
+		ran := s.clock.read(s.opts.Now()) - s.clock.opened()
+		if clean && s.faulted() == nil && (s.dirty.Load() || !s.openedClean || ran >= int64(checkpointEvery)) {
 			if !s.countsOff.Load() {
 				if err = s.markClosed(); err != nil {
 					err = fmt.Errorf("ledger: recording the clean stop: %w", err)
