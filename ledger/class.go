@@ -89,6 +89,9 @@ func DefaultClasses() Classes {
 			"body.clock_stepped": ClassAudit,
 			// Who was refused at the agent socket.
 			"agent.refused": ClassAudit,
+			// What the body kept to be looked at, who looked, and its end:
+			// the records hold no media, only what was kept and why.
+			"evidence.": ClassAudit,
 			// The world model's records: kept (its projection is rebuilt
 			// from them long after the sensed events they cite expire),
 			// not sent (the home server gets its state documents).
