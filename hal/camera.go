@@ -71,7 +71,12 @@ type Frame struct {
 	// before they reached the consumer.
 	Seq uint64
 	// Time is the driver's capture timestamp.
-	Time    Mono
+	Time Mono
+	// Encoded is the frame as the camera sent it when that was
+	// compressed (MJPEG: a JPEG, whose luma Data holds), nil otherwise:
+	// a snapshot passes it on without encoding again. Valid until
+	// Release, as Data is.
+	Encoded []byte
 	release func()
 }
 
@@ -87,7 +92,7 @@ func (f *Frame) Release() {
 		f.release = nil
 		r()
 	}
-	f.Data = nil
+	f.Data, f.Encoded = nil, nil
 }
 
 // Camera is a stream of frames.

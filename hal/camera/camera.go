@@ -20,7 +20,8 @@
 // only when the camera offers no accepted raw format: its frames are
 // decoded with image/jpeg (adding the standard Huffman tables UVC cameras
 // leave out) and their luma is delivered as GREY frames, which Format
-// says. The size and rate are the offered ones nearest to the config
+// says; a copy of the JPEG as the camera sent it comes with each frame
+// (Frame.Encoded), for a snapshot to pass on without encoding again. The size and rate are the offered ones nearest to the config
 // (VIDIOC_S_FMT, VIDIOC_S_PARM); Format reports what the driver granted.
 //
 // # Buffers and the queue
@@ -165,8 +166,9 @@ type device struct {
 	online  bool
 	lastErr error
 
-	// luma keeps planes of decoded MJPEG frames the consumer released.
-	luma chan []byte
+	// luma keeps planes of decoded MJPEG frames the consumer released,
+	// and jpegs the copies of their JPEGs.
+	luma, jpegs chan []byte
 }
 
 // queueLimit is how many frames may wait for the consumer.
@@ -181,6 +183,7 @@ func newDevice(count *counters) *device {
 		count:      count,
 		halt:       make(chan struct{}),
 		luma:       make(chan []byte, queueLimit+2),
+		jpegs:      make(chan []byte, queueLimit+2),
 	}
 }
 
@@ -364,23 +367,33 @@ func (d *device) deliver(f filled) *hal.Frame {
 	}
 	luma = luma[:n]
 	err := decodeLuma(f.data, f.format.Width, f.format.Height, luma)
+	var jpeg []byte
+	if err == nil {
+		select {
+		case jpeg = <-d.jpegs:
+		default:
+		}
+		jpeg = append(jpeg[:0], f.data...)
+	}
 	f.requeue()
 	if err != nil {
 		d.count.errorFrames.Add(1)
 		d.mu.Lock()
 		d.lastErr = fmt.Errorf("camera %s: frame %d: %w", d.name, f.seq, err)
 		d.mu.Unlock()
-		d.keepLuma(luma)
+		keep(d.luma, luma)
 		return nil
 	}
-	return hal.NewFrame(f.format, luma, f.seq, f.time, func() { d.keepLuma(luma) })
+	fr := hal.NewFrame(f.format, luma, f.seq, f.time, func() { keep(d.luma, luma); keep(d.jpegs, jpeg) })
+	fr.Encoded = jpeg
+	return fr
 }
 
-// keepLuma keeps a released plane for the next decoded frame, if there is
-// room; the garbage collector takes the others.
-func (d *device) keepLuma(b []byte) {
+// keep keeps a released buffer in pool for the next decoded frame, if
+// there is room; the garbage collector takes the others.
+func keep(pool chan []byte, b []byte) {
 	select {
-	case d.luma <- b:
+	case pool <- b:
 	default:
 	}
 }

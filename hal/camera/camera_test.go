@@ -286,13 +286,20 @@ func TestMJPEGIsDeliveredAsLuma(t *testing.T) {
 	if s.pool.requeued != 2 {
 		t.Errorf("%d MJPEG buffers went back to the driver, want both at once (decoded or not)", s.pool.requeued)
 	}
-	// A released plane is reused for the next frame.
-	plane := &f.Data[0]
+	// The JPEG comes with it as the camera sent it, in memory of its own.
+	if string(f.Encoded) != string(jpg) {
+		t.Errorf("Encoded is %d bytes, want the camera's %d-byte JPEG", len(f.Encoded), len(jpg))
+	}
+	// A released plane and JPEG are reused for the next frame.
+	plane, enc := &f.Data[0], &f.Encoded[0]
 	f.Release()
+	if f.Encoded != nil {
+		t.Error("Release left Encoded set")
+	}
 	s.push(3, jpg, hal.PixelMJPEG)
 	g := h.frame(t, 3)
-	if &g.Data[0] != plane {
-		t.Error("the next frame did not reuse the released plane")
+	if &g.Data[0] != plane || &g.Encoded[0] != enc {
+		t.Error("the next frame did not reuse the released plane and JPEG")
 	}
 	g.Release()
 	st := h.Stats()
