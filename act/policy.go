@@ -453,7 +453,7 @@ func coveringGrant(req Request, grants []Grant, now Reading) Decision {
 		case g.ByTrust < need:
 			weak = g
 		default:
-			return Decision{Allow: true, Detail: "grant " + g.ID}
+			return Decision{Allow: true, Detail: "grant " + g.ID, Grant: g.ID}
 		}
 	}
 	switch {

@@ -70,7 +70,19 @@ type Invocation struct {
 	// prepared is what a Preparer loaded for this invocation; never
 	// recorded.
 	prepared any
+	// grant is the grant the policy allowed it under ("" for none: a
+	// local administrator's, a stop); evidence what its action kept
+	// (SetEvidence).
+	grant, evidence string
 }
+
+// Grant is the id of the grant the policy allowed inv under, or "" when
+// none was needed (a local administrator below R3). Set before Prepare.
+func (inv *Invocation) Grant() string { return inv.grant }
+
+// SetEvidence names the evidence an action kept for inv (a snapshot's
+// id): its result carries it (Result.Evidence).
+func (inv *Invocation) SetEvidence(id string) { inv.evidence = id }
 
 // SetPrepared keeps what a Preparer loaded for inv.
 func (inv *Invocation) SetPrepared(v any) { inv.prepared = v }
@@ -94,6 +106,9 @@ type Result struct {
 	Detail       string        `cbor:"detail,omitempty" json:"detail,omitempty"`
 	Verification *Verification `cbor:"verification,omitempty" json:"verification,omitempty"`
 	Receipt      string        `cbor:"receipt,omitempty" json:"receipt,omitempty"`
+	// Evidence is the id of what the action kept to be looked at (a
+	// camera.snapshot's image, an audio.clip's sound), when it kept one.
+	Evidence string `cbor:"evidence,omitempty" json:"evidence,omitempty"`
 	// CancelledBy is who cancelled the action, with caller_cancelled:
 	// the principal that asked for it, which cancelled its own request.
 	CancelledBy *Cancellation `cbor:"cancelled_by,omitempty" json:"cancelled_by,omitempty"`
@@ -628,6 +643,7 @@ func (r *Runner) submit(ctx context.Context, inv *Invocation, key string) Result
 // execute takes an allowed invocation through its lease, its running
 // record, the action and its verification.
 func (r *Runner) execute(ctx context.Context, inv *Invocation, a Action, capab Capability, d Decision) Result {
+	inv.grant = d.Grant
 	if p, ok := a.(Preparer); ok {
 		err := p.Prepare(inv)
 		if err == nil {
@@ -723,7 +739,7 @@ func (r *Runner) execute(ctx context.Context, inv *Invocation, a Action, capab C
 	dctx, stopTimeout := context.WithTimeout(actx, timeout)
 	defer stopTimeout()
 	receipt, err := a.Do(dctx, inv)
-	res := Result{ActionID: inv.ActionID, Decision: d, Receipt: receipt}
+	res := Result{ActionID: inv.ActionID, Decision: d, Receipt: receipt, Evidence: inv.evidence}
 	switch {
 	case context.Cause(dctx) != nil && errors.As(context.Cause(dctx), new(cancelCause)):
 		var cc cancelCause

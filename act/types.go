@@ -179,6 +179,8 @@ type Decision struct {
 	Reason Reason `json:"reason,omitempty"`
 	// Detail says more, for people (never used to decide).
 	Detail string `json:"detail,omitempty"`
+	// Grant is the grant that allowed it, when one did.
+	Grant string `json:"grant,omitempty"`
 	// AwaitsApproval is true when the only thing missing is an approval
 	// bound to this invocation: every other check passed, so the runner
 	// may hold the invocation for a local administrator to approve.

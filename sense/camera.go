@@ -87,8 +87,25 @@ type CameraChannel struct {
 	period   summaryPeriod
 	lastSeen hal.Mono // time of the last frame given to the detector
 
+	// zoneBoxes are the bounding boxes of the configured zones.
+	zoneBoxes map[string][4]float64
+
 	mu    sync.Mutex
 	stats CameraChannelStats
+	// grabs wait for a copy of the next frame (Grab); last is the latest
+	// motion the channel reported.
+	grabs   []chan *hal.Frame
+	last    Motion
+	stopped chan struct{} // closed when Run returns
+	stop    sync.Once
+}
+
+// Motion is the latest motion a camera channel reported: in which zone,
+// its box ([x0, y0, x1, y1] normalised) and whether it goes on.
+type Motion struct {
+	Zone   string
+	Box    [4]float64
+	Moving bool
 }
 
 // CameraChannelStats is what a camera channel saw.
@@ -117,7 +134,87 @@ func NewCameraChannel(out *Outlet, cam hal.Camera, cfg motion.Config, snaps Snap
 			zones = append(zones, z.Name)
 		}
 	}
-	return &CameraChannel{out: out, cam: cam, det: det, snaps: snaps, state: state, zones: zones, every: DefaultCameraSummary}, nil
+	boxes := map[string][4]float64{}
+	for _, z := range cfg.Zones {
+		b := [4]float64{1, 1, 0, 0}
+		for _, p := range z.Polygon {
+			b = [4]float64{min(b[0], p.X), min(b[1], p.Y), max(b[2], p.X), max(b[3], p.Y)}
+		}
+		boxes[z.Name] = [4]float64{max(b[0], 0), max(b[1], 0), min(b[2], 1), min(b[3], 1)}
+	}
+	return &CameraChannel{out: out, cam: cam, det: det, snaps: snaps, state: state, zones: zones, zoneBoxes: boxes, every: DefaultCameraSummary,
+		stopped: make(chan struct{})}, nil
+}
+
+// ZoneBox is the bounding box of a configured zone ([x0, y0, x1, y1]
+// normalised), and false when the camera has no zone of that name.
+func (c *CameraChannel) ZoneBox(name string) ([4]float64, bool) {
+	b, ok := c.zoneBoxes[name]
+	return b, ok
+}
+
+// LastMotion is the latest motion the channel reported, and false when
+// it reported none since it started.
+func (c *CameraChannel) LastMotion() (Motion, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last, c.last.Zone != ""
+}
+
+// Grab waits for the next frame the channel reads and returns a copy of
+// it that the caller owns (its Release does nothing): its pixels, and the
+// camera's own JPEG when it sent one (Frame.Encoded). The channel copies
+// the frame only when someone waits, and does not wait for the caller.
+// Grab returns ctx's error when ctx ends first, and hal.ErrHalted once
+// the channel stopped reading.
+func (c *CameraChannel) Grab(ctx context.Context) (*hal.Frame, error) {
+	ch := make(chan *hal.Frame, 1)
+	c.mu.Lock()
+	select {
+	case <-c.stopped:
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%s stopped reading: %w", c.out.Source().Channel, hal.ErrHalted)
+	default:
+	}
+	c.grabs = append(c.grabs, ch)
+	c.mu.Unlock()
+	select {
+	case f := <-ch:
+		return f, nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		c.grabs = slices.DeleteFunc(c.grabs, func(g chan *hal.Frame) bool { return g == ch })
+		c.mu.Unlock()
+		select {
+		case f := <-ch: // handed over meanwhile
+			return f, nil
+		default:
+		}
+		return nil, ctx.Err()
+	case <-c.stopped:
+		select {
+		case f := <-ch:
+			return f, nil
+		default:
+		}
+		return nil, fmt.Errorf("%s stopped reading: %w", c.out.Source().Channel, hal.ErrHalted)
+	}
+}
+
+// handGrabs gives each waiting Grab a copy of f (one copy, shared: the
+// callers only read it); c.mu is held.
+func (c *CameraChannel) handGrabs(f *hal.Frame) {
+	if len(c.grabs) == 0 {
+		return
+	}
+	cp := hal.NewFrame(f.Format, slices.Clone(f.Data), f.Seq, f.Time, nil)
+	if f.Encoded != nil {
+		cp.Encoded = slices.Clone(f.Encoded)
+	}
+	for _, g := range c.grabs {
+		g <- cp // buffered for one, and each is handed one frame
+	}
+	c.grabs = c.grabs[:0]
 }
 
 // Zones returns the names of the zones motion is reported in: the
@@ -159,6 +256,7 @@ func (c *CameraChannel) Stats() CameraChannelStats {
 // frame starts a period afresh, so a summary never spans time no frame
 // was seen in.
 func (c *CameraChannel) Run(ctx context.Context) error {
+	defer c.stop.Do(func() { close(c.stopped) })
 	offline := false
 	for {
 		f, err := c.cam.NextFrame(ctx)
@@ -209,6 +307,9 @@ func (c *CameraChannel) Run(ctx context.Context) error {
 			snap = c.snapshot(f)
 		}
 		seq, at := f.Seq, f.Time
+		c.mu.Lock()
+		c.handGrabs(f)
+		c.mu.Unlock()
 		f.Release()
 		c.emitAt(c.tr, false, seq, snap)
 		st := c.det.Stats()
@@ -273,18 +374,19 @@ func (c *CameraChannel) emitAt(tr []motion.Transition, cut bool, seq uint64, sna
 		switch t.Kind {
 		case motion.Started:
 			c.out.EmitRef("camera.motion_started", t.Time, seq, MotionStarted{Zone: t.Zone, Box: box, Area: round3(t.Area)}, snap)
-			c.moving(t.Zone, true)
+			c.moving(t.Zone, true, box)
 		case motion.Ended:
 			c.out.Emit("camera.motion_ended", t.Time, seq, MotionEnded{Zone: t.Zone, DurationMS: t.Duration.Milliseconds(),
 				PeakArea: round3(t.Area), Frames: t.Frames, Box: box, Cut: cut})
-			c.moving(t.Zone, false)
+			c.moving(t.Zone, false, box)
 		}
 	}
 }
 
-func (c *CameraChannel) moving(zone string, on bool) {
+func (c *CameraChannel) moving(zone string, on bool, box [4]float64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.last = Motion{Zone: zone, Box: box, Moving: on}
 	for i, z := range c.stats.Moving {
 		if z == zone {
 			c.stats.Moving = append(c.stats.Moving[:i], c.stats.Moving[i+1:]...)

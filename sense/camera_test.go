@@ -1,6 +1,7 @@
 package sense
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -96,6 +97,15 @@ func TestCameraChannel(t *testing.T) {
 	}
 	if s := c.Stats(); s.Snapshots != 3 || len(s.Moving) != 0 || s.Frames == 0 {
 		t.Errorf("stats %+v, want a snapshot per start and nothing moving at the end", s)
+	}
+	if m, ok := c.LastMotion(); !ok || m.Zone != "left" || m.Moving || m.Box[2] <= m.Box[0] {
+		t.Errorf("last motion %+v %v, want the cut one in left, ended, with its box", m, ok)
+	}
+	if b, ok := c.ZoneBox("right"); !ok || b != [4]float64{0.5, 0, 1, 1} {
+		t.Errorf("zone box of right: %v %v", b, ok)
+	}
+	if _, ok := c.ZoneBox("middle"); ok {
+		t.Error("a zone box of a zone the camera does not have")
 	}
 	if fi, err := os.Stat(filepath.Join(filepath.Dir(snapDir), ref)); err != nil || fi.Size() < 100 {
 		t.Errorf("snapshot %q: %v", ref, err)
@@ -226,4 +236,59 @@ func TestCameraChannelSummary(t *testing.T) {
 			})
 		})
 	}
+}
+
+// Grab hands each waiting caller a copy of the next frame the channel
+// reads, one copy for all of them, and nothing to a caller that left.
+func TestCameraChannelGrab(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		format := hal.FrameFormat{Pixel: hal.PixelYUYV, Width: 16, Height: 8, Stride: 32}
+		cam := haltest.NewCamera(format, 2)
+		c, err := NewCameraChannel(NewOutlet(Source{Channel: "camera.front"}, 8), cam, motion.Config{}, Snapshots{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- c.Run(t.Context()) }()
+		frame := func(v byte) []byte { return bytes.Repeat([]byte{v}, 16*8*2) }
+		cam.Push(frame(1), 1, hal.Mono(time.Second)) // nobody waits: not copied
+		synctest.Wait()
+		type grabbed struct {
+			f   *hal.Frame
+			err error
+		}
+		got := make(chan grabbed, 3)
+		ctx, cancel := context.WithCancel(t.Context())
+		for _, ctx := range []context.Context{t.Context(), t.Context(), ctx} {
+			go func() {
+				f, err := c.Grab(ctx)
+				got <- grabbed{f, err}
+			}()
+		}
+		synctest.Wait()
+		cancel() // the third leaves before the frame comes
+		if g := <-got; !errors.Is(g.err, context.Canceled) {
+			t.Fatalf("a grab whose context ended: %v, %v", g.f, g.err)
+		}
+		cam.Push(frame(2), 2, hal.Mono(2*time.Second))
+		a, b := <-got, <-got
+		if a.err != nil || b.err != nil {
+			t.Fatal(a.err, b.err)
+		}
+		if a.f != b.f || a.f.Seq != 2 || a.f.Time != hal.Mono(2*time.Second) || !bytes.Equal(a.f.Data, frame(2)) || a.f.Format != format {
+			t.Fatalf("grabbed seq %d at %v, %d bytes", a.f.Seq, a.f.Time, len(a.f.Data))
+		}
+		synctest.Wait()
+		if cam.Released() != 2 {
+			t.Errorf("%d frames released, want both: a grab holds a copy, not the driver's buffer", cam.Released())
+		}
+		a.f.Release() // does nothing to a copy
+		cam.Halt()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Grab(t.Context()); !errors.Is(err, hal.ErrHalted) {
+			t.Errorf("a grab after the channel stopped: %v, want hal.ErrHalted", err)
+		}
+	})
 }

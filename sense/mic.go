@@ -7,6 +7,9 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"time"
+
+	"periph.io/x/conn/v3/physic"
 
 	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/sense/sound"
@@ -53,8 +56,48 @@ type MicChannel struct {
 	stats   MicChannelStats
 	period  struct{ sum, n, peak float64 }
 	taps    map[*MicTap]struct{}
+	ring    ring          // the last seconds heard, for Clip; empty without SetRing
 	stopped chan struct{} // closed when Run returns
 	stop    sync.Once
+}
+
+// ring is the last frames a microphone heard, interleaved samples in
+// memory only, a frame a slot: next is the slot the next frame goes to,
+// filled how many slots hold one, lost the overruns before each slot's
+// frame, and end the time just after the newest frame.
+type ring struct {
+	buf    []int16
+	lost   []int
+	size   int // samples a frame
+	next   int
+	filled int
+	end    hal.Mono
+}
+
+// put adds a frame heard from t that lasts d, after overruns.
+func (r *ring) put(f *hal.AudioFrame, d time.Duration) {
+	if len(r.lost) == 0 || len(f.Samples) != r.size {
+		return
+	}
+	copy(r.buf[r.next*r.size:], f.Samples)
+	r.lost[r.next] = f.Overruns
+	r.next = (r.next + 1) % len(r.lost)
+	r.filled = min(r.filled+1, len(r.lost))
+	r.end = f.Time.Add(d)
+}
+
+// last appends the samples of the newest n frames (n at most filled) to
+// out, and returns the overruns among them.
+func (r *ring) last(out []int16, n int) ([]int16, int) {
+	lost := 0
+	for i := range n {
+		slot := (r.next - n + i + len(r.lost)) % len(r.lost)
+		out = append(out, r.buf[slot*r.size:(slot+1)*r.size]...)
+		if i > 0 {
+			lost += r.lost[slot] // before the first is before the clip
+		}
+	}
+	return out, lost
 }
 
 // MicChannelStats is what a microphone channel saw.
@@ -94,10 +137,15 @@ const tapFrames = 25
 
 // Listen starts a tap.
 func (c *MicChannel) Listen() *MicTap {
-	t := &MicTap{c: c, frames: make(chan hal.AudioFrame, tapFrames), closed: make(chan struct{})}
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.listen()
+}
+
+// listen starts a tap; c.mu is held.
+func (c *MicChannel) listen() *MicTap {
+	t := &MicTap{c: c, frames: make(chan hal.AudioFrame, tapFrames), closed: make(chan struct{})}
 	c.taps[t] = struct{}{}
-	c.mu.Unlock()
 	return t
 }
 
@@ -173,6 +221,93 @@ func (c *MicChannel) Stats() MicChannelStats {
 	return s
 }
 
+// SetRing makes the channel keep the last d of what it hears in memory,
+// for Clip, rounded up to whole frames (call before Run); 0 keeps
+// nothing. Nothing of it is written anywhere.
+func (c *MicChannel) SetRing(d time.Duration) {
+	f := c.mic.Format()
+	fd := f.FrameDuration()
+	if d <= 0 || fd <= 0 {
+		c.ring = ring{}
+		return
+	}
+	frames := int((d + fd - 1) / fd)
+	c.ring = ring{buf: make([]int16, frames*f.Len()), lost: make([]int, frames), size: f.Len()}
+}
+
+// RingBytes is the memory the ring holds (SetRing).
+func (c *MicChannel) RingBytes() int { return 2*len(c.ring.buf) + 8*len(c.ring.lost) }
+
+// Heard is a stretch of what a microphone heard: interleaved samples in
+// its format, the first heard at Start. Lost counts the frames missing
+// from it (the device overran, or the clip's reader fell behind).
+type Heard struct {
+	Format  hal.AudioFormat
+	Samples []int16
+	Start   hal.Mono
+	Lost    int
+}
+
+// Duration is how long h lasts.
+func (h Heard) Duration() time.Duration {
+	hz := int64(h.Format.Rate / physic.Hertz)
+	if hz <= 0 || h.Format.Channels <= 0 {
+		return 0
+	}
+	return time.Duration(int64(len(h.Samples)/h.Format.Channels) * int64(time.Second) / hz)
+}
+
+// Clip returns what the microphone heard from before ago (as much of it
+// as the ring holds, in whole frames) to after from now (in whole
+// frames), without a gap or an overlap between the two. It returns
+// ctx's error when ctx ends before after has passed, and hal.ErrHalted
+// when the channel stopped reading.
+func (c *MicChannel) Clip(ctx context.Context, before, after time.Duration) (Heard, error) {
+	f := c.mic.Format()
+	fd := f.FrameDuration()
+	if before < 0 || after < 0 || fd <= 0 {
+		return Heard{}, fmt.Errorf("%s: clip of %v before and %v after", c.out.Source().Channel, before, after)
+	}
+	frames := func(d time.Duration) int { return int((d + fd - 1) / fd) }
+	h := Heard{Format: f}
+	var tap *MicTap
+	c.mu.Lock()
+	select {
+	case <-c.stopped:
+		c.mu.Unlock()
+		return Heard{}, fmt.Errorf("%s stopped reading: %w", c.out.Source().Channel, hal.ErrHalted)
+	default:
+	}
+	n := min(frames(before), c.ring.filled)
+	h.Samples = make([]int16, 0, (n+frames(after))*f.Len())
+	h.Samples, h.Lost = c.ring.last(h.Samples, n)
+	h.Start = c.ring.end.Add(-time.Duration(int64(n) * int64(fd)))
+	if after > 0 {
+		// In the same hold of mu as the ring's copy: the next frame
+		// goes to the ring and to the tap alike.
+		tap = c.listen()
+	}
+	c.mu.Unlock()
+	if tap == nil {
+		return h, nil
+	}
+	defer tap.Close()
+	fr := hal.AudioFrame{Samples: make([]int16, f.Len())}
+	for i := range frames(after) {
+		if err := tap.ReadFrame(ctx, &fr); err != nil {
+			return Heard{}, fmt.Errorf("%s: clip: %w", c.out.Source().Channel, err)
+		}
+		if i == 0 && n == 0 {
+			h.Start = fr.Time
+		}
+		if i > 0 || n > 0 {
+			h.Lost += fr.Overruns // before the first frame is before the clip
+		}
+		h.Samples = append(h.Samples, fr.Samples...)
+	}
+	return h, nil
+}
+
 // Run reads frames until ctx is done or the microphone is halted (nil);
 // another error ends what was open (cut) and is returned.
 func (c *MicChannel) Run(ctx context.Context) error {
@@ -199,6 +334,7 @@ func (c *MicChannel) Run(ctx context.Context) error {
 		c.period.sum += sum
 		c.period.n += float64(len(f.Samples))
 		c.period.peak = max(c.period.peak, peak)
+		c.ring.put(&f, c.mic.Format().FrameDuration())
 		c.feedTaps(&f)
 		c.mu.Unlock()
 		c.evs = c.an.Process(&f, c.evs[:0])

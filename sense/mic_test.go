@@ -3,6 +3,7 @@ package sense
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -122,4 +123,87 @@ func TestMicTap(t *testing.T) {
 		t.Errorf("the channel read %d frames, want 3", s.Frames)
 	}
 	tap.Close()
+}
+
+// Clip joins the ring's last frames and the frames after the request
+// without a gap or an overlap, and holds no more than the ring keeps.
+func TestMicClip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// 4 samples a frame at 16 kHz: 250 µs a frame.
+		f := hal.AudioFormat{Rate: 16 * physic.KiloHertz, Channels: 1, FrameSamples: 4}
+		fd := f.FrameDuration()
+		mic := haltest.NewCapture(f, 8)
+		c, err := NewMicChannel(NewOutlet(Source{Channel: "audio.mic"}, 16), mic, sound.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetRing(3 * fd) // three frames
+		if c.RingBytes() != 3*4*2+3*8 {
+			t.Errorf("ring of %d bytes", c.RingBytes())
+		}
+		done := make(chan error, 1)
+		go func() { done <- c.Run(t.Context()) }()
+		seq := 0
+		push := func() {
+			seq++
+			mic.Push([]int16{int16(seq), int16(seq), int16(seq), int16(seq)}, uint64(seq), hal.Mono(time.Duration(seq)*fd))
+		}
+		for range 5 {
+			push()
+		}
+		synctest.Wait()
+		// Before alone: the last two frames, 4 and 5.
+		h, err := c.Clip(t.Context(), 2*fd, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(h.Samples) != "[4 4 4 4 5 5 5 5]" || h.Start != hal.Mono(4*fd) || h.Duration() != 2*fd {
+			t.Errorf("before: %v from %v, %v", h.Samples, h.Start, h.Duration())
+		}
+		// More than the ring holds: its three frames; then two after.
+		got := make(chan Heard, 1)
+		go func() {
+			h, err := c.Clip(t.Context(), time.Second, 2*fd)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- h
+		}()
+		synctest.Wait()
+		push()
+		push()
+		h = <-got
+		if fmt.Sprint(h.Samples) != "[3 3 3 3 4 4 4 4 5 5 5 5 6 6 6 6 7 7 7 7]" || h.Start != hal.Mono(3*fd) || h.Lost != 0 {
+			t.Errorf("before and after: %v from %v, lost %d", h.Samples, h.Start, h.Lost)
+		}
+		// After alone starts at the first frame after.
+		go func() {
+			h, err := c.Clip(t.Context(), 0, fd)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- h
+		}()
+		synctest.Wait()
+		push()
+		if h = <-got; fmt.Sprint(h.Samples) != "[8 8 8 8]" || h.Start != hal.Mono(8*fd) {
+			t.Errorf("after: %v from %v", h.Samples, h.Start)
+		}
+		// A clip whose context ends before its end is an error.
+		ctx, cancel := context.WithCancel(t.Context())
+		errc := make(chan error, 1)
+		go func() { _, err := c.Clip(ctx, 0, time.Second); errc <- err }()
+		synctest.Wait()
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Errorf("a clip cut short: %v", err)
+		}
+		mic.Halt()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Clip(t.Context(), fd, fd); !errors.Is(err, hal.ErrHalted) {
+			t.Errorf("a clip after the channel stopped: %v", err)
+		}
+	})
 }
