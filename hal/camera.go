@@ -73,7 +73,8 @@ type Frame struct {
 	// Time is the driver's capture timestamp.
 	Time Mono
 	// Encoded is the frame as the camera sent it when that was
-	// compressed (MJPEG: a JPEG, whose luma Data holds), nil otherwise:
+	// compressed (MJPEG: a JPEG any decoder reads, whose luma Data
+	// holds), nil otherwise:
 	// a snapshot passes it on without encoding again. Valid until
 	// Release, as Data is.
 	Encoded []byte

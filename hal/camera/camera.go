@@ -21,7 +21,9 @@
 // decoded with image/jpeg (adding the standard Huffman tables UVC cameras
 // leave out) and their luma is delivered as GREY frames, which Format
 // says; a copy of the JPEG as the camera sent it comes with each frame
-// (Frame.Encoded), for a snapshot to pass on without encoding again. The size and rate are the offered ones nearest to the config
+// (Frame.Encoded), for a snapshot to pass on without encoding again,
+// with the standard Huffman tables put in where the camera left them
+// out, so that any decoder reads it. The size and rate are the offered ones nearest to the config
 // (VIDIOC_S_FMT, VIDIOC_S_PARM); Format reports what the driver granted.
 //
 // # Buffers and the queue
@@ -373,7 +375,7 @@ func (d *device) deliver(f filled) *hal.Frame {
 		case jpeg = <-d.jpegs:
 		default:
 		}
-		jpeg = append(jpeg[:0], f.data...)
+		jpeg = completeJPEG(jpeg[:0], f.data)
 	}
 	f.requeue()
 	if err != nil {

@@ -59,6 +59,17 @@ func decodeLuma(frame []byte, w, h int, dst []byte) error {
 	return nil
 }
 
+// completeJPEG appends frame to dst as a JPEG any decoder reads: with
+// the standard Huffman tables put in front of its scan when it has none
+// (as decodeLuma decodes it). frame has been decoded already.
+func completeJPEG(dst, frame []byte) []byte {
+	sos, hasDHT, err := scanHeader(frame)
+	if err != nil || hasDHT {
+		return append(dst, frame...)
+	}
+	return append(append(append(dst, frame[:sos]...), standardDHT...), frame[sos:]...)
+}
+
 // JPEG markers the header scan knows.
 const (
 	markerSOI = 0xd8
