@@ -53,6 +53,25 @@ type AudioFrame struct {
 	Overruns int
 }
 
+// AudioSpan is a stretch of captured audio: interleaved samples in
+// Format, the first captured at Start. Lost counts the frames missing
+// from it (the device overran, or its reader fell behind).
+type AudioSpan struct {
+	Format  AudioFormat
+	Samples []int16
+	Start   Mono
+	Lost    int
+}
+
+// Duration is how long s lasts.
+func (s AudioSpan) Duration() time.Duration {
+	hz := int64(s.Format.Rate / physic.Hertz)
+	if hz <= 0 || s.Format.Channels <= 0 {
+		return 0
+	}
+	return time.Duration(int64(len(s.Samples)/s.Format.Channels) * int64(time.Second) / hz)
+}
+
 // AudioCapture is a microphone.
 type AudioCapture interface {
 	Halter

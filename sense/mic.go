@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"periph.io/x/conn/v3/physic"
-
 	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/sense/sound"
 )
@@ -238,44 +236,25 @@ func (c *MicChannel) SetRing(d time.Duration) {
 // RingBytes is the memory the ring holds (SetRing).
 func (c *MicChannel) RingBytes() int { return 2*len(c.ring.buf) + 8*len(c.ring.lost) }
 
-// Heard is a stretch of what a microphone heard: interleaved samples in
-// its format, the first heard at Start. Lost counts the frames missing
-// from it (the device overran, or the clip's reader fell behind).
-type Heard struct {
-	Format  hal.AudioFormat
-	Samples []int16
-	Start   hal.Mono
-	Lost    int
-}
-
-// Duration is how long h lasts.
-func (h Heard) Duration() time.Duration {
-	hz := int64(h.Format.Rate / physic.Hertz)
-	if hz <= 0 || h.Format.Channels <= 0 {
-		return 0
-	}
-	return time.Duration(int64(len(h.Samples)/h.Format.Channels) * int64(time.Second) / hz)
-}
-
 // Clip returns what the microphone heard from before ago (as much of it
 // as the ring holds, in whole frames) to after from now (in whole
 // frames), without a gap or an overlap between the two. It returns
 // ctx's error when ctx ends before after has passed, and hal.ErrHalted
 // when the channel stopped reading.
-func (c *MicChannel) Clip(ctx context.Context, before, after time.Duration) (Heard, error) {
+func (c *MicChannel) Clip(ctx context.Context, before, after time.Duration) (hal.AudioSpan, error) {
 	f := c.mic.Format()
 	fd := f.FrameDuration()
 	if before < 0 || after < 0 || fd <= 0 {
-		return Heard{}, fmt.Errorf("%s: clip of %v before and %v after", c.out.Source().Channel, before, after)
+		return hal.AudioSpan{}, fmt.Errorf("%s: clip of %v before and %v after", c.out.Source().Channel, before, after)
 	}
 	frames := func(d time.Duration) int { return int((d + fd - 1) / fd) }
-	h := Heard{Format: f}
+	h := hal.AudioSpan{Format: f}
 	var tap *MicTap
 	c.mu.Lock()
 	select {
 	case <-c.stopped:
 		c.mu.Unlock()
-		return Heard{}, fmt.Errorf("%s stopped reading: %w", c.out.Source().Channel, hal.ErrHalted)
+		return hal.AudioSpan{}, fmt.Errorf("%s stopped reading: %w", c.out.Source().Channel, hal.ErrHalted)
 	default:
 	}
 	n := min(frames(before), c.ring.filled)
@@ -295,7 +274,7 @@ func (c *MicChannel) Clip(ctx context.Context, before, after time.Duration) (Hea
 	fr := hal.AudioFrame{Samples: make([]int16, f.Len())}
 	for i := range frames(after) {
 		if err := tap.ReadFrame(ctx, &fr); err != nil {
-			return Heard{}, fmt.Errorf("%s: clip: %w", c.out.Source().Channel, err)
+			return hal.AudioSpan{}, fmt.Errorf("%s: clip: %w", c.out.Source().Channel, err)
 		}
 		if i == 0 && n == 0 {
 			h.Start = fr.Time

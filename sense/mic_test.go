@@ -161,7 +161,7 @@ func TestMicClip(t *testing.T) {
 			t.Errorf("before: %v from %v, %v", h.Samples, h.Start, h.Duration())
 		}
 		// More than the ring holds: its three frames; then two after.
-		got := make(chan Heard, 1)
+		got := make(chan hal.AudioSpan, 1)
 		go func() {
 			h, err := c.Clip(t.Context(), time.Second, 2*fd)
 			if err != nil {
