@@ -31,6 +31,14 @@ type BodyParts struct {
 	DataDir  string
 	// Mic verifies what the speaker plays; nil: nothing can.
 	Mic *Mic
+	// Evidence keeps what camera.snapshot and audio.clip capture through
+	// the Lenses and Ears; nil: no capture is offered.
+	Evidence Keeper
+	Lenses   []*Lens
+	Ears     []*Ear
+	// SnapshotMaxWidth and SnapshotMaxBytes bound a snapshot; 0: the
+	// defaults.
+	SnapshotMaxWidth, SnapshotMaxBytes int
 	// Extra are capabilities added beside the body's own (tests).
 	Extra []Action
 }
@@ -42,7 +50,8 @@ type BodyParts struct {
 // read-back and by its feedback input where one is wired, and a
 // simulated twin of each for simulation mode; audio.tone and audio.play
 // on the speaker, verified through the microphone where there is one;
-// body.notify when the journal is the ledger. Safety rules, rate limits
+// body.notify when the journal is the ledger; camera.snapshot and
+// audio.clip on the lenses and ears, when there is an evidence store. Safety rules, rate limits
 // (the admission limit per principal among them) and capability modes
 // come from the settings; the e-stop cancels
 // through it. A rate limiter or a capability that cannot be set up, and a
@@ -107,6 +116,12 @@ func NewBodyRunner(b BodyParts) (*Runner, error) {
 	}
 	if store, ok := b.Journal.(*ledger.Store); ok {
 		actions = append(actions, NewNotify(store))
+	}
+	if b.Evidence != nil && len(b.Lenses) > 0 {
+		actions = append(actions, NewCameraSnapshot(b.Lenses, b.Evidence, b.SnapshotMaxWidth, b.SnapshotMaxBytes))
+	}
+	if b.Evidence != nil && len(b.Ears) > 0 {
+		actions = append(actions, NewAudioClip(b.Ears, b.Evidence))
 	}
 	for _, a := range append(actions, b.Extra...) {
 		if err := r.Register(a); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/tobe-body/tobe-body/awareness/control/gate"
 	"github.com/tobe-body/tobe-body/awareness/control/world"
 	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/body/evidence"
 	"github.com/tobe-body/tobe-body/body/uplink"
 	"github.com/tobe-body/tobe-body/ledger"
 	"github.com/tobe-body/tobe-body/sense"
@@ -114,7 +116,7 @@ func (b *Parts) trip(_ context.Context, p act.Principal, in TripIn) (TripOut, er
 // ledger for it (a projection missing from a ledger is built from its
 // whole history at the next open).
 func Projections() []ledger.Projection {
-	return append(append(act.Projections(), gate.Projections()...), world.Projections()...)
+	return slices.Concat(act.Projections(), gate.Projections(), world.Projections(), evidence.Projections())
 }
 
 // Table binds every operation to the parts.

@@ -65,6 +65,8 @@ type GroupCamera struct {
 	ID  string
 	Cam hal.Camera
 	Ch  *CameraChannel
+	// Privacy is the class of what it sees.
+	Privacy ledger.Privacy
 	// Zones are the names of the zones its motion is reported in: the
 	// configured ones, or motion.WholeFrame when none is.
 	Zones []string
@@ -75,7 +77,15 @@ type GroupMic struct {
 	ID  string
 	Mic hal.AudioCapture
 	Ch  *MicChannel
+	// Privacy is the class of what it hears; Ring how much of it the
+	// channel keeps in memory for a clip.
+	Privacy ledger.Privacy
+	Ring    time.Duration
 }
+
+// DefaultRing is how much a microphone channel keeps of what it heard,
+// in memory, unless the config says otherwise (ring_s).
+const DefaultRing = 10 * time.Second
 
 // GroupConfig is what a group needs besides the devices.
 type GroupConfig struct {
@@ -140,23 +150,30 @@ func NewGroup(ds *body.Devices, gc GroupConfig) *Group {
 			snaps = Snapshots{Dir: filepath.Join(dataDir, "evidence", c.ID), TTL: time.Duration(cmp.Or(sn.TTLHours, 24)) * time.Hour, Width: cmp.Or(sn.Width, 160)}
 			s.snaps = append(s.snaps, snaps)
 		}
-		ch, err := NewCameraChannel(outletWith(c.ID, "camera", cc.Privacy), c.Cam, motionConfig(cc), snaps, s.onlineState(c.ID, "camera"))
+		o := outletWith(c.ID, "camera", cc.Privacy)
+		ch, err := NewCameraChannel(o, c.Cam, motionConfig(cc), snaps, s.onlineState(c.ID, "camera"))
 		if err != nil {
 			s.fail(c.ID, err)
 			continue
 		}
 		ch.SetCPU(heavy)
 		ch.SetSummary(time.Duration(cc.SummaryS) * time.Second)
-		s.Cameras = append(s.Cameras, GroupCamera{ID: c.ID, Cam: c.Cam, Ch: ch, Zones: ch.Zones()})
+		s.Cameras = append(s.Cameras, GroupCamera{ID: c.ID, Cam: c.Cam, Ch: ch, Zones: ch.Zones(), Privacy: o.Source().Privacy})
 		s.runs = append(s.runs, senseRun{c.ID, ch.Run})
 	}
 	if ds.Mic != nil {
 		mc := cfg.Microphones[body.ChannelName(ds.MicID)]
-		ch, err := NewMicChannel(outletWith(ds.MicID, "audio", mc.Privacy), ds.Mic, soundConfig(mc))
+		o := outletWith(ds.MicID, "audio", mc.Privacy)
+		ch, err := NewMicChannel(o, ds.Mic, soundConfig(mc))
 		if err != nil {
 			s.fail(ds.MicID, err)
 		} else {
-			s.Mic = &GroupMic{ID: ds.MicID, Mic: ds.Mic, Ch: ch}
+			ring := DefaultRing
+			if mc.RingS != nil {
+				ring = time.Duration(*mc.RingS) * time.Second
+			}
+			ch.SetRing(ring)
+			s.Mic = &GroupMic{ID: ds.MicID, Mic: ds.Mic, Ch: ch, Privacy: o.Source().Privacy, Ring: ring}
 			s.runs = append(s.runs, senseRun{ds.MicID, ch.Run})
 		}
 	}

@@ -57,6 +57,9 @@ type Config struct {
 	Gate    Gate    `json:"gate"`
 	MQTT    MQTT    `json:"mqtt"`
 	World   World   `json:"world"`
+	// Evidence is what the body keeps to be looked at (camera.snapshot,
+	// audio.clip), and for how long.
+	Evidence Evidence `json:"evidence"`
 }
 
 // World configures the world model's entities (see the schema).
@@ -366,6 +369,21 @@ type Microphone struct {
 	LoudDBFS   *float64 `json:"loud_dbfs"`
 	VoiceSNRDB *float64 `json:"voice_snr_db"`
 	Privacy    string   `json:"privacy"`
+	// RingS is how many seconds of what it heard are kept in memory for
+	// audio.clip; nil (absent) is the schema's default.
+	RingS *int `json:"ring_s"`
+}
+
+// Evidence configures the evidence store: lifetimes by kind on the
+// ledger's running clock, a byte budget, what a revoked grant does, and
+// the bounds of a snapshot.
+type Evidence struct {
+	SnapshotLifetimeMin int    `json:"snapshot_lifetime_min"`
+	ClipLifetimeMin     int    `json:"clip_lifetime_min"`
+	MaxMB               int    `json:"max_mb"`
+	OnRevoke            string `json:"on_revoke"`
+	SnapshotMaxWidth    int    `json:"snapshot_max_width"`
+	SnapshotMaxKB       int    `json:"snapshot_max_kb"`
 }
 
 // Ledger configures the event ledger.
@@ -554,7 +572,8 @@ func Default() Config {
 			Reconnect: Reconnect{MinMS: 1000, MaxMS: 120000}, JSONMirror: []string{}, EmbeddedPort: 1883,
 			HomeAssistant: HomeAssistant{Enabled: true, Prefix: "homeassistant", Buttons: []HAButton{}},
 			Commands:      MQTTCommands{Subject: "mqtt:home", Trust: "low"}},
-		World: World{Defaults: true, Entities: map[string]WorldEntity{}},
+		World:    World{Defaults: true, Entities: map[string]WorldEntity{}},
+		Evidence: Evidence{SnapshotLifetimeMin: 1440, ClipLifetimeMin: 1440, MaxMB: 256, OnRevoke: "delete", SnapshotMaxWidth: 1920, SnapshotMaxKB: 2048},
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/tobe-body/tobe-body/awareness/control/world"
 	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/body/evidence"
 	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/body/uplink"
 	"github.com/tobe-body/tobe-body/cmd/tobe-body/internal/cli"
@@ -370,6 +371,7 @@ type acting struct {
 	grants   *act.Grants
 	runner   *act.Runner
 	clock    act.Clock
+	evidence *evidence.Store // nil without a ledger
 }
 
 // startAct checks the act section against this board and its channels,
@@ -389,15 +391,21 @@ func (d *daemon) startAct(cfg *config.Loaded, h *host, rec *ledgerOpened, senses
 			log.Error("grants cannot be read: none is in force and the grant calls are refused", "err", err)
 			a.grants = nil
 		}
+		a.evidence = d.openEvidence(cfg.Evidence, cfg.DataDir, store)
 	}
-	a.runner, err = act.NewBodyRunner(act.BodyParts{Devices: h.ds, Feedback: h.profile.Feedback(), EStop: estop, Registry: h.reg,
+	parts := act.BodyParts{Devices: h.ds, Feedback: h.profile.Feedback(), EStop: estop, Registry: h.reg,
 		Health: func() body.Degradation {
 			if st, ok := senses.Self(); ok {
 				return st.Level
 			}
 			return body.LevelCritical
 		},
-		Journal: journal, Clock: h.clock, Grants: a.grants, Settings: acts, DataDir: cfg.DataDir, Mic: speakerMic(h.ds, senses), Extra: testActions})
+		Journal: journal, Clock: h.clock, Grants: a.grants, Settings: acts, DataDir: cfg.DataDir, Mic: speakerMic(h.ds, senses), Extra: testActions}
+	if a.evidence != nil {
+		parts.Evidence, parts.Lenses, parts.Ears = a.evidence, lenses(senses), ears(senses)
+		parts.SnapshotMaxWidth, parts.SnapshotMaxBytes = cfg.Evidence.SnapshotMaxWidth, cfg.Evidence.SnapshotMaxKB<<10
+	}
+	a.runner, err = act.NewBodyRunner(parts)
 	if err != nil {
 		return nil, err
 	}
@@ -659,6 +667,61 @@ func (d *daemon) ready(cfg *config.Loaded, h *host, store *ledger.Store, sock st
 		// wait out ledger.telemetry_commit_ms.
 		d.onStop(store.Hurry)
 	}
+}
+
+// openEvidence opens the evidence store under the data directory and
+// ends its pieces as their lifetimes end; nil (and no capture offered)
+// when it cannot be opened.
+func (d *daemon) openEvidence(c config.Evidence, dataDir string, store *ledger.Store) *evidence.Store {
+	log := d.log
+	ev, err := evidence.Open(context.Background(), evidence.Options{Dir: filepath.Join(dataDir, "evidence"), Ledger: store,
+		Lifetimes: map[evidence.Kind]time.Duration{evidence.Snapshot: time.Duration(c.SnapshotLifetimeMin) * time.Minute, evidence.Clip: time.Duration(c.ClipLifetimeMin) * time.Minute},
+		MaxBytes:  int64(c.MaxMB) << 20, OnRevoke: evidence.OnRevoke(c.OnRevoke), Log: log})
+	if err != nil {
+		log.Error("the evidence store cannot be opened: no capture is offered", "err", err)
+		return nil
+	}
+	d.spawn("evidence", func(ctx context.Context) {
+		ev.Run(ctx, func(ended []evidence.Item, err error) {
+			for _, it := range ended {
+				log.Info("evidence expired", "id", it.ID, "source", it.Source, "kind", it.Kind)
+			}
+			if err != nil {
+				log.Error("evidence past its lifetime could not be ended; trying again", "err", err)
+			}
+		})
+	})
+	return ev
+}
+
+// lenses are the cameras camera.snapshot takes through: each camera
+// channel, the one reader of its camera.
+func lenses(g *sense.Group) []*act.Lens {
+	var out []*act.Lens
+	for _, c := range g.Cameras {
+		zones := map[string][4]float64{}
+		for _, z := range c.Zones {
+			if b, ok := c.Ch.ZoneBox(z); ok {
+				zones[z] = b
+			}
+		}
+		ch := c.Ch
+		out = append(out, &act.Lens{Channel: c.ID, Privacy: c.Privacy, Grab: ch.Grab, Zones: zones,
+			Motion: func() ([4]float64, bool) {
+				m, ok := ch.LastMotion()
+				return m.Box, ok
+			}})
+	}
+	return out
+}
+
+// ears are the microphones audio.clip listens through: the microphone
+// channel, its one reader.
+func ears(g *sense.Group) []*act.Ear {
+	if g.Mic == nil {
+		return nil
+	}
+	return []*act.Ear{{Channel: g.Mic.ID, Privacy: g.Mic.Privacy, Ring: g.Mic.Ring, Clip: g.Mic.Ch.Clip}}
 }
 
 // speakerMic is what verifies the speaker: the microphone channel's taps
