@@ -23,6 +23,23 @@ type Keeper interface {
 	Keep(ctx context.Context, m evidence.Media) (evidence.Item, error)
 	// ReadBack reads a kept piece whole, checked against its record.
 	ReadBack(id string) (evidence.Item, []byte, error)
+	Delete(ctx context.Context, id, by, why string) (evidence.Item, error)
+}
+
+// kept ends a capture that kept it: its request is given the evidence,
+// unless it was cancelled meanwhile (the e-stop, its caller, its grant's
+// revocation), when what was kept is deleted again, so a capture its
+// grant no longer covers leaves nothing behind.
+func kept(ctx context.Context, keep Keeper, inv *Invocation, it evidence.Item) error {
+	if err := context.Cause(ctx); err != nil && ctx.Err() != nil {
+		_, derr := keep.Delete(context.WithoutCancel(ctx), it.ID, "body", "its request was cancelled as it was kept: "+err.Error())
+		if derr != nil && !errors.Is(derr, evidence.ErrUnknown) {
+			return fmt.Errorf("cancelled, and what it kept (evidence %s) could not be deleted: %w", it.ID, derr)
+		}
+		return fmt.Errorf("cancelled as it was kept; evidence %s deleted", it.ID)
+	}
+	inv.SetEvidence(it.ID)
+	return nil
 }
 
 // Lens is a camera as camera.snapshot sees it: the channel that reads it
@@ -229,7 +246,9 @@ func (a *CameraSnapshot) Do(ctx context.Context, inv *Invocation) (string, error
 	if err != nil {
 		return "", err
 	}
-	inv.SetEvidence(it.ID)
+	if err := kept(ctx, a.keep, inv, it); err != nil {
+		return "", err
+	}
 	return fmt.Sprintf("evidence %s: a %dx%d JPEG of frame %d, %d bytes, sha256 %s", it.ID, w, h, f.Seq, it.Bytes, it.SHA256), nil
 }
 
@@ -519,7 +538,9 @@ func (a *AudioClip) Do(ctx context.Context, inv *Invocation) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	inv.SetEvidence(it.ID)
+	if err := kept(ctx, a.keep, inv, it); err != nil {
+		return "", err
+	}
 	lost := ""
 	if span.Lost > 0 {
 		lost = fmt.Sprintf(", %d frames lost in it", span.Lost)

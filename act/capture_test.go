@@ -304,6 +304,14 @@ func (k *memKeeper) Keep(_ context.Context, m evidence.Media) (evidence.Item, er
 	return evidence.Item{Captured: evidence.Captured{ID: k.id, Width: m.Width, Height: m.Height, Bytes: int64(len(m.Data))}}, nil
 }
 
+func (k *memKeeper) Delete(_ context.Context, id, by, why string) (evidence.Item, error) {
+	if id != k.id {
+		return evidence.Item{}, fmt.Errorf("%w: %s", evidence.ErrUnknown, id)
+	}
+	k.id = ""
+	return evidence.Item{}, nil
+}
+
 func (k *memKeeper) ReadBack(id string) (evidence.Item, []byte, error) {
 	if id != k.id {
 		return evidence.Item{}, nil, fmt.Errorf("%w: %s", evidence.ErrUnknown, id)

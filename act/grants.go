@@ -774,6 +774,28 @@ func (g *Grants) Offered(r *Runner, c Reading, subject string, trust ledger.Leve
 	return coveringGrant(req, g.All(), c).Allow
 }
 
+// Allows decides whether p may use capability, of risk, on target
+// where the runner does not act for it (looking at kept evidence,
+// evidence.view), weighing trust and grants as Decide does: the trust
+// the risk needs first (risk_exceeds_trust); then a local administrator
+// needs no grant below R3, and anyone else a grant of its subject in
+// force that covers capability on target, given at a trust that could
+// allow the risk. On a nil *Grants (the grants could not be read) no
+// grant is in force.
+func (g *Grants) Allows(p Principal, capability string, risk Risk, target string) Decision {
+	if need := MinTrust(risk); p.Trust < need {
+		return refuse(ReasonRiskExceedsTrust, "%s needs %s trust; %s has %s", capability, need, p.Subject, p.Trust)
+	}
+	if p.Kind == LocalAdmin && risk < R3 {
+		return Decision{Allow: true, Detail: "a local administrator needs no grant below R3"}
+	}
+	req := Request{Principal: p, Capability: Capability{Name: capability, Risk: risk}, Target: target}
+	if g == nil {
+		return coveringGrant(req, nil, Reading{})
+	}
+	return coveringGrant(req, g.All(), g.Reading())
+}
+
 // All returns every grant, expired and revoked ones too, in the order
 // they were added: what State.Grants wants.
 func (g *Grants) All() []Grant {

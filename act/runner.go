@@ -464,6 +464,24 @@ func (r *Runner) Runs(session string) bool {
 	return false
 }
 
+// CancelGrant cancels what runs under grant id (its revocation) with
+// reason, and returns the actions it cancelled.
+func (r *Runner) CancelGrant(id string, reason Reason) []string {
+	if id == "" {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for aid, run := range r.running {
+		if run.inv.grant == id {
+			run.cancel(cancelCause{reason: reason})
+			out = append(out, aid)
+		}
+	}
+	return out
+}
+
 // CancelTarget cancels what runs on target for anyone but a local
 // administrator (a person took the resource over: the agent's actions on
 // it stop, a person's own go on) and returns their ids.

@@ -16,12 +16,16 @@ import (
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
-// Only the backup's output carries bytes; a transport that cannot send
-// them knows it from Streams.
-func TestOnlyTheBackupStreams(t *testing.T) {
+// Only the backup's and a piece of evidence's outputs carry bytes; a
+// transport that cannot send them knows it from Streams, and that the
+// evidence's are one piece of media an agent can be sent from Media.
+func TestOnlyTheBackupAndEvidenceStream(t *testing.T) {
 	for _, e := range emptyTable(t).Entries() {
-		if got, want := e.Streams, e.Name == "ledger.backup"; got != want {
+		if got, want := e.Streams, e.Name == "ledger.backup" || e.Name == "evidence.get"; got != want {
 			t.Errorf("%s: Streams %v, want %v", e.Name, got, want)
+		}
+		if got, want := e.Media, e.Name == "evidence.get"; got != want {
+			t.Errorf("%s: Media %v, want %v", e.Name, got, want)
 		}
 	}
 }

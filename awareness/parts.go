@@ -41,6 +41,9 @@ type Parts struct {
 	Store  *ledger.Store
 	// Relay is the MQTT uplink; nil when it does not run.
 	Relay *uplink.Relay
+	// Evidence is what the body kept to be looked at; nil: none (the
+	// evidence operations answer unavailable).
+	Evidence *evidence.Store
 	// World is the world model the ledger keeps; nil: none (the world
 	// operations answer unavailable).
 	World *world.Model
@@ -220,6 +223,9 @@ func (b *Parts) Table() (*Table, error) {
 		Bind(OpWaitRemove, b.waitRemove),
 		Bind(OpWaitList, b.waitList),
 		Bind(OpExplain, b.explain),
+		Bind(OpEvidenceList, b.evidenceList),
+		Bind(OpEvidenceGet, b.evidenceGet),
+		Bind(OpEvidenceDelete, b.evidenceDelete),
 		Bind(OpWorldNow, b.worldNow),
 		Bind(OpWorldAt, b.worldAt),
 		Bind(OpWorldHistory, b.worldHistory),
@@ -562,6 +568,17 @@ func (b *Parts) grantRevoke(ctx context.Context, p act.Principal, in GrantRevoke
 	g, err := b.Grants.Revoke(ctx, in.ID, p.Subject, in.Reason)
 	if err != nil {
 		return GrantView{}, err
+	}
+	// What runs under it stops, and what it let be captured is deleted
+	// (or frozen), in that order: a capture that ends after the
+	// deletion finds itself cancelled and deletes what it kept.
+	if b.Runner != nil {
+		b.Runner.CancelGrant(g.ID, act.ReasonGrantRevoked)
+	}
+	if b.Evidence != nil {
+		if _, err := b.Evidence.Revoked(ctx, g.ID, p.Subject); err != nil {
+			return viewGrant(g, b.Grants.Reading()), fmt.Errorf("grant %s is revoked, but what was captured under it could not all be deleted: %w", g.ID, err)
+		}
 	}
 	return viewGrant(g, b.Grants.Reading()), nil
 }

@@ -215,6 +215,19 @@ type Streaming interface {
 
 var streamingType = reflect.TypeFor[Streaming]()
 
+// Media is a Streaming output whose bytes are one piece of media a person
+// or a model can be shown whole (a JPEG, a WAV) of at most MaxMedia
+// bytes: an agent's transport sends them as its tool result's image or
+// audio content beside the result, so such an operation may be offered
+// to agents.
+type Media interface {
+	Streaming
+	// MediaType is the bytes' (image/jpeg, audio/wav).
+	MediaType() string
+}
+
+var mediaType = reflect.TypeFor[Media]()
+
 // progressKey keys the progress function in a context.
 type progressKey struct{}
 
@@ -251,8 +264,9 @@ type Entry struct {
 	In, Out  reflect.Type
 	// Streams, set by NewTable, says Out is Streaming: the operation's
 	// output carries bytes besides its result. A transport that cannot
-	// send them must not offer the operation.
-	Streams bool
+	// send them must not offer the operation. Media says they are one
+	// piece of media (Out is Media), which an agent's transport sends.
+	Streams, Media bool
 	call    func(ctx context.Context, p act.Principal, params json.RawMessage) (any, error)
 	// invoke runs the handler with an input of type In.
 	invoke func(ctx context.Context, p act.Principal, in any) (any, error)
@@ -453,7 +467,7 @@ func NewTable(entries ...*Entry) (*Table, error) {
 			}
 		}
 		e.inSchema, e.outSchema, e.outJSON = lazySchema(e.In), lazySchema(e.Out), lazySchemaJSON(e.Out)
-		e.Streams = e.Out.Implements(streamingType)
+		e.Streams, e.Media = e.Out.Implements(streamingType), e.Out.Implements(mediaType)
 		if err := checkTool(e); err != nil {
 			return nil, fmt.Errorf("awareness: operation %s: %w", e.Name, err)
 		}
@@ -470,13 +484,13 @@ func NewTable(entries ...*Entry) (*Table, error) {
 
 // checkTool refuses an operation whose tool does not follow from it: a
 // tool is an operation's whose least admits agents and that does not
-// stream; a named one is ReadOnly exactly when its kind is Observe, and
+// stream, or streams media; a named one is ReadOnly exactly when its kind is Observe, and
 // never Destructive then. (An operation that admits agents without a
 // tool is offered to none: the body's own each name one, which its
 // tests check.)
 func checkTool(e *Entry) error {
 	tl := e.Tool
-	agents := slices.Contains(e.Least.Kinds, act.AgentSession) && !e.Streams
+	agents := slices.Contains(e.Least.Kinds, act.AgentSession) && (!e.Streams || e.Media)
 	switch {
 	case tl.Name != "" && tl.PerCapability:
 		return fmt.Errorf("tool %s: a name of its own or one per capability, not both", tl.Name)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strconv"
@@ -130,6 +131,9 @@ func addTools(srv *mcp.Server, t *awareness.Table, caps Capabilities, p act.Prin
 		srv.AddTool(&mcp.Tool{Name: e.Tool.Name, Description: e.Description, InputSchema: e.InSchema(), OutputSchema: resultSchema(e.OutSchemaJSON()), Annotations: ann},
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				out, err := e.Call(ctx, p, req.Params.Arguments)
+				if m, ok := out.(awareness.Media); ok && err == nil {
+					return mediaResult(req, m), nil
+				}
 				return result(req, out, err), nil
 			})
 	}
@@ -301,6 +305,35 @@ func result(req *mcp.CallToolRequest, out any, err error) *mcp.CallToolResult {
 		return toolReply(req, Content{Status: "error", Data: rec, Error: oe})
 	}
 	return toolReply(req, Content{Status: "success", Data: out})
+}
+
+// mediaResult is the result of an operation whose output is one piece
+// of media: its result as any tool's, and its bytes as image or audio
+// content after it. The bytes are read whole (at most
+// awareness.MaxMedia) and the output closed on every path.
+func mediaResult(req *mcp.CallToolRequest, m awareness.Media) *mcp.CallToolResult {
+	defer m.Close()
+	r, n := m.Content()
+	fail := func(detail string) *mcp.CallToolResult {
+		return toolReply(req, Content{Status: "error", Error: &awareness.Error{Op: req.Params.Name, Reason: awareness.ReasonFailed, Detail: detail}})
+	}
+	if n > awareness.MaxMedia {
+		return fail(fmt.Sprintf("%d bytes of %s, more than the %d a result carries", n, m.MediaType(), awareness.MaxMedia))
+	}
+	data := make([]byte, n)
+	if _, err := io.ReadFull(r, data); err != nil {
+		return fail(fmt.Sprintf("its %d bytes could not be read: %v", n, err))
+	}
+	res := toolReply(req, Content{Status: "success", Data: m})
+	switch mt := m.MediaType(); {
+	case strings.HasPrefix(mt, "image/"):
+		res.Content = append(res.Content, &mcp.ImageContent{Data: data, MIMEType: mt})
+	case strings.HasPrefix(mt, "audio/"):
+		res.Content = append(res.Content, &mcp.AudioContent{Data: data, MIMEType: mt})
+	default:
+		return fail("media of type " + mt + " cannot be sent as a tool's content")
+	}
+	return res
 }
 
 // toolReply is c as a tool's result: its JSON as the text and, the same

@@ -144,7 +144,7 @@ func TestBackupToADaemonFileIsRefused(t *testing.T) {
 		})
 		t.Run("cli/"+name, func(t *testing.T) {
 			out, err := runCmd(t, "ledger", "backup", target, "--data", d.data)
-			want := "ledger backup: " + target + " is in the body's data directory " + d.data + "; a backup is never written there"
+			want := "ledger backup: " + target + " is in the body's data directory " + d.data + "; nothing is written there"
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Fatalf("got %v %s, want %q", err, out, want)
 			}
@@ -257,7 +257,7 @@ func TestBackupWithoutRoomAtTheDestination(t *testing.T) {
 	check := func(how string) {
 		t.Helper()
 		out, err := runCmd(t, "ledger", "backup", dst, "--data", d.data)
-		want := regexp.MustCompile(`^ledger backup: (ledger: snapshot: )?` + regexp.QuoteMeta(dir) + ` has 1000 bytes free, and the backup needs \d+: nothing was written$`)
+		want := regexp.MustCompile(`^ledger backup: (ledger: snapshot: )?` + regexp.QuoteMeta(dir) + ` has 1000 bytes free, and the file needs \d+: nothing was written$`)
 		if err == nil || !want.MatchString(err.Error()) {
 			t.Errorf("%s: got %v %s, want %s", how, err, out, want)
 		}

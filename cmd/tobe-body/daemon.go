@@ -24,8 +24,8 @@ import (
 	"github.com/tobe-body/tobe-body/awareness/control/world"
 	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/body"
-	"github.com/tobe-body/tobe-body/body/evidence"
 	"github.com/tobe-body/tobe-body/body/config"
+	"github.com/tobe-body/tobe-body/body/evidence"
 	"github.com/tobe-body/tobe-body/body/uplink"
 	"github.com/tobe-body/tobe-body/cmd/tobe-body/internal/cli"
 	"github.com/tobe-body/tobe-body/hal"
@@ -529,7 +529,7 @@ func (d *daemon) serveAdmin(cfg *config.Loaded, h *host, rec *ledgerOpened, rela
 		Drivers: h.drivers.Name, Version: version, DataDir: cfg.DataDir, Config: cfg.Layers, Safety: rec.safety,
 		Ledger: awareness.LedgerStatus{Path: rec.opts.Path}},
 		Started: d.started, Registry: h.reg, Self: senses.Self, Senses: senses.Stats, EStop: estop, Runner: a.runner, Grants: a.grants, Store: store, Relay: relay,
-		World: rec.world}
+		World: rec.world, Evidence: a.evidence}
 	// What the agent is told, and when: the observation rules are the
 	// gate's default rules, their texts the observations' words.
 	observer, err := awareness.NewObserver(append(slices.Clone(cfg.Agent.Observations.Rules), awareness.DefaultObservationRules...))

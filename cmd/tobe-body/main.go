@@ -15,6 +15,7 @@
 //	tobe-body estop ...           status, trip, reset
 //	tobe-body do CAP TARGET k=v   act as a local administrator through the runner
 //	tobe-body grant ...           add, list, revoke what principals may do
+//	tobe-body evidence ...        list, get, delete the snapshots and clips kept
 //	tobe-body work ...            list, show, close the agent's work items
 //	tobe-body wait ...            list, add, remove wait conditions
 //	tobe-body gate explain ID     why the agent was woken for an event, or not
@@ -67,6 +68,7 @@ commands:
   estop <command>      status, trip (stop now), reset (a local administrator, line healthy)
   do CAP TARGET k=v    act as a local administrator through the runner (gpio.set, gpio.pulse; --list)
   grant <command>      add, list, revoke: what principals may do
+  evidence <command>   list, get ID FILE|-, delete: the snapshots and clips kept to be looked at
   work <command>       list, show, close: the work items the agent left on the body
   wait <command>       list, add, remove: what the body waits for, for them
   gate explain ID      why the agent was woken for an event, or was not
@@ -114,6 +116,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cli.Do(ctx, rest, stdout, stderr)
 	case "grant":
 		return cli.Grant(ctx, rest, stdout, stderr)
+	case "evidence":
+		return cli.Evidence(ctx, rest, stdout, stderr)
 	case "work":
 		return cli.Work(ctx, rest, stdout, stderr)
 	case "wait":

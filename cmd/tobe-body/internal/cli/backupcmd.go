@@ -58,7 +58,7 @@ func runBackup(ctx context.Context, l *ledgerAccess, dst string, stdout, stderr 
 		if err != nil {
 			return fmt.Errorf("ledger backup: %w", err)
 		}
-		if err := refuseDataDir(abs, dataDir); err != nil {
+		if err := refuseDataDir("ledger backup", abs, dataDir); err != nil {
 			return err
 		}
 		b.dst = abs
@@ -106,18 +106,19 @@ func runBackup(ctx context.Context, l *ledgerAccess, dst string, stdout, stderr 
 	return nil
 }
 
-// refuseDataDir refuses a destination in dataDir or below it. The
+// refuseDataDir refuses a destination of what (a command) in dataDir or
+// below it. The
 // destination's directory is looked at with its symlinks resolved, and
 // it and each of its parents compared with dataDir by device and inode,
 // so neither a symlink nor a second path to the same directory gets
 // past; a data directory this user cannot look at is compared by path.
-func refuseDataDir(dst, dataDir string) error {
+func refuseDataDir(what, dst, dataDir string) error {
 	dir, err := filepath.EvalSymlinks(filepath.Dir(dst))
 	if err != nil {
-		return fmt.Errorf("ledger backup: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	if fi, err := os.Lstat(dst); err == nil && fi.IsDir() {
-		return fmt.Errorf("ledger backup: %s is a directory; name the file to write", dst)
+		return fmt.Errorf("%s: %s is a directory; name the file to write", what, dst)
 	}
 	inside := false
 	if root, err := os.Stat(dataDir); err == nil {
@@ -139,13 +140,14 @@ func refuseDataDir(dst, dataDir string) error {
 		inside = err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 	}
 	if inside {
-		return fmt.Errorf("ledger backup: %s is in the body's data directory %s; a backup is never written there (it would replace the live files): choose a file elsewhere", dst, dataDir)
+		return fmt.Errorf("%s: %s is in the body's data directory %s; nothing is written there (it would replace the live files): choose a file elsewhere", what, dst, dataDir)
 	}
 	return nil
 }
 
-// backupFile is a backup being written: to a temporary file beside dst,
-// or to out when dst is empty.
+// backupFile is a file received from the body (a backup, a piece of
+// evidence) being written: to a temporary file beside dst, or to out
+// when dst is empty.
 type backupFile struct {
 	dst string
 	out io.Writer
@@ -168,7 +170,7 @@ func (b *backupFile) open(size int64) (io.Writer, error) {
 		return nil, fmt.Errorf("free space in %s: %w", dir, err)
 	}
 	if free < size {
-		return nil, fmt.Errorf("%s has %d bytes free, and the backup needs %d: nothing was written", dir, free, size)
+		return nil, fmt.Errorf("%s has %d bytes free, and the file needs %d: nothing was written", dir, free, size)
 	}
 	f, err := os.CreateTemp(dir, "."+filepath.Base(b.dst)+".tmp-*")
 	if err != nil {
