@@ -267,7 +267,7 @@ type Entry struct {
 	// send them must not offer the operation. Media says they are one
 	// piece of media (Out is Media), which an agent's transport sends.
 	Streams, Media bool
-	call    func(ctx context.Context, p act.Principal, params json.RawMessage) (any, error)
+	call           func(ctx context.Context, p act.Principal, params json.RawMessage) (any, error)
 	// invoke runs the handler with an input of type In.
 	invoke func(ctx context.Context, p act.Principal, in any) (any, error)
 	// The schemas of In and Out, derived when first asked for.
