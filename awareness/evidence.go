@@ -130,6 +130,9 @@ func (b *Parts) evidenceList(_ context.Context, p act.Principal, in EvidenceList
 	if b.Evidence == nil {
 		return EvidenceList{}, errNoEvidence
 	}
+	if k := in.Kind; k != "" && k != evidence.Snapshot && k != evidence.Clip {
+		return EvidenceList{}, refuse(ReasonInvalidParams, "kind %q: want snapshot or clip", k)
+	}
 	items, err := b.Evidence.List(evidence.Filter{Source: in.Source, Kind: in.Kind})
 	if err != nil {
 		return EvidenceList{}, err

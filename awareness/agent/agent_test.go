@@ -2,6 +2,9 @@ package agent
 
 import (
 	"bufio"
+	"bytes"
+	"image"
+	"image/jpeg"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,8 +28,10 @@ import (
 	"github.com/tobe-body/tobe-body/awareness/control/world"
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
+	"github.com/tobe-body/tobe-body/body/evidence"
 	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/hal/haltest"
+	"github.com/tobe-body/tobe-body/hal/haltest/stepclock"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
@@ -46,6 +51,19 @@ type rig struct {
 	recorded []ledger.Event
 	ended    chan act.SessionEnd
 	srv      *Server
+	// evidence is a snapshot kept by agent:pi, which a grant lets it
+	// look at.
+	evidence string
+}
+
+// testJPEG is a small grey JPEG.
+func testJPEG(t *testing.T) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := jpeg.Encode(&b, image.NewGray(image.Rect(0, 0, 8, 8)), nil); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
 }
 
 func newRig(t *testing.T, rules []config.AgentPrincipal, heartbeat time.Duration) *rig {
@@ -101,8 +119,24 @@ func newRigWith(t *testing.T, rules []config.AgentPrincipal, heartbeat time.Dura
 		}
 	}
 	estop.SetRunner(r, leases)
+	// A snapshot of camera.front, which agent:pi may look at.
+	ev, err := evidence.Open(t.Context(), evidence.Options{Dir: filepath.Join(t.TempDir(), "evidence"), Ledger: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	piece, err := ev.Keep(t.Context(), evidence.Media{Kind: evidence.Snapshot, Source: "camera.front", MediaType: "image/jpeg", Data: testJPEG(t), Width: 8, Height: 8, By: "agent:pi", Privacy: ledger.Sensitive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, err := act.LoadGrants(store, stepclock.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gs.Add(t.Context(), act.Grant{Subject: "agent:pi", Capability: awareness.EvidenceView, Scope: "camera.*", By: "admin:test", ByTrust: ledger.High}, act.Expiry{}); err != nil {
+		t.Fatal(err)
+	}
 	parts := &awareness.Parts{Info: awareness.Status{Body: "test", Board: "test"}, Started: time.Now(), Registry: reg, EStop: estop, Runner: r, Store: store,
-		Self: func() (body.SelfState, bool) { return body.SelfState{}, false }, World: wm}
+		Self: func() (body.SelfState, bool) { return body.SelfState{}, false }, World: wm, Evidence: ev, Grants: gs}
 	table, err := parts.Table()
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +146,7 @@ func newRigWith(t *testing.T, rules []config.AgentPrincipal, heartbeat time.Dura
 		t.Fatal(err)
 	}
 	g := &rig{sock: filepath.Join(t.TempDir(), SocketName), reg: reg, table: table, estop: estop, runner: r, relay: relay, led: led, ended: make(chan act.SessionEnd, 8),
-		hub: &Hub{Batch: 100 * time.Millisecond, Queue: 4}, store: store}
+		hub: &Hub{Batch: 100 * time.Millisecond, Queue: 4}, store: store, evidence: piece.ID}
 	srv := &Server{Table: table, Caps: r, Rules: rs, Hub: g.hub, Store: store, Registry: reg, Log: slog.New(slog.DiscardHandler), Version: "test",
 		Record: func(e ledger.Event) { g.mu.Lock(); g.recorded = append(g.recorded, e); g.mu.Unlock() }}
 	srv.Sessions = act.NewSessions(r, heartbeat, func(e act.SessionEnd) { srv.Ended(e); g.ended <- e })

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,7 +71,21 @@ func structured(t *testing.T, schemas map[string]*jsonschema.Resolved, tool stri
 		sc, _ := json.Marshal(res.StructuredContent)
 		t.Errorf("%s: structuredContent %s: got %v, want it valid against the tool's outputSchema", tool, sc, err)
 	}
-	if len(res.Content) != 1 {
+	// The text, and after it, for a piece of media, the media.
+	if len(res.Content) == 2 && !res.IsError {
+		switch m := res.Content[1].(type) {
+		case *mcp.ImageContent:
+			if !strings.HasPrefix(m.MIMEType, "image/") || len(m.Data) == 0 {
+				t.Errorf("%s: image content of %s, %d bytes", tool, m.MIMEType, len(m.Data))
+			}
+		case *mcp.AudioContent:
+			if !strings.HasPrefix(m.MIMEType, "audio/") || len(m.Data) == 0 {
+				t.Errorf("%s: audio content of %s, %d bytes", tool, m.MIMEType, len(m.Data))
+			}
+		default:
+			t.Errorf("%s: a second content %T, want media", tool, m)
+		}
+	} else if len(res.Content) != 1 {
 		t.Fatalf("%s: %d contents, want the text", tool, len(res.Content))
 	}
 	tc, ok := res.Content[0].(*mcp.TextContent)
@@ -214,6 +229,13 @@ func TestResultsAreStructured(t *testing.T) {
 		{name: "tell nonsense", tool: "world_tell", args: func() any { return map[string]any{"entity": "output.relay1", "value": "purple"} }, status: "error"},
 		{name: "explain the output", tool: "world_explain", args: func() any { return map[string]any{"entity": "output.relay1"} }, status: "success"},
 		{name: "explain nothing there", tool: "world_explain", args: func() any { return map[string]any{"entity": "room.nope"} }, status: "error"},
+		{name: "the evidence", tool: "list_evidence", status: "success"},
+		{name: "evidence of an unknown kind", tool: "list_evidence", args: func() any { return map[string]any{"kind": "video"} }, status: "error"},
+		{name: "evidence with an unknown key", tool: "list_evidence", args: func() any { return map[string]any{"nope": 1} }, status: "error"},
+		{name: "a snapshot", tool: "get_evidence", args: func() any { return map[string]any{"id": g.evidence} }, status: "success"},
+		{name: "no such snapshot", tool: "get_evidence", args: func() any { return map[string]any{"id": "no-such"} }, status: "error"},
+		{name: "delete the snapshot", tool: "delete_evidence", args: func() any { return map[string]any{"id": g.evidence, "why": "seen"} }, status: "success"},
+		{name: "delete it again", tool: "delete_evidence", args: func() any { return map[string]any{"id": g.evidence} }, status: "error"},
 		{name: "drain", tool: "drain", status: "success"},
 		{name: "drain a negative limit", tool: "drain", args: func() any { return map[string]any{"limit": -1} }, status: "error"},
 		{name: "trip", tool: "estop_trip", args: func() any { return map[string]any{"reason": "test"} }, status: "success"},
