@@ -40,7 +40,29 @@ var (
 	// ErrUnsupported means the device cannot do what was asked (a format,
 	// a pull, a rate).
 	ErrUnsupported = errors.New("hal: unsupported")
+	// ErrPaused is returned once by a stream's read after Pause: the
+	// device was let go, and reads wait until Resume.
+	ErrPaused = errors.New("hal: paused")
 )
+
+// Pauser is a stream that can let go of its device and take it again:
+// the privacy switch's way to stop a camera or a microphone for real.
+// Consumers find it by type assertion.
+//
+// Pause stops capture and closes the device (its descriptor, its
+// buffers but those the consumer still holds, which go when released),
+// drops what was captured and not yet read, and returns once the device
+// is closed: nothing more is captured, and another process may open it.
+// The consumer's next read returns ErrPaused once, then waits (for ctx,
+// Halt, or frames after Resume). Resume opens the device again and
+// resumes capture; a device that cannot be opened is retried as after an
+// unplug. Both are safe from any goroutine at any time, and do nothing
+// when the stream is already paused (or running); after Halt or Close
+// they do nothing.
+type Pauser interface {
+	Pause() error
+	Resume() error
+}
 
 // Mono is a point in time on the kernel's CLOCK_MONOTONIC, counted from
 // boot. Drivers stamp what they deliver with the kernel's own timestamp

@@ -67,6 +67,16 @@
 // frames and reopens and says whether the camera is online and what
 // failed last.
 //
+// # Pause
+//
+// Pause (hal.Pauser, the privacy switch) wakes the capture goroutine,
+// which drops the frames waiting for the consumer, stops streaming and
+// closes the device (buffers the consumer holds are unmapped as they are
+// released); Pause returns once the descriptor is closed. NextFrame then
+// returns an error wrapping hal.ErrPaused once and waits. Resume opens
+// the device again at once (with the backoff above if it cannot) and
+// frames come again.
+//
 // A CSI camera of a Raspberry Pi (Unicam, RP1 CFE) or a Jetson (VI), or
 // any node whose input is routed by the media controller
 // (V4L2_CAP_IO_MC), cannot be streamed with plain V4L2 unless its
@@ -144,8 +154,9 @@ type counters struct {
 type device struct {
 	// open opens the device again by its stable name.
 	open func() (stream, error)
-	// wake interrupts a stream's run after halt was closed.
-	wake func()
+	// wake interrupts a stream's run after halt was closed or Pause;
+	// unwake takes a pause's wake back before the next stream runs.
+	wake, unwake func()
 	// done releases what the streams shared, after the last one closed.
 	done func()
 	// sleep waits d, or returns false at once when halt closes.
@@ -167,6 +178,15 @@ type device struct {
 	format  hal.FrameFormat
 	online  bool
 	lastErr error
+
+	// pmu guards the pause: paused while the device is let go, resumed
+	// closed by Resume, streaming while a stream is open, and released
+	// closed once the stream open at a Pause is closed.
+	pmu       sync.Mutex
+	paused    bool
+	streaming bool
+	resumed   chan struct{}
+	released  chan struct{}
 
 	// luma keeps planes of decoded MJPEG frames the consumer released,
 	// and jpegs the copies of their JPEGs.
@@ -192,7 +212,7 @@ func newDevice(count *counters) *device {
 // start runs s, and the streams after it, until the camera is halted.
 func (d *device) start(s stream) {
 	d.name, d.format = s.describe()
-	d.online = true
+	d.online, d.streaming = true, true
 	d.wg.Add(1)
 	go d.supervise(s)
 }
@@ -217,43 +237,73 @@ func (d *device) halted() bool {
 	}
 }
 
-// supervise streams until halted, reopening the device when it fails.
+// supervise streams until halted, reopening the device when it fails
+// and letting it go while paused.
 func (d *device) supervise(s stream) {
 	defer d.wg.Done()
 	for s != nil {
 		err := s.run(d.q)
-		s.close()
-		if err == nil || d.halted() {
+		if d.halted() {
+			s.close()
+			d.setStreaming(false)
 			break
 		}
+		if err == nil {
+			// Woken, and not halted: a pause. What waits is dropped
+			// before the device closes, so its buffers go with it.
+			d.q.flush()
+			s.close()
+			d.mu.Lock()
+			d.online = false
+			d.mu.Unlock()
+			d.setStreaming(false)
+			d.q.report(fmt.Errorf("camera %s: %w", d.Name(), hal.ErrPaused))
+			s = d.reopen(0)
+			continue
+		}
+		s.close()
+		d.setStreaming(false)
 		d.mu.Lock()
 		name := d.name
 		d.online, d.lastErr = false, err
 		d.mu.Unlock()
 		d.q.report(fmt.Errorf("camera %s went offline: %w", name, err))
-		s = d.reopen()
+		s = d.reopen(d.minBackoff)
 	}
 	d.mu.Lock()
 	d.online = false
 	d.mu.Unlock()
 }
 
-// reopen opens the device again, waiting minBackoff and doubling the wait
-// up to maxBackoff after each failure. It returns nil when halted.
-func (d *device) reopen() stream {
-	wait := d.minBackoff
-	for d.sleep(wait, d.halt) {
+// reopen opens the device again, first after wait (none after a pause),
+// doubling the wait from minBackoff up to maxBackoff after each failure,
+// and not while the camera is paused. It returns nil when halted.
+func (d *device) reopen(wait time.Duration) stream {
+	for {
+		if wait > 0 && !d.sleep(wait, d.halt) {
+			return nil
+		}
+		if !d.waitResumed() {
+			return nil
+		}
+		if d.unwake != nil {
+			d.unwake() // the pause's wake, which the next run must not see
+		}
 		s, err := d.open()
 		if err != nil {
 			d.mu.Lock()
 			d.lastErr = err
 			d.mu.Unlock()
-			wait = min(2*wait, d.maxBackoff)
+			wait = min(max(2*wait, d.minBackoff), d.maxBackoff)
 			continue
 		}
 		if d.halted() {
 			s.close()
 			return nil
+		}
+		if !d.setStreaming(true) {
+			s.close() // paused meanwhile
+			continue
 		}
 		d.count.reopens.Add(1)
 		d.mu.Lock()
@@ -261,6 +311,89 @@ func (d *device) reopen() stream {
 		d.online = true
 		d.mu.Unlock()
 		return s
+	}
+}
+
+// setStreaming notes that a stream is open (on) or closed; a stream
+// that closes ends the pause's wait (Pause). Opening one is refused
+// (false) while the camera is paused.
+func (d *device) setStreaming(on bool) bool {
+	d.pmu.Lock()
+	defer d.pmu.Unlock()
+	if on && d.paused {
+		return false
+	}
+	d.streaming = on
+	if !on && d.released != nil {
+		close(d.released)
+		d.released = nil
+	}
+	return true
+}
+
+// waitResumed waits while the camera is paused; false when halted.
+func (d *device) waitResumed() bool {
+	for {
+		d.pmu.Lock()
+		paused, resumed := d.paused, d.resumed
+		d.pmu.Unlock()
+		if !paused {
+			return !d.halted()
+		}
+		select {
+		case <-resumed:
+		case <-d.halt:
+			return false
+		}
+	}
+}
+
+// pauseWait bounds how long Pause waits for the device to close.
+const pauseWait = 5 * time.Second
+
+// Pause stops capture and closes the device (see hal.Pauser); it returns
+// once the device is closed. Frames waiting for the consumer are
+// dropped; the consumer's next NextFrame returns hal.ErrPaused.
+func (d *device) Pause() error {
+	d.pmu.Lock()
+	if d.paused || d.halted() {
+		d.pmu.Unlock()
+		return nil
+	}
+	d.paused, d.resumed = true, make(chan struct{})
+	var released chan struct{}
+	if d.streaming {
+		released = make(chan struct{})
+		d.released = released
+	}
+	d.pmu.Unlock()
+	if released == nil {
+		d.q.flush() // offline, reopening: nothing is open
+		d.q.report(fmt.Errorf("camera %s: %w", d.Name(), hal.ErrPaused))
+		return nil
+	}
+	if d.wake != nil {
+		d.wake()
+	}
+	t := time.NewTimer(pauseWait)
+	defer t.Stop()
+	select {
+	case <-released:
+		return nil
+	case <-d.halt:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("camera %s: pause: the device was not closed within %v", d.Name(), pauseWait)
+	}
+}
+
+// Resume opens the device again (see hal.Pauser).
+func (d *device) Resume() error {
+	d.pmu.Lock()
+	defer d.pmu.Unlock()
+	if d.paused {
+		d.paused = false
+		close(d.resumed)
 	}
 	return nil
 }

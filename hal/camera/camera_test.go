@@ -25,6 +25,8 @@ type fakeStream struct {
 	steps  chan func(*frameQueue)
 	fail   chan error
 	closed chan struct{}
+	// woken, when set, is the harness's wake (a pause): run returns nil.
+	woken chan struct{}
 }
 
 func newFakeStream(name string, halt <-chan struct{}) *fakeStream {
@@ -42,6 +44,8 @@ func (s *fakeStream) run(q *frameQueue) error {
 		case err := <-s.fail:
 			return err
 		case <-s.halt:
+			return nil
+		case <-s.woken:
 			return nil
 		}
 	}
@@ -69,6 +73,7 @@ func (s *fakeStream) push(seq uint64, data []byte, wire hal.PixelFormat) {
 type harness struct {
 	*device
 	reopen chan func() (stream, error)
+	woken  chan struct{}
 
 	mu    sync.Mutex
 	waits []time.Duration
@@ -76,7 +81,21 @@ type harness struct {
 
 func newHarness(t *testing.T) (*harness, *fakeStream) {
 	t.Helper()
-	h := &harness{device: newDevice(&counters{}), reopen: make(chan func() (stream, error))}
+	h := &harness{device: newDevice(&counters{}), reopen: make(chan func() (stream, error)), woken: make(chan struct{}, 1)}
+	// A pause wakes the stream, as the eventfd does; the next stream
+	// takes the wake back.
+	h.wake = func() {
+		select {
+		case h.woken <- struct{}{}:
+		default:
+		}
+	}
+	h.unwake = func() {
+		select {
+		case <-h.woken:
+		default:
+		}
+	}
 	h.open = func() (stream, error) {
 		select {
 		case open := <-h.reopen:
@@ -97,6 +116,7 @@ func newHarness(t *testing.T) (*harness, *fakeStream) {
 		}
 	}
 	s := newFakeStream("cam0", h.halt)
+	s.woken = h.woken
 	h.start(s)
 	t.Cleanup(func() { h.Close() })
 	return h, s
@@ -343,4 +363,57 @@ func TestSequenceWidens(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A pause drops what waits, closes the device and says so once; the
+// consumer then waits, and a resume opens the device again at once.
+func TestPauseLetsTheDeviceGo(t *testing.T) {
+	h, s1 := newHarness(t)
+	s1.push(1, nil, hal.PixelGrey)
+	held := h.frame(t, 1) // held by the consumer across the pause
+	s1.push(2, nil, hal.PixelGrey)
+	if err := h.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s1.closed:
+	default:
+		t.Fatal("Pause returned before the device was closed")
+	}
+	if h.Pause() != nil {
+		t.Error("a second pause failed")
+	}
+	if _, err := h.next(t); !errors.Is(err, hal.ErrPaused) {
+		t.Fatalf("after the pause: %v, want ErrPaused (frame 2 dropped)", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	if f, err := h.NextFrame(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("while paused: %v %v, want a wait", f, err)
+	}
+	cancel()
+	if st := h.Stats(); st.Online {
+		t.Error("online while paused")
+	}
+	if s1.pool.requeued != 1 {
+		t.Errorf("%d buffers went back before the close, want the dropped frame's", s1.pool.requeued)
+	}
+	held.Release() // its buffer is unmapped now, with the device gone
+	if fmt.Sprint(s1.pool.unmapped) != "[0]" {
+		t.Errorf("buffers unmapped on release %v, want the held one", s1.pool.unmapped)
+	}
+	s2 := newFakeStream("cam0", h.halt)
+	s2.woken = h.woken
+	h.Resume()
+	h.reopen <- func() (stream, error) { return s2, nil }
+	s2.push(3, nil, hal.PixelGrey)
+	h.frame(t, 3).Release()
+	h.mu.Lock()
+	waits := len(h.waits)
+	h.mu.Unlock()
+	if waits != 0 || !h.Stats().Online {
+		t.Errorf("after the resume: %d backoff waits, online %v; want it opened at once", waits, h.Stats().Online)
+	}
+	h.Resume() // not paused: nothing
+	s1.pool.check(t)
+	s2.pool.check(t)
 }

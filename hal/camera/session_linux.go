@@ -70,6 +70,10 @@ func openCamera(cfg hal.CameraConfig, r resolver) (hal.Camera, error) {
 		binary.NativeEndian.PutUint64(one[:], 1)
 		unix.Write(wake, one[:]) // cannot fail short of a closed fd, which Close prevents
 	}
+	d.unwake = func() {
+		var b [8]byte
+		unix.Read(wake, b[:]) // nonblocking: nothing to take is EAGAIN
+	}
 	d.done = func() { unix.Close(wake) }
 	d.start(s)
 	return d, nil
@@ -79,7 +83,8 @@ func openCamera(cfg hal.CameraConfig, r resolver) (hal.Camera, error) {
 type shared struct {
 	cfg    hal.CameraConfig
 	stable string // the name the device is found by again
-	// wake is an eventfd that turns readable when the camera is halted.
+	// wake is an eventfd that turns readable when the camera is halted
+	// or paused.
 	wake int
 	// seq numbers frames; only the goroutine running a stream uses it.
 	seq   *sequence
