@@ -8,9 +8,76 @@ import (
 	"github.com/tobe-body/tobe-body/hal"
 )
 
+// pauser makes a fake a hal.Pauser: Pause drops what waits (drop) and
+// makes the next read return hal.ErrPaused and the ones after it wait
+// until Resume.
+type pauser struct {
+	mu      sync.Mutex
+	paused  bool
+	told    bool
+	resumed chan struct{}
+	pauses  int
+}
+
+func (p *pauser) pause(drop func()) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.paused {
+		p.paused, p.told, p.resumed = true, false, make(chan struct{})
+		p.pauses++
+		drop()
+	}
+	return nil
+}
+
+// Resume lets reads go on.
+func (p *pauser) Resume() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.paused {
+		p.paused = false
+		close(p.resumed)
+	}
+	return nil
+}
+
+// Pauses counts the pauses.
+func (p *pauser) Pauses() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pauses
+}
+
+// gate is what a read asks first: hal.ErrPaused once a pause, then a
+// wait while paused.
+func (p *pauser) gate(ctx context.Context, h *halter) error {
+	for {
+		p.mu.Lock()
+		paused, told, resumed := p.paused, p.told, p.resumed
+		if paused && !told {
+			p.told = true
+		}
+		p.mu.Unlock()
+		switch {
+		case !paused:
+			return nil
+		case !told:
+			return hal.ErrPaused
+		}
+		select {
+		case <-resumed:
+		case <-h.ch:
+			return hal.ErrHalted
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // Camera is a fake camera that delivers the frames a test pushes.
 type Camera struct {
 	halter
+	pauser
 	format hal.FrameFormat
 	frames chan *hal.Frame
 
@@ -48,7 +115,24 @@ func (c *Camera) Name() string            { return "test-camera" }
 func (c *Camera) Format() hal.FrameFormat { return c.format }
 func (c *Camera) Close() error            { return c.Halt() }
 
+// Pause drops the frames pushed and not read (released) and pauses.
+func (c *Camera) Pause() error {
+	return c.pause(func() {
+		for {
+			select {
+			case f := <-c.frames:
+				f.Release()
+			default:
+				return
+			}
+		}
+	})
+}
+
 func (c *Camera) NextFrame(ctx context.Context) (*hal.Frame, error) {
+	if err := c.gate(ctx, &c.halter); err != nil {
+		return nil, err
+	}
 	select {
 	case err := <-c.failed:
 		return nil, err
@@ -69,6 +153,7 @@ func (c *Camera) NextFrame(ctx context.Context) (*hal.Frame, error) {
 // Capture is a fake microphone that delivers the frames a test pushes.
 type Capture struct {
 	halter
+	pauser
 	format hal.AudioFormat
 	frames chan hal.AudioFrame
 }
@@ -90,9 +175,25 @@ func (c *Capture) Name() string            { return "test-mic" }
 func (c *Capture) Format() hal.AudioFormat { return c.format }
 func (c *Capture) Close() error            { return c.Halt() }
 
+// Pause drops the frames pushed and not read, and pauses.
+func (c *Capture) Pause() error {
+	return c.pause(func() {
+		for {
+			select {
+			case <-c.frames:
+			default:
+				return
+			}
+		}
+	})
+}
+
 func (c *Capture) ReadFrame(ctx context.Context, f *hal.AudioFrame) error {
 	if len(f.Samples) != c.format.Len() {
 		return fmt.Errorf("haltest: frame holds %d samples, want %d", len(f.Samples), c.format.Len())
+	}
+	if err := c.gate(ctx, &c.halter); err != nil {
+		return err
 	}
 	got, err := wait(ctx, &c.halter, c.frames)
 	if err != nil {

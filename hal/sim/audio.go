@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -48,6 +49,7 @@ func audioFormat(cfg hal.AudioConfig) (hal.AudioFormat, error) {
 }
 
 type capture struct {
+	pauser
 	b        *Board
 	format   hal.AudioFormat
 	rate     int
@@ -90,15 +92,32 @@ func (c *capture) ReadFrame(ctx context.Context, f *hal.AudioFrame) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := uint64(c.format.FrameSamples)
-	f.Overruns = 0
-	// A reader that fell more than the ring behind loses the oldest audio.
-	if behind := c.b.elapsed() - c.at((c.next+1)*n); behind > audioBufferTime {
-		c.next = uint64(c.b.elapsed()/c.format.FrameDuration()) - 1
-		f.Overruns = 1
-	}
-	first := c.next * n
-	if err := c.b.waitUntil(ctx, c.halt, c.at(first+n)); err != nil {
-		return err
+	var first uint64
+	for {
+		stop, resumed, err := c.gate(ctx, c.halt)
+		if err != nil {
+			return err
+		}
+		f.Overruns = 0
+		// A reader that fell more than the ring behind loses the oldest
+		// audio; after a pause the capture starts from now, as a device
+		// opened again does.
+		if behind := c.b.elapsed() - c.at((c.next+1)*n); behind > audioBufferTime || resumed {
+			c.next = uint64(c.b.elapsed()/c.format.FrameDuration()) - 1
+			f.Overruns = 1
+			if resumed {
+				f.Overruns = 0
+			}
+		}
+		first = c.next * n
+		err = c.b.waitUntil(ctx, c.halt, stop, c.at(first+n))
+		if errors.Is(err, errPausedMidRead) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		break
 	}
 	c.next++
 	play := c.b.speaker.snapshot()
@@ -250,7 +269,7 @@ func (p *playback) Play(ctx context.Context, samples []int16) error {
 	halt := p.halt
 	end := p.b.speaker.add(p.b.elapsed(), int(p.format.Rate/physic.Hertz), p.format.Channels, samples)
 	p.mu.Unlock()
-	err := p.b.waitUntil(ctx, halt, end)
+	err := p.b.waitUntil(ctx, halt, nil, end)
 	if err != nil && err != hal.ErrHalted {
 		p.b.speaker.cut(p.b.elapsed())
 	}

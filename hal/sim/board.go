@@ -97,13 +97,16 @@ func (b *Board) elapsed() time.Duration { return time.Since(b.start) }
 // mono converts scene time to the monotonic clock.
 func (b *Board) mono(t time.Duration) hal.Mono { return b.base.Add(t) }
 
-// waitUntil blocks until scene time t, ctx is done or halt is closed.
-func (b *Board) waitUntil(ctx context.Context, halt <-chan struct{}, t time.Duration) error {
+// waitUntil blocks until scene time t, ctx is done, halt is closed, or
+// stop is (a pause: errPausedMidRead).
+func (b *Board) waitUntil(ctx context.Context, halt, stop <-chan struct{}, t time.Duration) error {
 	d := t - b.elapsed()
 	if d <= 0 {
 		select {
 		case <-halt:
 			return hal.ErrHalted
+		case <-stop:
+			return errPausedMidRead
 		default:
 			return ctx.Err()
 		}
@@ -115,6 +118,8 @@ func (b *Board) waitUntil(ctx context.Context, halt <-chan struct{}, t time.Dura
 		return nil
 	case <-halt:
 		return hal.ErrHalted
+	case <-stop:
+		return errPausedMidRead
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -29,6 +30,8 @@ type camera struct {
 	halt     chan struct{}
 	haltOnce sync.Once
 	freed    chan []byte // buffers given back by Release
+
+	pauser
 
 	mu    sync.Mutex // one reader at a time; guards the fields below
 	free  [][]byte
@@ -128,27 +131,43 @@ func (c *camera) NextFrame(ctx context.Context) (*hal.Frame, error) {
 		return nil, hal.ErrHalted
 	default:
 	}
-	buf, err := c.buffer(ctx)
-	if err != nil {
-		return nil, err
+	for {
+		stop, _, err := c.gate(ctx, c.halt)
+		if err != nil {
+			return nil, err
+		}
+		buf, err := c.buffer(ctx)
+		if err != nil {
+			return nil, err
+		}
+		// A frame whose time passed while the consumer was away (or the
+		// camera paused) is lost; the sequence shows the gap.
+		if due := uint64(c.b.elapsed() / c.period); due > c.next {
+			c.next = due
+		}
+		seq := c.next
+		at := time.Duration(seq) * c.period
+		err = c.b.waitUntil(ctx, c.halt, stop, at)
+		if errors.Is(err, errPausedMidRead) {
+			c.free = append(c.free, buf)
+			continue
+		}
+		if err != nil {
+			c.free = append(c.free, buf)
+			return nil, err
+		}
+		return c.frame(buf, seq, at), nil
 	}
-	// A frame whose time passed while the consumer was away is lost; the
-	// sequence shows the gap.
-	if due := uint64(c.b.elapsed() / c.period); due > c.next {
-		c.next = due
-	}
-	seq := c.next
-	at := time.Duration(seq) * c.period
-	if err := c.b.waitUntil(ctx, c.halt, at); err != nil {
-		c.free = append(c.free, buf)
-		return nil, err
-	}
+}
+
+// frame renders the frame seq, due at at, into buf.
+func (c *camera) frame(buf []byte, seq uint64, at time.Duration) *hal.Frame {
 	c.next++
 	if c.bg == nil {
 		c.bg = c.b.background(c.format)
 	}
 	c.b.render(c.format, c.bg, buf, at, seq)
-	return hal.NewFrame(c.format, buf, seq, c.b.mono(at), func() { c.freed <- buf }), nil
+	return hal.NewFrame(c.format, buf, seq, c.b.mono(at), func() { c.freed <- buf })
 }
 
 // Luma of the scene.

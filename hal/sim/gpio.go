@@ -247,7 +247,7 @@ func (in *lineIn) WaitForEdge(ctx context.Context) (hal.EdgeEvent, error) {
 		var c change
 		if in.l.script != 0 {
 			_, next := b.sc.pressed(in.l.script, b.sc.buttonPeriod(), in.cursor)
-			if err := b.waitUntil(ctx, in.halt, next); err != nil {
+			if err := b.waitUntil(ctx, in.halt, nil, next); err != nil {
 				return hal.EdgeEvent{}, err
 			}
 			in.cursor = next
@@ -265,7 +265,7 @@ func (in *lineIn) WaitForEdge(ctx context.Context) (hal.EdgeEvent, error) {
 		}
 		if in.cfg.Debounce > 0 && in.l.script != 0 {
 			// A scripted line's level is known at any time.
-			if err := b.waitUntil(ctx, in.halt, c.at+in.cfg.Debounce); err != nil {
+			if err := b.waitUntil(ctx, in.halt, nil, c.at+in.cfg.Debounce); err != nil {
 				return hal.EdgeEvent{}, err
 			}
 			b.mu.Lock()

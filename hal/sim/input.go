@@ -111,7 +111,7 @@ func (d *inputDevice) ReadEvent(ctx context.Context) (hal.InputEvent, error) {
 	}
 	s := d.steps[d.next]
 	at := time.Duration(d.period)*d.script.period + s.at
-	if err := d.b.waitUntil(ctx, d.halt, at); err != nil {
+	if err := d.b.waitUntil(ctx, d.halt, nil, at); err != nil {
 		return hal.InputEvent{}, err
 	}
 	d.next++

@@ -663,3 +663,85 @@ func TestPressingPeriod(t *testing.T) {
 		})
 	}
 }
+
+// A paused camera or microphone produces nothing (one ErrPaused, then a
+// wait, also of a read already waiting for its time), and after Resume
+// goes on from the scene's time then.
+func TestPauseAndResume(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := New(5)
+		cam, err := b.Drivers().OpenCamera(hal.CameraConfig{Device: CameraName, Rate: 10 * physic.Hertz})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cam.Close()
+		mic, err := b.Drivers().OpenCapture(hal.AudioConfig{Device: MicName})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mic.Close()
+		af := hal.AudioFrame{Samples: make([]int16, mic.Format().Len())}
+		f, err := cam.NextFrame(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Release()
+		if err := mic.ReadFrame(t.Context(), &af); err != nil {
+			t.Fatal(err)
+		}
+		// A read waiting for its time when the pause comes.
+		camErr, micErr := make(chan error, 1), make(chan error, 1)
+		go func() {
+			f, err := cam.NextFrame(t.Context())
+			if err == nil {
+				f.Release()
+			}
+			camErr <- err
+		}()
+		go func() { micErr <- mic.ReadFrame(t.Context(), &af) }()
+		synctest.Wait()
+		for _, p := range []hal.Pauser{cam.(hal.Pauser), mic.(hal.Pauser)} {
+			p.Pause()
+			p.Pause()
+		}
+		if err := <-camErr; !errors.Is(err, hal.ErrPaused) {
+			t.Fatalf("the camera's read at the pause: %v", err)
+		}
+		// The microphone's read may have had its frame before the pause
+		// (audio already captured); the next one is told.
+		if err := <-micErr; err == nil {
+			err = mic.ReadFrame(t.Context(), &af)
+			if !errors.Is(err, hal.ErrPaused) {
+				t.Fatalf("the microphone's read after the pause: %v", err)
+			}
+		} else if !errors.Is(err, hal.ErrPaused) {
+			t.Fatalf("the microphone's read at the pause: %v", err)
+		}
+		go func() {
+			f, err := cam.NextFrame(t.Context())
+			if err == nil {
+				f.Release()
+			}
+			camErr <- err
+		}()
+		go func() { micErr <- mic.ReadFrame(t.Context(), &af) }()
+		time.Sleep(time.Minute) // a minute of the bubble's clock: nothing comes
+		synctest.Wait()
+		select {
+		case err := <-camErr:
+			t.Fatalf("the camera read while paused: %v", err)
+		case err := <-micErr:
+			t.Fatalf("the microphone read while paused: %v", err)
+		default:
+		}
+		resumedAt := b.mono(b.elapsed())
+		cam.(hal.Pauser).Resume()
+		mic.(hal.Pauser).Resume()
+		if err := <-camErr; err != nil {
+			t.Fatal(err)
+		}
+		if err := <-micErr; err != nil || af.Time < resumedAt-hal.Mono(20*time.Millisecond) || af.Overruns != 0 {
+			t.Fatalf("the first audio after the resume: %v at %v (resumed at %v), overruns %d", err, af.Time, resumedAt, af.Overruns)
+		}
+	})
+}
