@@ -55,8 +55,10 @@ var (
 // is closed: nothing more is captured, and another process may open it.
 // The consumer's next read returns ErrPaused once, then waits (for ctx,
 // Halt, or frames after Resume). Resume opens the device again and
-// resumes capture; a device that cannot be opened is retried as after an
-// unplug. Both are safe from any goroutine at any time, and do nothing
+// resumes capture; a device that cannot be opened again is either
+// retried by its driver, as after an unplug (a camera), or left paused
+// with Resume's error, for the caller to try again (a microphone). Both
+// are safe from any goroutine at any time, and do nothing
 // when the stream is already paused (or running); after Halt or Close
 // they do nothing.
 type Pauser interface {

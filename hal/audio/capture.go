@@ -25,8 +25,10 @@ type Capture struct {
 	frameDur time.Duration
 
 	ctl     sync.Mutex // serialises the stream's start, abort and close
-	dev     stream
+	dev     stream     // nil while paused
 	running bool
+	// reopen opens the device again for Resume; nil: it cannot be.
+	reopen func() (stream, error)
 
 	mu    sync.Mutex // guards what the callback shares with readers
 	ring  ring
@@ -39,7 +41,11 @@ type Capture struct {
 	flagged time.Duration
 	halted  bool
 	closed  bool
-	halt    chan struct{} // closed by Halt
+	// paused while Pause let the device go; told once a reader was told
+	// (hal.ErrPaused); resumed is closed by Resume.
+	paused, told bool
+	resumed      chan struct{}
+	halt         chan struct{} // closed by Halt
 	ready   chan struct{} // poked when a frame arrives
 
 	// stallOnce, when set, makes the next callback sleep that long first:
@@ -92,7 +98,7 @@ func (c *Capture) deliver(in []int16, adc, cur time.Duration, flags callbackFlag
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.last = wall
-	if c.halted {
+	if c.halted || c.paused {
 		return
 	}
 	if c.clock == clockUnknown {
@@ -145,6 +151,20 @@ func (c *Capture) ReadFrame(ctx context.Context, f *hal.AudioFrame) error {
 		case c.halted:
 			c.mu.Unlock()
 			return fmt.Errorf("audio: capture %q: %w", c.name, hal.ErrHalted)
+		case c.paused && !c.told:
+			c.told = true
+			c.mu.Unlock()
+			return fmt.Errorf("audio: capture %q: %w", c.name, hal.ErrPaused)
+		case c.paused:
+			resumed := c.resumed
+			c.mu.Unlock()
+			select {
+			case <-resumed:
+			case <-c.halt:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			continue
 		case c.ring.pop(f):
 			if c.ring.n > 0 {
 				// More frames than pokes: wake another reader for them.
@@ -196,6 +216,73 @@ func (c *Capture) Halt() error {
 	return nil
 }
 
+// Pause stops the device and closes its stream, which releases the
+// PCM; what was captured and not read is dropped. A reader's next
+// ReadFrame returns hal.ErrPaused, and the ones after it wait for
+// Resume (no stall is counted meanwhile). It returns once the stream is
+// closed, and does nothing when paused already, halted or closed.
+func (c *Capture) Pause() error {
+	c.ctl.Lock()
+	defer c.ctl.Unlock()
+	c.mu.Lock()
+	if c.paused || c.halted || c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.paused, c.told, c.resumed = true, false, make(chan struct{})
+	c.ring.n, c.ring.pending, c.ring.dropping = 0, 0, false
+	c.mu.Unlock()
+	select {
+	case c.ready <- struct{}{}: // a waiting reader learns of it
+	default:
+	}
+	var err error
+	if c.running {
+		c.running = false
+		err = c.dev.abort()
+	}
+	if cerr := c.dev.close(); err == nil {
+		err = cerr
+	}
+	c.dev = nil
+	if err != nil {
+		return fmt.Errorf("audio: capture %q: pause: %w", c.name, err)
+	}
+	return nil
+}
+
+// Resume opens the device again and starts it. When it cannot, the
+// capture stays paused and the error says why; Resume may be called
+// again.
+func (c *Capture) Resume() error {
+	c.ctl.Lock()
+	defer c.ctl.Unlock()
+	c.mu.Lock()
+	paused := c.paused && !c.halted && !c.closed
+	c.mu.Unlock()
+	if !paused {
+		return nil
+	}
+	if c.reopen == nil {
+		return fmt.Errorf("audio: capture %q: resume: the device cannot be opened again", c.name)
+	}
+	dev, err := c.reopen()
+	if err == nil {
+		if err = dev.start(); err != nil {
+			dev.close()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("audio: capture %q: resume: %w", c.name, err)
+	}
+	c.dev, c.running = dev, true
+	c.mu.Lock()
+	c.paused, c.last = false, time.Now()
+	close(c.resumed)
+	c.mu.Unlock()
+	return nil
+}
+
 // Close halts the device and releases it. It is safe to call more than
 // once; only the first call does anything.
 func (c *Capture) Close() error {
@@ -208,6 +295,9 @@ func (c *Capture) Close() error {
 	c.mu.Unlock()
 	if was {
 		return nil
+	}
+	if c.dev == nil {
+		return herr // paused: closed already
 	}
 	if err := c.dev.close(); err != nil {
 		return fmt.Errorf("audio: capture %q: close: %w", c.name, err)

@@ -355,3 +355,58 @@ func containsAll(s string, parts ...string) bool {
 	}
 	return true
 }
+
+// Pause aborts and closes the stream (the PCM is released), drops what
+// waits and tells a reader once; callbacks still in flight are dropped;
+// a reader then waits, without a stall, until Resume opens a new stream.
+func TestCapturePauseAndResume(t *testing.T) {
+	c, s1 := openFakeCapture(t, mono16k)
+	defer c.Close()
+	base := monoAt(-100 * time.Millisecond)
+	c.deliver(frameOf(mono16k, 1), base, base+40*time.Millisecond, 0)
+	if err := c.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	if starts, aborts, closes := s1.counts(); starts != 1 || aborts != 1 || closes != 1 {
+		t.Fatalf("the stream at the pause: %d starts, %d aborts, %d closes; want it stopped and closed", starts, aborts, closes)
+	}
+	c.Pause() // again: nothing
+	c.deliver(frameOf(mono16k, 2), base, base+40*time.Millisecond, 0)
+	f := hal.AudioFrame{Samples: make([]int16, mono16k.Len())}
+	if err := c.ReadFrame(t.Context(), &f); !errors.Is(err, hal.ErrPaused) {
+		t.Fatalf("the first read after the pause: %v, want ErrPaused", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), stallAfter+100*time.Millisecond)
+	err := c.ReadFrame(ctx, &f)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a read while paused, past the stall time: %v, want a wait", err)
+	}
+	// A device that cannot be opened again leaves it paused.
+	c.reopen = func() (stream, error) { return nil, errors.New("no such device") }
+	if err := c.Resume(); err == nil || !strings.Contains(err.Error(), "no such device") {
+		t.Fatalf("a resume that cannot open: %v", err)
+	}
+	s2 := &fakeStream{}
+	c.reopen = func() (stream, error) { return s2, nil }
+	got := make(chan error, 1)
+	go func() { got <- c.ReadFrame(t.Context(), &f) }()
+	if err := c.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	now := monoAt(0)
+	c.deliver(frameOf(mono16k, 3), now, now+40*time.Millisecond, 0)
+	if err := <-got; err != nil || f.Samples[0] != 3 {
+		t.Fatalf("after the resume: %v, sample %d; want frame 3", err, f.Samples[0])
+	}
+	if starts, _, _ := s2.counts(); starts != 1 {
+		t.Errorf("the new stream started %d times", starts)
+	}
+	c.Close()
+	if _, _, closes := s2.counts(); closes != 1 {
+		t.Errorf("Close closed the new stream %d times", closes)
+	}
+	if _, _, closes := s1.counts(); closes != 1 {
+		t.Errorf("Close closed the paused stream again: %d closes", closes)
+	}
+}

@@ -73,25 +73,34 @@ func OpenCapture(cfg hal.AudioConfig) (hal.AudioCapture, error) {
 		return nil, fmt.Errorf("audio: capture %q: %w", cfg.Device, err)
 	}
 	var c *Capture
-	var s *paStream
-	err = pa.acquire(func() error {
-		info, err := find(cfg.Device, true, f.Channels)
-		if err != nil {
-			return err
-		}
-		c = newCapture(info.Name, f)
-		p := streamParams(f)
-		p.Input = portaudio.StreamDeviceParameters{Device: info, Channels: f.Channels, Latency: latencyFor(f, info.DefaultHighInputLatency)}
-		st, err := portaudio.OpenStream(p, c.callback)
-		if err != nil {
-			return openError(info.Name, f, err)
-		}
-		s = &paStream{s: st}
-		return nil
-	})
+	// open finds the device by cfg's name and opens a stream of it, now
+	// and at every Resume.
+	open := func() (stream, error) {
+		var s *paStream
+		err := pa.acquire(func() error {
+			info, err := find(cfg.Device, true, f.Channels)
+			if err != nil {
+				return err
+			}
+			if c == nil {
+				c = newCapture(info.Name, f)
+			}
+			p := streamParams(f)
+			p.Input = portaudio.StreamDeviceParameters{Device: info, Channels: f.Channels, Latency: latencyFor(f, info.DefaultHighInputLatency)}
+			st, err := portaudio.OpenStream(p, c.callback)
+			if err != nil {
+				return openError(info.Name, f, err)
+			}
+			s = &paStream{s: st}
+			return nil
+		})
+		return s, err
+	}
+	s, err := open()
 	if err != nil {
 		return nil, fmt.Errorf("audio: capture %q: %w", cfg.Device, err)
 	}
+	c.reopen = open
 	if err := c.run(s); err != nil {
 		return nil, err
 	}
