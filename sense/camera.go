@@ -165,8 +165,9 @@ func (c *CameraChannel) LastMotion() (Motion, bool) {
 // it that the caller owns (its Release does nothing): its pixels, and the
 // camera's own JPEG when it sent one (Frame.Encoded). The channel copies
 // the frame only when someone waits, and does not wait for the caller.
-// Grab returns ctx's error when ctx ends first, and hal.ErrHalted once
-// the channel stopped reading.
+// Grab returns ctx's error when ctx ends first, hal.ErrPaused when the
+// camera is paused before a frame comes, and hal.ErrHalted once the
+// channel stopped reading.
 func (c *CameraChannel) Grab(ctx context.Context) (*hal.Frame, error) {
 	ch := make(chan *hal.Frame, 1)
 	c.mu.Lock()
@@ -180,6 +181,9 @@ func (c *CameraChannel) Grab(ctx context.Context) (*hal.Frame, error) {
 	c.mu.Unlock()
 	select {
 	case f := <-ch:
+		if f == nil {
+			return nil, fmt.Errorf("%s: %w", c.out.Source().Channel, hal.ErrPaused)
+		}
 		return f, nil
 	case <-ctx.Done():
 		c.mu.Lock()
@@ -199,6 +203,14 @@ func (c *CameraChannel) Grab(ctx context.Context) (*hal.Frame, error) {
 		}
 		return nil, fmt.Errorf("%s stopped reading: %w", c.out.Source().Channel, hal.ErrHalted)
 	}
+}
+
+// failGrabs ends each waiting Grab with hal.ErrPaused; c.mu is held.
+func (c *CameraChannel) failGrabs() {
+	for _, g := range c.grabs {
+		g <- nil
+	}
+	c.grabs = c.grabs[:0]
 }
 
 // handGrabs gives each waiting Grab a copy of f (one copy, shared: the
@@ -265,6 +277,16 @@ func (c *CameraChannel) Run(ctx context.Context) error {
 		case ctx.Err() != nil, errors.Is(err, hal.ErrHalted):
 			c.emit(c.det.Reset(c.tr[:0]), true)
 			return nil
+		case errors.Is(err, hal.ErrPaused):
+			// The privacy switch (or a pause): the motion that was on is
+			// cut, no summary spans the pause, and a grab waiting gets
+			// nothing. Whoever paused says so in the registry.
+			c.emit(c.det.Reset(c.tr[:0]), true)
+			c.period = summaryPeriod{}
+			c.mu.Lock()
+			c.failGrabs()
+			c.mu.Unlock()
+			continue
 		case errors.Is(err, hal.ErrAbsent):
 			c.emit(c.det.Reset(c.tr[:0]), true)
 			c.period = summaryPeriod{}

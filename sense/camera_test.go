@@ -292,3 +292,62 @@ func TestCameraChannelGrab(t *testing.T) {
 		}
 	})
 }
+
+// A pause cuts the motion that was on, fails a grab that waits, and the
+// channel goes on reading after the resume.
+func TestCameraChannelPaused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		format := hal.FrameFormat{Pixel: hal.PixelYUYV, Width: 160, Height: 120, Stride: 320}
+		sc := motiontest.Scene{Format: format, Seed: 2, Noise: 3, Objects: []motiontest.Object{
+			{From: time.Second, To: 10 * time.Second, Start: [2]float64{-0.1, 0.5}, End: [2]float64{1.1, 0.5}, W: 0.2, H: 0.3, Luma: 230},
+		}}
+		cam := haltest.NewCamera(format, 4)
+		o := NewOutlet(Source{Channel: "camera.front"}, 64)
+		c, err := NewCameraChannel(o, cam, motion.Config{}, Snapshots{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- c.Run(t.Context()) }()
+		push := func(i int) {
+			buf := make([]byte, sc.Bytes())
+			at := time.Duration(i) * time.Second / 15
+			sc.Render(buf, at, uint64(i))
+			cam.Push(buf, uint64(i+1), hal.Mono(at+time.Second))
+			synctest.Wait()
+		}
+		for i := range 45 { // three seconds: the object is moving
+			push(i)
+		}
+		if m, ok := c.LastMotion(); !ok || !m.Moving {
+			t.Fatalf("no motion before the pause: %+v", m)
+		}
+		grab := make(chan error, 1)
+		go func() { _, err := c.Grab(t.Context()); grab <- err }()
+		synctest.Wait()
+		cam.Pause()
+		synctest.Wait()
+		if err := <-grab; !errors.Is(err, hal.ErrPaused) {
+			t.Errorf("a grab at the pause: %v, want ErrPaused", err)
+		}
+		var last string
+		for len(o.q) > 0 {
+			q := <-o.q
+			var p map[string]any
+			ledger.UnmarshalPayload(q.ev.Payload, &p)
+			last = fmt.Sprintf("%s cut=%v", q.ev.Type, p["cut"])
+		}
+		if last != "camera.motion_ended cut=true" {
+			t.Errorf("the last event at the pause: %q, want the motion ended, cut", last)
+		}
+		cam.Resume()
+		push(100)
+		if s := c.Stats(); s.LastSeq != 101 {
+			t.Errorf("after the resume the channel read up to frame %d, want 101", s.LastSeq)
+		}
+		cam.Halt()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}

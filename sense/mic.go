@@ -127,6 +127,9 @@ type MicTap struct {
 	lost   int // frames dropped since the last delivered, under c.mu
 	closed chan struct{}
 	once   sync.Once
+	// why is what ended the tap when the channel did (a pause), read
+	// after closed.
+	why error
 }
 
 // tapFrames is how many frames a tap holds for its reader (half a
@@ -161,6 +164,9 @@ func (t *MicTap) ReadFrame(ctx context.Context, f *hal.AudioFrame) error {
 	select {
 	case got = <-t.frames:
 	case <-t.closed:
+		if t.why != nil {
+			return t.why
+		}
 		return hal.ErrClosed
 	case <-ctx.Done():
 		return ctx.Err()
@@ -185,6 +191,17 @@ func (t *MicTap) Close() error {
 		close(t.closed)
 	})
 	return nil
+}
+
+// endTaps ends every tap with why (their reads return it); c.mu is held.
+func (c *MicChannel) endTaps(why error) {
+	for t := range c.taps {
+		t.once.Do(func() {
+			t.why = why
+			close(t.closed)
+		})
+		delete(c.taps, t)
+	}
 }
 
 // feedTaps hands each tap a copy of f; c.mu is held.
@@ -294,6 +311,18 @@ func (c *MicChannel) Run(ctx context.Context) error {
 	f := hal.AudioFrame{Samples: make([]int16, c.mic.Format().Len())}
 	for {
 		err := c.mic.ReadFrame(ctx, &f)
+		if errors.Is(err, hal.ErrPaused) {
+			// The privacy switch (or a pause): what was on is cut, the
+			// ring forgets what it heard, and a clip or a listener in
+			// progress ends. Whoever paused says so in the registry.
+			c.emit(c.an.Flush(c.evs[:0]))
+			c.mu.Lock()
+			c.ring.next, c.ring.filled = 0, 0
+			clear(c.ring.buf)
+			c.endTaps(fmt.Errorf("%s: %w", c.out.Source().Channel, err))
+			c.mu.Unlock()
+			continue
+		}
 		if err != nil {
 			c.emit(c.an.Flush(c.evs[:0]))
 			if ctx.Err() != nil || errors.Is(err, hal.ErrHalted) {

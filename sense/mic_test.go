@@ -207,3 +207,44 @@ func TestMicClip(t *testing.T) {
 		}
 	})
 }
+
+// A pause forgets the ring and ends a clip in progress.
+func TestMicChannelPaused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := hal.AudioFormat{Rate: 16 * physic.KiloHertz, Channels: 1, FrameSamples: 4}
+		fd := f.FrameDuration()
+		mic := haltest.NewCapture(f, 8)
+		c, err := NewMicChannel(NewOutlet(Source{Channel: "audio.mic"}, 16), mic, sound.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetRing(3 * fd)
+		done := make(chan error, 1)
+		go func() { done <- c.Run(t.Context()) }()
+		for i := range 3 {
+			mic.Push([]int16{1, 1, 1, 1}, uint64(i+1), hal.Mono(time.Duration(i)*fd))
+		}
+		synctest.Wait()
+		clip := make(chan error, 1)
+		go func() { _, err := c.Clip(t.Context(), fd, time.Second); clip <- err }()
+		synctest.Wait()
+		mic.Pause()
+		synctest.Wait()
+		if err := <-clip; !errors.Is(err, hal.ErrPaused) {
+			t.Errorf("a clip at the pause: %v, want ErrPaused", err)
+		}
+		if h, err := c.Clip(t.Context(), time.Second, 0); err != nil || len(h.Samples) != 0 {
+			t.Errorf("the ring after the pause: %v, %v; want it empty", h.Samples, err)
+		}
+		mic.Resume()
+		mic.Push([]int16{7, 7, 7, 7}, 9, hal.Mono(time.Minute))
+		synctest.Wait()
+		if h, _ := c.Clip(t.Context(), time.Second, 0); fmt.Sprint(h.Samples) != "[7 7 7 7]" {
+			t.Errorf("the ring after the resume: %v", h.Samples)
+		}
+		mic.Halt()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}

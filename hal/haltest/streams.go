@@ -16,7 +16,18 @@ type pauser struct {
 	paused  bool
 	told    bool
 	resumed chan struct{}
+	stop    chan struct{} // closed by Pause: a read waiting gives up
 	pauses  int
+}
+
+// stopped is the channel the next Pause closes.
+func (p *pauser) stopped() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stop == nil {
+		p.stop = make(chan struct{})
+	}
+	return p.stop
 }
 
 func (p *pauser) pause(drop func()) error {
@@ -26,6 +37,10 @@ func (p *pauser) pause(drop func()) error {
 		p.paused, p.told, p.resumed = true, false, make(chan struct{})
 		p.pauses++
 		drop()
+		if p.stop != nil {
+			close(p.stop)
+			p.stop = nil
+		}
 	}
 	return nil
 }
@@ -133,6 +148,7 @@ func (c *Camera) NextFrame(ctx context.Context) (*hal.Frame, error) {
 	if err := c.gate(ctx, &c.halter); err != nil {
 		return nil, err
 	}
+	stop := c.stopped()
 	select {
 	case err := <-c.failed:
 		return nil, err
@@ -143,6 +159,8 @@ func (c *Camera) NextFrame(ctx context.Context) (*hal.Frame, error) {
 		return f, nil
 	case err := <-c.failed:
 		return nil, err
+	case <-stop:
+		return c.NextFrame(ctx) // paused while waiting
 	case <-c.ch:
 		return nil, hal.ErrHalted
 	case <-ctx.Done():
@@ -195,9 +213,16 @@ func (c *Capture) ReadFrame(ctx context.Context, f *hal.AudioFrame) error {
 	if err := c.gate(ctx, &c.halter); err != nil {
 		return err
 	}
-	got, err := wait(ctx, &c.halter, c.frames)
-	if err != nil {
-		return err
+	stop := c.stopped()
+	var got hal.AudioFrame
+	select {
+	case got = <-c.frames:
+	case <-stop:
+		return c.ReadFrame(ctx, f) // paused while waiting
+	case <-c.ch:
+		return hal.ErrHalted
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 	copy(f.Samples, got.Samples)
 	f.Seq, f.Time, f.Overruns = got.Seq, got.Time, got.Overruns
