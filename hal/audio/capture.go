@@ -46,7 +46,7 @@ type Capture struct {
 	paused, told bool
 	resumed      chan struct{}
 	halt         chan struct{} // closed by Halt
-	ready   chan struct{} // poked when a frame arrives
+	ready        chan struct{} // poked when a frame arrives
 
 	// stallOnce, when set, makes the next callback sleep that long first:
 	// the lab's way to make the device overrun for real.
