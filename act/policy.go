@@ -1,6 +1,7 @@
 package act
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -152,6 +153,9 @@ type State struct {
 	// Channel is the lifecycle state of the channel that offers the
 	// capability on the target; "" when no channel offers it.
 	Channel body.State
+	// ChannelHealth is what the registry says of the channel (why it is
+	// paused).
+	ChannelHealth string
 	// CapabilityMode is the mode the config gives the capability itself:
 	// "" or enabled, shadow (only shadow requests run) or disabled. The
 	// stricter of it and Channel decides.
@@ -224,7 +228,9 @@ func (r Request) EffectiveTrust() ledger.Level {
 //  7. health_critical (only R0) and health_degraded (nothing above R1);
 //  8. the channel: channel_disabled (disabled, revoked, offline, error, discovered, or
 //     a state Decide does not know), channel_shadow (a shadow channel
-//     runs only shadow requests); then the same for the capability's own
+//     runs only shadow requests), privacy_paused (a camera or a
+//     microphone let go for privacy: no request of it runs, shadow
+//     included, whoever asks); then the same for the capability's own
 //     mode from the config;
 //  9. risk_exceeds_trust: the effective trust, the lowest of the
 //     session's and the causing observation's, is below MinTrust; then
@@ -299,6 +305,8 @@ func Decide(req Request, st State) Decision {
 		if req.Mode != Shadow {
 			return refuse(ReasonChannelShadow, "the channel only records; ask in shadow mode")
 		}
+	case body.Paused:
+		return refuse(ReasonPrivacyPaused, "the channel is paused for privacy: %s", cmp.Or(st.ChannelHealth, "paused"))
 	default:
 		return refuse(ReasonChannelDisabled, "the channel is %s", st.Channel)
 	}

@@ -212,6 +212,10 @@ var policyCases = []policyCase{
 	{"unknown channel state", func(r *Request, s *State) { s.Channel = "sleepy" }, ReasonChannelDisabled, "sleepy"},
 	{"degraded channel", func(r *Request, s *State) { s.Channel = body.Degraded }, "", ""},
 	{"shadow channel, live", func(r *Request, s *State) { s.Channel = body.Shadow }, ReasonChannelShadow, ""},
+	{"paused for privacy", func(r *Request, s *State) { s.Channel, s.ChannelHealth = body.Paused, "the privacy switch is on" }, ReasonPrivacyPaused, "paused for privacy: the privacy switch is on"},
+	{"paused for privacy, a local administrator in shadow mode", func(r *Request, s *State) {
+		s.Channel, r.Principal, r.Mode = body.Paused, Principal{Kind: LocalAdmin, Subject: "admin:uid=0", Trust: ledger.Max}, Shadow
+	}, ReasonPrivacyPaused, "paused for privacy: paused"},
 	{"shadow channel, simulation", func(r *Request, s *State) { s.Channel = body.Shadow; r.Mode = Simulation }, ReasonChannelShadow, ""},
 	{"shadow channel, shadow", func(r *Request, s *State) { s.Channel = body.Shadow; r.Mode = Shadow }, "", ""},
 

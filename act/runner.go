@@ -845,7 +845,7 @@ func (r *Runner) decide(inv *Invocation, c Capability, channel string, approvals
 	}
 	if r.env.Registry != nil && channel != "" {
 		if ch, err := r.env.Registry.Get(channel); err == nil {
-			st.Channel = ch.State
+			st.Channel, st.ChannelHealth = ch.State, ch.Health
 		}
 	}
 	st.CapabilityMode = r.env.CapabilityModes[c.Name]

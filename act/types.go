@@ -141,6 +141,7 @@ const (
 	ReasonGrantRevoked      Reason = "grant_revoked"
 	ReasonChannelDisabled   Reason = "channel_disabled" // the channel is disabled, revoked, offline or in error
 	ReasonChannelShadow     Reason = "channel_shadow"   // the channel only records: a live request is refused
+	ReasonPrivacyPaused     Reason = "privacy_paused"   // the channel is paused for privacy (the switch, a pause): nothing captures
 	ReasonHealthCritical    Reason = "health_critical"  // self-state critical: read-only only
 	ReasonHealthDegraded    Reason = "health_degraded"  // self-state degraded: nothing above R1
 	ReasonLedgerUnavailable Reason = "ledger_unavailable"

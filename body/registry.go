@@ -19,6 +19,7 @@ const (
 	Enabled    State = "enabled"    // runs
 	Degraded   State = "degraded"   // runs with a problem (dropped frames, slow)
 	Offline    State = "offline"    // the device went away; retrying
+	Paused     State = "paused"     // let go for privacy (the switch, a pause); Health says why
 	Revoked    State = "revoked"    // taken away by an administrator
 	Error      State = "error"      // failed; needs a person
 )
@@ -27,10 +28,11 @@ const (
 var transitions = map[State][]State{
 	Discovered: {Disabled, Shadow, Enabled, Offline, Error, Revoked},
 	Disabled:   {Shadow, Enabled, Revoked},
-	Shadow:     {Enabled, Disabled, Degraded, Offline, Error, Revoked},
-	Enabled:    {Shadow, Disabled, Degraded, Offline, Error, Revoked},
-	Degraded:   {Enabled, Shadow, Disabled, Offline, Error, Revoked},
-	Offline:    {Discovered, Enabled, Shadow, Degraded, Disabled, Error, Revoked},
+	Shadow:     {Enabled, Disabled, Degraded, Offline, Paused, Error, Revoked},
+	Enabled:    {Shadow, Disabled, Degraded, Offline, Paused, Error, Revoked},
+	Degraded:   {Enabled, Shadow, Disabled, Offline, Paused, Error, Revoked},
+	Offline:    {Discovered, Enabled, Shadow, Degraded, Disabled, Paused, Error, Revoked},
+	Paused:     {Enabled, Shadow, Degraded, Offline, Disabled, Error, Revoked},
 	Error:      {Discovered, Disabled, Offline, Revoked},
 	Revoked:    {Disabled},
 }
