@@ -44,6 +44,9 @@ type Parts struct {
 	// Evidence is what the body kept to be looked at; nil: none (the
 	// evidence operations answer unavailable).
 	Evidence *evidence.Store
+	// Privacy is whether the cameras and microphones are let go; nil:
+	// the privacy operations answer unavailable.
+	Privacy *sense.Privacy
 	// World is the world model the ledger keeps; nil: none (the world
 	// operations answer unavailable).
 	World *world.Model
@@ -119,7 +122,7 @@ func (b *Parts) trip(_ context.Context, p act.Principal, in TripIn) (TripOut, er
 // ledger for it (a projection missing from a ledger is built from its
 // whole history at the next open).
 func Projections() []ledger.Projection {
-	return slices.Concat(act.Projections(), gate.Projections(), world.Projections(), evidence.Projections())
+	return slices.Concat(act.Projections(), gate.Projections(), world.Projections(), evidence.Projections(), []ledger.Projection{sense.PrivacyProjection()})
 }
 
 // Table binds every operation to the parts.
@@ -223,6 +226,9 @@ func (b *Parts) Table() (*Table, error) {
 		Bind(OpWaitRemove, b.waitRemove),
 		Bind(OpWaitList, b.waitList),
 		Bind(OpExplain, b.explain),
+		Bind(OpPrivacyStatus, b.privacyStatus),
+		Bind(OpPrivacyPause, b.privacyPause),
+		Bind(OpPrivacyResume, b.privacyResume),
 		Bind(OpEvidenceList, b.evidenceList),
 		Bind(OpEvidenceGet, b.evidenceGet),
 		Bind(OpEvidenceDelete, b.evidenceDelete),

@@ -33,7 +33,7 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 // exactly these.
 var allOps = []string{"action.capabilities", "action.do", "action.result", "approval.approve", "approval.deny", "approval.list",
 	"channels", "estop.reset", "estop.status", "estop.trip", "events", "evidence.delete", "evidence.get", "evidence.list", "gate.explain", "grant.add", "grant.list", "grant.revoke",
-	"ledger.backup", "ledger.stats", "ledger.verify", "ledger.verify_archive", "self", "status",
+	"ledger.backup", "ledger.stats", "ledger.verify", "ledger.verify_archive", "privacy.pause", "privacy.resume", "privacy.status", "self", "status",
 	"wait.add", "wait.list", "wait.remove", "work.close", "work.create", "work.list", "work.show", "work.update",
 	"world.at", "world.explain", "world.history", "world.now", "world.tell"}
 

@@ -92,6 +92,9 @@ func DefaultClasses() Classes {
 			// What the body kept to be looked at, who looked, and its end:
 			// the records hold no media, only what was kept and why.
 			"evidence.": ClassAudit,
+			// The privacy switch and pauses: when the body stopped and
+			// started seeing and hearing, and who asked.
+			"privacy.": ClassAudit,
 			// The world model's records: kept (its projection is rebuilt
 			// from them long after the sensed events they cite expire),
 			// not sent (the home server gets its state documents).

@@ -29,6 +29,9 @@ type Group struct {
 	// and for the speaker's verification; set by NewGroup, read-only.
 	Cameras []GroupCamera
 	Mic     *GroupMic
+	// Privacy lets the cameras and the microphone go while the privacy
+	// switch is on or a pause lasts; set by NewGroup, read-only.
+	Privacy *Privacy
 
 	outlets map[string]*Outlet
 	runs    []senseRun
@@ -99,6 +102,10 @@ type GroupConfig struct {
 	ThrottleSource, ThrottlePath string
 	// Outbox counts the events waiting for the uplink; nil: none.
 	Outbox func() (uint64, error)
+	// Running is the ledger's running clock, which a pause is counted
+	// on, and Pauses the pauses the ledger kept (RestoredPauses).
+	Running func() time.Duration
+	Pauses  []Pause
 }
 
 // noLedger stands in when the ledger could not be opened.
@@ -177,9 +184,26 @@ func NewGroup(ds *body.Devices, gc GroupConfig) *Group {
 			s.runs = append(s.runs, senseRun{ds.MicID, ch.Run})
 		}
 	}
+	pc := PrivacyConfig{Registry: reg, Running: gc.Running, Log: log}
+	for _, c := range s.Cameras {
+		if pz, ok := c.Cam.(hal.Pauser); ok {
+			pc.Devices = append(pc.Devices, PrivacyDevice{ID: c.ID, P: pz})
+		}
+	}
+	if s.Mic != nil {
+		if pz, ok := s.Mic.Mic.(hal.Pauser); ok {
+			pc.Devices = append(pc.Devices, PrivacyDevice{ID: s.Mic.ID, P: pz})
+		}
+	}
 	for _, in := range ds.Ins {
-		if in.EStop() {
-			continue // the e-stop's, not a sense channel's
+		if in.Role == PrivacyRole && pc.Switch == nil {
+			pc.Switch, pc.Active = in.Line, in.Active
+		}
+	}
+	s.Privacy = NewPrivacy(pc, gc.Pauses)
+	for _, in := range ds.Ins {
+		if in.EStop() || in.Role == PrivacyRole {
+			continue // the e-stop's or the privacy switch's, not a sense channel's
 		}
 		c, err := NewLineChannel(outlet(in.ID, "gpio"), in.Line, LineConfig{Active: in.Active, Button: in.Role == "button",
 			LongPress: ms(cfg.Buttons.LongPressMS), DoublePress: ms(cfg.Buttons.DoublePressMS)})
@@ -332,13 +356,23 @@ func (s *Group) shed() uint64 {
 	return n
 }
 
+// PrivacyRole is the role of the board input that is the privacy switch.
+const PrivacyRole = "privacy"
+
 // Start runs every channel and its outlet's writer; l nil means the
 // ledger is not open (every write fails, so outlets retry, fill and shed,
-// and say so in their counts).
+// and say so in their counts). The privacy switch is read first: a
+// camera or microphone it keeps paused is never read.
 func (s *Group) Start(ctx context.Context, l Ledger) {
 	if l == nil {
 		l = noLedger{}
 	}
+	s.Privacy.Start(ctx, l)
+	s.readers.Add(1)
+	go func() {
+		defer s.readers.Done()
+		s.Privacy.Run(ctx)
+	}()
 	// The writers outlive ctx: a stopping daemon closes the outlets and
 	// lets them drain (see stop).
 	wctx, abort := context.WithCancel(context.WithoutCancel(ctx))

@@ -33,6 +33,7 @@ import (
 	"github.com/tobe-body/tobe-body/hal/haltest"
 	"github.com/tobe-body/tobe-body/hal/haltest/stepclock"
 	"github.com/tobe-body/tobe-body/ledger"
+	"github.com/tobe-body/tobe-body/sense"
 )
 
 // rig is a body of fakes with a real ledger, its table, and the agent
@@ -135,8 +136,10 @@ func newRigWith(t *testing.T, rules []config.AgentPrincipal, heartbeat time.Dura
 	if _, err := gs.Add(t.Context(), act.Grant{Subject: "agent:pi", Capability: awareness.EvidenceView, Scope: "camera.*", By: "admin:test", ByTrust: ledger.High}, act.Expiry{}); err != nil {
 		t.Fatal(err)
 	}
+	privacy := sense.NewPrivacy(sense.PrivacyConfig{Running: store.Running}, nil)
+	privacy.Start(t.Context(), store)
 	parts := &awareness.Parts{Info: awareness.Status{Body: "test", Board: "test"}, Started: time.Now(), Registry: reg, EStop: estop, Runner: r, Store: store,
-		Self: func() (body.SelfState, bool) { return body.SelfState{}, false }, World: wm, Evidence: ev, Grants: gs}
+		Self: func() (body.SelfState, bool) { return body.SelfState{}, false }, World: wm, Evidence: ev, Grants: gs, Privacy: privacy}
 	table, err := parts.Table()
 	if err != nil {
 		t.Fatal(err)

@@ -236,6 +236,9 @@ func TestResultsAreStructured(t *testing.T) {
 		{name: "no such snapshot", tool: "get_evidence", args: func() any { return map[string]any{"id": "no-such"} }, status: "error"},
 		{name: "delete the snapshot", tool: "delete_evidence", args: func() any { return map[string]any{"id": g.evidence, "why": "seen"} }, status: "success"},
 		{name: "delete it again", tool: "delete_evidence", args: func() any { return map[string]any{"id": g.evidence} }, status: "error"},
+		{name: "privacy", tool: "privacy_status", status: "success"},
+		{name: "a pause", tool: "privacy_pause", args: func() any { return map[string]any{"for": "1m", "reason": "test"} }, status: "success"},
+		{name: "a pause until yesterday", tool: "privacy_pause", args: func() any { return map[string]any{"for": "yesterday"} }, status: "error"},
 		{name: "drain", tool: "drain", status: "success"},
 		{name: "drain a negative limit", tool: "drain", args: func() any { return map[string]any{"limit": -1} }, status: "error"},
 		{name: "trip", tool: "estop_trip", args: func() any { return map[string]any{"reason": "test"} }, status: "success"},
@@ -273,7 +276,7 @@ func TestResultsAreStructured(t *testing.T) {
 	// refuse nothing an agent can send them, and gpio_set, which no grant
 	// of the rig's lets an agent use (gpio_pulse's success has the same
 	// schema, action.do's output).
-	refusesNothing := []string{"body_status", "list_channels", "self_state", "estop_status", "capabilities", "list_work", "list_waits", "estop_trip", "world_now"}
+	refusesNothing := []string{"body_status", "list_channels", "self_state", "estop_status", "capabilities", "list_work", "list_waits", "estop_trip", "world_now", "privacy_status"}
 	for name := range schemas {
 		wantSuccess, wantError := name != "gpio_set", !slices.Contains(refusesNothing, name)
 		if wantSuccess && !slices.Contains(seen[name], "success") || wantError && !slices.Contains(seen[name], "error") {

@@ -285,6 +285,15 @@ func (d *daemon) startSenses(ctx context.Context, cfg *config.Loaded, h *host, r
 			st, err := store.Stats()
 			return st.OutboxRows, err
 		}
+		// Pauses of sensing outlive a restart; their ends are on the
+		// ledger's running clock.
+		gc.Running = store.Running
+		pauses, err := sense.RestoredPauses(store)
+		if err != nil {
+			d.log.Error("the pauses of sensing cannot be read: sensing starts paused until a local administrator resumes it", "err", err)
+			pauses = []sense.Pause{{By: "body", Kind: "admin", Reason: "the pauses kept in the ledger could not be read"}}
+		}
+		gc.Pauses = pauses
 		if err := h.reg.Register(body.Channel{ID: "body.notify", Kind: "notify", Device: "events for the home server and the agent",
 			Driver: string(board.Loaded), State: body.Enabled, Health: "ok"}); err != nil {
 			return nil, fmt.Errorf("channel body.notify: %w", err)
@@ -529,7 +538,7 @@ func (d *daemon) serveAdmin(cfg *config.Loaded, h *host, rec *ledgerOpened, rela
 		Drivers: h.drivers.Name, Version: version, DataDir: cfg.DataDir, Config: cfg.Layers, Safety: rec.safety,
 		Ledger: awareness.LedgerStatus{Path: rec.opts.Path}},
 		Started: d.started, Registry: h.reg, Self: senses.Self, Senses: senses.Stats, EStop: estop, Runner: a.runner, Grants: a.grants, Store: store, Relay: relay,
-		World: rec.world, Evidence: a.evidence}
+		World: rec.world, Evidence: a.evidence, Privacy: senses.Privacy}
 	// What the agent is told, and when: the observation rules are the
 	// gate's default rules, their texts the observations' words.
 	observer, err := awareness.NewObserver(append(slices.Clone(cfg.Agent.Observations.Rules), awareness.DefaultObservationRules...))

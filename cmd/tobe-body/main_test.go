@@ -100,7 +100,7 @@ func TestRunStatusAndCleanStop(t *testing.T) {
 	if err != nil {
 		t.Fatalf("status: %v\n%s", err, out)
 	}
-	for _, want := range []string{"board     sim:", "channels  18, 18 healthy", "env.air", "light.act", "camera.front", "body.self", "body.notify", "audio.mic", "estop.main", "gpio.relay1", "input.keypad"} {
+	for _, want := range []string{"board     sim:", "channels  19, 19 healthy", "env.air", "light.act", "camera.front", "body.self", "body.notify", "audio.mic", "estop.main", "gpio.relay1", "input.keypad"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}

@@ -26,6 +26,9 @@ const (
 	LineRelay2     = "RELAY2"
 	LineLED        = "LED"
 	LineBuzzer     = "BUZZER"
+	// LinePrivacy is the privacy switch: a slide switch to ground with a
+	// pull-up, on (Low) when slid; off (High) as the board starts.
+	LinePrivacy = "PRIVACY"
 )
 
 // Board is one simulated board. Its methods are safe for concurrent use.
@@ -60,6 +63,7 @@ func NewPressing(seed uint64, period time.Duration) *Board {
 	add(&line{name: LineEStop2, level: hal.Low})
 	// The reset button pulls to ground when pressed: released reads High.
 	add(&line{name: LineReset, level: hal.High})
+	add(&line{name: LinePrivacy, level: hal.High})
 	add(&line{name: LineButton, script: streamButton})
 	for _, n := range []string{LineRelay1, LineRelay2, LineLED, LineBuzzer} {
 		add(&line{name: n, level: hal.Low})
@@ -125,7 +129,8 @@ func (b *Board) waitUntil(ctx context.Context, halt, stop <-chan struct{}, t tim
 	}
 }
 
-// SetInput sets the level of a held input line (ESTOP, ESTOP2, RESET), as
+// SetInput sets the level of a held input line (ESTOP, ESTOP2, RESET,
+// PRIVACY), as
 // a wire or a person would. Listeners see the edge at the time of the call.
 func (b *Board) SetInput(name string, l hal.Level) error {
 	b.mu.Lock()

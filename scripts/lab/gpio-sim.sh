@@ -10,7 +10,7 @@ mkdir -p $c/bank0
 echo 16 >$c/bank0/num_lines
 echo tobe-lab >$c/bank0/label
 i=0
-for n in ESTOP ESTOP2 RESET BUTTON RELAY1 RELAY1_FB RELAY2 LED BUZZER; do
+for n in ESTOP ESTOP2 RESET BUTTON RELAY1 RELAY1_FB RELAY2 LED BUZZER PRIVACY; do
 	mkdir $c/bank0/line$i
 	echo $n >$c/bank0/line$i/name
 	i=$((i + 1))
