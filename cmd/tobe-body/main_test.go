@@ -113,7 +113,7 @@ func TestRunStatusAndCleanStop(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, out)
 	}
-	if len(st.Channels) != 18 || st.Board != "sim" || st.BodyID == "" {
+	if len(st.Channels) != 19 || st.Board != "sim" || st.BodyID == "" {
 		t.Errorf("status %+v", st)
 	}
 	if st.Self == nil || st.Events["body.self"].Queued == 0 || st.Events["gpio.button"].Shed != 0 {
