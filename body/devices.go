@@ -76,6 +76,29 @@ type Devices struct {
 	Lights    []LightDevice
 }
 
+// TakeOutput takes the output of channel id (light.NAME, gpio.NAME) out
+// of ds, so that neither the runner nor the e-stop drives it: for the
+// body's own signal (the privacy indicator). An id of no output ds
+// holds is an error that names the ones it does.
+func (ds *Devices) TakeOutput(id string) (hal.LineOut, error) {
+	var names []string
+	for i, l := range ds.Lights {
+		if l.ID == id {
+			ds.Lights = append(ds.Lights[:i:i], ds.Lights[i+1:]...)
+			return l.LED, nil
+		}
+		names = append(names, l.ID)
+	}
+	for i, o := range ds.Outs {
+		if o.ID == id {
+			ds.Outs = append(ds.Outs[:i:i], ds.Outs[i+1:]...)
+			return o.Line, nil
+		}
+		names = append(names, o.ID)
+	}
+	return nil, fmt.Errorf("no output %q on this board (outputs: %q)", id, names)
+}
+
 // OpenDevices opens every device p names with d (found with f where d
 // cannot open its kind), through the same walk of the profile as
 // board.Check, and registers a channel for each: opened ones enabled,

@@ -94,10 +94,12 @@ type CameraChannel struct {
 	stats CameraChannelStats
 	// grabs wait for a copy of the next frame (Grab); last is the latest
 	// motion the channel reported.
-	grabs   []chan *hal.Frame
-	last    Motion
-	stopped chan struct{} // closed when Run returns
-	stop    sync.Once
+	grabs []chan *hal.Frame
+	last  Motion
+	// capturing is told of each grab (the indicator blinks); nil: none.
+	capturing func() (done func())
+	stopped   chan struct{} // closed when Run returns
+	stop      sync.Once
 }
 
 // Motion is the latest motion a camera channel reported: in which zone,
@@ -153,6 +155,11 @@ func (c *CameraChannel) ZoneBox(name string) ([4]float64, bool) {
 	return b, ok
 }
 
+// SetCapturing makes the channel tell fn of each Grab, which calls the
+// func fn returns when it ends (call before Run): the privacy
+// indicator's blink.
+func (c *CameraChannel) SetCapturing(fn func() (done func())) { c.capturing = fn }
+
 // LastMotion is the latest motion the channel reported, and false when
 // it reported none since it started.
 func (c *CameraChannel) LastMotion() (Motion, bool) {
@@ -171,6 +178,9 @@ func (c *CameraChannel) LastMotion() (Motion, bool) {
 func (c *CameraChannel) Grab(ctx context.Context) (*hal.Frame, error) {
 	ch := make(chan *hal.Frame, 1)
 	c.mu.Lock()
+	if c.capturing != nil {
+		defer c.capturing()()
+	}
 	select {
 	case <-c.stopped:
 		c.mu.Unlock()

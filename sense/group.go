@@ -38,6 +38,8 @@ type Group struct {
 	self    *SelfChannel
 	hotplug []*HotplugChannel
 	snaps   []Snapshots // snapshot directories to sweep
+	// indicator shows the privacy state on an output; nil: none.
+	indicator *Indicator
 
 	readers sync.WaitGroup // the channels' readers
 	writers sync.WaitGroup // the outlets' writers
@@ -106,6 +108,10 @@ type GroupConfig struct {
 	// on, and Pauses the pauses the ledger kept (RestoredPauses).
 	Running func() time.Duration
 	Pauses  []Pause
+	// Indicator is the output that shows whether the cameras and
+	// microphones are open (on), capturing (blinking) or paused (off);
+	// nil: none.
+	Indicator hal.LineOut
 }
 
 // noLedger stands in when the ledger could not be opened.
@@ -201,6 +207,16 @@ func NewGroup(ds *body.Devices, gc GroupConfig) *Group {
 		}
 	}
 	s.Privacy = NewPrivacy(pc, gc.Pauses)
+	if gc.Indicator != nil {
+		s.indicator = NewIndicator(gc.Indicator, log)
+		s.Privacy.Watch(s.indicator.Privacy)
+		for _, c := range s.Cameras {
+			c.Ch.SetCapturing(s.indicator.Capture)
+		}
+		if s.Mic != nil {
+			s.Mic.Ch.SetCapturing(s.indicator.Capture)
+		}
+	}
 	for _, in := range ds.Ins {
 		if in.EStop() || in.Role == PrivacyRole {
 			continue // the e-stop's or the privacy switch's, not a sense channel's
@@ -373,6 +389,13 @@ func (s *Group) Start(ctx context.Context, l Ledger) {
 		defer s.readers.Done()
 		s.Privacy.Run(ctx)
 	}()
+	if s.indicator != nil {
+		s.readers.Add(1)
+		go func() {
+			defer s.readers.Done()
+			s.indicator.Run(ctx)
+		}()
+	}
 	// The writers outlive ctx: a stopping daemon closes the outlets and
 	// lets them drain (see stop).
 	wctx, abort := context.WithCancel(context.WithoutCancel(ctx))

@@ -50,13 +50,15 @@ type MicChannel struct {
 
 	evs []sound.Event
 
-	mu      sync.Mutex
-	stats   MicChannelStats
-	period  struct{ sum, n, peak float64 }
-	taps    map[*MicTap]struct{}
-	ring    ring          // the last seconds heard, for Clip; empty without SetRing
-	stopped chan struct{} // closed when Run returns
-	stop    sync.Once
+	mu     sync.Mutex
+	stats  MicChannelStats
+	period struct{ sum, n, peak float64 }
+	taps   map[*MicTap]struct{}
+	ring   ring // the last seconds heard, for Clip; empty without SetRing
+	// capturing is told of each clip (the indicator blinks); nil: none.
+	capturing func() (done func())
+	stopped   chan struct{} // closed when Run returns
+	stop      sync.Once
 }
 
 // ring is the last frames a microphone heard, interleaved samples in
@@ -250,6 +252,11 @@ func (c *MicChannel) SetRing(d time.Duration) {
 	c.ring = ring{buf: make([]int16, frames*f.Len()), lost: make([]int, frames), size: f.Len()}
 }
 
+// SetCapturing makes the channel tell fn of each Clip, which calls the
+// func fn returns when it ends (call before Run): the privacy
+// indicator's blink.
+func (c *MicChannel) SetCapturing(fn func() (done func())) { c.capturing = fn }
+
 // RingBytes is the memory the ring holds (SetRing).
 func (c *MicChannel) RingBytes() int { return 2*len(c.ring.buf) + 8*len(c.ring.lost) }
 
@@ -265,6 +272,9 @@ func (c *MicChannel) Clip(ctx context.Context, before, after time.Duration) (hal
 		return hal.AudioSpan{}, fmt.Errorf("%s: clip of %v before and %v after", c.out.Source().Channel, before, after)
 	}
 	frames := func(d time.Duration) int { return int((d + fd - 1) / fd) }
+	if c.capturing != nil {
+		defer c.capturing()()
+	}
 	h := hal.AudioSpan{Format: f}
 	var tap *MicTap
 	c.mu.Lock()

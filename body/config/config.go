@@ -297,6 +297,14 @@ type Sense struct {
 	Cameras     map[string]Camera     `json:"cameras"`
 	Microphones map[string]Microphone `json:"microphones"`
 	Env         Env                   `json:"env"`
+	Privacy     Privacy               `json:"privacy"`
+}
+
+// Privacy configures what shows the privacy state.
+type Privacy struct {
+	// Indicator is the channel id of a board LED (light.NAME) or GPIO
+	// output (gpio.NAME) that shows it; "" for none.
+	Indicator string `json:"indicator"`
 }
 
 // Env configures the environment sensors' channels (see the schema).

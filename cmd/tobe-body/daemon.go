@@ -299,6 +299,16 @@ func (d *daemon) startSenses(ctx context.Context, cfg *config.Loaded, h *host, r
 			return nil, fmt.Errorf("channel body.notify: %w", err)
 		}
 	}
+	if id := cfg.Sense.Privacy.Indicator; id != "" {
+		out, err := h.ds.TakeOutput(id)
+		if err != nil {
+			return nil, fmt.Errorf("config: sense.privacy.indicator: %w", err)
+		}
+		gc.Indicator = out
+		if err := h.reg.Set(id, body.Enabled, "the privacy indicator: the body's own, no action drives it"); err != nil {
+			d.log.Warn("channel state", "channel", id, "err", err)
+		}
+	}
 	senses := sense.NewGroup(h.ds, gc)
 	h.reg.Seal()
 	if store != nil {
