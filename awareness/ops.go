@@ -184,6 +184,9 @@ type Status struct {
 	EStop *act.EStopStatus `json:"estop,omitempty"`
 	// Uplink is the MQTT relay's state; nil when mqtt is not enabled.
 	Uplink *uplink.Status `json:"uplink,omitempty"`
+	// Privacy is whether the cameras and microphones are let go, and
+	// why; nil when the body has no privacy state.
+	Privacy *sense.PrivacyState `json:"privacy,omitempty"`
 }
 
 // LedgerStatus is the ledger's part of Status.

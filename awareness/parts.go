@@ -255,6 +255,10 @@ func (b *Parts) status(context.Context, act.Principal, None) (Status, error) {
 	if b.Senses != nil {
 		st.Events = b.Senses()
 	}
+	if b.Privacy != nil {
+		ps := b.Privacy.State()
+		st.Privacy = &ps
+	}
 	if b.EStop != nil {
 		es := b.EStop.Status()
 		st.EStop = &es

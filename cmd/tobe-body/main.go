@@ -16,6 +16,7 @@
 //	tobe-body do CAP TARGET k=v   act as a local administrator through the runner
 //	tobe-body grant ...           add, list, revoke what principals may do
 //	tobe-body evidence ...        list, get, delete the snapshots and clips kept
+//	tobe-body privacy ...         status, pause, resume the cameras and microphones
 //	tobe-body work ...            list, show, close the agent's work items
 //	tobe-body wait ...            list, add, remove wait conditions
 //	tobe-body gate explain ID     why the agent was woken for an event, or not
@@ -69,6 +70,7 @@ commands:
   do CAP TARGET k=v    act as a local administrator through the runner (gpio.set, gpio.pulse; --list)
   grant <command>      add, list, revoke: what principals may do
   evidence <command>   list, get ID FILE|-, delete: the snapshots and clips kept to be looked at
+  privacy <command>    status, pause [--for D], resume: whether the cameras and microphones are paused
   work <command>       list, show, close: the work items the agent left on the body
   wait <command>       list, add, remove: what the body waits for, for them
   gate explain ID      why the agent was woken for an event, or was not
@@ -118,6 +120,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cli.Grant(ctx, rest, stdout, stderr)
 	case "evidence":
 		return cli.Evidence(ctx, rest, stdout, stderr)
+	case "privacy":
+		return cli.Privacy(ctx, rest, stdout, stderr)
 	case "work":
 		return cli.Work(ctx, rest, stdout, stderr)
 	case "wait":

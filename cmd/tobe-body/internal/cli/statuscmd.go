@@ -63,6 +63,9 @@ func printStatus(w io.Writer, st awareness.Status) {
 	fmt.Fprintf(w, "uptime    %s since %s (pid %d, version %s)\n", uptime, st.StartedAt.Format(time.RFC3339), st.PID, st.Version)
 	fmt.Fprintf(w, "data      %s; config %s\n", st.DataDir, strings.Join(st.Config, " < "))
 	fmt.Fprintf(w, "safety    %s\n", st.Safety)
+	if p := st.Privacy; p != nil {
+		fmt.Fprintf(w, "privacy   %s\n", privacyLine(*p))
+	}
 	if e := st.EStop; e != nil {
 		fmt.Fprintf(w, "estop     %s; verified %v\n", e, e.Verified)
 	} else {
