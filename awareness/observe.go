@@ -62,7 +62,8 @@ type ObservationRule = config.ObservationRule
 
 // DefaultObservationRules are what a body tells its agent unless the
 // config says otherwise: the e-stop at max; a person taking over, the
-// body reaching critical and long presses at high; motion, voice,
+// body reaching critical, sensing paused for privacy and long presses at
+// high; motion, voice,
 // buttons, conditions of the board and the air crossing a threshold at
 // medium (back clear of it at low); the rest off.
 var DefaultObservationRules = []ObservationRule{
@@ -80,6 +81,10 @@ var DefaultObservationRules = []ObservationRule{
 	{Type: "body.hot", When: map[string]string{"active": "true"}, Actor: "system", Attention: "medium", Trust: "high", Text: "The board runs hot: {what} at {value} °C (limit {limit})."},
 	{Type: "body.throttled", When: map[string]string{"active": "true"}, Actor: "system", Attention: "medium", Trust: "high", Text: "The board is throttled: {what}."},
 	{Type: "body.disk_low", When: map[string]string{"active": "true"}, Actor: "system", Attention: "medium", Trust: "high", Text: "The data partition is low: {value} MB free."},
+	{Type: "privacy.changed", When: map[string]string{"paused": "true"}, Actor: "system", Attention: "high", Trust: "high",
+		Text: "Sensing is paused ({why}): the cameras and microphones are closed, nothing is seen or heard, and captures are refused."},
+	{Type: "privacy.changed", When: map[string]string{"paused": "false"}, Actor: "system", Attention: "medium", Trust: "high",
+		Text: "Sensing resumed ({cause}): the cameras and microphones are open again."},
 	{Type: "gpio.long_press", Actor: "signal", Attention: "high", Trust: "medium", Text: "{line} was held down ({held_ms} ms)."},
 	{Type: "gpio.double_press", Actor: "signal", Attention: "medium", Trust: "medium", Text: "{line} was pressed twice."},
 	{Type: "input.pressed", Actor: "signal", Attention: "medium", Trust: "medium", Text: "{key} pressed on {device}."},

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -145,4 +146,53 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// An agent pauses sensing (more privacy) and is told of it; a capture is
+// then refused for privacy, whatever its grants; the agent has no way to
+// resume; a local administrator does, and the agent is told.
+func TestPrivacyPauseOverMCP(t *testing.T) {
+	d := startDaemon(t, agentConfig())
+	defer d.stop(t)
+	grantID(t, d.data, "--subject", "agent:pi", "--capability", "camera.snapshot", "--scope", "camera.front")
+	b := startBridge(t, "--data", d.data, "--principal", "pi-high")
+	defer b.cs.Close()
+	tools, err := b.cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range tools.Tools {
+		if strings.Contains(tl.Name, "resume") {
+			t.Errorf("an agent is offered %s", tl.Name)
+		}
+	}
+	if c := b.content(t, "privacy_pause", map[string]any{"reason": "the guests are here"}); c.Status != "success" || !strings.Contains(mustJSON(t, c.Data), `"paused":true`) {
+		t.Fatalf("privacy_pause: %+v", c)
+	}
+	observed := func(prefix string) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case o := <-b.obs:
+				if o.Type == "privacy.changed" && strings.HasPrefix(o.Content, prefix) {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("no observation %q was pushed", prefix)
+			}
+		}
+	}
+	observed("Sensing is paused (paused by agent:pi (the guests are here))")
+	if c := b.content(t, "camera_snapshot", map[string]any{"target": "camera.front"}); c.Status != "error" || c.Error.Reason != "privacy_paused" {
+		t.Errorf("camera_snapshot while paused: %+v", c)
+	}
+	out, err := runCmd(t, "status", "--data", d.data)
+	if err != nil || !strings.Contains(out, "privacy   PAUSED: paused by agent:pi") {
+		t.Errorf("status while paused: %v\n%s", err, out)
+	}
+	if out, err := runCmd(t, "privacy", "resume", "--data", d.data); err != nil || !strings.HasPrefix(out, "sensing") {
+		t.Fatalf("privacy resume: %v\n%s", err, out)
+	}
+	observed("Sensing resumed (resumed by admin:uid=")
 }
