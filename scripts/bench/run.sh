@@ -19,7 +19,7 @@ cd "$(dirname "$0")/../.."
 . scripts/bench/lib.sh
 hostgo="env -u GOOS -u GOARCH -u GOARM -- go"
 
-all="sound gate ledger estop footprint agent attack ledger-open startup age world outbox flash soak motion go"
+all="sound evidence gate ledger estop footprint agent attack ledger-open startup age world outbox flash soak motion go"
 benches=${*:-$all}
 for b in $benches; do
 	[ -x "scripts/bench/$b.sh" ] || { echo "bench: no scripts/bench/$b.sh (there are: $all)" >&2; exit 2; }
