@@ -176,9 +176,12 @@ func expandDevice(dev map[string]any) map[string]any {
 // zones, its microphones, whether it has an e-stop and thermal zones,
 // and the entities of its world model.
 type Board struct {
-	Cameras  map[string][]string
-	Mics     []string
-	EStop    bool
+	Cameras map[string][]string
+	Mics    []string
+	EStop   bool
+	// Privacy: the body has a privacy state (cameras or microphones it
+	// pauses).
+	Privacy  bool
 	Thermal  bool
 	Throttle bool
 	World    []WorldEntity
@@ -191,6 +194,11 @@ func (o Options) Entities(b Board) []Entity {
 	if b.EStop {
 		es = append(es, Entity{ID: "estop", Platform: "binary_sensor", Name: "E-stop latched", DeviceClass: "safety",
 			StateTopic: o.StateTopic(StateEStop), ValueTemplate: onOff("value_json.latched")})
+	}
+	if b.Privacy {
+		es = append(es, Entity{ID: "privacy_paused", Platform: "binary_sensor", Name: "Sensing paused", Icon: "mdi:eye-off",
+			StateTopic: o.StateTopic(StatePrivacy), ValueTemplate: onOff("value_json.paused"),
+			AttributesTopic: o.StateTopic(StatePrivacy), AttributesTemplate: "{{ {'switch': value_json.switch, 'why': value_json.why | default('')} | tojson }}"})
 	}
 	for _, cam := range slices.Sorted(maps.Keys(b.Cameras)) {
 		for _, z := range b.Cameras[cam] {

@@ -10,7 +10,7 @@ import (
 )
 
 func haBoard() Board {
-	return Board{Cameras: map[string][]string{"camera.front": {"door", "garden path"}}, Mics: []string{"audio.mic"}, EStop: true, Thermal: true, Throttle: true,
+	return Board{Cameras: map[string][]string{"camera.front": {"door", "garden path"}}, Mics: []string{"audio.mic"}, EStop: true, Thermal: true, Throttle: true, Privacy: true,
 		World: []WorldEntity{{ID: "room.front", Kind: "room", Name: "front"}, {ID: "contact.front_door", Kind: "door", Name: "front_door"}, {ID: "air.hall", Kind: "air", Name: "hall"}}}
 }
 
@@ -34,7 +34,7 @@ func TestDiscoveryHasWhatHomeAssistantRequires(t *testing.T) {
 		t.Fatal(err)
 	}
 	entities = append(entities, btn)
-	states := map[string]bool{o.StateTopic(StateEStop): true, o.StateTopic(StateSelf): true, o.StateTopic(StateOutbox): true,
+	states := map[string]bool{o.StateTopic(StateEStop): true, o.StateTopic(StateSelf): true, o.StateTopic(StateOutbox): true, o.StateTopic(StatePrivacy): true,
 		o.StateTopic("camera.front"): true, o.StateTopic("audio.mic"): true, o.StateTopic(StateWorld("room.front")): true, o.StateTopic(StateWorld("contact.front_door")): true}
 	check := func(where string, c map[string]any, root map[string]any) {
 		t.Helper()
@@ -166,12 +166,20 @@ func TestDiscoveryTemplatesReadTheStateDocuments(t *testing.T) {
 		{"self_level", hot, "constrained"},
 		{"throttled", hot, "ON"},
 		{"throttled", cool, "OFF"},
+		{"privacy_paused", jsonOf(t, PrivacyDoc{Paused: true, Switch: true, Why: "the privacy switch is on"}), "ON"},
+		{"privacy_paused", jsonOf(t, PrivacyDoc{}), "OFF"},
 	} {
 		e, ok := byID[tc.entity]
 		if !ok {
 			t.Fatalf("no entity %s", tc.entity)
 		}
 		got := render(t, e.ValueTemplate, tc.doc)
+		if e.AttributesTemplate != "" {
+			var attrs map[string]any
+			if a := render(t, e.AttributesTemplate, tc.doc); json.Unmarshal([]byte(a), &attrs) != nil {
+				t.Errorf("%s's attributes over %s: %q, want a JSON object", tc.entity, tc.doc, a)
+			}
+		}
 		if got != tc.want {
 			t.Errorf("%s over %s: %q, want %q", tc.entity, tc.doc, got, tc.want)
 		}

@@ -19,7 +19,18 @@ const (
 	StateEStop  = "estop"
 	StateSelf   = "body.self"
 	StateOutbox = "outbox"
+	// StatePrivacy is whether the cameras and microphones are paused.
+	StatePrivacy = "privacy"
 )
+
+// PrivacyDoc is whether the body's cameras and microphones are paused
+// (state/privacy): by the hardware switch (Switch), or a pause; Why says
+// it for people.
+type PrivacyDoc struct {
+	Paused bool   `json:"paused"`
+	Switch bool   `json:"switch"`
+	Why    string `json:"why,omitempty"`
+}
 
 // EStopState is the e-stop's state (state/estop).
 type EStopState struct {

@@ -39,6 +39,8 @@ type States struct {
 	MayPress func(capability, target string) bool
 	// EStop reads the e-stop (its State is set here); nil without one.
 	EStop func() EStopState
+	// Privacy reads the privacy state; nil: the body has none.
+	Privacy func() PrivacyDoc
 	// Self is the last self-state sample, if there is one.
 	Self func() (body.SelfState, bool)
 	// WorldNow reads the state now of every entity of the world model
@@ -69,8 +71,15 @@ func (s *States) Start() error {
 	}
 	s.worldNow()
 	s.estop()
+	s.privacy()
 	s.board()
 	return nil
+}
+
+func (s *States) privacy() {
+	if s.Privacy != nil {
+		s.set(StatePrivacy, s.Privacy())
+	}
 }
 
 // Tick sets the e-stop's document every second and the board's and the
@@ -96,7 +105,7 @@ func (s *States) Tick(ctx context.Context) {
 // or a microphone's sets the document it changed, and a world.changed
 // sets its entity's.
 func (s *States) Follow(ctx context.Context) {
-	f := ledger.Filter{After: s.After, Types: append(s.tracker.Types(), "estop.", "grant.", EventWorldChanged)}
+	f := ledger.Filter{After: s.After, Types: append(s.tracker.Types(), "estop.", "grant.", "privacy.", EventWorldChanged)}
 	err := s.Store.Follow(ctx, f, func(e ledger.Stored) error {
 		switch {
 		case e.Type == EventWorldChanged:
@@ -104,6 +113,9 @@ func (s *States) Follow(ctx context.Context) {
 			return nil
 		case strings.HasPrefix(e.Type, "estop."):
 			s.estop()
+			return nil
+		case strings.HasPrefix(e.Type, "privacy."):
+			s.privacy()
 			return nil
 		case strings.HasPrefix(e.Type, "grant."):
 			// What the broker's principal may press has changed.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,8 +44,11 @@ func TestStatesFollowMotionAndSound(t *testing.T) {
 	b := startBroker(t)
 	s := openStore(t)
 	r, _ := run(t, s, testOptions(b))
-	st := &States{Relay: r, Store: s, Board: Board{Cameras: map[string][]string{"camera.front": {"door"}}, Mics: []string{"audio.mic"}},
-		Self: func() (body.SelfState, bool) { return body.SelfState{}, false }, Log: slog.New(slog.DiscardHandler)}
+	var privacy atomic.Value
+	privacy.Store(PrivacyDoc{})
+	st := &States{Relay: r, Store: s, Board: Board{Cameras: map[string][]string{"camera.front": {"door"}}, Mics: []string{"audio.mic"}, Privacy: true},
+		Self: func() (body.SelfState, bool) { return body.SelfState{}, false }, Log: slog.New(slog.DiscardHandler),
+		Privacy: func() PrivacyDoc { return privacy.Load().(PrivacyDoc) }}
 	if err := st.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -69,4 +73,11 @@ func TestStatesFollowMotionAndSound(t *testing.T) {
 	}
 	retained("camera.front", `{"motion":true,"zones":{"door":true}}`)
 	retained("audio.mic", `{"level_dbfs":null,"peak_dbfs":null,"voice":true,"loud":false}`)
+	// The privacy state, retained at start and again at each change.
+	retained(StatePrivacy, `{"paused":false,"switch":false}`)
+	privacy.Store(PrivacyDoc{Paused: true, Switch: true, Why: "the privacy switch is on"})
+	if _, err := s.Append(context.Background(), ledger.Event{Type: "privacy.changed", Provenance: ledger.Observed}); err != nil {
+		t.Fatal(err)
+	}
+	retained(StatePrivacy, `{"paused":true,"switch":true,"why":"the privacy switch is on"}`)
 }

@@ -88,7 +88,11 @@ func (d *daemon) startStates(relay *uplink.Relay, store *ledger.Store, estop *ac
 	}
 	s := &uplink.States{Relay: relay, Store: store, After: startSeq, Self: senses.Self, Clock: h.clock.StampNow, Log: d.log,
 		Board: uplink.Board{Cameras: senses.CameraZones(), Mics: mics, EStop: estop != nil, Thermal: len(profile.Thermal.Zones) > 0,
-			Throttle: profile.Thermal.Throttle.Source != ""}}
+			Throttle: profile.Thermal.Throttle.Source != "", Privacy: len(senses.Privacy.State().Devices) > 0}}
+	s.Privacy = func() uplink.PrivacyDoc {
+		st := senses.Privacy.State()
+		return uplink.PrivacyDoc{Paused: st.Paused, Switch: st.Switch, Why: st.Why}
+	}
 	if wm != nil {
 		s.Board.World = worldEntities(wm)
 		s.WorldNow = worldNow(world.Reader{Store: store, Model: wm})
