@@ -3,7 +3,8 @@
 # the console logs the lab keeps (LAB_LOG=FILE make lab LAB_ARCH=...):
 # the kernel booted, the tests, GPIO edge latency of the driver against a
 # bare reader, the e-stop against a bare reader, the tripwire's stop,
-# camera frames and sequence gaps, input's SYN_DROPPED recovery, and the
+# camera frames and sequence gaps, input's SYN_DROPPED recovery, the
+# privacy switch's release of the camera, a clip's tone, and the
 # loopback tone's level. A figure a log does not hold is shown as "-".
 #
 #   scripts/lab/figures.sh amd64=lab-amd64.log arm64=lab-arm64.log armv7=lab-armv7.log
@@ -57,5 +58,7 @@ line "tripwire stop, edge -> 4 outputs safe" 's/.*stop (reconciled false): edge 
 line "tripwire thread" 's/.*tripwire_lab_test.go:[0-9]*: tripwire thread: \(.*\)$/\1/p'
 line "camera, 300 frames 640x480" 's/.*300 frames of 640x480 YUYV: \([0-9.]* frames\/s\) over [^;]*; \([0-9]*\) lost before dequeue.*/\1, \2 sequence gaps/p'
 line "input, resyncs after SYN_DROPPED" 's/.*resyncs after the flood: \(.*\)$/\1/p'
+line "privacy switch -> camera closed (goal 100 ms)" 's/.*the privacy switch: [^ ]* closed by the body \([^ ]*\) after.*/\1/p'
+line "clip of a 1 kHz tone" 's/.*the clip: .*, a tone of \([0-9.]* Hz\).*/\1/p'
 line "loopback tone, level (want -6.0 dBFS)" 's/.*lab_test.go:[0-9]*: level \([-0-9.]* dBFS\) (error \([-+0-9.]* dB\).*/\1 (error \2)/p'
 line "sense, audio.level RMS in the tone" 's/.*audio.level RMS of the seconds inside the tone: \(\[[^]]*\] dBFS\).*/\1/p'
