@@ -91,7 +91,9 @@ func TestLabClipHoldsTheTone(t *testing.T) {
 	clip := act.NewAudioClip([]*act.Ear{{Channel: "audio.mic", Ring: 5 * time.Second, Clip: ch.Clip}}, ev)
 
 	played := make(chan error, 1)
-	go func() { played <- spk.Play(t.Context(), audio.Tone(spk.Format(), 1000*physic.Hertz, -12, 3*time.Second)) }()
+	go func() {
+		played <- spk.Play(t.Context(), audio.Tone(spk.Format(), 1000*physic.Hertz, -12, 3*time.Second))
+	}()
 	time.Sleep(1500 * time.Millisecond) // a second and a half of the tone in the ring
 	inv := &act.Invocation{ActionID: ledger.NewID().String(), Principal: act.Principal{Subject: "admin:lab"}, Target: "audio.mic",
 		Params: map[string]string{"before_ms": "700", "after_ms": "700"}}
