@@ -92,6 +92,17 @@ type WaitAddIn struct {
 	// FollowUp: each wake of the condition makes a work item under
 	// Owner with this goal and these criteria, naming the event.
 	FollowUp *wait.FollowUp `json:"follow_up,omitempty"`
+	// Evidence: each wake also captures this (camera.snapshot or
+	// audio.clip, with its params) on the channel of the event that
+	// matched, as the caller and under its grants; the observation names
+	// what was kept.
+	Evidence *WaitEvidenceIn `json:"evidence,omitempty"`
+}
+
+// WaitEvidenceIn is the capture a wait condition asks for when it wakes.
+type WaitEvidenceIn struct {
+	Capability string            `json:"capability" jsonschema:"camera.snapshot or audio.clip"`
+	Params     map[string]string `json:"params,omitempty" jsonschema:"the capability's params (crop: motion; after_ms: 3000)"`
 }
 
 // WaitRemoveIn removes a wait condition.
@@ -295,6 +306,9 @@ func (b *Parts) waitAdd(ctx context.Context, p act.Principal, in WaitAddIn) (wai
 	now := b.Now()
 	c := wait.Condition{ID: in.ID, Owner: in.Owner, Types: in.EventTypes, Channels: in.Channels, Match: in.Match, Priority: in.Priority,
 		CooldownMS: in.CooldownMS, Dedupe: in.Dedupe, DedupeField: in.DedupeField, FollowUp: in.FollowUp}
+	if ev := in.Evidence; ev != nil {
+		c.Evidence = &wait.Evidence{Capability: ev.Capability, Params: ev.Params, By: p.Subject, Kind: string(p.Kind), Trust: p.Trust}
+	}
 	switch {
 	case in.ExpiresIn != "" && in.ExpiresAt != "":
 		return c, refuse(ReasonInvalidParams, "expires_in or expires_at, not both")

@@ -33,6 +33,9 @@ type Observation struct {
 	// Privacy is the event's class: who may be shown it (MaySee).
 	Privacy ledger.Privacy `json:"-"`
 	Data    any            `json:"data,omitempty"`
+	// Evidence is what the wake of a wait condition captured of the
+	// event (get_evidence shows it, to whoever may look); nil: nothing.
+	Evidence *gate.Evidence `json:"evidence,omitempty"`
 }
 
 // Permissions are what an observation of its trust lets the agent do in
@@ -185,6 +188,12 @@ func (o *Observer) Woken(d gate.Decision, e ledger.Stored) Observation {
 	if d.Outcome == gate.Ask {
 		content += " A person is asked: the work item awaits one."
 	}
+	switch {
+	case d.Evidence != nil:
+		content += fmt.Sprintf(" Evidence %s (%s) was kept of it.", d.Evidence.ID, d.Evidence.MediaType)
+	case d.EvidenceError != "":
+		content += " No evidence was kept of it: " + d.EvidenceError + "."
+	}
 	att, err := ledger.ParseLevel(d.Attention)
 	if err != nil {
 		att = ledger.High
@@ -194,7 +203,8 @@ func (o *Observer) Woken(d gate.Decision, e ledger.Stored) Observation {
 		source, _, _ = strings.Cut(v.Type, ".")
 	}
 	return Observation{ID: v.ID, Source: source, Actor: actor, Content: content, Trust: trust, Attention: att,
-		Timestamp: e.Event.Occurred(), Permissions: PermissionsOf(trust), Type: v.Type, Seq: e.Seq, Data: v.Payload, Privacy: e.Event.Privacy}
+		Timestamp: e.Event.Occurred(), Permissions: PermissionsOf(trust), Type: v.Type, Seq: e.Seq, Data: v.Payload, Privacy: e.Event.Privacy,
+		Evidence: d.Evidence}
 }
 
 var placeholder = regexp.MustCompile(`\{[a-z_]+\}`)

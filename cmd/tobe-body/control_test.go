@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -166,6 +167,9 @@ func TestAgentScenarioOnTheSimBoard(t *testing.T) {
 	defer d.stop(t)
 	// At high trust: a camera's events are sensitive, shown to an agent
 	// at medium trust or above.
+	// A snapshot of each wake, under grants of its own.
+	grantID(t, d.data, "--subject", "agent:pi", "--capability", "camera.snapshot", "--scope", "camera.front")
+	grantID(t, d.data, "--subject", "agent:pi", "--capability", "evidence.view", "--scope", "camera.front")
 	b := startBridge(t, "--data", d.data, "--principal", "pi-high")
 	defer b.stdin.Close()
 	c := b.content(t, "work_create", map[string]any{"id": "door-watch", "goal": "know when someone comes to the door",
@@ -175,9 +179,15 @@ func TestAgentScenarioOnTheSimBoard(t *testing.T) {
 	}
 	c = b.content(t, "wait_add", map[string]any{"id": "door", "owner": "door-watch", "event_types": []string{"camera.motion_started"},
 		"channels": []string{"camera.front"}, "match": []any{map[string]any{"zone": map[string]any{"names": []string{"door"}}}},
-		"priority": "high", "cooldown_ms": 3_600_000, "expires_in": "10m"})
+		"priority": "high", "cooldown_ms": 3_600_000, "expires_in": "10m",
+		"evidence": map[string]any{"capability": "camera.snapshot", "params": map[string]any{"width": "160"}}})
 	if c.Status != "success" {
 		t.Fatalf("wait_add: %+v", c)
+	}
+	if c := b.content(t, "wait_add", map[string]any{"owner": "door-watch", "event_types": []string{"audio.voice_started"}, "expires_in": "10m",
+		"evidence": map[string]any{"capability": "audio.clip", "params": map[string]any{"after_ms": "3000"}}}); c.Status != "error" ||
+		!strings.Contains(c.Error.Detail, "evidence.params.after_ms") {
+		t.Errorf("a condition's clip of what comes after: %+v", c)
 	}
 	if c := b.content(t, "wait_add", map[string]any{"owner": "door-watch", "event_types": []string{"camera.motion_started"}}); c.Status != "error" ||
 		!strings.Contains(c.Error.Detail, "expires_at: a wait condition expires") {
@@ -191,6 +201,17 @@ func TestAgentScenarioOnTheSimBoard(t *testing.T) {
 	first := pushed[0]
 	if first.Attention != ledger.High || first.Type != "camera.motion_started" || !strings.Contains(first.Content, "work item door-watch") {
 		t.Fatalf("the wake: %+v", first)
+	}
+	// The wake names its snapshot, which is the one the agent gets.
+	if ev := first.Evidence; ev == nil || ev.MediaType != "image/jpeg" || !strings.Contains(first.Content, "Evidence "+ev.ID) {
+		t.Fatalf("the wake names no evidence: %+v", first)
+	}
+	r, err := b.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "get_evidence", Arguments: map[string]any{"id": first.Evidence.ID}})
+	if err != nil || r.IsError || len(r.Content) != 2 {
+		t.Fatalf("get_evidence of the wake's snapshot: %v %+v", err, r)
+	}
+	if img := r.Content[1].(*mcp.ImageContent); fmt.Sprintf("%x", sha256.Sum256(img.Data)) != first.Evidence.SHA256 {
+		t.Errorf("the image's sha256 is not the one the wake named")
 	}
 	// The next crossing of the door, within the cooldown: decided, not
 	// pushed.
@@ -220,7 +241,8 @@ func TestAgentScenarioOnTheSimBoard(t *testing.T) {
 	x := b.content(t, "explain", map[string]any{"event_id": first.ID})
 	raw, _ := json.Marshal(x.Data)
 	var fd gate.Decision
-	if json.Unmarshal(raw, &fd) != nil || fd.Outcome != gate.Wake || fd.Attention != "high" || fd.WorkItem != "door-watch" || len(fd.Path) < 5 {
+	if json.Unmarshal(raw, &fd) != nil || fd.Outcome != gate.Wake || fd.Attention != "high" || fd.WorkItem != "door-watch" || len(fd.Path) < 5 ||
+		fd.Evidence == nil || *fd.Evidence != *first.Evidence {
 		t.Errorf("explain the wake: %+v", x)
 	}
 	if more := gatePushes(t, b, "door", time.Now().Add(time.Second), 1); len(more) > 0 {

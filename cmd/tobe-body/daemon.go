@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"github.com/tobe-body/tobe-body/awareness/agent"
 	"github.com/tobe-body/tobe-body/awareness/control/gate"
 	"github.com/tobe-body/tobe-body/awareness/control/sched"
+	"github.com/tobe-body/tobe-body/awareness/control/wait"
 	"github.com/tobe-body/tobe-body/awareness/control/world"
 	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/body"
@@ -666,6 +668,7 @@ func (d *daemon) startAgentAndGate(cfg *config.Loaded, s *serving, runner *act.R
 				log.Error("the gate stopped", "err", err)
 			}
 		})
+		gt.Capture = waitCapture(runner, s.parts.Evidence)
 		sc := &sched.Scheduler{Store: store, StaleAfter: s.parts.StaleAfter, Every: time.Duration(cfg.Gate.TickS) * time.Second, Log: log}
 		d.spawn("scheduler", sc.Run)
 	}
@@ -741,6 +744,31 @@ func ears(g *sense.Group) []*act.Ear {
 		return nil
 	}
 	return []*act.Ear{{Channel: g.Mic.ID, Privacy: g.Mic.Privacy, Ring: g.Mic.Ring, Clip: g.Mic.Ch.Clip}}
+}
+
+// waitCapture takes the evidence a wait condition asks for when it wakes:
+// its capture on the channel of the event that matched, through the
+// runner as the principal that added the condition, under that
+// principal's grants now (a revoked grant refuses it), once per
+// condition and event (the idempotency key).
+func waitCapture(r *act.Runner, ev *evidence.Store) func(context.Context, wait.Condition, *ledger.Stored) (*gate.Evidence, error) {
+	return func(ctx context.Context, c wait.Condition, e *ledger.Stored) (*gate.Evidence, error) {
+		if ev == nil {
+			return nil, errors.New("the evidence store is not open")
+		}
+		a := c.Evidence
+		res := r.Submit(ctx, act.Invocation{Principal: act.Principal{Kind: act.PrincipalKind(a.Kind), Subject: a.By, Trust: a.Trust},
+			Capability: a.Capability, Target: e.ChannelID, Params: maps.Clone(a.Params), IdempotencyKey: "wait:" + c.ID + ":" + e.ID.String(),
+			Note: fmt.Sprintf("wait condition %s matched event %s", c.ID, e.ID)})
+		if res.Status != act.Succeeded || res.Evidence == "" {
+			return nil, fmt.Errorf("%s on %s %s (%s): %s", a.Capability, e.ChannelID, res.Status, res.Reason, res.Detail)
+		}
+		it, ok, err := ev.Lookup(res.Evidence)
+		if err != nil || !ok {
+			return nil, fmt.Errorf("evidence %s was kept and is gone: %v", res.Evidence, err)
+		}
+		return &gate.Evidence{ID: it.ID, SHA256: it.SHA256, MediaType: it.MediaType, Seq: it.Seq}, nil
+	}
 }
 
 // speakerMic is what verifies the speaker: the microphone channel's taps

@@ -161,6 +161,10 @@ type Gate struct {
 	Classes ledger.Classes
 	// Push hears of each wake and question, once, after its record.
 	Push func(Decision, ledger.Stored)
+	// Capture takes the evidence a condition asks for (its Evidence) when
+	// it wakes the agent or asks a person, before the decision is
+	// recorded, which names it; nil: none is taken.
+	Capture func(ctx context.Context, c wait.Condition, e *ledger.Stored) (*Evidence, error)
 	Now  func() time.Time
 	// Decided, when set, hears the sequence of each event the gate is
 	// done with: decided, recorded and pushed, or passed over.
@@ -359,6 +363,17 @@ func (g *Gate) Run(ctx context.Context) error {
 				g.push(d, &e)
 			}
 			return nil
+		}
+		if (d.Outcome == Wake || d.Outcome == Ask) && d.Condition != "" && g.Capture != nil {
+			if c, ok := g.ix.Get(d.Condition); ok && c.Evidence != nil {
+				ev, err := g.Capture(ctx, *c, &e)
+				switch {
+				case err != nil:
+					d.EvidenceError = err.Error()
+				default:
+					d.Evidence = ev
+				}
+			}
 		}
 		cmd := &decide{d: d, cause: e.ID, at: now}
 		// A wake or a question is on disk before it is pushed: what was

@@ -64,7 +64,12 @@ type Decision struct {
 	// FollowUp is the work item the condition's wake made (its
 	// FollowUp), when one was made.
 	FollowUp string `cbor:"follow_up,omitempty" json:"follow_up,omitempty"`
-	Reason   string `cbor:"reason,omitempty" json:"reason,omitempty"`
+	// Evidence is what the condition's wake captured (its Evidence), in
+	// the same record as the decision, so the event and what was kept of
+	// it are never told apart; EvidenceError why nothing was kept.
+	Evidence      *Evidence `cbor:"evidence,omitempty" json:"evidence,omitempty"`
+	EvidenceError string    `cbor:"evidence_error,omitempty" json:"evidence_error,omitempty"`
+	Reason        string    `cbor:"reason,omitempty" json:"reason,omitempty"`
 	Path     []Step `cbor:"path" json:"path"`
 	// Words, for a wake or a question, is the 1-based position in
 	// Rules.Defaults of the default rule whose words tell of the event:
@@ -76,6 +81,15 @@ type Decision struct {
 	// rule up by it. It is not recorded, since a position means something
 	// only to the rules of the run that decided.
 	Words int `cbor:"-" json:"-"`
+}
+
+// Evidence names a piece of evidence the body kept: its id, the SHA-256
+// of its bytes, its media type and the ledger sequence of its record.
+type Evidence struct {
+	ID        string `cbor:"id" json:"id"`
+	SHA256    string `cbor:"sha256" json:"sha256"`
+	MediaType string `cbor:"media_type" json:"media_type"`
+	Seq       uint64 `cbor:"seq" json:"seq"`
 }
 
 // step appends a rule and what it said to the decision's path.

@@ -15,6 +15,7 @@
 package wait
 
 import (
+	"maps"
 	"errors"
 	"fmt"
 	"slices"
@@ -71,6 +72,11 @@ type Condition struct {
 	// for the event, so that what the match calls for is tracked even
 	// when nobody answers at once.
 	FollowUp *FollowUp `cbor:"follow_up,omitempty" json:"follow_up,omitempty"`
+	// Evidence, when set, is what the body captures when the condition
+	// wakes the agent or asks a person (a snapshot of the camera whose
+	// event matched), through the runner as whoever added the condition,
+	// under that principal's grants; the decision names what was kept.
+	Evidence *Evidence `cbor:"evidence,omitempty" json:"evidence,omitempty"`
 	// ExpiresAt is when it ends, Unix milliseconds: required.
 	ExpiresAt     int64  `cbor:"expires_at" json:"expires_at"`
 	LastMatchedAt int64  `cbor:"last_matched_at,omitempty" json:"last_matched_at,omitempty"`
@@ -87,6 +93,21 @@ type Condition struct {
 	// look older than the condition.
 	Since uint64 `cbor:"since_seq,omitempty" json:"since_seq,omitempty"`
 }
+
+// Evidence is the capture a condition asks for when it matches: a
+// capability (camera.snapshot, audio.clip) on the channel of the event
+// that matched, with its params; and who asked, whose grants it runs
+// under (set by the body from the principal that added the condition).
+type Evidence struct {
+	Capability string            `cbor:"capability" json:"capability"`
+	Params     map[string]string `cbor:"params,omitempty" json:"params,omitempty"`
+	By         string            `cbor:"by" json:"by"`
+	Kind       string            `cbor:"kind" json:"kind"`
+	Trust      ledger.Level      `cbor:"trust" json:"trust"`
+}
+
+// Captures are the capabilities a condition may ask for as evidence.
+var Captures = []string{"camera.snapshot", "audio.clip"}
 
 // FollowUp is the goal and acceptance criteria of the work item a
 // condition's wake makes.
@@ -183,6 +204,27 @@ func (c *Condition) check(now time.Time) error {
 	if c.CooldownMS < 0 {
 		return invalid("cooldown_ms", "negative")
 	}
+	if ev := c.Evidence; ev != nil {
+		if !slices.Contains(Captures, ev.Capability) {
+			return invalid("evidence.capability", "%q: one of %q", ev.Capability, Captures)
+		}
+		if len(ev.Params) > 8 {
+			return invalid("evidence.params", "%d params, at most 8", len(ev.Params))
+		}
+		for k, v := range ev.Params {
+			if len(k) > maxField || len(v) > 256 {
+				return invalid("evidence.params", "a param of %d bytes named in %d: at most 256 and %d", len(v), len(k), maxField)
+			}
+		}
+		if ev.By == "" {
+			return invalid("evidence.by", "who asked for the evidence is needed")
+		}
+		if a := ev.Params["after_ms"]; ev.Capability == "audio.clip" && a != "" && a != "0" {
+			// The gate decides in the order of the ledger: it captures at
+			// once, and a clip of what comes after would hold it up.
+			return invalid("evidence.params.after_ms", "a condition's clip is of the moments before the match (before_ms, from the microphone's ring)")
+		}
+	}
 	if f := c.FollowUp; f != nil {
 		if err := work.CheckGoal(f.Goal, f.DoneWhen); err != nil {
 			return invalid("follow_up", "%s", strings.TrimPrefix(err.Error(), work.ErrInvalid.Error()+": "))
@@ -267,6 +309,11 @@ func NewAdd(c Condition, by string, at time.Time) *Add {
 func (a *Add) Decide(v *ledger.View) ([]ledger.Event, error) {
 	c := a.Condition
 	c.Types, c.Channels, c.Match = slices.Clone(c.Types), slices.Clone(c.Channels), slices.Clone(c.Match)
+	if c.Evidence != nil {
+		ev := *c.Evidence
+		ev.Params = maps.Clone(ev.Params)
+		c.Evidence = &ev
+	}
 	c.LastMatchedAt, c.LastEvent, c.Matches, c.Removed, c.Since = 0, "", 0, "", 0
 	c.CreatedAt, c.Version = a.At.UnixMilli(), 1
 	if err := c.check(a.At); err != nil {
