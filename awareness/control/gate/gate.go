@@ -165,7 +165,7 @@ type Gate struct {
 	// it wakes the agent or asks a person, before the decision is
 	// recorded, which names it; nil: none is taken.
 	Capture func(ctx context.Context, c wait.Condition, e *ledger.Stored) (*Evidence, error)
-	Now  func() time.Time
+	Now     func() time.Time
 	// Decided, when set, hears the sequence of each event the gate is
 	// done with: decided, recorded and pushed, or passed over.
 	Decided func(seq uint64)

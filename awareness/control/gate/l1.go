@@ -70,7 +70,7 @@ type Decision struct {
 	Evidence      *Evidence `cbor:"evidence,omitempty" json:"evidence,omitempty"`
 	EvidenceError string    `cbor:"evidence_error,omitempty" json:"evidence_error,omitempty"`
 	Reason        string    `cbor:"reason,omitempty" json:"reason,omitempty"`
-	Path     []Step `cbor:"path" json:"path"`
+	Path          []Step    `cbor:"path" json:"path"`
 	// Words, for a wake or a question, is the 1-based position in
 	// Rules.Defaults of the default rule whose words tell of the event:
 	// the first that selects its type, channel and payload, whatever its

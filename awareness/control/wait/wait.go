@@ -15,9 +15,9 @@
 package wait
 
 import (
-	"maps"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
