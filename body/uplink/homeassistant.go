@@ -55,6 +55,9 @@ type Entity struct {
 	AttributesTopic, AttributesTemplate string
 	// Area, when set, puts it on the area's device (see Discovery).
 	Area string
+	// ImageTopic and ContentType say where an image entity's picture is
+	// published, as raw bytes, and their type.
+	ImageTopic, ContentType string
 }
 
 var (
@@ -109,7 +112,8 @@ func (o Options) Discovery(h HomeAssistant, entities []Entity) (map[string][]byt
 		c := map[string]any{"p": e.Platform, "name": e.Name, "unique_id": o.BodyID + "_" + e.ID, "qos": 1}
 		for k, v := range map[string]string{"state_topic": e.StateTopic, "value_template": e.ValueTemplate, "command_topic": e.CommandTopic,
 			"payload_press": e.PayloadPress, "command_template": e.CommandTemplate, "device_class": e.DeviceClass, "unit_of_measurement": e.Unit, "state_class": e.StateClass,
-			"entity_category": e.Category, "icon": e.Icon, "json_attributes_topic": e.AttributesTopic, "json_attributes_template": e.AttributesTemplate} {
+			"entity_category": e.Category, "icon": e.Icon, "json_attributes_topic": e.AttributesTopic, "json_attributes_template": e.AttributesTemplate,
+			"image_topic": e.ImageTopic, "content_type": e.ContentType} {
 			if v != "" {
 				c[k] = v
 			}
@@ -338,6 +342,15 @@ func (r *Relay) Announce(h HomeAssistant, entities []Entity) error {
 type Button struct {
 	ID, Name, Capability, Target string
 	Params                       map[string]string
+}
+
+// ImageTopic is where a camera's last snapshot is published, when the
+// broker's principal may look at it: .../image/<camera channel>.
+func (o Options) ImageTopic(camera string) string { return o.base() + "/image/" + camera }
+
+// ImageEntity is the image entity of a camera's last snapshot.
+func (o Options) ImageEntity(camera string) Entity {
+	return Entity{ID: "snapshot_" + slugOf(camera), Platform: "image", Name: "Last snapshot (" + camera + ")", ImageTopic: o.ImageTopic(camera), ContentType: "image/jpeg"}
 }
 
 // ButtonEntity is b's entity, pressing through the command topics.

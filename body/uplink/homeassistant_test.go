@@ -33,7 +33,7 @@ func TestDiscoveryHasWhatHomeAssistantRequires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	entities = append(entities, btn)
+	entities = append(entities, btn, o.ImageEntity("camera.front"))
 	states := map[string]bool{o.StateTopic(StateEStop): true, o.StateTopic(StateSelf): true, o.StateTopic(StateOutbox): true, o.StateTopic(StatePrivacy): true,
 		o.StateTopic("camera.front"): true, o.StateTopic("audio.mic"): true, o.StateTopic(StateWorld("room.front")): true, o.StateTopic(StateWorld("contact.front_door")): true}
 	check := func(where string, c map[string]any, root map[string]any) {
@@ -65,6 +65,10 @@ func TestDiscoveryHasWhatHomeAssistantRequires(t *testing.T) {
 		case "button":
 			if get("command_topic") == "" {
 				t.Errorf("%s: no command_topic", where)
+			}
+		case "image":
+			if get("image_topic") != o.ImageTopic("camera.front") || get("content_type") != "image/jpeg" {
+				t.Errorf("%s: image_topic %q, content_type %q", where, get("image_topic"), get("content_type"))
 			}
 		default:
 			t.Errorf("%s: platform %q", where, p)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fxamacker/cbor/v2"
+
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/ledger"
 )
@@ -41,6 +43,13 @@ type States struct {
 	EStop func() EStopState
 	// Privacy reads the privacy state; nil: the body has none.
 	Privacy func() PrivacyDoc
+	// MayView says whether the broker's principal may look at a
+	// camera's evidence (an evidence.view grant of its own), and
+	// Snapshot gives it the bytes of a snapshot, recording the look
+	// (evidence.viewed); nil: no snapshot goes to the broker. A camera
+	// it may look at gets an image entity of its last snapshot.
+	MayView  func(camera string) bool
+	Snapshot func(id string) ([]byte, error)
 	// Self is the last self-state sample, if there is one.
 	Self func() (body.SelfState, bool)
 	// WorldNow reads the state now of every entity of the world model
@@ -56,6 +65,8 @@ type States struct {
 
 	tracker *Tracker
 	pressed []string // the buttons last announced
+	// shown is the snapshot published for each camera now, by id.
+	shown map[string]string
 }
 
 // Start announces the entities, when Home Assistant's discovery is on,
@@ -105,7 +116,7 @@ func (s *States) Tick(ctx context.Context) {
 // or a microphone's sets the document it changed, and a world.changed
 // sets its entity's.
 func (s *States) Follow(ctx context.Context) {
-	f := ledger.Filter{After: s.After, Types: append(s.tracker.Types(), "estop.", "grant.", "privacy.", EventWorldChanged)}
+	f := ledger.Filter{After: s.After, Types: append(s.tracker.Types(), "estop.", "grant.", "privacy.", "evidence.", EventWorldChanged)}
 	err := s.Store.Follow(ctx, f, func(e ledger.Stored) error {
 		switch {
 		case e.Type == EventWorldChanged:
@@ -116,6 +127,9 @@ func (s *States) Follow(ctx context.Context) {
 			return nil
 		case strings.HasPrefix(e.Type, "privacy."):
 			s.privacy()
+			return nil
+		case strings.HasPrefix(e.Type, "evidence."):
+			s.evidence(e.Event)
 			return nil
 		case strings.HasPrefix(e.Type, "grant."):
 			// What the broker's principal may press has changed.
@@ -132,6 +146,49 @@ func (s *States) Follow(ctx context.Context) {
 	if err != nil && ctx.Err() == nil {
 		s.Log.Error("uplink state: following the ledger", "err", err)
 	}
+}
+
+// evidenceFields are what the uplink reads of evidence events.
+type evidenceFields struct {
+	ID     string `cbor:"id"`
+	Kind   string `cbor:"kind"`
+	Source string `cbor:"source"`
+}
+
+// evidence publishes a new snapshot of a camera the broker's principal
+// may look at (its image entity's picture), recording the look, and
+// takes a camera's picture away when that snapshot ends.
+func (s *States) evidence(e ledger.Event) {
+	if s.MayView == nil || s.Snapshot == nil {
+		return
+	}
+	var f evidenceFields
+	if cbor.Unmarshal(e.Payload, &f) != nil || f.ID == "" {
+		return
+	}
+	topic := func(camera string) string { return s.Relay.Options().ImageTopic(camera) }
+	if e.Type != "evidence.captured" {
+		for camera, id := range s.shown {
+			if id == f.ID && e.Type != "evidence.viewed" {
+				s.Relay.Retain(topic(camera), nil)
+				delete(s.shown, camera)
+			}
+		}
+		return
+	}
+	if f.Kind != "snapshot" || !s.MayView(f.Source) {
+		return
+	}
+	b, err := s.Snapshot(f.ID)
+	if err != nil {
+		s.Log.Warn("a snapshot was not sent to the broker", "id", f.ID, "err", err)
+		return
+	}
+	if s.shown == nil {
+		s.shown = map[string]string{}
+	}
+	s.shown[f.Source] = f.ID
+	s.Relay.Retain(topic(f.Source), b)
 }
 
 // announce sends Home Assistant's discovery, with the buttons the
@@ -153,6 +210,17 @@ func (s *States) announce() error {
 	if !slices.Equal(names, s.pressed) {
 		s.Log.Info("Home Assistant buttons", "pressable", names)
 		s.pressed = names
+	}
+	if s.MayView != nil && s.Snapshot != nil {
+		for _, camera := range slices.Sorted(maps.Keys(s.Board.Cameras)) {
+			if s.MayView(camera) {
+				es = append(es, s.Relay.Options().ImageEntity(camera))
+			} else if _, ok := s.shown[camera]; ok {
+				// The grant is gone: so is the picture.
+				s.Relay.Retain(s.Relay.Options().ImageTopic(camera), nil)
+				delete(s.shown, camera)
+			}
+		}
 	}
 	return s.Relay.Announce(*s.HomeAssistant, es)
 }

@@ -2,7 +2,9 @@ package uplink
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -80,4 +82,58 @@ func TestStatesFollowMotionAndSound(t *testing.T) {
 		t.Fatal(err)
 	}
 	retained(StatePrivacy, `{"paused":true,"switch":true,"why":"the privacy switch is on"}`)
+}
+
+// A camera the broker's principal may look at gets an image entity, and
+// each new snapshot of it is its picture, retained; the picture goes
+// with the snapshot's end.
+func TestStatesPublishSnapshots(t *testing.T) {
+	b := startBroker(t)
+	s := openStore(t)
+	r, _ := run(t, s, testOptions(b))
+	var looked []string
+	st := &States{Relay: r, Store: s, Board: Board{Cameras: map[string][]string{"camera.front": {"door"}, "camera.back": {"yard"}}},
+		Self: func() (body.SelfState, bool) { return body.SelfState{}, false }, Log: slog.New(slog.DiscardHandler),
+		HomeAssistant: &HomeAssistant{},
+		MayView:       func(camera string) bool { return camera == "camera.front" },
+		Snapshot:      func(id string) ([]byte, error) { looked = append(looked, id); return []byte("jpeg of " + id), nil }}
+	if err := st.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); st.Follow(ctx) }()
+	defer func() { cancel(); wg.Wait() }()
+	// The image entity as discovery says it (discovery is not retained).
+	docs, err := r.opts.Discovery(HomeAssistant{}, []Entity{r.opts.ImageEntity("camera.front")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range docs {
+		if !strings.Contains(string(d), `"image_topic":"`+r.opts.ImageTopic("camera.front")+`"`) || !strings.Contains(string(d), `"content_type":"image/jpeg"`) ||
+			!strings.Contains(string(d), `"p":"image"`) {
+			t.Errorf("discovery of the image entity: %s", d)
+		}
+	}
+	captured := func(id, source string) ledger.Event {
+		return ev(t, "evidence.captured", source, map[string]any{"id": id, "kind": "snapshot", "source": source})
+	}
+	for _, e := range []ledger.Event{captured("one", "camera.front"), captured("two", "camera.back")} {
+		if _, err := s.Append(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	front := r.opts.ImageTopic("camera.front")
+	eventually(t, 5*time.Second, "the front's picture", func() bool { v, _ := b.retained(front); return v == "jpeg of one" })
+	if _, ok := b.retained(r.opts.ImageTopic("camera.back")); ok {
+		t.Error("a camera the principal may not look at was published")
+	}
+	if _, err := s.Append(context.Background(), ev(t, "evidence.expired", "camera.front", map[string]any{"id": "one"})); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the picture gone with its snapshot", func() bool { _, ok := b.retained(front); return !ok })
+	if fmt.Sprint(looked) != "[one]" {
+		t.Errorf("looked at %v, want the front's snapshot alone", looked)
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/tobe-body/tobe-body/body"
 	"github.com/tobe-body/tobe-body/body/config"
+	"github.com/tobe-body/tobe-body/body/evidence"
 	"github.com/tobe-body/tobe-body/body/uplink"
 	"github.com/tobe-body/tobe-body/ledger"
 )
@@ -103,6 +105,7 @@ func (d *daemon) startStates(relay *uplink.Relay, store *ledger.Store, estop *ac
 			s.Buttons = append(s.Buttons, uplink.Button{ID: b.ID, Name: b.Name, Capability: b.Capability, Target: b.Target, Params: b.Params})
 		}
 		s.MayPress = mayPress(cfg.MQTT.Commands, a)
+		s.MayView, s.Snapshot = mqttSnapshots(cfg.MQTT.Commands, a)
 	}
 	if estop != nil {
 		s.EStop = func() uplink.EStopState {
@@ -169,6 +172,30 @@ func mayPress(c config.MQTTCommands, a *acting) func(capability, target string) 
 	return func(capability, target string) bool {
 		return a.grants.Offered(a.runner, act.ReadClock(a.clock), c.Subject, trust, capability, target)
 	}
+}
+
+// mqttSnapshots say whether the broker's principal (mqtt.commands'
+// subject and trust) may look at a camera's evidence now, by its own
+// evidence.view grant, and give it a snapshot's bytes, the look
+// recorded; nil without grants or evidence.
+func mqttSnapshots(c config.MQTTCommands, a *acting) (func(string) bool, func(string) ([]byte, error)) {
+	trust, err := ledger.ParseLevel(c.Trust)
+	if err != nil || a.grants == nil || a.evidence == nil {
+		return nil, nil
+	}
+	p := act.Principal{Kind: act.MQTTCommand, Subject: c.Subject, Trust: trust}
+	may := func(camera string) bool {
+		return a.grants.Allows(p, awareness.EvidenceView, awareness.EvidenceViewRisk, camera).Allow
+	}
+	snapshot := func(id string) ([]byte, error) {
+		_, f, err := a.evidence.View(context.Background(), id, c.Subject, string(act.MQTTCommand))
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		return io.ReadAll(io.LimitReader(f, evidence.MaxItemBytes))
+	}
+	return may, snapshot
 }
 
 // runUplink takes the broker's commands through table, when mqtt.commands
