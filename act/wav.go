@@ -4,10 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-
-	"periph.io/x/conn/v3/physic"
-
-	"github.com/tobe-body/tobe-body/hal"
 )
 
 // ErrNotWAV is wrapped by every error of decodeWAV: the bytes are not a
@@ -135,29 +131,3 @@ func decodeWAV(b []byte, maxFrames int) (wavClip, error) {
 
 // errClipTooLong says a clip plays longer than the channel allows.
 var errClipTooLong = errors.New("clip too long")
-
-// EncodeWAV writes samples (interleaved, in f) as a 16-bit PCM WAV file.
-func EncodeWAV(f hal.AudioFormat, samples []int16) []byte {
-	rate := uint32(f.Rate / physic.Hertz)
-	ch := uint16(f.Channels)
-	data := uint32(2 * len(samples))
-	b := make([]byte, 0, 44+data)
-	le32 := func(v uint32) { b = append(b, byte(v), byte(v>>8), byte(v>>16), byte(v>>24)) }
-	le16 := func(v uint16) { b = append(b, byte(v), byte(v>>8)) }
-	b = append(b, "RIFF"...)
-	le32(36 + data)
-	b = append(b, "WAVEfmt "...)
-	le32(16)
-	le16(1) // PCM
-	le16(ch)
-	le32(rate)
-	le32(rate * uint32(ch) * 2)
-	le16(ch * 2)
-	le16(16)
-	b = append(b, "data"...)
-	le32(data)
-	for _, s := range samples {
-		le16(uint16(s))
-	}
-	return b
-}

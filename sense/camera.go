@@ -4,17 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"image"
-	"image/jpeg"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/tobe-body/tobe-body/body/evidence"
 	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/sense/motion"
 )
@@ -50,12 +45,24 @@ type CameraSummary struct {
 	OverS   float64  `cbor:"over_s" json:"over_s"`
 }
 
-// Snapshots configures evidence: a small greyscale JPEG of the frame that
-// started motion, kept under Dir for TTL. Off unless Dir is set.
+// Snapshots configures the owner's motion snapshots: a JPEG of the frame
+// that started motion, kept as evidence in Store (by "body", for the
+// config's sake) for Lifetime (0: the store's for a snapshot), at most
+// Width pixels wide (0: 160). Off unless Store is set. Encoding and
+// keeping run off the channel's loop, one at a time: a snapshot asked
+// for while one is kept is skipped (counted in Stats).
 type Snapshots struct {
-	Dir   string
-	TTL   time.Duration
-	Width int // of the JPEG; the height keeps the frame's aspect
+	Store    Keeper
+	Lifetime time.Duration
+	Width    int
+	// Config names the setting that asked for them, for the record's why
+	// (sense.cameras.front.snapshots).
+	Config string
+}
+
+// Keeper keeps evidence (*evidence.Store).
+type Keeper interface {
+	Keep(ctx context.Context, m evidence.Media) (evidence.Item, error)
 }
 
 // CameraState is told when the camera goes offline and comes back.
@@ -69,7 +76,9 @@ const DefaultCameraSummary = time.Minute
 // camera.motion_started / camera.motion_ended per zone, never an event
 // per frame, and camera.summary once a summary period (SetSummary).
 // Frames are released as soon as they are analysed; no frame leaves the
-// channel, except the optional snapshot the config allows.
+// channel but as evidence: a copy handed to a capture that asked for it
+// (Grab, camera.snapshot through the runner) or a motion snapshot the
+// config asks for (Snapshots), kept in the evidence store.
 type CameraChannel struct {
 	out   *Outlet
 	cam   hal.Camera
@@ -98,8 +107,11 @@ type CameraChannel struct {
 	last  Motion
 	// capturing is told of each grab (the indicator blinks); nil: none.
 	capturing func() (done func())
-	stopped   chan struct{} // closed when Run returns
-	stop      sync.Once
+	// toKeep hands a motion snapshot's frame to the goroutine that keeps
+	// it (Run's).
+	toKeep  chan snapshotAsk
+	stopped chan struct{} // closed when Run returns
+	stop    sync.Once
 }
 
 // Motion is the latest motion a camera channel reported: in which zone,
@@ -115,7 +127,10 @@ type CameraChannelStats struct {
 	Frames, Skipped, Calibrations uint64
 	LastSeq                       uint64
 	Moving                        []string // zones with motion now
-	Snapshots                     int
+	// Snapshots counts the motion snapshots kept, SnapshotsSkipped those
+	// not taken while one was being kept, SnapshotErrors those that
+	// failed.
+	Snapshots, SnapshotsSkipped, SnapshotErrors int
 	// Changed is the share of the last analysed frame that changed.
 	Changed float64
 }
@@ -126,7 +141,7 @@ func NewCameraChannel(out *Outlet, cam hal.Camera, cfg motion.Config, snaps Snap
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", out.Source().Channel, err)
 	}
-	if snaps.Dir != "" && snaps.Width == 0 {
+	if snaps.Store != nil && snaps.Width == 0 {
 		snaps.Width = 160
 	}
 	zones := []string{motion.WholeFrame}
@@ -145,7 +160,7 @@ func NewCameraChannel(out *Outlet, cam hal.Camera, cfg motion.Config, snaps Snap
 		boxes[z.Name] = [4]float64{max(b[0], 0), max(b[1], 0), min(b[2], 1), min(b[3], 1)}
 	}
 	return &CameraChannel{out: out, cam: cam, det: det, snaps: snaps, state: state, zones: zones, zoneBoxes: boxes, every: DefaultCameraSummary,
-		stopped: make(chan struct{})}, nil
+		stopped: make(chan struct{}), toKeep: make(chan snapshotAsk, 1)}, nil
 }
 
 // ZoneBox is the bounding box of a configured zone ([x0, y0, x1, y1]
@@ -279,6 +294,17 @@ func (c *CameraChannel) Stats() CameraChannelStats {
 // was seen in.
 func (c *CameraChannel) Run(ctx context.Context) error {
 	defer c.stop.Do(func() { close(c.stopped) })
+	if c.snaps.Store != nil {
+		kept := make(chan struct{})
+		defer func() { <-kept }()
+		defer close(c.toKeep)
+		go func() {
+			defer close(kept)
+			for a := range c.toKeep {
+				c.keepSnapshot(a)
+			}
+		}()
+	}
 	offline := false
 	for {
 		f, err := c.cam.NextFrame(ctx)
@@ -334,16 +360,17 @@ func (c *CameraChannel) Run(ctx context.Context) error {
 			}
 			return fmt.Errorf("%s: %w", c.out.Source().Channel, err)
 		}
-		var snap string
-		if c.snaps.Dir != "" && hasStart(c.tr) {
-			snap = c.snapshot(f)
+		if c.snaps.Store != nil {
+			if zone := started(c.tr); zone != "" {
+				c.askSnapshot(f, zone)
+			}
 		}
 		seq, at := f.Seq, f.Time
 		c.mu.Lock()
 		c.handGrabs(f)
 		c.mu.Unlock()
 		f.Release()
-		c.emitAt(c.tr, false, seq, snap)
+		c.emitAt(c.tr, false, seq)
 		st := c.det.Stats()
 		c.summarise(at, seq, before, st)
 		c.mu.Lock()
@@ -389,23 +416,25 @@ func (c *CameraChannel) summarise(t hal.Mono, seq uint64, before, now motion.Sta
 	c.period = summaryPeriod{on: true, start: t, base: now}
 }
 
-func hasStart(tr []motion.Transition) bool {
+// started is the zone of the first motion that started in tr, "" when
+// none did.
+func started(tr []motion.Transition) string {
 	for _, t := range tr {
 		if t.Kind == motion.Started {
-			return true
+			return t.Zone
 		}
 	}
-	return false
+	return ""
 }
 
-func (c *CameraChannel) emit(tr []motion.Transition, cut bool) { c.emitAt(tr, cut, 0, "") }
+func (c *CameraChannel) emit(tr []motion.Transition, cut bool) { c.emitAt(tr, cut, 0) }
 
-func (c *CameraChannel) emitAt(tr []motion.Transition, cut bool, seq uint64, snap string) {
+func (c *CameraChannel) emitAt(tr []motion.Transition, cut bool, seq uint64) {
 	for _, t := range tr {
 		box := [4]float64{round3(t.Box.X0), round3(t.Box.Y0), round3(t.Box.X1), round3(t.Box.Y1)}
 		switch t.Kind {
 		case motion.Started:
-			c.out.EmitRef("camera.motion_started", t.Time, seq, MotionStarted{Zone: t.Zone, Box: box, Area: round3(t.Area)}, snap)
+			c.out.Emit("camera.motion_started", t.Time, seq, MotionStarted{Zone: t.Zone, Box: box, Area: round3(t.Area)})
 			c.moving(t.Zone, true, box)
 		case motion.Ended:
 			c.out.Emit("camera.motion_ended", t.Time, seq, MotionEnded{Zone: t.Zone, DurationMS: t.Duration.Milliseconds(),
@@ -432,123 +461,52 @@ func (c *CameraChannel) moving(zone string, on bool, box [4]float64) {
 
 func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
 
-// snapshot writes a small greyscale JPEG of the frame's luma and returns
-// its path relative to the snapshot directory's parent ("" on failure,
-// which is counted as an outlet failure, not fatal).
-func (c *CameraChannel) snapshot(f *hal.Frame) string {
-	ff := f.Format
-	w := c.snaps.Width
-	h := w * ff.Height / max(1, ff.Width)
-	if w <= 0 || h <= 0 || ff.Width <= 0 {
-		return ""
+// snapshotAsk is a motion snapshot to keep: a copy of the frame, and
+// the zone whose motion started in it.
+type snapshotAsk struct {
+	frame *hal.Frame
+	zone  string
+}
+
+// askSnapshot hands a copy of f to the goroutine that keeps motion
+// snapshots, or skips it when that one is still keeping the last.
+func (c *CameraChannel) askSnapshot(f *hal.Frame, zone string) {
+	cp := hal.NewFrame(f.Format, slices.Clone(f.Data), f.Seq, f.Time, nil)
+	if f.Encoded != nil {
+		cp.Encoded = slices.Clone(f.Encoded)
 	}
-	img := image.NewGray(image.Rect(0, 0, w, h))
-	step := 1
-	if ff.Pixel == hal.PixelYUYV {
-		step = 2
+	select {
+	case c.toKeep <- snapshotAsk{cp, zone}:
+	default:
+		c.mu.Lock()
+		c.stats.SnapshotsSkipped++
+		c.mu.Unlock()
 	}
-	for y := range h {
-		sy := y * ff.Height / h
-		row := f.Data[sy*ff.Stride:]
-		for x := range w {
-			sx := x * ff.Width / w
-			if i := sx * step; i < len(row) {
-				img.Pix[y*img.Stride+x] = row[i]
-			}
-		}
+}
+
+// keepSnapshot encodes a motion snapshot and keeps it as evidence. The
+// record names the frame (its sequence is the motion event's source
+// sequence); a failure is counted and told, not fatal.
+func (c *CameraChannel) keepSnapshot(a snapshotAsk) {
+	if c.capturing != nil {
+		defer c.capturing()()
 	}
-	if err := os.MkdirAll(c.snaps.Dir, 0o750); err != nil {
-		c.out.fail(fmt.Errorf("%s: snapshot: %w", c.out.Source().Channel, err))
-		return ""
-	}
-	name := fmt.Sprintf("%d-%d.jpg", time.Now().UnixNano(), f.Seq)
-	if clk := c.out.Source().Clock; clk != nil {
-		// The boot and the driver's monotonic time say the snapshot's age
-		// whatever the wall clock does (SweepSnapshots).
-		name = fmt.Sprintf("%d-%d-%s-%d.jpg", time.Now().UnixNano(), f.Seq, bootTag(clk.BootID()), int64(f.Time))
-	}
-	tmp := filepath.Join(c.snaps.Dir, "."+name)
-	file, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o640)
+	src := c.out.Source()
+	jpg, w, h, err := evidence.EncodeJPEG(a.frame, [4]float64{0, 0, 1, 1}, c.snaps.Width, 70, 1<<20)
 	if err == nil {
-		err = jpeg.Encode(file, img, &jpeg.Options{Quality: 70})
-		if cerr := file.Close(); err == nil {
-			err = cerr
+		why := "motion started in zone " + a.zone
+		if c.snaps.Config != "" {
+			why += " (" + c.snaps.Config + ")"
 		}
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(c.snaps.Dir, name))
-	}
-	if err != nil {
-		os.Remove(tmp)
-		c.out.fail(fmt.Errorf("%s: snapshot: %w", c.out.Source().Channel, err))
-		return ""
+		_, err = c.snaps.Store.Keep(context.Background(), evidence.Media{Kind: evidence.Snapshot, Source: src.Channel, MediaType: "image/jpeg",
+			Data: jpg, Width: w, Height: h, FrameSeq: a.frame.Seq, By: "body", Why: why, Privacy: src.Privacy, Lifetime: c.snaps.Lifetime})
 	}
 	c.mu.Lock()
-	c.stats.Snapshots++
-	c.mu.Unlock()
-	return filepath.Join(filepath.Base(c.snaps.Dir), name)
-}
-
-// SnapshotClock is the clock SweepSnapshots judges a snapshot's age by
-// (the body's Clock).
-type SnapshotClock interface {
-	Mono() hal.Mono
-	BootID() string
-	Synced() bool
-	Now() time.Time
-}
-
-// bootTag is the part of a boot id a snapshot's name carries.
-func bootTag(id string) string {
-	return "b" + strings.ReplaceAll(id, "-", "")
-}
-
-// snapshotAge is how old the snapshot named name (with file info fi) is,
-// and whether that can be told. A snapshot of this boot is aged by the
-// monotonic time in its name; any other (of an earlier boot, or named
-// before names carried it) by its modification time, and only while the
-// wall clock is synchronised: a wall clock that is off, or was off when
-// the file was written, says nothing of its age.
-func snapshotAge(name string, fi os.FileInfo, clk SnapshotClock, synced bool) (time.Duration, bool) {
-	parts := strings.Split(strings.TrimSuffix(name, ".jpg"), "-")
-	if len(parts) == 4 && parts[2] == bootTag(clk.BootID()) {
-		if m, err := strconv.ParseInt(parts[3], 10, 64); err == nil {
-			return clk.Mono().Sub(hal.Mono(m)), true
-		}
-	}
-	if !synced {
-		return 0, false
-	}
-	return clk.Now().Sub(fi.ModTime()), true
-}
-
-// SweepSnapshots removes snapshots older than ttl from dir and returns how
-// many it removed. A snapshot whose age cannot be told (see snapshotAge)
-// is kept, and the sweep goes on past it.
-func SweepSnapshots(dir string, ttl time.Duration, clk SnapshotClock) (int, error) {
-	ents, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil
-	}
+	defer c.mu.Unlock()
 	if err != nil {
-		return 0, err
+		c.stats.SnapshotErrors++
+		c.out.fail(fmt.Errorf("%s: motion snapshot: %w", src.Channel, err))
+		return
 	}
-	synced := clk.Synced()
-	n := 0
-	for _, e := range ents {
-		if e.IsDir() || filepath.Ext(e.Name()) != ".jpg" || strings.HasPrefix(e.Name(), ".") {
-			continue
-		}
-		info, err := e.Info()
-		if err != nil {
-			continue
-		}
-		if age, ok := snapshotAge(e.Name(), info, clk, synced); !ok || age < ttl {
-			continue
-		}
-		if os.Remove(filepath.Join(dir, e.Name())) == nil {
-			n++
-		}
-	}
-	return n, nil
+	c.stats.Snapshots++
 }

@@ -5,17 +5,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/body/evidence"
 	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/hal/haltest"
-	"github.com/tobe-body/tobe-body/hal/haltest/stepclock"
 	"github.com/tobe-body/tobe-body/ledger"
 	"github.com/tobe-body/tobe-body/sense/motion"
 	"github.com/tobe-body/tobe-body/sense/motion/motiontest"
@@ -31,14 +30,14 @@ func TestCameraChannel(t *testing.T) {
 		{From: 8 * time.Second, To: 12 * time.Second, Start: [2]float64{-0.1, 0.5}, End: [2]float64{1.1, 0.5}, W: 0.15, H: 0.2, Luma: 230},
 	}}
 	cam := haltest.NewCamera(format, 4)
-	snapDir := filepath.Join(t.TempDir(), "evidence", "camera.front")
-	o := NewOutlet(Source{Channel: "camera.front"}, 64)
+	keep := &keeper{}
+	o := NewOutlet(Source{Channel: "camera.front", Privacy: ledger.Sensitive}, 64)
 	var states []string
 	cfg := motion.Config{Zones: []motion.Zone{
 		{Name: "left", Polygon: []motion.Point{{X: 0, Y: 0}, {X: 0.5, Y: 0}, {X: 0.5, Y: 1}, {X: 0, Y: 1}}},
 		{Name: "right", Polygon: []motion.Point{{X: 0.5, Y: 0}, {X: 1, Y: 0}, {X: 1, Y: 1}, {X: 0.5, Y: 1}}},
 	}}
-	c, err := NewCameraChannel(o, cam, cfg, Snapshots{Dir: snapDir, TTL: time.Hour}, func(online bool, err error) {
+	c, err := NewCameraChannel(o, cam, cfg, Snapshots{Store: keep, Lifetime: time.Hour, Config: "sense.cameras.front.snapshots"}, func(online bool, err error) {
 		states = append(states, fmt.Sprintf("online=%v %v", online, err))
 	})
 	if err != nil {
@@ -68,7 +67,7 @@ func TestCameraChannel(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	var ref string
+	var starts []uint64 // the source sequences of the motion starts
 	for len(o.q) > 0 {
 		q := <-o.q
 		ev := q.ev
@@ -80,8 +79,8 @@ func TestCameraChannel(t *testing.T) {
 		if p["cut"] == true {
 			s += " cut"
 		}
-		if ev.PayloadRef != "" {
-			ref = ev.PayloadRef
+		if ev.Type == "camera.motion_started" {
+			starts = append(starts, ev.SourceSequence)
 		}
 		got = append(got, s)
 	}
@@ -107,19 +106,30 @@ func TestCameraChannel(t *testing.T) {
 	if _, ok := c.ZoneBox("middle"); ok {
 		t.Error("a zone box of a zone the camera does not have")
 	}
-	if fi, err := os.Stat(filepath.Join(filepath.Dir(snapDir), ref)); err != nil || fi.Size() < 100 {
-		t.Errorf("snapshot %q: %v", ref, err)
+	// A snapshot of each start, kept as evidence of its frame.
+	if len(keep.kept) != 3 {
+		t.Fatalf("%d snapshots kept, want one per start", len(keep.kept))
 	}
-	// Swept after the TTL: these have no boot in their names (the outlet
-	// has no clock), so a synchronised wall clock ages them.
-	later := stepclock.New()
-	later.Step(2 * time.Hour)
-	if n, err := SweepSnapshots(snapDir, time.Hour, later); err != nil || n != 3 {
-		t.Errorf("swept %d %v, want 3", n, err)
+	for i, m := range keep.kept {
+		if m.Kind != evidence.Snapshot || m.Source != "camera.front" || m.By != "body" || m.Lifetime != time.Hour || m.Privacy != ledger.Sensitive ||
+			m.FrameSeq != starts[i] || !strings.HasPrefix(m.Why, "motion started in zone ") || !strings.HasSuffix(m.Why, "(sense.cameras.front.snapshots)") ||
+			m.Width != 160 || m.Height != 120 || len(m.Data) < 100 {
+			t.Errorf("snapshot %d: %+v (%d bytes), want one of frame %d", i, m, len(m.Data), starts[i])
+		}
 	}
-	if _, err := SweepSnapshots(filepath.Join(t.TempDir(), "none"), time.Hour, later); err != nil {
-		t.Errorf("sweeping a missing directory: %v", err)
-	}
+}
+
+// keeper keeps evidence in memory.
+type keeper struct {
+	mu   sync.Mutex
+	kept []evidence.Media
+}
+
+func (k *keeper) Keep(_ context.Context, m evidence.Media) (evidence.Item, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.kept = append(k.kept, m)
+	return evidence.Item{}, nil
 }
 
 func TestCameraChannelRefusesAFormatItCannotRead(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -37,7 +36,6 @@ type Group struct {
 	runs    []senseRun
 	self    *SelfChannel
 	hotplug []*HotplugChannel
-	snaps   []Snapshots // snapshot directories to sweep
 	// indicator shows the privacy state on an output; nil: none.
 	indicator *Indicator
 
@@ -108,6 +106,9 @@ type GroupConfig struct {
 	// on, and Pauses the pauses the ledger kept (RestoredPauses).
 	Running func() time.Duration
 	Pauses  []Pause
+	// Evidence keeps the motion snapshots the config asks for; nil: none
+	// is kept.
+	Evidence Keeper
 	// Indicator is the output that shows whether the cameras and
 	// microphones are open (on), capturing (blinking) or paused (off);
 	// nil: none.
@@ -160,8 +161,12 @@ func NewGroup(ds *body.Devices, gc GroupConfig) *Group {
 		cc := cfg.Cameras[body.ChannelName(c.ID)]
 		var snaps Snapshots
 		if sn := cc.Snapshots; sn != nil && sn.Enabled {
-			snaps = Snapshots{Dir: filepath.Join(dataDir, "evidence", c.ID), TTL: time.Duration(cmp.Or(sn.TTLHours, 24)) * time.Hour, Width: cmp.Or(sn.Width, 160)}
-			s.snaps = append(s.snaps, snaps)
+			if gc.Evidence == nil {
+				log.Warn("motion snapshots are configured, but there is no evidence store (the ledger is not open): none is kept", "channel", c.ID)
+			} else {
+				snaps = Snapshots{Store: gc.Evidence, Lifetime: time.Duration(cmp.Or(sn.TTLHours, 24)) * time.Hour, Width: cmp.Or(sn.Width, 160),
+					Config: "sense.cameras." + body.ChannelName(c.ID) + ".snapshots"}
+			}
 		}
 		o := outletWith(c.ID, "camera", cc.Privacy)
 		ch, err := NewCameraChannel(o, c.Cam, motionConfig(cc), snaps, s.onlineState(c.ID, "camera"))
@@ -407,13 +412,6 @@ func (s *Group) Start(ctx context.Context, l Ledger) {
 			o.Run(wctx, l)
 		}()
 	}
-	if len(s.snaps) > 0 && s.clock != nil {
-		s.readers.Add(1)
-		go func() {
-			defer s.readers.Done()
-			s.sweep(ctx)
-		}()
-	}
 	for _, r := range s.runs {
 		s.readers.Add(1)
 		go func() {
@@ -478,26 +476,6 @@ func (s *Group) Stats() map[string]OutletStats {
 		out[id] = o.Stats()
 	}
 	return out
-}
-
-// sweep deletes expired snapshots every few minutes until ctx ends.
-func (s *Group) sweep(ctx context.Context) {
-	t := time.NewTicker(5 * time.Minute)
-	defer t.Stop()
-	for {
-		for _, sn := range s.snaps {
-			if n, err := SweepSnapshots(sn.Dir, sn.TTL, s.clock); err != nil {
-				s.log.Warn("snapshot sweep", "dir", sn.Dir, "err", err)
-			} else if n > 0 {
-				s.log.Info("snapshots expired", "dir", sn.Dir, "removed", n)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }
 
 // Self is the latest self-state sample.

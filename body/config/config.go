@@ -364,7 +364,7 @@ type Zone struct {
 	Polygon [][2]float64 `json:"polygon"`
 }
 
-// Snapshots configures motion evidence.
+// Snapshots configures the owner's motion snapshots, kept as evidence.
 type Snapshots struct {
 	Enabled  bool `json:"enabled"`
 	TTLHours int  `json:"ttl_hours"`

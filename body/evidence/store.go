@@ -2,6 +2,7 @@ package evidence
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -160,6 +161,10 @@ func (s *Store) tidy(ctx context.Context) error {
 	}
 	for _, e := range ents {
 		name := e.Name()
+		if e.IsDir() && strings.HasPrefix(name, "camera.") {
+			s.removeLegacy(filepath.Join(s.dir, name))
+			continue
+		}
 		if !e.Type().IsRegular() || live[name] || !(strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".tmp") || isEvidenceName(name)) {
 			continue
 		}
@@ -177,6 +182,27 @@ func (s *Store) tidy(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// removeLegacy removes the motion snapshots an earlier body kept in a
+// directory of their own per camera (DIR/evidence/camera.NAME/*.jpg,
+// outside any record, aged by a sweep this body no longer runs), and the
+// directory when that empties it.
+func (s *Store) removeLegacy(dir string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	n := 0
+	for _, e := range ents {
+		if e.Type().IsRegular() && filepath.Ext(e.Name()) == ".jpg" && os.Remove(filepath.Join(dir, e.Name())) == nil {
+			n++
+		}
+	}
+	os.Remove(dir) // only when empty
+	if n > 0 {
+		s.log.Info("motion snapshots of an earlier body removed: snapshots are kept in the evidence store now", "dir", dir, "removed", n)
+	}
 }
 
 // isEvidenceName tells whether name is what the store names a file.
@@ -237,10 +263,12 @@ type Media struct {
 	// and Grant the action and the grant that let it.
 	By, Why, Action, Grant string
 	Privacy                ledger.Privacy
+	// Lifetime, when set, is this piece's instead of its kind's.
+	Lifetime time.Duration
 }
 
 // Keep writes m's bytes to their file and records them
-// (evidence.captured) with the lifetime of their kind. It returns once
+// (evidence.captured) with the lifetime of their kind (or m's own). It returns once
 // both are on disk. Bytes over the budget are refused with ErrFull;
 // malformed media with ErrInvalid. A record that cannot be written
 // leaves no file behind (unless another live record names the same
@@ -249,7 +277,7 @@ func (s *Store) Keep(ctx context.Context, m Media) (Item, error) {
 	sum := sha256.Sum256(m.Data)
 	c := Captured{ID: ledger.NewID().String(), Kind: m.Kind, Source: m.Source, MediaType: m.MediaType, SHA256: hex.EncodeToString(sum[:]),
 		Bytes: int64(len(m.Data)), Width: m.Width, Height: m.Height, DurationMS: m.Duration.Milliseconds(), By: m.By, Why: m.Why,
-		Action: m.Action, Grant: m.Grant, Privacy: m.Privacy.String(), LifetimeMS: s.Lifetime(m.Kind).Milliseconds(), FrameSeq: m.FrameSeq}
+		Action: m.Action, Grant: m.Grant, Privacy: m.Privacy.String(), LifetimeMS: cmp.Or(m.Lifetime, s.Lifetime(m.Kind)).Milliseconds(), FrameSeq: m.FrameSeq}
 	if err := c.check(); err != nil {
 		return Item{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}

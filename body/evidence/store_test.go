@@ -292,8 +292,8 @@ func TestRunEndsPieces(t *testing.T) {
 }
 
 // Open removes what a crash left: a file no record names, a temporary
-// file; it records a live piece whose file is gone; it leaves alone what
-// it did not write.
+// file; it records a live piece whose file is gone; it removes an earlier
+// body's motion snapshots; it leaves alone what it did not write.
 func TestOpenTidies(t *testing.T) {
 	f := newFixture(t)
 	ctx := t.Context()
@@ -309,20 +309,23 @@ func TestOpenTidies(t *testing.T) {
 	orphan := filepath.Join(dir, hashOf([]byte("orphan"))+".jpg")
 	tmp := filepath.Join(dir, "."+hashOf([]byte("half"))+".wav.tmp")
 	other := filepath.Join(dir, "notes.txt")
-	sub := filepath.Join(dir, "camera.front")
-	for _, p := range []string{orphan, tmp, other} {
-		if err := os.WriteFile(p, []byte("x"), 0o640); err != nil {
+	sub := filepath.Join(dir, "mine")
+	legacy := filepath.Join(dir, "camera.front") // an earlier body's motion snapshots
+	for _, d := range []string{sub, legacy} {
+		if err := os.Mkdir(d, 0o750); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.Mkdir(sub, 0o750); err != nil {
-		t.Fatal(err)
+	for _, p := range []string{orphan, tmp, other, filepath.Join(legacy, "1765000000-12.jpg")} {
+		if err := os.WriteFile(p, []byte("x"), 0o640); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := os.Remove(filepath.Join(dir, gone.SHA256+".jpg")); err != nil {
 		t.Fatal(err)
 	}
 	f.restart()
-	for _, p := range []string{orphan, tmp} {
+	for _, p := range []string{orphan, tmp, legacy} {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Errorf("%s is still there: %v", filepath.Base(p), err)
 		}

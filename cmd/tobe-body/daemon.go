@@ -226,6 +226,9 @@ type ledgerOpened struct {
 	world   *world.Model         // the entities the ledger's deriver keeps
 	deriver *world.Deriver       // the deriver that keeps them
 	stepped <-chan time.Duration // the wall clock's steps, for the grants
+	// evidence is the evidence store; nil when the ledger (or the store)
+	// could not be opened.
+	evidence *evidence.Store
 }
 
 // openLedger opens the ledger. If it cannot be opened the body still
@@ -296,6 +299,10 @@ func (d *daemon) startSenses(ctx context.Context, cfg *config.Loaded, h *host, r
 			pauses = []sense.Pause{{By: "body", Kind: "admin", Reason: "the pauses kept in the ledger could not be read"}}
 		}
 		gc.Pauses = pauses
+		rec.evidence = d.openEvidence(cfg.Evidence, cfg.DataDir, store)
+		if rec.evidence != nil {
+			gc.Evidence = rec.evidence
+		}
 		if err := h.reg.Register(body.Channel{ID: "body.notify", Kind: "notify", Device: "events for the home server and the agent",
 			Driver: string(board.Loaded), State: body.Enabled, Health: "ok"}); err != nil {
 			return nil, fmt.Errorf("channel body.notify: %w", err)
@@ -412,7 +419,7 @@ func (d *daemon) startAct(cfg *config.Loaded, h *host, rec *ledgerOpened, senses
 			log.Error("grants cannot be read: none is in force and the grant calls are refused", "err", err)
 			a.grants = nil
 		}
-		a.evidence = d.openEvidence(cfg.Evidence, cfg.DataDir, store)
+		a.evidence = rec.evidence
 	}
 	parts := act.BodyParts{Devices: h.ds, Feedback: h.profile.Feedback(), EStop: estop, Registry: h.reg,
 		Health: func() body.Degradation {

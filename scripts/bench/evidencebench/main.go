@@ -331,7 +331,7 @@ func memory() error {
 		if err == nil && h.Duration() != 30*time.Second {
 			err = fmt.Errorf("a clip of %v, want 30s", h.Duration())
 		}
-		_ = act.EncodeWAV(h.Format, h.Samples)
+		_ = evidence.EncodeWAV(h.Format, h.Samples)
 		return err
 	})
 	if err != nil {
@@ -345,7 +345,7 @@ func memory() error {
 	sc.Render(buf, 0, 0)
 	snap, err := allocated(func() error {
 		cp := hal.NewFrame(format, slices.Clone(buf), 1, 0, nil)
-		_, _, _, err := act.EncodeStill(cp, [4]float64{0, 0, 1, 1}, 1920, 80, act.DefaultSnapshotBytes)
+		_, _, _, err := evidence.EncodeJPEG(cp, [4]float64{0, 0, 1, 1}, 1920, 80, act.DefaultSnapshotBytes)
 		return err
 	})
 	if err != nil {
