@@ -456,6 +456,24 @@ func cmpSeq(a, b uint64) int {
 // recorded. The caller has decided that by may look (a grant, a local
 // administrator): the store records, it does not authorise.
 func (s *Store) View(ctx context.Context, id, by, via string) (Item, *os.File, error) {
+	it, f, err := s.open(id)
+	if err != nil {
+		return Item{}, nil, err
+	}
+	if fi, err := f.Stat(); err != nil || fi.Size() != it.Bytes {
+		f.Close()
+		return Item{}, nil, fmt.Errorf("%w: %s: the file is not %d bytes", ErrDamaged, id, it.Bytes)
+	}
+	if err := s.record(ctx, TypeViewed, it, Viewed{ID: id, SHA256: it.SHA256, By: by, Via: via}); err != nil {
+		f.Close()
+		return Item{}, nil, fmt.Errorf("evidence %s: the view could not be recorded, so it is not shown: %w", id, err)
+	}
+	it.Views++
+	return it, f, nil
+}
+
+// open looks up piece id and opens its file.
+func (s *Store) open(id string) (Item, *os.File, error) {
 	it, ok, err := s.Lookup(id)
 	if err != nil {
 		return Item{}, nil, err
@@ -465,23 +483,20 @@ func (s *Store) View(ctx context.Context, id, by, via string) (Item, *os.File, e
 	}
 	f, err := os.Open(s.path(it))
 	if err != nil {
-		return Item{}, nil, fmt.Errorf("evidence %s: %w", id, err)
+		return it, nil, fmt.Errorf("evidence %s: %w", id, err)
 	}
-	if fi, err := f.Stat(); err != nil || fi.Size() != it.Bytes {
-		f.Close()
-		return Item{}, nil, fmt.Errorf("%w: %s: the file is not %d bytes", ErrDamaged, id, it.Bytes)
-	}
-	p, err := ledger.MarshalPayload(Viewed{ID: id, SHA256: it.SHA256, By: by, Via: via})
-	if err == nil {
-		_, err = s.led.Append(context.WithoutCancel(ctx), ledger.Event{ID: ledger.NewID(), Type: TypeViewed, ChannelID: it.Source,
-			Provenance: ledger.Observed, Trust: ledger.High, Privacy: privacyOf(it), Payload: p})
-	}
-	if err != nil {
-		f.Close()
-		return Item{}, nil, fmt.Errorf("evidence %s: the view could not be recorded, so it is not shown: %w", id, err)
-	}
-	it.Views++
 	return it, f, nil
+}
+
+// record appends one record of typ about it, with payload.
+func (s *Store) record(ctx context.Context, typ string, it Item, payload any) error {
+	p, err := ledger.MarshalPayload(payload)
+	if err != nil {
+		return err
+	}
+	_, err = s.led.Append(context.WithoutCancel(ctx), ledger.Event{ID: ledger.NewID(), Type: typ, ChannelID: it.Source,
+		Provenance: ledger.Observed, Trust: ledger.High, Privacy: privacyOf(it), Payload: p})
+	return err
 }
 
 func privacyOf(it Item) ledger.Privacy {
@@ -497,16 +512,9 @@ func privacyOf(it Item) ledger.Privacy {
 // its size and its hash (ErrDamaged when they differ). It records no
 // view: it is the body checking what it wrote.
 func (s *Store) ReadBack(id string) (Item, []byte, error) {
-	it, ok, err := s.Lookup(id)
+	it, f, err := s.open(id)
 	if err != nil {
-		return Item{}, nil, err
-	}
-	if !ok {
-		return Item{}, nil, fmt.Errorf("%w: %s", ErrUnknown, id)
-	}
-	f, err := os.Open(s.path(it))
-	if err != nil {
-		return it, nil, fmt.Errorf("evidence %s: %w", id, err)
+		return it, nil, err
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, MaxItemBytes+1))
@@ -538,12 +546,7 @@ func (s *Store) Delete(ctx context.Context, id, by, why string) (Item, error) {
 // end records that it ended (typ: expired or deleted), then removes its
 // file unless another live record names it; s.mu is held.
 func (s *Store) end(ctx context.Context, typ string, it Item, by, why string) error {
-	p, err := ledger.MarshalPayload(Ended{ID: it.ID, SHA256: it.SHA256, By: by, Why: why})
-	if err != nil {
-		return err
-	}
-	if _, err := s.led.Append(context.WithoutCancel(ctx), ledger.Event{ID: ledger.NewID(), Type: typ, ChannelID: it.Source,
-		Provenance: ledger.Observed, Trust: ledger.High, Privacy: privacyOf(it), Payload: p}); err != nil {
+	if err := s.record(ctx, typ, it, Ended{ID: it.ID, SHA256: it.SHA256, By: by, Why: why}); err != nil {
 		return fmt.Errorf("evidence %s: %s: %w", it.ID, typ, err)
 	}
 	shared, err := s.named(it.SHA256)
@@ -678,11 +681,5 @@ func (s *Store) Revoked(ctx context.Context, grant, by string) ([]Item, error) {
 }
 
 func (s *Store) freeze(ctx context.Context, it Item, by, why string) error {
-	p, err := ledger.MarshalPayload(Ended{ID: it.ID, SHA256: it.SHA256, By: by, Why: why})
-	if err != nil {
-		return err
-	}
-	_, err = s.led.Append(context.WithoutCancel(ctx), ledger.Event{ID: ledger.NewID(), Type: TypeFrozen, ChannelID: it.Source,
-		Provenance: ledger.Observed, Trust: ledger.High, Privacy: privacyOf(it), Payload: p})
-	return err
+	return s.record(ctx, TypeFrozen, it, Ended{ID: it.ID, SHA256: it.SHA256, By: by, Why: why})
 }
