@@ -9,8 +9,12 @@ import { copyFileSync, existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ChildProcessWithoutNullStreams } from "node:child_process";
 
-/** A line longer than this (bytes, without its newline) is dropped. */
-export const MAX_LINE_BYTES = 1024 * 1024;
+/**
+ * A line longer than this (bytes, without its newline) is dropped. A piece
+ * of evidence (get_evidence) comes whole in one line: at most 16 MiB of
+ * bytes, as base64 with the JSON around it.
+ */
+export const MAX_LINE_BYTES = 32 * 1024 * 1024;
 const STDERR_LINES = 20;
 const STDERR_LINE_CHARS = 500;
 

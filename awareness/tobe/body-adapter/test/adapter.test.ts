@@ -282,12 +282,15 @@ test("a timeout is an error result, and the link stays up", async () => {
   await stopClean(a, [pid], before);
 });
 
-test("a 2 MiB line is dropped and counted, and the session goes on", async () => {
+test("a line over 32 MiB is dropped and counted, one of 3 MiB (a piece of evidence) is not, and the session goes on", async () => {
   const before = resources();
   const a = make();
   const seen: Observation[] = [];
   a.subscribe((o) => seen.push(o));
   await a.start();
+  const m = content(await a.observe({ call_id: "medium", action: "__mediumline" }));
+  assert.equal(m.status, "success");
+  assert.equal((m.data as { data: string }).data.length, 3 * 1024 * 1024);
   const r = content(await a.observe({ call_id: "big", action: "__bigline" }));
   assert.equal(r.status, "success");
   assert.equal(seen.some((o) => o.id === "big"), false);

@@ -8,7 +8,7 @@
 //   --silence-ms N     end the session after N ms without a message (2000)
 //   --test-tools       also offer the test's tools: __push (observe: sends
 //                      its arguments as an observation), __hang (observe:
-//                      never answers), __bigline (observe: a 2 MiB line,
+//                      never answers), __bigline (observe: a 33 MiB line,
 //                      then the answer), __exit (interact: exits at once)
 //   --exit-after-ms N  exit N ms after the handshake
 //   --stubborn         ignore stdin's end and SIGTERM (only SIGKILL ends it)
@@ -96,7 +96,8 @@ if (flag("--test-tools")) {
   tools.push(
     observeTool("__push", "Test: push the arguments as an observation.", { type: "object" }),
     observeTool("__hang", "Test: never answer."),
-    observeTool("__bigline", "Test: a 2 MiB line, then the answer."),
+    observeTool("__bigline", "Test: a 33 MiB line, then the answer."),
+    observeTool("__mediumline", "Test: an answer of a 3 MiB line."),
     interactTool("__exit", "Test: exit at once.", obj()),
   );
 }
@@ -163,10 +164,13 @@ function callTool(id, name, params) {
     case "__hang":
       return;
     case "__bigline": {
-      const big = observation("big", "x".repeat(2 * 1024 * 1024));
+      const big = observation("big", "x".repeat(33 * 1024 * 1024));
       send({ jsonrpc: "2.0", method: "notifications/tobe/observation", params: big });
-      return send({ jsonrpc: "2.0", id, result: ok({ sent: "2 MiB" }) });
+      return send({ jsonrpc: "2.0", id, result: ok({ sent: "33 MiB" }) });
     }
+    case "__mediumline":
+      // A result as large as a clip's: 3 MiB of base64.
+      return send({ jsonrpc: "2.0", id, result: ok({ data: "A".repeat(3 * 1024 * 1024) }) });
     case "__exit":
       log("exiting on __exit");
       return process.exit(3);
