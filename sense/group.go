@@ -212,6 +212,9 @@ func NewGroup(ds *body.Devices, gc GroupConfig) *Group {
 		}
 	}
 	s.Privacy = NewPrivacy(pc, gc.Pauses)
+	// A camera or microphone the switch (or a pause kept from before)
+	// keeps paused is let go now, not once the channels start.
+	s.Privacy.Prepare()
 	if gc.Indicator != nil {
 		s.indicator = NewIndicator(gc.Indicator, log)
 		s.Privacy.Watch(s.indicator.Privacy)

@@ -170,17 +170,38 @@ func (p *Privacy) Start(ctx context.Context, l Ledger) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cfg.Ledger = l
-	if p.cfg.Switch != nil {
-		l, err := p.cfg.Switch.Read()
-		on := err != nil || l == p.cfg.Active // a switch that cannot be read is taken as on
-		if err != nil {
-			p.cfg.Log.Error("the privacy switch cannot be read: the cameras and microphones stay paused", "err", err)
-		}
-		p.st.Switch = on
-	}
+	p.readSwitch()
 	// Recorded when it starts paused; a body that starts sensing says so
 	// in body.started.
 	p.apply(ctx, "the body started", "", p.st.Switch || len(p.st.Pauses) > 0)
+}
+
+// Prepare reads the switch and, when it is on or a restored pause lasts,
+// pauses the devices now, as soon as they are opened: Start records it
+// later, once the ledger is there.
+func (p *Privacy) Prepare() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.readSwitch()
+	if p.st.Switch || len(p.st.Pauses) > 0 {
+		ledger := p.cfg.Ledger
+		p.cfg.Ledger = nil // nothing is recorded yet
+		p.apply(context.Background(), "", "", false)
+		p.cfg.Ledger = ledger
+	}
+}
+
+// readSwitch reads the switch; p.mu is held. A switch that cannot be
+// read is taken as on.
+func (p *Privacy) readSwitch() {
+	if p.cfg.Switch == nil {
+		return
+	}
+	l, err := p.cfg.Switch.Read()
+	if err != nil {
+		p.cfg.Log.Error("the privacy switch cannot be read: the cameras and microphones stay paused", "err", err)
+	}
+	p.st.Switch = err != nil || l == p.cfg.Active
 }
 
 // Run watches the switch and the pauses' ends until ctx is done.

@@ -176,6 +176,12 @@ func TestPrivacyRestored(t *testing.T) {
 	}
 	g := newPrivacyRig(t, restored)
 	g.running.Store(int64(2 * time.Hour))
+	// Let go as soon as the devices are opened, recorded once the ledger
+	// is there.
+	g.p.Prepare()
+	if g.cam.Pauses() != 1 || len(g.rec.causes(t)) != 0 {
+		t.Fatalf("prepared: %d pauses, records %v", g.cam.Pauses(), g.rec.causes(t))
+	}
 	g.p.Start(t.Context(), g.rec)
 	st := g.p.State()
 	if !st.Paused || len(st.Pauses) != 1 || st.Pauses[0].By != "agent:pi" || g.cam.Pauses() != 1 {
