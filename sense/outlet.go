@@ -103,14 +103,10 @@ func (o *Outlet) Source() Source { return o.src }
 // source's sequence number and a payload. It stamps occurred_at from at and
 // observed_at from now, with the clock's domain and uncertainty. It
 // returns false when the event was shed (the queue is full or closed).
+// Evidence is never referred to from here: it is kept in the evidence
+// store, whose record names the source and the frame's sequence.
 func (o *Outlet) Emit(typ string, at hal.Mono, seq uint64, payload any) bool {
-	return o.EmitRef(typ, at, seq, payload, "")
-}
-
-// EmitRef is Emit with evidence: ref names a file under the data
-// directory (payload_ref) that the event refers to.
-func (o *Outlet) EmitRef(typ string, at hal.Mono, seq uint64, payload any, ref string) bool {
-	ev := ledger.Event{Type: typ, ChannelID: o.src.Channel, SourceSequence: seq, PayloadRef: ref,
+	ev := ledger.Event{Type: typ, ChannelID: o.src.Channel, SourceSequence: seq,
 		Provenance: ledger.Observed, Trust: o.src.Trust, Privacy: o.src.Privacy}
 	if payload != nil {
 		p, err := ledger.MarshalPayload(payload)
