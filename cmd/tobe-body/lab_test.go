@@ -668,6 +668,9 @@ func refusedAll(t *testing.T, b *labBody) {
 		"light.on":    {Capability: "light.on", Target: "light.status"},
 		"light.off":   {Capability: "light.off", Target: "light.status"},
 		"light.blink": {Capability: "light.blink", Target: "light.status", Params: map[string]string{"period_ms": "200", "count": "2"}},
+		// Keeping what the camera sees is refused as anything else is.
+		"camera.snapshot": {Capability: "camera.snapshot", Target: "camera.front"},
+		"audio.clip":      {Capability: "audio.clip", Target: "audio.mic", Params: map[string]string{"before_ms": "500"}},
 	}
 	var names []string
 	for _, c := range caps {
