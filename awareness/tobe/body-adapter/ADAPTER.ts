@@ -6,7 +6,7 @@
 //
 // Runtime code uses Node built-ins only.
 
-import { randomUUID } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { errorContent, isObject, Link, LinkError, readConfigFile, readLinkConfig, toolContent } from "./link.ts";
@@ -27,6 +27,14 @@ export const PROTOCOL_VERSION = "2025-06-18";
 export const ADAPTER_VERSION = "0.1.0";
 /** How long stop() waits after closing stdin, and again after SIGTERM. */
 export const STOP_GRACE_MS = 1000;
+/** What the body kept of an event, as its observation names it. */
+interface EvidenceRef {
+  id: string;
+  sha256?: string;
+  media_type?: string;
+  seq?: number;
+}
+
 /** How many observation ids are remembered to deliver each once. */
 const SEEN_IDS = 4096;
 /** How many pages of tools/list are read at most. */
@@ -487,7 +495,64 @@ export class BodyAdapter implements EnvAdapter {
     }
     // The body's fields, with this adapter's id and name (the body's own
     // claims to them, if any, are replaced).
-    this.deliver({ ...(o as unknown as Observation), adapter_id: this.id, adapter_name: this.name });
+    const obs: Observation = { ...(o as unknown as Observation), adapter_id: this.id, adapter_name: this.name };
+    const ev = o.evidence;
+    const link = this.link;
+    if (isObject(ev) && typeof ev.id === "string" && link && !this.seen.has(obs.id)) {
+      // What the body kept of the event goes with it, when this session
+      // may look at it: fetched first, so the two are never apart.
+      void this.withEvidence(link, obs, ev as unknown as EvidenceRef).then((withMedia) => this.deliver(withMedia));
+      return;
+    }
+    this.deliver(obs);
+  }
+
+  /**
+   * obs with the evidence it names attached, as ToBe's Media Pipeline
+   * reads an observation's media (content.media: kind, mimeType, the
+   * bytes, size, sha256, width and height or durationMs): content becomes
+   * { text, media, evidence }. get_evidence decides whether this session
+   * may look (an evidence.view grant) and records the look; when it
+   * refuses or fails, content is { text, evidence, mediaError } instead.
+   */
+  private async withEvidence(link: Link, obs: Observation, ev: EvidenceRef): Promise<Observation> {
+    const text = obs.content as string;
+    const failed = (code: string, message: string): Observation => ({
+      ...obs,
+      content: { text, evidence: ev, mediaError: { status: "error", code, message } },
+    });
+    let res: unknown;
+    try {
+      res = await link.request("tools/call", { name: "get_evidence", arguments: { id: ev.id } }, this.config.request_timeout_ms);
+    } catch (err) {
+      return failed("EVIDENCE_UNAVAILABLE", String((err as Error)?.message ?? err));
+    }
+    const r = isObject(res) ? res : {};
+    const parts = Array.isArray(r.content) ? r.content : [];
+    const part = parts.find((c) => isObject(c) && (c.type === "image" || c.type === "audio") && typeof c.data === "string") as
+      | { type: "image" | "audio"; data: string; mimeType?: string }
+      | undefined;
+    if (r.isError === true || !part) {
+      let why = "the body sent no image or sound";
+      try {
+        const c = JSON.parse(toolContent(res));
+        if (c?.error) why = `${c.error.reason}: ${c.error.detail ?? ""}`.trim();
+      } catch {
+        // why stays
+      }
+      return failed("EVIDENCE_NOT_SHOWN", why);
+    }
+    const data = new Uint8Array(Buffer.from(part.data, "base64"));
+    const sha256 = createHash("sha256").update(data).digest("hex");
+    if (typeof ev.sha256 === "string" && ev.sha256 !== sha256) {
+      return failed("EVIDENCE_DAMAGED", `the bytes' sha256 is ${sha256}, the observation names ${ev.sha256}`);
+    }
+    const rec = (toolData(res) ?? {}) as { width?: number; height?: number; duration_ms?: number };
+    const media: Record<string, unknown> = { kind: part.type, mimeType: part.mimeType ?? "", data, size: data.byteLength, sha256, fileName: ev.id };
+    if (typeof rec.width === "number" && rec.width > 0) media.width = rec.width;
+    if (typeof rec.height === "number" && rec.height > 0) media.height = rec.height;
+    if (typeof rec.duration_ms === "number" && rec.duration_ms > 0) media.durationMs = rec.duration_ms;
+    return { ...obs, content: { text, media, evidence: ev } };
   }
 
   private emitLink(kind: string, attention: Level, content: string, data: Record<string, unknown> = {}): void {

@@ -28,7 +28,14 @@ export interface Observation {
   adapter_name: string;
   source: string;
   actor: Actor;
-  content: string;
+  /**
+   * The body's words for it; or, when it names evidence the body kept,
+   * { text, media, evidence } (media as ToBe's Media Pipeline reads it:
+   * kind, mimeType, the bytes, size, sha256, width/height or durationMs)
+   * or { text, evidence, mediaError } when the body would not show it.
+   * ToBe's own type leaves content to the adapter.
+   */
+  content: string | Record<string, unknown>;
   trust: Level;
   attention: Level;
   /** ISO 8601 (assumed; the body sends RFC 3339). */

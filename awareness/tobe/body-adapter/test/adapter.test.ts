@@ -1,6 +1,7 @@
 // The adapter against a body on stdio. By default the body is
 // test/fake-body.mjs; BODY_COMMAND (a JSON argv) runs the same tests
 // against another server that accepts the fake's flags.
+import { createHash } from "node:crypto";
 import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -212,14 +213,14 @@ test("a dropped link: degraded and link.lost, then reconnected, online and link.
   const exit = await a.interact({ call_id: "bye", action: "__exit" });
   assert.equal(content(exit).error?.reason, "link_lost");
 
-  const lost = await waitFor("link.lost", () => seen.find((o) => o.content.startsWith("link.lost")));
+  const lost = await waitFor("link.lost", () => seen.find((o) => String(o.content).startsWith("link.lost")));
   assert.equal(lost.attention, "high");
   assert.equal(lost.actor, "system");
   assert.equal(lost.source, "tobe-body");
   assert.equal(lost.adapter_id, "body");
   assert.equal(lost.adapter_name, "tobe-body");
 
-  const restored = await waitFor("link.restored", () => seen.find((o) => o.content.startsWith("link.restored")));
+  const restored = await waitFor("link.restored", () => seen.find((o) => String(o.content).startsWith("link.restored")));
   assert.equal(restored.attention, "medium");
   assert.equal(a.health().status, "online");
   await waitFor("drain-2", () => seen.some((o) => o.id === "drain-2"));
@@ -262,7 +263,7 @@ test("the heartbeat keeps a session alive past the body's silence limit", async 
   await new Promise((r) => setTimeout(r, 1500));
   assert.equal(a.health().status, "online");
   assert.equal(await bodyPid(a), pid);
-  assert.equal(seen.some((o) => o.content.startsWith("link.lost")), false);
+  assert.equal(seen.some((o) => String(o.content).startsWith("link.lost")), false);
   await stopClean(a, [pid], before);
 });
 
@@ -278,6 +279,43 @@ test("a timeout is an error result, and the link stays up", async () => {
   assert.equal(c.status, "error");
   assert.equal(c.error?.reason, "timeout");
   assert.equal(a.health().status, "online");
+  const pid = await bodyPid(a);
+  await stopClean(a, [pid], before);
+});
+
+test("an observation that names evidence carries it as ToBe's media when the body shows it, and says why when it does not", async () => {
+  const before = resources();
+  const a = make();
+  const seen: Observation[] = [];
+  a.subscribe((o) => seen.push(o));
+  await a.start();
+  const bytes = new Uint8Array([0xff, 0xd8, 0xff, 0xe0, 1, 2, 3, 0xff, 0xd9]);
+  const sha = createHash("sha256").update(bytes).digest("hex");
+  const base = { source: "camera.front", actor: "signal", content: "Motion in door seen by camera.front.", trust: "medium", attention: "high", timestamp: new Date().toISOString() };
+  await a.observe({ call_id: "e1", action: "__push", params: { ...base, id: "ev-1", evidence: { id: "ev-ok", sha256: sha, media_type: "image/jpeg", seq: 12 } } });
+  const got = await waitFor("the observation with its image", () => seen.find((o) => o.id === "ev-1"));
+  const c = got.content as { text: string; media: Record<string, unknown>; evidence: Record<string, unknown> };
+  assert.equal(c.text, "Motion in door seen by camera.front.");
+  assert.equal(c.media.kind, "image");
+  assert.equal(c.media.mimeType, "image/jpeg");
+  assert.ok(c.media.data instanceof Uint8Array);
+  assert.deepEqual([...(c.media.data as Uint8Array)], [...bytes]);
+  assert.equal(c.media.size, bytes.byteLength);
+  assert.equal(c.media.sha256, sha);
+  assert.equal(c.media.width, 4);
+  assert.equal(c.media.height, 3);
+  assert.equal(c.evidence.id, "ev-ok");
+  // One the body will not show: the text, and why.
+  await a.observe({ call_id: "e2", action: "__push", params: { ...base, id: "ev-2", evidence: { id: "ev-secret" } } });
+  const refused = await waitFor("the observation without its image", () => seen.find((o) => o.id === "ev-2"));
+  const r = refused.content as { text: string; media?: unknown; mediaError: { code: string; message: string } };
+  assert.equal(r.media, undefined);
+  assert.equal(r.mediaError.code, "EVIDENCE_NOT_SHOWN");
+  assert.match(r.mediaError.message, /^no_grant/);
+  // Bytes that are not the ones the observation names are not attached.
+  await a.observe({ call_id: "e3", action: "__push", params: { ...base, id: "ev-3", evidence: { id: "ev-ok", sha256: "0".repeat(64) } } });
+  const damaged = await waitFor("the observation with other bytes", () => seen.find((o) => o.id === "ev-3"));
+  assert.equal((damaged.content as { mediaError: { code: string } }).mediaError.code, "EVIDENCE_DAMAGED");
   const pid = await bodyPid(a);
   await stopClean(a, [pid], before);
 });

@@ -70,6 +70,7 @@ const tools = [
   observeTool("drain", "Observations pushed while no one read them.", obj()),
   observeTool("capabilities", "What the body can do, with each capability's risk and targets."),
   observeTool("action_result", "An action's result by its id.", obj({ action_id: { type: "string" } }, ["action_id"])),
+  observeTool("get_evidence", "A piece of evidence: its record, then its image or sound.", obj({ id: { type: "string" } }, ["id"])),
   interactTool("estop_trip", "Trip the e-stop: every output to its safe state.", obj({ reason: { type: "string" } }), {
     destructiveHint: false,
     idempotentHint: true,
@@ -101,6 +102,9 @@ if (flag("--test-tools")) {
     interactTool("__exit", "Test: exit at once.", obj()),
   );
 }
+
+/** The bytes of the fake body's one piece of evidence. */
+export const EVIDENCE_BYTES = [0xff, 0xd8, 0xff, 0xe0, 1, 2, 3, 0xff, 0xd9];
 
 const ok = (data) => ({ content: [{ type: "text", text: JSON.stringify({ status: "success", data }) }] });
 const refused = (reason, detail) => ({
@@ -136,6 +140,20 @@ function callTool(id, name, params) {
       return send({ jsonrpc: "2.0", id, result: ok({ capabilities: [] }) });
     case "action_result":
       return send({ jsonrpc: "2.0", id, result: ok({ action_id: args.action_id, state: "done" }) });
+    case "get_evidence":
+      // ev-ok may be looked at; any other is refused as the body refuses
+      // a session without evidence.view.
+      if (args.id !== "ev-ok") return send({ jsonrpc: "2.0", id, result: refused("no_grant", `no grant lets agent:test use evidence.view on camera.front`) });
+      return send({
+        jsonrpc: "2.0",
+        id,
+        result: {
+          content: [
+            { type: "text", text: JSON.stringify({ status: "success", data: { id: "ev-ok", width: 4, height: 3, media_type: "image/jpeg" } }) },
+            { type: "image", data: Buffer.from(EVIDENCE_BYTES).toString("base64"), mimeType: "image/jpeg" },
+          ],
+        },
+      });
     case "drain":
       return send({
         jsonrpc: "2.0",

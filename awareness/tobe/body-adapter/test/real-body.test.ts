@@ -90,7 +90,7 @@ test("the adapter drives the real body on the sim board through tobe-body stdio,
   const unsubscribe = a.subscribe((o) => seen.push(o));
   const trip = content(await a.interact({ call_id: "t1", action: "estop_trip", params: {} }));
   assert.equal(trip.status, "success");
-  const tripped = await waitFor("the trip's observation", () => seen.find((o) => o.content.startsWith("E-stop tripped")));
+  const tripped = await waitFor("the trip's observation", () => seen.find((o) => String(o.content).startsWith("E-stop tripped")));
   assert.equal(tripped.attention, "max");
   assert.equal(tripped.adapter_id, a.id);
   assert.equal(tripped.adapter_name, a.name);

@@ -62,7 +62,7 @@ test("through a real sshd: the adapter starts, calls, hears the body, and surviv
   const seen: Observation[] = [];
   a.subscribe((o) => seen.push(o));
   assert.equal(JSON.parse((await a.interact({ call_id: "t1", action: "estop_trip", params: {} })).content).status, "success");
-  const tripped = await waitFor("the trip's observation over ssh", () => seen.find((o) => o.content.startsWith("E-stop tripped")));
+  const tripped = await waitFor("the trip's observation over ssh", () => seen.find((o) => String(o.content).startsWith("E-stop tripped")));
   assert.equal(tripped.attention, "max");
 
   await stop(daemon);
