@@ -102,8 +102,9 @@ export function loadConfig(options: AdapterOptions = {}): Config {
   return c;
 }
 
-function now(): string {
-  return new Date().toISOString();
+/** Now in Unix milliseconds: ToBe v0.2.0's times. */
+function now(): number {
+  return Date.now();
 }
 
 /** The data of a successful tools/call result, or undefined. */
@@ -125,7 +126,7 @@ export class BodyAdapter implements EnvAdapter {
 
   private status: HealthStatus = "stopped";
   private since = now();
-  private lastEventAt: string | undefined;
+  private lastEventAt: number | undefined;
   private detail: string | undefined;
 
   private link: Link | null = null;
@@ -488,14 +489,15 @@ export class BodyAdapter implements EnvAdapter {
       typeof o.content !== "string" ||
       !LEVELS.includes(o.trust as Level) ||
       !LEVELS.includes(o.attention as Level) ||
-      typeof o.timestamp !== "string"
+      typeof o.timestamp !== "string" ||
+      Number.isNaN(Date.parse(o.timestamp))
     ) {
       this.droppedObservations++;
       return;
     }
     // The body's fields, with this adapter's id and name (the body's own
     // claims to them, if any, are replaced).
-    const obs: Observation = { ...(o as unknown as Observation), adapter_id: this.id, adapter_name: this.name };
+    const obs: Observation = { ...(o as unknown as Observation), adapter_id: this.id, adapter_name: this.name, timestamp: Date.parse(o.timestamp) };
     const ev = o.evidence;
     const link = this.link;
     if (isObject(ev) && typeof ev.id === "string" && link && !this.seen.has(obs.id)) {

@@ -38,8 +38,8 @@ export interface Observation {
   content: string | Record<string, unknown>;
   trust: Level;
   attention: Level;
-  /** ISO 8601 (assumed; the body sends RFC 3339). */
-  timestamp: string;
+  /** Unix milliseconds, as ToBe v0.2.0 has it (the body's RFC 3339 time, converted). */
+  timestamp: number;
 }
 
 /** The result of every call into an adapter. */
@@ -48,8 +48,8 @@ export interface AdapterCallResult {
   call_id: string;
   adapter_id: string;
   action: string;
-  /** ISO 8601 (assumed). */
-  timestamp: string;
+  /** Unix milliseconds. */
+  timestamp: number;
   /** A JSON string: {"status":"success",...} or {"status":"error",...}. */
   content: string;
 }
@@ -65,10 +65,10 @@ export type HealthStatus = "stopped" | "starting" | "online" | "degraded" | "err
 
 export interface AdapterHealth {
   status: HealthStatus;
-  /** When status last changed, ISO 8601 (assumed). */
-  since: string;
-  /** When the last observation was delivered, ISO 8601 (assumed). */
-  lastEventAt?: string;
+  /** When status last changed, Unix milliseconds. */
+  since: number;
+  /** When the last observation was delivered, Unix milliseconds. */
+  lastEventAt?: number;
   detail?: string;
 }
 

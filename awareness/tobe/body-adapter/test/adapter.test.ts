@@ -118,7 +118,7 @@ test("start builds the actions from tools/list, observe succeeds, stop leaves no
   assert.equal(r.call_id, "call-1");
   assert.equal(r.adapter_id, "body");
   assert.equal(r.action, "body_status");
-  assert.ok(!Number.isNaN(Date.parse(r.timestamp)));
+  assert.ok(Number.isInteger(r.timestamp) && Math.abs(r.timestamp - Date.now()) < 60000, `timestamp ${r.timestamp}: Unix milliseconds`);
   const c = content(r);
   assert.equal(c.status, "success");
   assert.equal(c.data.call_id, "call-1", "the agent's call id reaches the body in _meta");
@@ -181,6 +181,7 @@ test("a pushed observation arrives with the adapter's id and name; drain's once"
   assert.equal(got.adapter_id, "body");
   assert.equal(got.adapter_name, "tobe-body");
   assert.equal(got.content, "button pressed: front");
+  assert.equal(got.timestamp, Date.parse(pushed.timestamp), "the body's time, in Unix milliseconds");
   assert.deepEqual((got as any).data, { channel: "front" });
   assert.ok(a.health().lastEventAt);
 
