@@ -266,6 +266,9 @@ func (c *CameraChannel) SetSummary(every time.Duration) {
 	}
 }
 
+// Summary is how often the channel says camera.summary.
+func (c *CameraChannel) Summary() time.Duration { return c.every }
+
 // SetCPU makes the channel take a slot of cpu for each frame it analyses
 // (call before Run).
 func (c *CameraChannel) SetCPU(cpu *CPU) { c.cpu = cpu }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -32,7 +33,13 @@ type Group struct {
 	// switch is on or a pause lasts; set by NewGroup, read-only.
 	Privacy *Privacy
 
+	// Envs are the environment sensors' channels, each with what it
+	// measures; set by NewGroup, read-only.
+	Envs []GroupEnv
+
 	outlets map[string]*Outlet
+	// every is each summarising channel's period, by channel id.
+	every   map[string]time.Duration
 	runs    []senseRun
 	self    *SelfChannel
 	hotplug []*HotplugChannel
@@ -53,6 +60,18 @@ func (g *Group) CameraZones() map[string][]string {
 	}
 	return out
 }
+
+// GroupEnv is an environment sensor's channel and what it measures.
+type GroupEnv struct {
+	ID  string
+	Has hal.EnvQuantities
+}
+
+// Every is each channel's summary period, by channel id: how often a
+// camera says camera.summary, the microphone audio.level, an environment
+// sensor env.reading and the self-state channel samples, whatever
+// happens. A channel that does not summarise is not in it.
+func (g *Group) Every() map[string]time.Duration { return maps.Clone(g.every) }
 
 // drainTime bounds how long a stopping daemon waits for the outlets to
 // write what they hold (a failing ledger would hold them forever).
@@ -143,7 +162,7 @@ var channelDefaults = map[string]struct {
 // channel, registering it.
 func NewGroup(ds *body.Devices, gc GroupConfig) *Group {
 	cfg, dataDir, clock, reg, log := gc.Sense, gc.DataDir, gc.Clock, gc.Registry, gc.Log
-	s := &Group{log: log, reg: reg, clock: clock, outlets: map[string]*Outlet{}}
+	s := &Group{log: log, reg: reg, clock: clock, outlets: map[string]*Outlet{}, every: map[string]time.Duration{}}
 	outletWith := func(id, kind, privacy string) *Outlet {
 		d := channelDefaults[kind]
 		if pc, ok := privacyClasses[privacy]; ok {
@@ -176,6 +195,7 @@ func NewGroup(ds *body.Devices, gc GroupConfig) *Group {
 		}
 		ch.SetCPU(heavy)
 		ch.SetSummary(time.Duration(cc.SummaryS) * time.Second)
+		s.every[c.ID] = ch.Summary()
 		s.Cameras = append(s.Cameras, GroupCamera{ID: c.ID, Cam: c.Cam, Ch: ch, Zones: ch.Zones(), Privacy: o.Source().Privacy})
 		s.runs = append(s.runs, senseRun{c.ID, ch.Run})
 	}
@@ -191,6 +211,7 @@ func NewGroup(ds *body.Devices, gc GroupConfig) *Group {
 				ring = time.Duration(*mc.RingS) * time.Second
 			}
 			ch.SetRing(ring)
+			s.every[ds.MicID] = cmp.Or(soundConfig(mc).SummaryEvery, sound.DefaultSummaryEvery)
 			s.Mic = &GroupMic{ID: ds.MicID, Mic: ds.Mic, Ch: ch, Privacy: o.Source().Privacy, Ring: ring}
 			s.runs = append(s.runs, senseRun{ds.MicID, ch.Run})
 		}
@@ -270,6 +291,8 @@ func NewGroup(ds *body.Devices, gc GroupConfig) *Group {
 			s.fail(e.ID, err)
 			continue
 		}
+		s.Envs = append(s.Envs, GroupEnv{ID: e.ID, Has: e.Dev.Has()})
+		s.every[e.ID] = c.cfg.Summary
 		s.runs = append(s.runs, senseRun{e.ID, c.Run})
 	}
 
@@ -281,6 +304,7 @@ func NewGroup(ds *body.Devices, gc GroupConfig) *Group {
 		log.Error("channel not registered", "channel", selfID, "err", err)
 	}
 	s.self = NewSelfChannel(outlet(selfID, "self"), sampler, time.Duration(cfg.Self.IntervalS)*time.Second)
+	s.every[selfID] = time.Duration(cfg.Self.IntervalS) * time.Second
 	s.self.Prime() // status has a sample from the start
 	s.runs = append(s.runs, senseRun{selfID, s.self.Run})
 	return s

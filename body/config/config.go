@@ -428,6 +428,8 @@ func (l Log) SlogLevel() slog.Level {
 // Body names the body.
 type Body struct {
 	Name string `json:"name"`
+	// Area is the room or area the body is in ("" unsaid).
+	Area string `json:"area"`
 }
 
 // Sim configures the simulated board.
@@ -491,10 +493,11 @@ type MQTTCommands struct {
 
 // HomeAssistant configures the uplink's Home Assistant discovery.
 type HomeAssistant struct {
-	Enabled   bool       `json:"enabled"`
-	Prefix    string     `json:"prefix"`
-	PerEntity bool       `json:"per_entity"`
-	Buttons   []HAButton `json:"buttons"`
+	Enabled          bool       `json:"enabled"`
+	Prefix           string     `json:"prefix"`
+	PerEntity        bool       `json:"per_entity"`
+	ConfigurationURL string     `json:"configuration_url"`
+	Buttons          []HAButton `json:"buttons"`
 }
 
 // HAButton is an action Home Assistant may press.

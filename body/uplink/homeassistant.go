@@ -31,8 +31,12 @@ import (
 type HomeAssistant struct {
 	Prefix    string // default "homeassistant"
 	PerEntity bool
-	// The device as Home Assistant shows it.
-	Name, Model, Version string
+	// The device as Home Assistant shows it: its name, model (the board
+	// profile's short name: "pi4"), the hardware it runs on ("Raspberry
+	// Pi 4 Model B Rev 1.5"), the body's version, the area it is in, and
+	// where it is configured (an http, https or homeassistant URL; ""
+	// for none: the body has no web page of its own).
+	Name, Model, Hardware, Version, Area, ConfigURL string
 }
 
 // Entity is one of the device's entities.
@@ -58,6 +62,9 @@ type Entity struct {
 	// ImageTopic and ContentType say where an image entity's picture is
 	// published, as raw bytes, and their type.
 	ImageTopic, ContentType string
+	// ExpireAfter: a sensor's value is unavailable when no document came
+	// for this many seconds (0: it never expires).
+	ExpireAfter int
 }
 
 var (
@@ -79,8 +86,10 @@ func (h HomeAssistant) prefix() string {
 func (o Options) Discovery(h HomeAssistant, entities []Entity) (map[string][]byte, error) {
 	bodyDev := "tobe-body-" + o.BodyID
 	dev := map[string]any{"ids": []string{bodyDev}, "name": h.Name, "mf": "tobe-body", "sw": h.Version, "sn": o.BodyID}
-	if h.Model != "" {
-		dev["mdl"] = h.Model
+	for k, v := range map[string]string{"mdl": h.Model, "hw": h.Hardware, "sa": h.Area, "cu": h.ConfigURL} {
+		if v != "" {
+			dev[k] = v
+		}
 	}
 	origin := map[string]any{"name": "tobe-body", "sw": h.Version}
 	avail := map[string]any{"availability_topic": o.StatusTopic(), "payload_available": Online, "payload_not_available": Offline}
@@ -117,6 +126,9 @@ func (o Options) Discovery(h HomeAssistant, entities []Entity) (map[string][]byt
 			if v != "" {
 				c[k] = v
 			}
+		}
+		if e.ExpireAfter > 0 {
+			c["expire_after"] = e.ExpireAfter
 		}
 		cmps[area][e.ID] = c
 		if h.PerEntity {
@@ -165,7 +177,8 @@ func slugOf(s string) string {
 // expandDevice is the device block with the full key names, as a
 // per-entity document spells it.
 func expandDevice(dev map[string]any) map[string]any {
-	long := map[string]string{"ids": "identifiers", "mf": "manufacturer", "mdl": "model", "sw": "sw_version", "sn": "serial_number"}
+	long := map[string]string{"ids": "identifiers", "mf": "manufacturer", "mdl": "model", "sw": "sw_version", "sn": "serial_number",
+		"hw": "hw_version", "sa": "suggested_area", "cu": "configuration_url"}
 	out := map[string]any{}
 	for k, v := range dev {
 		if l, ok := long[k]; ok {
@@ -177,12 +190,19 @@ func expandDevice(dev map[string]any) map[string]any {
 }
 
 // Board is what the entities are made from: the body's cameras and their
-// zones, its microphones, whether it has an e-stop and thermal zones,
-// and the entities of its world model.
+// zones, its microphones and environment sensors, whether it has an
+// e-stop and thermal zones, and the entities of its world model.
 type Board struct {
 	Cameras map[string][]string
 	Mics    []string
-	EStop   bool
+	Env     []EnvSensor
+	// Every is each channel's summary period, by channel id, the
+	// board's own sample's under StateSelf: how often its document is
+	// made even when nothing changed. A sensor reading a channel with a
+	// period expires (expire_after) when three periods pass without one,
+	// and never sooner than MinExpire.
+	Every map[string]time.Duration
+	EStop bool
 	// Privacy: the body has a privacy state (cameras or microphones it
 	// pauses).
 	Privacy  bool
@@ -191,52 +211,100 @@ type Board struct {
 	World    []WorldEntity
 }
 
-// Entities are the body's entities, reading the state documents.
+// EnvSensor is an environment sensor's channel and what it measures.
+type EnvSensor struct {
+	ID                              string
+	Temperature, Humidity, Pressure bool
+}
+
+// MinExpire is the least expire_after a sensor is given: a broker's or a
+// network's hiccup of a few seconds does not make a value unavailable.
+const MinExpire = 30 * time.Second
+
+// expireAfter is the expire_after of a sensor reading channel's
+// document: three of its periods, at least MinExpire; 0 (none) for a
+// channel without a period.
+func (b Board) expireAfter(channel string) int {
+	every := b.Every[channel]
+	if every <= 0 {
+		return 0
+	}
+	return int(max(3*every, MinExpire).Round(time.Second) / time.Second)
+}
+
+// Entities are the body's entities, reading the state documents. Every
+// sensor whose document is made at a period expires after three of them
+// (Board.Every); the world model's entities do not: the model itself
+// says unknown when what it heard is too old.
 func (o Options) Entities(b Board) []Entity {
 	onOff := func(cond string) string { return "{{ 'ON' if " + cond + " else 'OFF' }}" }
+	orNothing := func(field string) string {
+		return "{{ value_json." + field + " if value_json." + field + " is not none else '' }}"
+	}
+	refreshed := int(max(3*RefreshEvery, MinExpire) / time.Second)
 	var es []Entity
 	if b.EStop {
 		es = append(es, Entity{ID: "estop", Platform: "binary_sensor", Name: "E-stop latched", DeviceClass: "safety",
-			StateTopic: o.StateTopic(StateEStop), ValueTemplate: onOff("value_json.latched")})
+			StateTopic: o.StateTopic(StateEStop), ValueTemplate: onOff("value_json.latched"), ExpireAfter: refreshed})
 	}
 	if b.Privacy {
 		es = append(es, Entity{ID: "privacy_paused", Platform: "binary_sensor", Name: "Sensing paused", Icon: "mdi:eye-off",
-			StateTopic: o.StateTopic(StatePrivacy), ValueTemplate: onOff("value_json.paused"),
+			StateTopic: o.StateTopic(StatePrivacy), ValueTemplate: onOff("value_json.paused"), ExpireAfter: refreshed,
 			AttributesTopic: o.StateTopic(StatePrivacy), AttributesTemplate: "{{ {'switch': value_json.switch, 'why': value_json.why | default('')} | tojson }}"})
 	}
 	for _, cam := range slices.Sorted(maps.Keys(b.Cameras)) {
 		for _, z := range b.Cameras[cam] {
 			es = append(es, Entity{ID: "motion_" + slugOf(cam) + "_" + slugOf(z), Platform: "binary_sensor", Name: "Motion " + z + " (" + cam + ")",
-				DeviceClass: "motion", StateTopic: o.StateTopic(cam), ValueTemplate: onOff(fmt.Sprintf("value_json.zones[%q]", z))})
+				DeviceClass: "motion", StateTopic: o.StateTopic(cam), ValueTemplate: onOff(fmt.Sprintf("value_json.zones[%q]", z)), ExpireAfter: b.expireAfter(cam)})
 		}
 	}
 	for _, mic := range b.Mics {
 		es = append(es,
 			Entity{ID: "voice_" + slugOf(mic), Platform: "binary_sensor", Name: "Voice (" + mic + ")", DeviceClass: "sound",
-				StateTopic: o.StateTopic(mic), ValueTemplate: onOff("value_json.voice")},
+				StateTopic: o.StateTopic(mic), ValueTemplate: onOff("value_json.voice"), ExpireAfter: b.expireAfter(mic)},
 			// dBFS, relative to the microphone's full scale: not a sound
 			// pressure (dB SPL), so no device class says it is one.
 			Entity{ID: "sound_level_" + slugOf(mic), Platform: "sensor", Name: "Sound level (" + mic + ")", Unit: "dBFS", StateClass: "measurement",
-				Icon: "mdi:volume-high", StateTopic: o.StateTopic(mic), ValueTemplate: "{{ value_json.level_dbfs if value_json.level_dbfs is not none else '' }}"})
+				Icon: "mdi:volume-high", StateTopic: o.StateTopic(mic), ValueTemplate: orNothing("level_dbfs"), ExpireAfter: b.expireAfter(mic)})
+	}
+	for _, env := range b.Env {
+		// The sensor's name as people read it: env.air is "air".
+		name := strings.TrimPrefix(env.ID, "env.")
+		for _, q := range []struct {
+			has                   bool
+			id, word, class, unit string
+			field                 string
+		}{
+			{env.Temperature, "temperature", "Temperature", "temperature", "°C", "temperature_c"},
+			{env.Humidity, "humidity", "Humidity", "humidity", "%", "humidity_pct"},
+			{env.Pressure, "pressure", "Pressure", "atmospheric_pressure", "hPa", "pressure_hpa"},
+		} {
+			if !q.has {
+				continue
+			}
+			es = append(es, Entity{ID: q.id + "_" + slugOf(env.ID), Platform: "sensor", Name: q.word + " (" + name + ")", DeviceClass: q.class,
+				Unit: q.unit, StateClass: "measurement", StateTopic: o.StateTopic(env.ID), ValueTemplate: orNothing(q.field), ExpireAfter: b.expireAfter(env.ID)})
+		}
 	}
 	self := o.StateTopic(StateSelf)
+	selfExpire := b.expireAfter(StateSelf)
 	if b.Thermal {
 		es = append(es, Entity{ID: "cpu_temperature", Platform: "sensor", Name: "CPU temperature", DeviceClass: "temperature", Unit: "°C",
-			StateClass: "measurement", StateTopic: self, ValueTemplate: "{{ value_json.cpu_temp_c if value_json.cpu_temp_c is not none else '' }}"})
+			StateClass: "measurement", StateTopic: self, ValueTemplate: orNothing("cpu_temp_c"), ExpireAfter: selfExpire})
 	}
 	es = append(es,
 		Entity{ID: "load", Platform: "sensor", Name: "Load (1 min, per CPU)", StateClass: "measurement", Category: "diagnostic",
-			Icon: "mdi:cpu-64-bit", StateTopic: self, ValueTemplate: "{{ value_json.load1 | round(2) }}"},
+			Icon: "mdi:cpu-64-bit", StateTopic: self, ValueTemplate: "{{ value_json.load1 | round(2) }}", ExpireAfter: selfExpire},
 		Entity{ID: "disk_free", Platform: "sensor", Name: "Data disk free", DeviceClass: "data_size", Unit: "MiB", StateClass: "measurement",
-			Category: "diagnostic", StateTopic: self, ValueTemplate: "{{ value_json.disk_free_mb | round(0) }}"},
+			Category: "diagnostic", StateTopic: self, ValueTemplate: "{{ value_json.disk_free_mb | round(0) }}", ExpireAfter: selfExpire},
 		Entity{ID: "outbox", Platform: "sensor", Name: "Events waiting to be sent", Unit: "events", StateClass: "measurement",
-			Category: "diagnostic", Icon: "mdi:tray-full", StateTopic: o.StateTopic(StateOutbox), ValueTemplate: "{{ value_json.rows }}"},
+			Category: "diagnostic", Icon: "mdi:tray-full", StateTopic: o.StateTopic(StateOutbox), ValueTemplate: "{{ value_json.rows }}", ExpireAfter: refreshed},
 		Entity{ID: "self_level", Platform: "sensor", Name: "Self-state", Category: "diagnostic", Icon: "mdi:heart-pulse",
-			StateTopic: self, ValueTemplate: "{{ value_json.level }}"},
+			StateTopic: self, ValueTemplate: "{{ value_json.level }}", ExpireAfter: selfExpire},
 	)
 	if b.Throttle {
 		es = append(es, Entity{ID: "throttled", Platform: "binary_sensor", Name: "Throttled", DeviceClass: "problem", Category: "diagnostic",
-			StateTopic: self, ValueTemplate: onOff("value_json.throttled")})
+			StateTopic: self, ValueTemplate: onOff("value_json.throttled"), ExpireAfter: selfExpire})
 	}
 	return append(es, o.worldEntities(b.World, es)...)
 }

@@ -7,10 +7,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func haBoard() Board {
 	return Board{Cameras: map[string][]string{"camera.front": {"door", "garden path"}}, Mics: []string{"audio.mic"}, EStop: true, Thermal: true, Throttle: true, Privacy: true,
+		Env:   []EnvSensor{{ID: "env.air", Temperature: true, Humidity: true, Pressure: true}},
+		Every: map[string]time.Duration{"camera.front": time.Minute, "audio.mic": 10 * time.Second, "env.air": 5 * time.Minute, StateSelf: 5 * time.Second},
 		World: []WorldEntity{{ID: "room.front", Kind: "room", Name: "front"}, {ID: "contact.front_door", Kind: "door", Name: "front_door"}, {ID: "air.hall", Kind: "air", Name: "hall"}}}
 }
 
@@ -35,7 +38,7 @@ func TestDiscoveryHasWhatHomeAssistantRequires(t *testing.T) {
 	}
 	entities = append(entities, btn, o.ImageEntity("camera.front"))
 	states := map[string]bool{o.StateTopic(StateEStop): true, o.StateTopic(StateSelf): true, o.StateTopic(StateOutbox): true, o.StateTopic(StatePrivacy): true,
-		o.StateTopic("camera.front"): true, o.StateTopic("audio.mic"): true, o.StateTopic(StateWorld("room.front")): true, o.StateTopic(StateWorld("contact.front_door")): true}
+		o.StateTopic("camera.front"): true, o.StateTopic("audio.mic"): true, o.StateTopic("env.air"): true, o.StateTopic(StateWorld("room.front")): true, o.StateTopic(StateWorld("contact.front_door")): true}
 	check := func(where string, c map[string]any, root map[string]any) {
 		t.Helper()
 		get := func(k string) string {
@@ -62,6 +65,12 @@ func TestDiscoveryHasWhatHomeAssistantRequires(t *testing.T) {
 			if !states[get("state_topic")] || get("value_template") == "" {
 				t.Errorf("%s: state_topic %q (not one the body keeps) or no value_template", where, get("state_topic"))
 			}
+			// Every sensor but the world model's expires, after three of
+			// its channel's periods and never under MinExpire.
+			exp, _ := c["expire_after"].(float64)
+			if world := strings.Contains(get("state_topic"), "/world/"); world != (exp == 0) || !world && exp < MinExpire.Seconds() {
+				t.Errorf("%s: expire_after %v", where, c["expire_after"])
+			}
 		case "button":
 			if get("command_topic") == "" {
 				t.Errorf("%s: no command_topic", where)
@@ -75,7 +84,8 @@ func TestDiscoveryHasWhatHomeAssistantRequires(t *testing.T) {
 		}
 	}
 	// Device-based.
-	docs, err := o.Discovery(HomeAssistant{Name: "hall", Version: "1.2"}, entities)
+	ha := HomeAssistant{Name: "hall", Version: "1.2", Model: "pi4", Hardware: "Raspberry Pi 4 Model B Rev 1.5", Area: "Hall", ConfigURL: "https://hall.local:9090/"}
+	docs, err := o.Discovery(ha, entities)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +103,9 @@ func TestDiscoveryHasWhatHomeAssistantRequires(t *testing.T) {
 	if ids, _ := dev["ids"].([]any); len(ids) == 0 || origin["name"] == "" || len(cmps) != len(entities) {
 		t.Fatalf("root: dev %v, o %v, %d components for %d entities", dev, origin, len(cmps), len(entities))
 	}
+	if dev["mdl"] != "pi4" || dev["hw"] != ha.Hardware || dev["sw"] != "1.2" || dev["sa"] != "Hall" || dev["cu"] != ha.ConfigURL || dev["name"] != "hall" {
+		t.Errorf("device %v", dev)
+	}
 	seen := map[string]bool{}
 	for id, c := range cmps {
 		cm := c.(map[string]any)
@@ -104,7 +117,8 @@ func TestDiscoveryHasWhatHomeAssistantRequires(t *testing.T) {
 		seen[u] = true
 	}
 	// Per entity, for older installations.
-	docs, err = o.Discovery(HomeAssistant{Name: "hall", Version: "1.2", PerEntity: true}, entities)
+	ha.PerEntity = true
+	docs, err = o.Discovery(ha, entities)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +131,7 @@ func TestDiscoveryHasWhatHomeAssistantRequires(t *testing.T) {
 			t.Fatal(err)
 		}
 		d, _ := c["device"].(map[string]any)
-		if ids, _ := d["identifiers"].([]any); len(ids) == 0 {
+		if ids, _ := d["identifiers"].([]any); len(ids) == 0 || d["model"] != "pi4" || d["hw_version"] != ha.Hardware || d["suggested_area"] != "Hall" || d["configuration_url"] != ha.ConfigURL {
 			t.Errorf("%s: device %v", topic, d)
 		}
 		check(topic, c, nil)
@@ -141,13 +155,15 @@ func TestDiscoveryTemplatesReadTheStateDocuments(t *testing.T) {
 	for _, e := range o.Entities(haBoard()) {
 		byID[e.ID] = e
 	}
-	tr := NewTracker(haBoard().Cameras, haBoard().Mics)
+	tr := NewTracker(haBoard().Cameras, haBoard().Mics, []string{"env.air"})
 	_, motionDoor, _ := tr.Event(ev(t, "camera.motion_started", "camera.front", map[string]any{"zone": "door"}))
 	motionDoorJSON := jsonOf(t, motionDoor)
 	silence := jsonOf(t, tr.Docs()["audio.mic"])
 	_, level, _ := tr.Event(ev(t, "audio.level", "audio.mic", map[string]any{"rms_dbfs": -33.5, "peak_dbfs": -10.0}))
 	levelJSON := jsonOf(t, level)
 	_, voice, _ := tr.Event(ev(t, "audio.voice_started", "audio.mic", nil))
+	_, airDoc, _ := tr.Event(ev(t, "env.reading", "env.air", map[string]any{"temperature_c": 21.5, "humidity_pct": 40.25, "pressure_hpa": 1013.2}))
+	air := jsonOf(t, airDoc)
 	temp := 61.5
 	hot := jsonOf(t, SelfDoc{Level: "constrained", CPU: 0.5, Load1: 1.234, CPUTempC: &temp, DiskFreeMB: 2048.4, Throttled: true})
 	cool := jsonOf(t, SelfDoc{Level: "normal", Load1: 0.1, DiskFreeMB: 10})
@@ -172,6 +188,10 @@ func TestDiscoveryTemplatesReadTheStateDocuments(t *testing.T) {
 		{"throttled", cool, "OFF"},
 		{"privacy_paused", jsonOf(t, PrivacyDoc{Paused: true, Switch: true, Why: "the privacy switch is on"}), "ON"},
 		{"privacy_paused", jsonOf(t, PrivacyDoc{}), "OFF"},
+		{"temperature_env_air", air, "21.5"},
+		{"humidity_env_air", air, "40.25"},
+		{"pressure_env_air", air, "1013.2"},
+		{"temperature_env_air", jsonOf(t, EnvDoc{}), ""}, // no reading yet
 	} {
 		e, ok := byID[tc.entity]
 		if !ok {

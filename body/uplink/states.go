@@ -2,15 +2,18 @@ package uplink
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/tobe-body/tobe-body/body"
+	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
@@ -65,6 +68,11 @@ type States struct {
 
 	tracker *Tracker
 	pressed []string // the buttons last announced
+	// sent is each document as last published, its Made left out, and
+	// when; selfAt the self-state sample last published.
+	sentMu sync.Mutex
+	sent   map[string]sentDoc
+	selfAt hal.Mono
 	// shown is the snapshot published for each camera now, by id.
 	shown map[string]string
 }
@@ -73,12 +81,19 @@ type States struct {
 // and sets every document as the body is now. An error is the
 // announcement's.
 func (s *States) Start() error {
-	s.tracker = NewTracker(s.Board.Cameras, s.Board.Mics)
+	var envs []string
+	for _, e := range s.Board.Env {
+		envs = append(envs, e.ID)
+	}
+	s.tracker = NewTracker(s.Board.Cameras, s.Board.Mics, envs)
 	if err := s.announce(); err != nil {
 		return err
 	}
+	// Made now: each says the channel's state as the body starts (no
+	// motion, no voice, no reading yet), which is known now.
 	for name, doc := range s.tracker.Docs() {
-		s.set(name, doc)
+		*doc.made() = s.now()
+		s.set(name, doc, 0)
 	}
 	s.worldNow()
 	s.estop()
@@ -89,12 +104,21 @@ func (s *States) Start() error {
 
 func (s *States) privacy() {
 	if s.Privacy != nil {
-		s.set(StatePrivacy, s.Privacy())
+		doc := s.Privacy()
+		doc.Made = s.now()
+		s.set(StatePrivacy, &doc, RefreshEvery)
 	}
 }
 
-// Tick sets the e-stop's document every second and the board's and the
-// outbox's every 5 s, until ctx ends.
+// RefreshEvery is how often the documents the body reads of itself (the
+// e-stop's, the privacy state's, the outbox's) are made again when
+// nothing in them changed: their period, for expire_after.
+const RefreshEvery = 10 * time.Second
+
+// Tick reads the e-stop every second, the board's sample, the outbox and
+// the privacy state every 5 s, each document published when it changed
+// and at least every RefreshEvery (the board's at each new sample), until
+// ctx ends.
 func (s *States) Tick(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -107,6 +131,7 @@ func (s *States) Tick(ctx context.Context) {
 		s.estop()
 		if n%5 == 0 {
 			s.board()
+			s.privacy()
 		}
 	}
 }
@@ -139,7 +164,7 @@ func (s *States) Follow(ctx context.Context) {
 			return nil
 		}
 		if name, doc, ok := s.tracker.Event(e.Event); ok {
-			s.set(name, doc)
+			s.set(name, doc, 0)
 		}
 		return nil
 	})
@@ -239,10 +264,47 @@ func (s *States) pressable() []Button {
 	return out
 }
 
-func (s *States) set(name string, doc any) {
+// sentDoc is a document as last published.
+type sentDoc struct {
+	body string
+	at   time.Time
+}
+
+// set publishes doc as it is stamped, unless every is not zero and the
+// document, its Made aside, is what was published less than every ago.
+func (s *States) set(name string, doc Stamped, every time.Duration) {
+	m := *doc.made()
+	*doc.made() = Made{}
+	b, err := json.Marshal(doc)
+	*doc.made() = m
+	if err != nil {
+		s.Log.Error("uplink state", "name", name, "err", err)
+		return
+	}
+	now := time.Now()
+	s.sentMu.Lock()
+	last, ok := s.sent[name]
+	if every > 0 && ok && last.body == string(b) && now.Sub(last.at) < every {
+		s.sentMu.Unlock()
+		return
+	}
+	if s.sent == nil {
+		s.sent = map[string]sentDoc{}
+	}
+	s.sent[name] = sentDoc{string(b), now}
+	s.sentMu.Unlock()
 	if err := s.Relay.SetState(name, doc); err != nil {
 		s.Log.Error("uplink state", "name", name, "err", err)
 	}
+}
+
+// now is a Made of this moment, by the body's clock.
+func (s *States) now() Made {
+	if s.Clock != nil {
+		st := s.Clock()
+		return Made{At: st.UTC, ClockSynced: !st.Unsynced}
+	}
+	return Made{At: time.Now().UTC()}
 }
 
 // worldNow sets every entity's document from the model's state now.
@@ -276,14 +338,8 @@ func (s *States) setWorld(st WorldState) {
 	if !slices.ContainsFunc(s.Board.World, func(w WorldEntity) bool { return w.ID == st.Entity }) {
 		return
 	}
-	doc := WorldDoc{WorldState: st}
-	if s.Clock != nil {
-		stamp := s.Clock()
-		doc.MadeAt, doc.ClockSynced = stamp.UTC, !stamp.Unsynced
-	} else {
-		doc.MadeAt = time.Now().UTC()
-	}
-	s.set(StateWorld(st.Entity), doc)
+	doc := WorldDoc{WorldState: st, Made: s.now()}
+	s.set(StateWorld(st.Entity), &doc, 0)
 }
 
 func (s *States) estop() {
@@ -295,15 +351,22 @@ func (s *States) estop() {
 	if doc.Latched {
 		doc.State = "latched"
 	}
-	s.set(StateEStop, doc)
+	doc.Made = s.now()
+	s.set(StateEStop, &doc, RefreshEvery)
 }
 
 func (s *States) board() {
-	if self, ok := s.Self(); ok {
-		s.set(StateSelf, SelfDocOf(self))
+	// The board's document is made at each new sample and only then: a
+	// self-state channel that stops makes it go stale.
+	if self, ok := s.Self(); ok && self.At != s.selfAt {
+		s.selfAt = self.At
+		doc := SelfDocOf(self)
+		doc.Made = s.now()
+		s.set(StateSelf, &doc, 0)
 	}
 	if st, err := s.Store.Stats(); err == nil {
-		s.set(StateOutbox, OutboxState{Rows: st.OutboxRows, Bytes: st.OutboxBytes})
+		doc := OutboxState{Made: s.now(), Rows: st.OutboxRows, Bytes: st.OutboxBytes}
+		s.set(StateOutbox, &doc, RefreshEvery)
 	}
 }
 

@@ -2,6 +2,7 @@ package uplink
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -59,21 +60,36 @@ func TestStatesFollowMotionAndSound(t *testing.T) {
 	wg.Add(1)
 	go func() { defer wg.Done(); st.Follow(ctx) }()
 	defer func() { cancel(); wg.Wait() }()
+	var made Made
 	retained := func(name, want string) {
 		t.Helper()
-		eventually(t, 5*time.Second, name+" = "+want, func() bool { v, _ := b.retained(r.opts.StateTopic(name)); return v == want })
+		eventually(t, 5*time.Second, name+" = "+want, func() bool {
+			v, _ := b.retained(r.opts.StateTopic(name))
+			var m Made
+			v, m = withoutMade(t, v)
+			made = m
+			return v == canonical(t, want)
+		})
 	}
 	retained("camera.front", `{"motion":false,"zones":{"door":false}}`)
+	if made.At.IsZero() {
+		t.Errorf("the camera's first document has no made_at")
+	}
+	at := time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC)
 	for _, e := range []ledger.Event{
 		ev(t, "camera.motion_started", "camera.front", map[string]any{"zone": "door"}),
 		ev(t, "audio.voice_started", "audio.mic", nil),
 	} {
 		e.Provenance = ledger.Observed
+		e.OccurredAt = at.UnixNano()
 		if _, err := s.Append(context.Background(), e); err != nil {
 			t.Fatal(err)
 		}
 	}
 	retained("camera.front", `{"motion":true,"zones":{"door":true}}`)
+	if !made.At.Equal(at) || !made.ClockSynced {
+		t.Errorf("the motion document is made %+v, want at its event's time, %v, synced", made, at)
+	}
 	retained("audio.mic", `{"level_dbfs":null,"peak_dbfs":null,"voice":true,"loud":false}`)
 	// The privacy state, retained at start and again at each change.
 	retained(StatePrivacy, `{"paused":false,"switch":false}`)
@@ -82,6 +98,35 @@ func TestStatesFollowMotionAndSound(t *testing.T) {
 		t.Fatal(err)
 	}
 	retained(StatePrivacy, `{"paused":true,"switch":true,"why":"the privacy switch is on"}`)
+}
+
+// withoutMade is a document (JSON) without its made_at and clock_synced,
+// with its keys in order, and its Made.
+func withoutMade(t *testing.T, doc string) (string, Made) {
+	t.Helper()
+	var m map[string]any
+	if json.Unmarshal([]byte(doc), &m) != nil {
+		return doc, Made{}
+	}
+	var made Made
+	if err := json.Unmarshal([]byte(doc), &made); err != nil {
+		t.Fatalf("%s: %v", doc, err)
+	}
+	delete(m, "made_at")
+	delete(m, "clock_synced")
+	b, _ := json.Marshal(m)
+	return string(b), made
+}
+
+// canonical is a JSON document with its keys in order.
+func canonical(t *testing.T, doc string) string {
+	t.Helper()
+	var m any
+	if err := json.Unmarshal([]byte(doc), &m); err != nil {
+		t.Fatalf("%s: %v", doc, err)
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
 }
 
 // A camera the broker's principal may look at gets an image entity, and

@@ -65,8 +65,7 @@ type WorldState struct {
 // amount).
 type WorldDoc struct {
 	WorldState
-	MadeAt      time.Time `json:"made_at"`
-	ClockSynced bool      `json:"clock_synced"`
+	Made
 }
 
 // worldChanged are the fields of a world.changed payload the documents

@@ -166,7 +166,7 @@ func TestWorldTemplatesReadTheDocuments(t *testing.T) {
 		if value != "unknown" {
 			st.Confidence, st.Provenance, st.Since = 0.9, "observed", &since
 		}
-		return jsonOf(t, WorldDoc{WorldState: st, MadeAt: since.Add(time.Minute), ClockSynced: true})
+		return jsonOf(t, WorldDoc{WorldState: st, Made: Made{At: since.Add(time.Minute), ClockSynced: true}})
 	}
 	cases := []struct {
 		entity, id, kind, value, want string
@@ -369,7 +369,7 @@ func TestWorldDocumentsStartAndFollow(t *testing.T) {
 		if w.ID == "contact.front_door" {
 			want = "closed"
 		}
-		if d.Entity != w.ID || d.Kind != w.Kind || d.Value != want || !d.MadeAt.Equal(started) || d.ClockSynced {
+		if d.Entity != w.ID || d.Kind != w.Kind || d.Value != want || !d.At.Equal(started) || d.ClockSynced {
 			t.Errorf("%s at the start: %+v, want %s made at %v, the clock not synchronised", w.ID, d, want, started)
 		}
 	}
@@ -404,11 +404,11 @@ func TestWorldDocumentsStartAndFollow(t *testing.T) {
 		}
 		eventually(t, 5*time.Second, "the room "+tc.value, func() bool { d, _ := docOf("room.front"); return d.Value == tc.value })
 		d, _ := docOf("room.front")
-		if d.Since == nil || !d.Since.Equal(since) || !d.MadeAt.Equal(made) || d.ClockSynced != tc.synced || d.Confidence != 0.8 || d.Provenance != "observed" {
+		if d.Since == nil || !d.Since.Equal(since) || !d.At.Equal(made) || d.ClockSynced != tc.synced || d.Confidence != 0.8 || d.Provenance != "observed" {
 			t.Errorf("the room %s: %+v, since %v; want since %v, made at %v, clock synced %v", tc.value, d, d.Since, since, made, tc.synced)
 		}
 	}
-	if d, _ := docOf("contact.front_door"); d.Value != "closed" || !d.MadeAt.Equal(started) {
+	if d, _ := docOf("contact.front_door"); d.Value != "closed" || !d.At.Equal(started) {
 		t.Errorf("the door, which did not change: %+v", d)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/tobe-body/tobe-body/awareness"
 	"github.com/tobe-body/tobe-body/awareness/control/world"
 	"github.com/tobe-body/tobe-body/awareness/mqttcmd"
+	"github.com/tobe-body/tobe-body/board"
 	"github.com/tobe-body/tobe-body/sense"
 
 	"github.com/tobe-body/tobe-body/body"
@@ -90,7 +91,10 @@ func (d *daemon) startStates(relay *uplink.Relay, store *ledger.Store, estop *ac
 	}
 	s := &uplink.States{Relay: relay, Store: store, After: startSeq, Self: senses.Self, Clock: h.clock.StampNow, Log: d.log,
 		Board: uplink.Board{Cameras: senses.CameraZones(), Mics: mics, EStop: estop != nil, Thermal: len(profile.Thermal.Zones) > 0,
-			Throttle: profile.Thermal.Throttle.Source != "", Privacy: len(senses.Privacy.State().Devices) > 0}}
+			Throttle: profile.Thermal.Throttle.Source != "", Privacy: len(senses.Privacy.State().Devices) > 0, Every: senses.Every()}}
+	for _, e := range senses.Envs {
+		s.Board.Env = append(s.Board.Env, uplink.EnvSensor{ID: e.ID, Temperature: e.Has.Temperature, Humidity: e.Has.Humidity, Pressure: e.Has.Pressure})
+	}
 	s.Privacy = func() uplink.PrivacyDoc {
 		st := senses.Privacy.State()
 		return uplink.PrivacyDoc{Paused: st.Paused, Switch: st.Switch, Why: st.Why}
@@ -100,7 +104,8 @@ func (d *daemon) startStates(relay *uplink.Relay, store *ledger.Store, estop *ac
 		s.WorldNow = worldNow(world.Reader{Store: store, Model: wm})
 	}
 	if ha := cfg.MQTT.HomeAssistant; ha.Enabled {
-		s.HomeAssistant = &uplink.HomeAssistant{Prefix: ha.Prefix, PerEntity: ha.PerEntity, Name: cfg.Body.Name, Model: profile.Description, Version: version}
+		s.HomeAssistant = &uplink.HomeAssistant{Prefix: ha.Prefix, PerEntity: ha.PerEntity, Name: cfg.Body.Name, Model: profile.Name,
+			Hardware: hardware(profile), Version: version, Area: cfg.Body.Area, ConfigURL: ha.ConfigurationURL}
 		for _, b := range ha.Buttons {
 			s.Buttons = append(s.Buttons, uplink.Button{ID: b.ID, Name: b.Name, Capability: b.Capability, Target: b.Target, Params: b.Params})
 		}
@@ -119,6 +124,20 @@ func (d *daemon) startStates(relay *uplink.Relay, store *ledger.Store, estop *ac
 	d.spawn("uplink states", s.Tick)
 	d.spawn("uplink state follower", s.Follow)
 	return nil
+}
+
+// hardware is what the body runs on, as Home Assistant's device shows
+// it: the device tree's model ("Raspberry Pi 4 Model B Rev 1.5"), a PC's
+// maker and product, or "simulated" on the simulated board.
+func hardware(p *board.Profile) string {
+	if p.Drivers == "sim" {
+		return "simulated"
+	}
+	m := board.ReadMachine()
+	if m.Model != "" {
+		return m.Model
+	}
+	return strings.TrimSpace(m.SysVendor + " " + m.ProductName)
 }
 
 // worldEntities are the model's entities as the uplink announces them.
