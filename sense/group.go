@@ -34,8 +34,11 @@ type Group struct {
 	Privacy *Privacy
 
 	// Envs are the environment sensors' channels, each with what it
-	// measures; set by NewGroup, read-only.
-	Envs []GroupEnv
+	// measures; Controls the channels of the controls people press (GPIO
+	// buttons and control input devices, never an activity device); set
+	// by NewGroup, read-only.
+	Envs     []GroupEnv
+	Controls []GroupControl
 
 	outlets map[string]*Outlet
 	// every is each summarising channel's period, by channel id.
@@ -59,6 +62,15 @@ func (g *Group) CameraZones() map[string][]string {
 		out[c.ID] = c.Zones
 	}
 	return out
+}
+
+// GroupControl is a control's channel: a GPIO button (Keys false: it
+// says gpio.changed, gpio.long_press and gpio.double_press) or an input
+// device of the control role (Keys: input.pressed, input.released and
+// input.rotated, naming the key).
+type GroupControl struct {
+	ID   string
+	Keys bool
 }
 
 // GroupEnv is an environment sensor's channel and what it measures.
@@ -257,6 +269,9 @@ func NewGroup(ds *body.Devices, gc GroupConfig) *Group {
 			continue
 		}
 		s.runs = append(s.runs, senseRun{in.ID, c.Run})
+		if in.Role == "button" {
+			s.Controls = append(s.Controls, GroupControl{ID: in.ID})
+		}
 	}
 	for _, d := range ds.Inputs {
 		role := Activity
@@ -269,6 +284,9 @@ func NewGroup(ds *body.Devices, gc GroupConfig) *Group {
 			continue
 		}
 		s.runs = append(s.runs, senseRun{d.ID, c.Run})
+		if role == Control {
+			s.Controls = append(s.Controls, GroupControl{ID: d.ID, Keys: true})
+		}
 	}
 	named := map[string]bool{}
 	for _, d := range ds.Inputs {

@@ -62,6 +62,8 @@ type Entity struct {
 	// ImageTopic and ContentType say where an image entity's picture is
 	// published, as raw bytes, and their type.
 	ImageTopic, ContentType string
+	// EventTypes are an event entity's types.
+	EventTypes []string
 	// ExpireAfter: a sensor's value is unavailable when no document came
 	// for this many seconds (0: it never expires).
 	ExpireAfter int
@@ -129,6 +131,9 @@ func (o Options) Discovery(h HomeAssistant, entities []Entity) (map[string][]byt
 		}
 		if e.ExpireAfter > 0 {
 			c["expire_after"] = e.ExpireAfter
+		}
+		if len(e.EventTypes) > 0 {
+			c["event_types"] = e.EventTypes
 		}
 		cmps[area][e.ID] = c
 		if h.PerEntity {
@@ -205,7 +210,9 @@ type Board struct {
 	EStop bool
 	// Privacy: the body has a privacy state (cameras or microphones it
 	// pauses).
-	Privacy  bool
+	Privacy bool
+	// Controls are the channels of the controls people press.
+	Controls []Control
 	Thermal  bool
 	Throttle bool
 	World    []WorldEntity
@@ -306,6 +313,7 @@ func (o Options) Entities(b Board) []Entity {
 		es = append(es, Entity{ID: "throttled", Platform: "binary_sensor", Name: "Throttled", DeviceClass: "problem", Category: "diagnostic",
 			StateTopic: self, ValueTemplate: onOff("value_json.throttled"), ExpireAfter: selfExpire})
 	}
+	es = append(es, o.controlEntities(b.Controls)...)
 	return append(es, o.worldEntities(b.World, es)...)
 }
 

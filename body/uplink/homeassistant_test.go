@@ -12,9 +12,10 @@ import (
 
 func haBoard() Board {
 	return Board{Cameras: map[string][]string{"camera.front": {"door", "garden path"}}, Mics: []string{"audio.mic"}, EStop: true, Thermal: true, Throttle: true, Privacy: true,
-		Env:   []EnvSensor{{ID: "env.air", Temperature: true, Humidity: true, Pressure: true}},
-		Every: map[string]time.Duration{"camera.front": time.Minute, "audio.mic": 10 * time.Second, "env.air": 5 * time.Minute, StateSelf: 5 * time.Second},
-		World: []WorldEntity{{ID: "room.front", Kind: "room", Name: "front"}, {ID: "contact.front_door", Kind: "door", Name: "front_door"}, {ID: "air.hall", Kind: "air", Name: "hall"}}}
+		Env:      []EnvSensor{{ID: "env.air", Temperature: true, Humidity: true, Pressure: true}},
+		Controls: []Control{{ID: "gpio.button"}, {ID: "input.keypad", Keys: true}},
+		Every:    map[string]time.Duration{"camera.front": time.Minute, "audio.mic": 10 * time.Second, "env.air": 5 * time.Minute, StateSelf: 5 * time.Second},
+		World:    []WorldEntity{{ID: "room.front", Kind: "room", Name: "front"}, {ID: "contact.front_door", Kind: "door", Name: "front_door"}, {ID: "air.hall", Kind: "air", Name: "hall"}}}
 }
 
 func haOptions(t *testing.T) Options {
@@ -70,6 +71,10 @@ func TestDiscoveryHasWhatHomeAssistantRequires(t *testing.T) {
 			exp, _ := c["expire_after"].(float64)
 			if world := strings.Contains(get("state_topic"), "/world/"); world != (exp == 0) || !world && exp < MinExpire.Seconds() {
 				t.Errorf("%s: expire_after %v", where, c["expire_after"])
+			}
+		case "event":
+			if types, _ := c["event_types"].([]any); !strings.HasPrefix(get("state_topic"), o.ControlTopic("")) || len(types) == 0 {
+				t.Errorf("%s: state_topic %q, event_types %v", where, get("state_topic"), c["event_types"])
 			}
 		case "button":
 			if get("command_topic") == "" {

@@ -141,8 +141,16 @@ func (s *States) Tick(ctx context.Context) {
 // or a microphone's sets the document it changed, and a world.changed
 // sets its entity's.
 func (s *States) Follow(ctx context.Context) {
-	f := ledger.Filter{After: s.After, Types: append(s.tracker.Types(), "estop.", "grant.", "privacy.", "evidence.", EventWorldChanged)}
+	types := append(s.tracker.Types(), "estop.", "grant.", "privacy.", "evidence.", EventWorldChanged)
+	if len(s.Board.Controls) > 0 {
+		types = append(types, ControlTypes...)
+	}
+	f := ledger.Filter{After: s.After, Types: types}
 	err := s.Store.Follow(ctx, f, func(e ledger.Stored) error {
+		if ce, ok := ControlEventOf(e.Event, s.Board.Controls); ok {
+			s.control(e.ChannelID, ce)
+			return nil
+		}
 		switch {
 		case e.Type == EventWorldChanged:
 			s.worldChanged(e.Event)
@@ -262,6 +270,19 @@ func (s *States) pressable() []Button {
 		}
 	}
 	return out
+}
+
+// control tells a control's event, as it happens: to no one when the
+// relay is not connected.
+func (s *States) control(channel string, ce ControlEvent) {
+	b, err := json.Marshal(ce)
+	if err != nil {
+		s.Log.Error("uplink control", "channel", channel, "err", err)
+		return
+	}
+	if err := s.Relay.Fire(s.Relay.Options().ControlTopic(channel), b); err != nil {
+		s.Log.Debug("a control's event was not told", "channel", channel, "event", ce.EventType, "err", err)
+	}
 }
 
 // sentDoc is a document as last published.

@@ -252,6 +252,20 @@ func (r *Relay) Send(topic string, payload []byte) error {
 	return tok.Error()
 }
 
+// Fire publishes payload on topic, not retained, without waiting for its
+// PUBACK: what happens now, which is not worth telling later. An error
+// says the relay is not connected.
+func (r *Relay) Fire(topic string, payload []byte) error {
+	r.docMu.Lock()
+	s := r.cur
+	r.docMu.Unlock()
+	if s == nil {
+		return errors.New("uplink: not connected")
+	}
+	s.publish(topic, payload, false, 0)
+	return nil
+}
+
 // Redo marks every retained document for publishing again (Home
 // Assistant asks for its discovery documents when it starts).
 func (r *Relay) Redo(prefix string) {

@@ -92,6 +92,9 @@ func (d *daemon) startStates(relay *uplink.Relay, store *ledger.Store, estop *ac
 	s := &uplink.States{Relay: relay, Store: store, After: startSeq, Self: senses.Self, Clock: h.clock.StampNow, Log: d.log,
 		Board: uplink.Board{Cameras: senses.CameraZones(), Mics: mics, EStop: estop != nil, Thermal: len(profile.Thermal.Zones) > 0,
 			Throttle: profile.Thermal.Throttle.Source != "", Privacy: len(senses.Privacy.State().Devices) > 0, Every: senses.Every()}}
+	for _, c := range senses.Controls {
+		s.Board.Controls = append(s.Board.Controls, uplink.Control{ID: c.ID, Keys: c.Keys})
+	}
 	for _, e := range senses.Envs {
 		s.Board.Env = append(s.Board.Env, uplink.EnvSensor{ID: e.ID, Temperature: e.Has.Temperature, Humidity: e.Has.Humidity, Pressure: e.Has.Pressure})
 	}
