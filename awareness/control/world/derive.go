@@ -203,7 +203,9 @@ func (m *Model) observations(e *ledger.Event, out []observation) []observation {
 		if ledger.UnmarshalPayload(e.Payload, &p) != nil || p.Invocation.Mode != act.Live {
 			return out
 		}
-		output := "gpio." + p.Invocation.Target
+		// The target is the output's channel ("gpio.relay1"), as the
+		// runner takes it.
+		output := p.Invocation.Target
 		var value string
 		switch p.Invocation.Capability {
 		case "gpio.set":

@@ -462,7 +462,7 @@ func TestOutputsFromReadBackAndTheEStop(t *testing.T) {
 			r.Verification = &act.Verification{Result: verified, Evidence: "read back"}
 		}
 		g.sense("action."+status, "gpio.set", map[string]any{"status": status, "result": r,
-			"invocation": act.Invocation{Capability: "gpio.set", Target: "relay1", Params: map[string]string{"state": state}, Mode: act.Live}})
+			"invocation": act.Invocation{Capability: "gpio.set", Target: "gpio.relay1", Params: map[string]string{"state": state}, Mode: act.Live}})
 	}
 	do("succeeded", "verified", "on")
 	if st := g.now("output.relay1"); st.Value != "on" || st.Provenance != "verified" {
