@@ -69,6 +69,10 @@ type Handler struct {
 	Base string
 	// Publish sends a result (QoS 1, not retained).
 	Publish func(topic string, payload []byte) error
+	// Refused, when set, hears every result that is an error (a refusal,
+	// a failure) and every action that failed or whose outcome is
+	// unknown, after the result was published.
+	Refused func(Result)
 	Log     *slog.Logger
 
 	mu      sync.Mutex
@@ -130,6 +134,16 @@ func (h *Handler) send(res Result) {
 	if err := h.Publish(h.ResultTopic(res.ID), b); err != nil {
 		h.Log.Warn("mqtt command: the result was not sent; a repeat of the command gets it", "id", res.ID, "op", res.Op, "err", err)
 	}
+	if h.Refused != nil && (res.Status == "error" || Failed(res)) {
+		h.Refused(res)
+	}
+}
+
+// Failed says whether res is an action that ran and failed, or whose
+// outcome is not known.
+func Failed(res Result) bool {
+	r, ok := res.Data.(act.Result)
+	return ok && (r.Status == act.Failed || r.Status == act.Unknown)
 }
 
 func refused(id, op string, reason act.Reason, format string, args ...any) Result {

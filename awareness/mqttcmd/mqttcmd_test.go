@@ -3,6 +3,7 @@ package mqttcmd
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 	"sync"
@@ -72,6 +73,9 @@ func handler(t testing.TB) (*Handler, *sent, *atomic.Int64, *sync.Map) {
 				res := act.Result{ActionID: "a-" + in.IdempotencyKey, Status: act.Refused, Reason: act.ReasonNoGrant, Detail: "no grant"}
 				return res, &awareness.Error{Reason: res.Reason, Detail: res.Detail, Record: res}
 			}
+			if in.Capability == "failing" { // an action that ran and failed its verification
+				return act.Result{ActionID: "a-" + in.IdempotencyKey, Status: act.Failed, Detail: "read back low"}, nil
+			}
 			return act.Result{ActionID: "a-" + in.IdempotencyKey, Status: act.Succeeded}, nil
 		}),
 		awareness.Bind(awareness.OpGrantList, func(context.Context, act.Principal, awareness.GrantListIn) (awareness.Grants, error) {
@@ -90,6 +94,8 @@ func handler(t testing.TB) (*Handler, *sent, *atomic.Int64, *sync.Map) {
 
 func TestCommands(t *testing.T) {
 	h, s, statuses, keys := handler(t)
+	var told []string
+	h.Refused = func(r Result) { told = append(told, r.ID) }
 	for _, tc := range []struct {
 		op, payload, rid, status, reason string
 	}{
@@ -110,6 +116,7 @@ func TestCommands(t *testing.T) {
 		{"action.do", `{"id": "d3", "args": {"capability": "x", "target": "y", "idempotency_key": "other"}}`, "d3", "error", "invalid_params"},
 		{"action.do", `{"id": "d4", "args": "x"}`, "d4", "error", "invalid_params"},
 		{"action.do", `{"id": "d5", "args": {"capability": "refused", "target": "y"}}`, "d5", "error", "no_grant"},
+		{"action.do", `{"id": "d6", "args": {"capability": "failing", "target": "y"}}`, "d6", "success", ""},
 	} {
 		before := len(s.msgs[h.ResultTopic(tc.rid)])
 		h.Handle(h.Base+"/cmd/"+tc.op, []byte(tc.payload))
@@ -122,6 +129,10 @@ func TestCommands(t *testing.T) {
 		if r.Status != tc.status || (tc.reason != "") != (r.Error != nil) || r.Error != nil && string(r.Error.Reason) != tc.reason {
 			t.Errorf("%s %s: %+v %+v, want %s %s", tc.op, tc.payload, r, r.Error, tc.status, tc.reason)
 		}
+	}
+	// Refused hears every error and the failed action, nothing else.
+	if want := "[g1 s3 invalid invalid invalid invalid invalid ok-id n1 d3 d4 d5 d6]"; fmt.Sprint(told) != want {
+		t.Errorf("Refused heard %v, want %s", told, want)
 	}
 	if n := statuses.Load(); n != 2 {
 		t.Errorf("status ran %d times for s1 twice and s2, want 2", n)

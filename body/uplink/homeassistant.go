@@ -64,6 +64,11 @@ type Entity struct {
 	ImageTopic, ContentType string
 	// EventTypes are an event entity's types.
 	EventTypes []string
+	// PayloadOn and PayloadOff are what a switch's command template is
+	// given as value, and what its state reads as on and off.
+	PayloadOn, PayloadOff string
+	// Schema is a light's ("template"), with its templates.
+	Schema, StateTemplate, CommandOnTemplate, CommandOffTemplate string
 	// ExpireAfter: a sensor's value is unavailable when no document came
 	// for this many seconds (0: it never expires).
 	ExpireAfter int
@@ -124,7 +129,8 @@ func (o Options) Discovery(h HomeAssistant, entities []Entity) (map[string][]byt
 		for k, v := range map[string]string{"state_topic": e.StateTopic, "value_template": e.ValueTemplate, "command_topic": e.CommandTopic,
 			"payload_press": e.PayloadPress, "command_template": e.CommandTemplate, "device_class": e.DeviceClass, "unit_of_measurement": e.Unit, "state_class": e.StateClass,
 			"entity_category": e.Category, "icon": e.Icon, "json_attributes_topic": e.AttributesTopic, "json_attributes_template": e.AttributesTemplate,
-			"image_topic": e.ImageTopic, "content_type": e.ContentType} {
+			"image_topic": e.ImageTopic, "content_type": e.ContentType, "payload_on": e.PayloadOn, "payload_off": e.PayloadOff,
+			"schema": e.Schema, "state_template": e.StateTemplate, "command_on_template": e.CommandOnTemplate, "command_off_template": e.CommandOffTemplate} {
 			if v != "" {
 				c[k] = v
 			}
@@ -213,6 +219,10 @@ type Board struct {
 	Privacy bool
 	// Controls are the channels of the controls people press.
 	Controls []Control
+	// Outputs are the outputs Home Assistant may see (and, granted,
+	// switch); Speakers the speakers' channels, for their chimes.
+	Outputs  []Output
+	Speakers []string
 	Thermal  bool
 	Throttle bool
 	World    []WorldEntity

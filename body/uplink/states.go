@@ -38,8 +38,12 @@ type States struct {
 	Board Board
 	// HomeAssistant, when not nil, is the discovery announced.
 	HomeAssistant *HomeAssistant
-	// Buttons are the configured buttons; MayPress says which of them the
-	// broker's principal may press now (nil: none).
+	// Commands: the broker may command (mqtt.commands), so Home
+	// Assistant gets what commands (see commandEntities).
+	Commands bool
+	// Buttons are the configured buttons; MayPress says which of them,
+	// of the signals and of the outputs the broker's principal may press
+	// or switch now (nil: none).
 	Buttons  []Button
 	MayPress func(capability, target string) bool
 	// EStop reads the e-stop (its State is set here); nil without one.
@@ -99,7 +103,18 @@ func (s *States) Start() error {
 	s.estop()
 	s.privacy()
 	s.board()
+	s.outputs()
 	return nil
+}
+
+// outputs sets each output's document from its line, read back: when it
+// changed, and at least every RefreshEvery.
+func (s *States) outputs() {
+	for _, o := range s.Board.Outputs {
+		doc := OutputDocOf(o)
+		doc.Made = s.now()
+		s.set(StateOutput(o.ID), &doc, RefreshEvery)
+	}
 }
 
 func (s *States) privacy() {
@@ -129,6 +144,7 @@ func (s *States) Tick(ctx context.Context) {
 		case <-t.C:
 		}
 		s.estop()
+		s.outputs()
 		if n%5 == 0 {
 			s.board()
 			s.privacy()
@@ -142,6 +158,9 @@ func (s *States) Tick(ctx context.Context) {
 // sets its entity's.
 func (s *States) Follow(ctx context.Context) {
 	types := append(s.tracker.Types(), "estop.", "grant.", "privacy.", "evidence.", EventWorldChanged)
+	if len(s.Board.Outputs) > 0 {
+		types = append(types, outputMovers...)
+	}
 	if len(s.Board.Controls) > 0 {
 		types = append(types, ControlTypes...)
 	}
@@ -157,6 +176,10 @@ func (s *States) Follow(ctx context.Context) {
 			return nil
 		case strings.HasPrefix(e.Type, "estop."):
 			s.estop()
+			s.outputs()
+			return nil
+		case slices.Contains(outputMovers, e.Type):
+			s.outputs()
 			return nil
 		case strings.HasPrefix(e.Type, "privacy."):
 			s.privacy()
@@ -231,6 +254,13 @@ func (s *States) announce() error {
 		return nil
 	}
 	es := s.Relay.Options().Entities(s.Board)
+	if s.Commands {
+		cs, err := s.Relay.Options().commandEntities(s.Board, s.MayPress)
+		if err != nil {
+			return err
+		}
+		es = append(es, cs...)
+	}
 	var names []string
 	for _, btn := range s.pressable() {
 		e, err := s.Relay.Options().ButtonEntity(btn)
@@ -258,16 +288,24 @@ func (s *States) announce() error {
 	return s.Relay.Announce(*s.HomeAssistant, es)
 }
 
-// pressable are the buttons MayPress lets the broker's principal press.
+// outputMovers are the events after which an output may be elsewhere:
+// an action's end (the runner's, a lease's) and a person's takeover.
+var outputMovers = []string{"action.succeeded", "action.failed", "action.unknown", "action.cancelled", "action.compensated", "lease.human_takeover", "lease.human_released"}
+
+// pressable are the buttons MayPress lets the broker's principal press:
+// the configured ones, then the signals whose ids they do not take; none
+// without commands.
 func (s *States) pressable() []Button {
-	if s.MayPress == nil {
+	if s.MayPress == nil || !s.Commands {
 		return nil
 	}
 	var out []Button
-	for _, b := range s.Buttons {
-		if s.MayPress(b.Capability, b.Target) {
+	taken := map[string]bool{}
+	for _, b := range append(slices.Clone(s.Buttons), s.Board.Signals()...) {
+		if !taken[b.ID] && s.MayPress(b.Capability, b.Target) {
 			out = append(out, b)
 		}
+		taken[b.ID] = true
 	}
 	return out
 }

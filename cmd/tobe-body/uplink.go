@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	"github.com/tobe-body/tobe-body/body/config"
 	"github.com/tobe-body/tobe-body/body/evidence"
 	"github.com/tobe-body/tobe-body/body/uplink"
+	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/ledger"
 )
 
@@ -92,6 +94,15 @@ func (d *daemon) startStates(relay *uplink.Relay, store *ledger.Store, estop *ac
 	s := &uplink.States{Relay: relay, Store: store, After: startSeq, Self: senses.Self, Clock: h.clock.StampNow, Log: d.log,
 		Board: uplink.Board{Cameras: senses.CameraZones(), Mics: mics, EStop: estop != nil, Thermal: len(profile.Thermal.Zones) > 0,
 			Throttle: profile.Thermal.Throttle.Source != "", Privacy: len(senses.Privacy.State().Devices) > 0, Every: senses.Every()}}
+	for _, o := range h.ds.Outs {
+		s.Board.Outputs = append(s.Board.Outputs, uplink.Output{ID: o.ID, Name: o.Name, ReadBack: readBack(o.Line)})
+	}
+	for _, l := range h.ds.Lights {
+		s.Board.Outputs = append(s.Board.Outputs, uplink.Output{ID: l.ID, Name: l.Name, Light: true, ReadBack: readBack(l.LED)})
+	}
+	if h.ds.Speaker != nil {
+		s.Board.Speakers = append(s.Board.Speakers, h.ds.SpeakerID)
+	}
 	for _, c := range senses.Controls {
 		s.Board.Controls = append(s.Board.Controls, uplink.Control{ID: c.ID, Keys: c.Keys})
 	}
@@ -112,6 +123,7 @@ func (d *daemon) startStates(relay *uplink.Relay, store *ledger.Store, estop *ac
 		for _, b := range ha.Buttons {
 			s.Buttons = append(s.Buttons, uplink.Button{ID: b.ID, Name: b.Name, Capability: b.Capability, Target: b.Target, Params: b.Params})
 		}
+		s.Commands = cfg.MQTT.Commands.Enabled
 		s.MayPress = mayPress(cfg.MQTT.Commands, a)
 		s.MayView, s.Snapshot = mqttSnapshots(cfg.MQTT.Commands, a)
 	}
@@ -127,6 +139,15 @@ func (d *daemon) startStates(relay *uplink.Relay, store *ledger.Store, estop *ac
 	d.spawn("uplink states", s.Tick)
 	d.spawn("uplink state follower", s.Follow)
 	return nil
+}
+
+// readBack reads an output's line back: on when it is away from its
+// safe level.
+func readBack(l hal.LineOut) func() (bool, error) {
+	return func() (bool, error) {
+		v, err := l.ReadBack()
+		return v != l.Safe(), err
+	}
 }
 
 // hardware is what the body runs on, as Home Assistant's device shows
@@ -234,6 +255,26 @@ func (d *daemon) runUplink(relay *uplink.Relay, table *awareness.Table, cfg conf
 		o := relay.Options()
 		h := &mqttcmd.Handler{Table: table, Base: strings.TrimSuffix(o.StatusTopic(), "/status"), Publish: relay.Send, Log: log.With("part", "mqtt commands"),
 			Principal: act.Principal{Kind: act.MQTTCommand, Subject: c.Subject, Session: "mqtt", Trust: trust}}
+		// A refusal or a failure is told on the refusals' topic too: the
+		// only way Home Assistant hears of it (its event entity).
+		h.Refused = func(res mqttcmd.Result) {
+			ev := uplink.Refusal{EventType: "refused", ID: res.ID, Op: res.Op}
+			if res.Error != nil {
+				ev.Reason, ev.Detail = string(res.Error.Reason), res.Error.Detail
+				if res.Error.Reason == awareness.ReasonFailed {
+					ev.EventType = "failed"
+				}
+			}
+			if r, ok := res.Data.(act.Result); ok && mqttcmd.Failed(res) {
+				ev.EventType, ev.Reason, ev.Detail = "failed", string(r.Status), r.Detail
+				if r.Reason != "" {
+					ev.Reason = string(r.Reason)
+				}
+			}
+			if b, err := json.Marshal(ev); err == nil {
+				_ = relay.Fire(o.RefusedTopic(), b) // not connected: the result is not sent either
+			}
+		}
 		relay.SubscribeFresh(h.Filter(), h.Handle) // a command left retained on the broker is not run at every session
 		log.Info("mqtt commands", "topics", h.Filter(), "subject", c.Subject, "trust", trust)
 	}
