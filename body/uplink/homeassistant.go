@@ -89,8 +89,12 @@ func (h HomeAssistant) prefix() string {
 	return h.Prefix
 }
 
-// Discovery returns the discovery documents: topic → payload.
-func (o Options) Discovery(h HomeAssistant, entities []Entity) (map[string][]byte, error) {
+// Discovery returns the discovery documents: topic → payload. Gone are
+// entities announced before that are no more (by ID, Platform and
+// Area): device-based, each is a component of its platform alone, which
+// Home Assistant takes as its removal; per entity, its topic has an
+// empty payload.
+func (o Options) Discovery(h HomeAssistant, entities []Entity, gone ...Entity) (map[string][]byte, error) {
 	bodyDev := "tobe-body-" + o.BodyID
 	dev := map[string]any{"ids": []string{bodyDev}, "name": h.Name, "mf": "tobe-body", "sw": h.Version, "sn": o.BodyID}
 	for k, v := range map[string]string{"mdl": h.Model, "hw": h.Hardware, "sa": h.Area, "cu": h.ConfigURL} {
@@ -158,6 +162,24 @@ func (o Options) Discovery(h HomeAssistant, entities []Entity) (map[string][]byt
 			}
 			out[fmt.Sprintf("%s/%s/%s/%s/config", h.prefix(), e.Platform, o.BodyID, e.ID)] = b
 		}
+	}
+	for _, e := range gone {
+		if seen[e.ID] || !entityID.MatchString(e.ID) {
+			continue
+		}
+		if h.PerEntity {
+			out[fmt.Sprintf("%s/%s/%s/%s/config", h.prefix(), e.Platform, o.BodyID, e.ID)] = nil
+			continue
+		}
+		// A gone entity's area may have no entity left: its device still
+		// says the removal.
+		area := slugOf(e.Area)
+		if devs[area] == nil {
+			devs[area] = map[string]any{"ids": []string{bodyDev + "-" + area}, "name": e.Area, "mf": "tobe-body", "sw": h.Version,
+				"suggested_area": e.Area, "via_device": bodyDev}
+			cmps[area] = map[string]any{}
+		}
+		cmps[area][e.ID] = map[string]any{"p": e.Platform}
 	}
 	if h.PerEntity {
 		return out, nil
@@ -375,12 +397,12 @@ func (o Options) worldEntities(ws []WorldEntity, before []Entity) []Entity {
 }
 
 // Announce has every session publish the discovery documents of
-// entities (not retained), and publish them again, then every state
-// document, a moment after Home Assistant says online. Called again, it
-// replaces the entities (a per-entity document no entity has any more is
-// removed). Call it first before Run.
-func (r *Relay) Announce(h HomeAssistant, entities []Entity) error {
-	docs, err := r.opts.Discovery(h, entities)
+// entities (not retained), gone removed (see Discovery), and publish
+// them again, then every state document, a moment after Home Assistant
+// says online. Called again, it replaces the entities (a per-entity
+// document no entity has any more is removed). Call it first before Run.
+func (r *Relay) Announce(h HomeAssistant, entities []Entity, gone ...Entity) error {
+	docs, err := r.opts.Discovery(h, entities, gone...)
 	if err != nil {
 		return err
 	}
@@ -394,6 +416,14 @@ func (r *Relay) Announce(h HomeAssistant, entities []Entity) error {
 	}
 	r.announced = map[string]bool{}
 	for t, p := range docs {
+		if len(p) == 0 {
+			// A removal: said once, unless it is already.
+			if _, had := r.docs[t]; !had || len(r.docs[t]) > 0 {
+				r.docs[t] = nil
+				r.dirty[t] = true
+			}
+			continue
+		}
 		if string(r.docs[t]) != string(p) {
 			r.dirty[t] = true
 		}

@@ -3,8 +3,11 @@ package uplink
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -70,8 +73,18 @@ type States struct {
 	Clock func() body.Stamp
 	Log   *slog.Logger
 
+	// Announced is the file that keeps the entities last announced
+	// (their ids, platforms and areas), so that one gone since the body
+	// last ran is removed from Home Assistant; "": kept in memory only.
+	Announced string
+
 	tracker *Tracker
 	pressed []string // the buttons last announced
+	// ever are the entities announced in this run, or last announced
+	// before it (Announced): the ones gone are removed at every
+	// announcement of the run, since Home Assistant may not have been
+	// there for the first.
+	ever map[string]Entity
 	// sent is each document as last published, its Made left out, and
 	// when; selfAt the self-state sample last published.
 	sentMu sync.Mutex
@@ -285,7 +298,65 @@ func (s *States) announce() error {
 			}
 		}
 	}
-	return s.Relay.Announce(*s.HomeAssistant, es)
+	return s.Relay.Announce(*s.HomeAssistant, es, s.gone(es)...)
+}
+
+// announcedFile is what Announced keeps.
+type announcedFile struct {
+	Entities []announcedEntity `json:"entities"`
+}
+
+type announcedEntity struct {
+	ID       string `json:"id"`
+	Platform string `json:"p"`
+	Area     string `json:"area,omitempty"`
+}
+
+// gone are the entities announced before, in this run or the last, that
+// es has not, and keeps es as the last announced. A file that cannot be
+// read is logged and taken as empty; one that cannot be written, logged.
+func (s *States) gone(es []Entity) []Entity {
+	if s.ever == nil {
+		s.ever = map[string]Entity{}
+		if s.Announced != "" {
+			var f announcedFile
+			b, err := os.ReadFile(s.Announced)
+			if err == nil {
+				err = json.Unmarshal(b, &f)
+			}
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				s.Log.Warn("Home Assistant: the entities announced before cannot be read; one gone since will stay there until removed by hand", "file", s.Announced, "err", err)
+			}
+			for _, e := range f.Entities {
+				s.ever[e.ID] = Entity{ID: e.ID, Platform: e.Platform, Area: e.Area}
+			}
+		}
+	}
+	now := map[string]bool{}
+	var f announcedFile
+	for _, e := range es {
+		now[e.ID] = true
+		f.Entities = append(f.Entities, announcedEntity{ID: e.ID, Platform: e.Platform, Area: e.Area})
+	}
+	var gone []Entity
+	for _, id := range slices.Sorted(maps.Keys(s.ever)) {
+		if !now[id] {
+			gone = append(gone, s.ever[id])
+		}
+	}
+	for _, e := range es {
+		s.ever[e.ID] = Entity{ID: e.ID, Platform: e.Platform, Area: e.Area}
+	}
+	if s.Announced != "" {
+		b, err := json.Marshal(f)
+		if old, rerr := os.ReadFile(s.Announced); err == nil && (rerr != nil || string(old) != string(b)) {
+			err = body.WriteFileAtomic(s.Announced, b, 0o640)
+		}
+		if err != nil {
+			s.Log.Warn("Home Assistant: the entities announced cannot be kept", "file", s.Announced, "err", err)
+		}
+	}
+	return gone
 }
 
 // outputMovers are the events after which an output may be elsewhere:

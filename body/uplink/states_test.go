@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -180,5 +181,73 @@ func TestStatesPublishSnapshots(t *testing.T) {
 	eventually(t, 5*time.Second, "the picture gone with its snapshot", func() bool { _, ok := b.retained(front); return !ok })
 	if fmt.Sprint(looked) != "[one]" {
 		t.Errorf("looked at %v, want the front's snapshot alone", looked)
+	}
+}
+
+// An entity gone since the body last announced (a zone taken out of the
+// config between runs), or gone in this run (a grant revoked), is
+// removed: device-based, as a component of its platform alone, in every
+// announcement of the run; per entity, by an empty payload on its topic.
+func TestAnnouncementRemovesWhatIsGone(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "homeassistant.json")
+	announce := func(perEntity bool, zones []string, may bool) map[string][]byte {
+		t.Helper()
+		r := defaultRelay()
+		st := &States{Relay: r, Board: Board{Cameras: map[string][]string{"camera.front": zones},
+			Outputs: []Output{{ID: "gpio.relay1", Name: "relay1", ReadBack: func() (bool, error) { return false, nil }}}},
+			HomeAssistant: &HomeAssistant{PerEntity: perEntity}, Commands: true, Announced: file,
+			MayPress: func(string, string) bool { return may }, Log: slog.New(slog.DiscardHandler)}
+		st.tracker = NewTracker(nil, nil, nil)
+		if err := st.announce(); err != nil {
+			t.Fatal(err)
+		}
+		if !may {
+			return r.docs
+		}
+		// The grant goes in this run: the switch is removed.
+		st.MayPress = func(string, string) bool { return false }
+		if err := st.announce(); err != nil {
+			t.Fatal(err)
+		}
+		return r.docs
+	}
+	device := "homeassistant/device/b/config"
+	components := func(docs map[string][]byte) map[string]map[string]any {
+		t.Helper()
+		var d struct {
+			Cmps map[string]map[string]any `json:"cmps"`
+		}
+		if err := json.Unmarshal(docs[device], &d); err != nil {
+			t.Fatalf("%s: %v", docs[device], err)
+		}
+		return d.Cmps
+	}
+	// The first run: two zones, and the switch, until its grant goes.
+	c := components(announce(false, []string{"door", "garden"}, true))
+	if len(c["switch_gpio_relay1"]) != 1 || c["switch_gpio_relay1"]["p"] != "switch" {
+		t.Errorf("the switch whose grant went: %v, want {p: switch} alone", c["switch_gpio_relay1"])
+	}
+	if c["motion_camera_front_garden"]["state_topic"] == nil {
+		t.Errorf("the garden zone: %v", c["motion_camera_front_garden"])
+	}
+	// The next run: the garden zone is gone from the config.
+	c = components(announce(false, []string{"door"}, false))
+	if len(c["motion_camera_front_garden"]) != 1 || c["motion_camera_front_garden"]["p"] != "binary_sensor" {
+		t.Errorf("the zone gone since the last run: %v, want {p: binary_sensor} alone", c["motion_camera_front_garden"])
+	}
+	if c["motion_camera_front_door"]["state_topic"] == nil {
+		t.Errorf("the door zone: %v", c["motion_camera_front_door"])
+	}
+	// The switch was removed last run and not announced since: not said
+	// again.
+	if _, ok := c["switch_gpio_relay1"]; ok {
+		t.Errorf("the switch removed in the run before is said again: %v", c["switch_gpio_relay1"])
+	}
+	// Per entity: the garden zone comes back, then goes again.
+	announce(true, []string{"door", "garden"}, false)
+	docs := announce(true, []string{"door"}, false)
+	topic := "homeassistant/binary_sensor/b/motion_camera_front_garden/config"
+	if p, ok := docs[topic]; !ok || len(p) != 0 {
+		t.Errorf("per entity, the zone gone: %q (there: %v), want an empty payload", p, ok)
 	}
 }

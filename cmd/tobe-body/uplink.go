@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -124,6 +125,7 @@ func (d *daemon) startStates(relay *uplink.Relay, store *ledger.Store, estop *ac
 			s.Buttons = append(s.Buttons, uplink.Button{ID: b.ID, Name: b.Name, Capability: b.Capability, Target: b.Target, Params: b.Params})
 		}
 		s.Commands = cfg.MQTT.Commands.Enabled
+		s.Announced = filepath.Join(cfg.DataDir, "homeassistant.json")
 		s.MayPress = mayPress(cfg.MQTT.Commands, a)
 		s.MayView, s.Snapshot = mqttSnapshots(cfg.MQTT.Commands, a)
 	}
