@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tobe-body/tobe-body/body/uplink/hatest"
 )
 
 func haBoard() Board {
@@ -255,4 +257,93 @@ func keys(m map[string][]byte) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// Every component of every document, device-based and per entity, with
+// commands on and everything granted, has the keys its platform takes
+// (abbreviations written out), what it requires, and device classes,
+// units and categories Home Assistant accepts; so do the devices and the
+// origin.
+func TestDiscoveryFollowsHomeAssistantsSchema(t *testing.T) {
+	o := haOptions(t)
+	b := haBoard()
+	b.Outputs = []Output{{ID: "gpio.relay1", Name: "relay1"}, {ID: "light.act", Name: "act", Light: true}}
+	b.Speakers = []string{"audio.speaker"}
+	b.World = append(b.World, WorldEntity{ID: "room.kitchen", Kind: "room", Name: "kitchen", Area: "Kitchen"})
+	es := o.Entities(b)
+	cs, err := o.commandEntities(b, func(string, string) bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	es = append(es, cs...)
+	for _, s := range b.Signals() {
+		e, err := o.ButtonEntity(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		es = append(es, e)
+	}
+	es = append(es, o.ImageEntity("camera.front"))
+	platforms := map[string]bool{}
+	for _, e := range es {
+		platforms[e.Platform] = true
+	}
+	for _, p := range []string{"sensor", "binary_sensor", "button", "switch", "light", "event", "image", "notify"} {
+		if !platforms[p] {
+			t.Errorf("no %s among the entities: the check would not see one", p)
+		}
+	}
+	ha := HomeAssistant{Name: "hall", Version: "1.2", Model: "sim", Hardware: "simulated", Area: "Hall", ConfigURL: "homeassistant://config"}
+	gone := []Entity{{ID: "motion_camera_back_yard", Platform: "binary_sensor"}}
+	docs, err := o.Discovery(ha, es, gone...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(docs) != 2 {
+		t.Errorf("%d device documents, want the body's and the kitchen's", len(docs))
+	}
+	for topic, d := range docs {
+		var doc map[string]any
+		if err := json.Unmarshal(d, &doc); err != nil {
+			t.Fatal(err)
+		}
+		for _, err := range hatest.CheckDeviceDocument(doc) {
+			t.Errorf("%s: %v", topic, err)
+		}
+	}
+	ha.PerEntity = true
+	docs, err = o.Discovery(ha, es, gone...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for topic, d := range docs {
+		if len(d) == 0 {
+			continue // a removal
+		}
+		var c map[string]any
+		if err := json.Unmarshal(d, &c); err != nil {
+			t.Fatal(err)
+		}
+		dev, _ := c["device"].(map[string]any)
+		origin, _ := c["origin"].(map[string]any)
+		errs := append(hatest.CheckDevice(dev), hatest.CheckOrigin(origin)...)
+		delete(c, "device")
+		delete(c, "origin")
+		errs = append(errs, hatest.Check(c, strings.Split(topic, "/")[1])...)
+		for _, err := range errs {
+			t.Errorf("%s: %v", topic, err)
+		}
+	}
+	// The checker itself: a key a platform does not take, a unit of
+	// another class, a missing requirement.
+	for _, c := range []map[string]any{
+		{"p": "sensor", "uniq_id": "x", "stat_t": "a/b", "dev_cla": "temperature", "unit_of_meas": "hPa"},
+		{"p": "binary_sensor", "unique_id": "x", "state_topic": "a/b", "command_topic": "a/c"},
+		{"p": "switch", "unique_id": "x"},
+		{"p": "event", "unique_id": "x", "state_topic": "a/b", "event_types": []any{}},
+	} {
+		if errs := hatest.Check(c, ""); len(errs) == 0 {
+			t.Errorf("the checker passed %v", c)
+		}
+	}
 }
