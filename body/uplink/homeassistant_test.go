@@ -347,3 +347,74 @@ func TestDiscoveryFollowsHomeAssistantsSchema(t *testing.T) {
 		}
 	}
 }
+
+// Every command template, rendered as Home Assistant renders it (value
+// the switch's payload or the message, now() the time), is a command the
+// body takes: an id of [A-Za-z0-9._:-], and the operation's input.
+func TestCommandTemplatesRenderCommands(t *testing.T) {
+	hatest.HaveJinja(t)
+	o := haOptions(t)
+	b := haBoard()
+	b.Outputs = []Output{{ID: "gpio.relay1", Name: "relay1"}, {ID: "light.act", Name: "act", Light: true}}
+	b.Speakers = []string{"audio.speaker"}
+	es, err := o.commandEntities(b, func(string, string) bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range b.Signals() {
+		e, err := o.ButtonEntity(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		es = append(es, e)
+	}
+	type want struct {
+		entity, value, capability, param string
+	}
+	var jobs []hatest.Job
+	var wants []want
+	for _, e := range es {
+		switch {
+		case e.Platform == "switch":
+			for _, v := range []string{e.PayloadOn, e.PayloadOff} {
+				jobs = append(jobs, hatest.Job{Template: e.CommandTemplate, Value: v})
+				wants = append(wants, want{e.ID, v, "gpio.set", v})
+			}
+		case e.Platform == "light":
+			jobs = append(jobs, hatest.Job{Template: e.CommandOnTemplate}, hatest.Job{Template: e.CommandOffTemplate})
+			wants = append(wants, want{e.ID, "", "light.on", ""}, want{e.ID, "", "light.off", ""})
+		case e.Platform == "notify":
+			msg := `dinner "now", \ and 🍲` + "\n" + `{{ not a template }}`
+			jobs = append(jobs, hatest.Job{Template: e.CommandTemplate, Value: msg})
+			wants = append(wants, want{e.ID, msg, "body.notify", msg})
+		case e.CommandTemplate != "":
+			jobs = append(jobs, hatest.Job{Template: e.CommandTemplate})
+			wants = append(wants, want{e.ID, "", "", ""})
+		}
+	}
+	for i, out := range hatest.Render(t, jobs) {
+		w := wants[i]
+		var cmd struct {
+			ID   string `json:"id"`
+			Args struct {
+				Capability string            `json:"capability"`
+				Params     map[string]string `json:"params"`
+				Reason     string            `json:"reason"`
+			} `json:"args"`
+		}
+		if err := json.Unmarshal([]byte(out), &cmd); err != nil {
+			t.Errorf("%s over %q: %q is not JSON: %v", w.entity, w.value, out, err)
+			continue
+		}
+		okID := len(cmd.ID) > 0 && len(cmd.ID) <= 64 && strings.Trim(cmd.ID, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-") == ""
+		if !okID {
+			t.Errorf("%s: id %q: not a command's", w.entity, cmd.ID)
+		}
+		if w.capability != "" && cmd.Args.Capability != w.capability {
+			t.Errorf("%s: capability %q, want %s", w.entity, cmd.Args.Capability, w.capability)
+		}
+		if got := cmd.Args.Params["state"] + cmd.Args.Params["message"]; got != w.param {
+			t.Errorf("%s over %q: params %v", w.entity, w.value, cmd.Args.Params)
+		}
+	}
+}
