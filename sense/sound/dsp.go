@@ -139,12 +139,15 @@ func (a *Analyzer) periodicity() float64 {
 		}
 	}
 	// Refine the peak between steps with a parabola through its
-	// neighbours.
+	// neighbours, when it is a peak: at either end of the range the
+	// highest step may be on a slope, and a parabola through a slope
+	// can put its vertex anywhere (even at a negative lag, where no
+	// harmonic would ever pass the band's end below).
 	lag := float64(at)
 	y0 := r[at-1] * a.hannInv[at-1]
 	y2 := r[at+1] * a.hannInv[at+1]
-	if d := y0 - 2*best + y2; d < 0 {
-		off := 0.5 * (y0 - y2) / d
+	if d := y0 - 2*best + y2; d < 0 && y0 <= best && y2 <= best {
+		off := max(-0.5, min(0.5, 0.5*(y0-y2)/d))
 		best -= 0.25 * (y0 - y2) * off
 		lag += off
 	}
