@@ -56,7 +56,7 @@ const (
 	DefaultLoudRelease    = 500 * time.Millisecond
 	DefaultVoiceSNR       = 6.0
 	DefaultMinVoice       = 100 * time.Millisecond
-	DefaultHangover       = 300 * time.Millisecond
+	DefaultHangover       = 700 * time.Millisecond
 	DefaultFloorRise      = 2 * time.Second
 )
 

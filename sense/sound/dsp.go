@@ -156,28 +156,40 @@ func (a *Analyzer) periodicity() float64 {
 		return per
 	}
 	// A lone tone (a beep, a whistle, a siren) is periodic at every
-	// multiple of its period; a voice has harmonics. The two strongest
-	// harmonics of the pitch found (the harmonic h is at bin h·l/lag)
-	// must both stand clearly over the noise and within 20 dB of each
-	// other, which a tone's leakage into the next bins is not.
-	var top, second float64
-	for h := 1; ; h++ {
+	// multiple of its period, and so is a bird's call, a tone or two
+	// high over a voice's pitch: at a subharmonic of a 2 kHz whistle
+	// every tenth "harmonic" is there and the rest are noise. A voice
+	// has its harmonics side by side, strongest under the second
+	// formant. So two neighbouring harmonics of the pitch found (the
+	// harmonic h is at bin h·l/lag), both under pairHz, must stand
+	// clearly over the noise and within 20 dB of the strongest, which
+	// a tone's leakage into the next bins is not.
+	var top float64
+	n := 0
+	for h := 1; n < len(a.harm); h++ {
 		k := int(math.Round(float64(h*l) / lag))
 		if k+1 > a.perHi {
 			break
 		}
-		if k-1 < a.perLo {
-			continue
+		v := 0.0
+		if k-1 >= a.perLo {
+			v = max(a.acfIn[k-1], a.acfIn[k], a.acfIn[k+1])
 		}
-		v := max(a.acfIn[k-1], a.acfIn[k], a.acfIn[k+1])
-		if v > top {
-			top, second = v, top
-		} else if v > second {
-			second = v
+		a.harm[n], a.harmBin[n] = v, k
+		n++
+		top = max(top, v)
+	}
+	// The autocorrelation's highest peak may be at two or three periods
+	// of the pitch (its harmonics are then every second or third one
+	// of the pitch found): their neighbours count as well, for a pitch
+	// still a voice's.
+	least := max(harmonicMin, top/100)
+	for d := 1; d <= 3 && lag/float64(d) >= float64(a.lagLo)-0.5; d++ {
+		for j := 1; (j+1)*d <= n && a.harmBin[(j+1)*d-1] <= a.pairHi; j++ {
+			if a.harm[j*d-1] >= least && a.harm[(j+1)*d-1] >= least {
+				return per
+			}
 		}
 	}
-	if second < harmonicMin || second < top/100 {
-		return 0
-	}
-	return per
+	return 0
 }
