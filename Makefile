@@ -60,6 +60,7 @@ all: build
 
 deps:
 	@scripts/deps.sh
+	@scripts/voice-corpus.sh >/dev/null
 
 build:
 	$(CGO) $(HOSTGO) build -trimpath -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/tobe-body
@@ -68,7 +69,7 @@ run: build
 	$(BIN) run --board sim --data ./var --config scripts/run.json
 
 test: deps test-adapter
-	$(CGO) $(HOSTGO) test -race -tags '$(TAGS)' ./...
+	VOICE_CORPUS_REQUIRED=1 $(CGO) $(HOSTGO) test -race -tags '$(TAGS)' ./...
 
 # The ToBe adapter (awareness/tobe/body-adapter) and the onward action
 # provider beside it (awareness/tobe/onward-provider): TypeScript on Node,

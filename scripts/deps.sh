@@ -128,6 +128,10 @@ command -v mosquitto_sub >/dev/null 2>&1 || missing="$missing mosquitto-clients"
 # systemd-analyze, which verifies the unit and scores its hardening in the
 # tests.
 command -v systemd-analyze >/dev/null 2>&1 || missing="$missing systemd"
+# sox, with its Ogg Vorbis reader, converts the recorded speech and noise
+# the voice detector's test is judged by (scripts/voice-corpus.sh).
+command -v sox >/dev/null 2>&1 || missing="$missing sox"
+[ -n "$(find /usr/lib -name libsox_fmt_vorbis.so 2>/dev/null | head -1)" ] || missing="$missing libsox-fmt-base"
 # Home Assistant's template engine, for the test of the discovery
 # templates against the state documents.
 python3 -c 'import jinja2' 2>/dev/null || missing="$missing python3-jinja2"

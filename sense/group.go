@@ -363,6 +363,10 @@ func soundConfig(c config.Microphone) sound.Config {
 	if c.VoiceSNRDB != nil {
 		s.VoiceSNR = *c.VoiceSNRDB
 	}
+	s.Voice = sound.VoiceDetector(c.VoiceDetector)
+	if c.VoiceHangoverMS != nil {
+		s.Hangover = time.Duration(*c.VoiceHangoverMS) * time.Millisecond
+	}
 	return s
 }
 

@@ -376,7 +376,12 @@ type Microphone struct {
 	SummaryS   int      `json:"summary_s"`
 	LoudDBFS   *float64 `json:"loud_dbfs"`
 	VoiceSNRDB *float64 `json:"voice_snr_db"`
-	Privacy    string   `json:"privacy"`
+	// VoiceDetector is "silero" or "periodicity"; empty (absent) is the
+	// schema's default.
+	VoiceDetector string `json:"voice_detector"`
+	// VoiceHangoverMS: nil (absent) is the schema's default.
+	VoiceHangoverMS *int   `json:"voice_hangover_ms"`
+	Privacy         string `json:"privacy"`
 	// RingS is how many seconds of what it heard are kept in memory for
 	// audio.clip; nil (absent) is the schema's default.
 	RingS *int `json:"ring_s"`

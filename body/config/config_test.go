@@ -55,6 +55,8 @@ func TestCheckRefuses(t *testing.T) {
 		{"camera summary of no time", `{"version": 1, "sense": {"cameras": {"front": {"summary_s": 0}}}}`, `$.sense.cameras.front.summary_s: out of range: 0 is less than the minimum 1`},
 		{"camera summary past an hour", `{"version": 1, "sense": {"cameras": {"front": {"summary_s": 3601}}}}`, `$.sense.cameras.front.summary_s: out of range: 3601 is more than the maximum 3600`},
 		{"loud at full scale", `{"version": 1, "sense": {"microphones": {"mic": {"loud_dbfs": 0}}}}`, `$.sense.microphones.mic.loud_dbfs: out of range`},
+		{"unknown voice detector", `{"version": 1, "sense": {"microphones": {"mic": {"voice_detector": "webrtc"}}}}`, `$.sense.microphones.mic.voice_detector: not one of the allowed values "silero", "periodicity"`},
+		{"voice hangover past 5 s", `{"version": 1, "sense": {"microphones": {"mic": {"voice_hangover_ms": 6000}}}}`, `$.sense.microphones.mic.voice_hangover_ms: out of range: 6000 is more than the maximum 5000`},
 		{"privacy class", `{"version": 1, "sense": {"cameras": {"front": {"privacy": "` + canary + `"}}}}`, `$.sense.cameras.front.privacy: not one of the allowed values`},
 		{"speaker at full scale", `{"version": 1, "act": {"speakers": {"speaker": {"max_level_dbfs": 0}}}}`, `$.act.speakers.speaker.max_level_dbfs: out of range`},
 		{"relative clips directory", `{"version": 1, "act": {"speakers": {"speaker": {"clips_dir": "clips"}}}}`, `$.act.speakers.speaker.clips_dir: does not match the pattern`},

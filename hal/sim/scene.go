@@ -127,8 +127,23 @@ const (
 	speechAmplitude = 0.25
 )
 
-// speechFormants weight the harmonics of the voiced sound like a vowel.
-var speechFormants = [...]struct{ f, bw float64 }{{700, 130}, {1220, 70}, {2600, 160}}
+// speechVowels are formants (frequency, bandwidth) of a few vowels, which
+// weight the harmonics of the voiced sound: a, e, i, o, u.
+var speechVowels = [...][3]struct{ f, bw float64 }{
+	{{700, 130}, {1220, 70}, {2600, 160}},
+	{{530, 60}, {1840, 90}, {2480, 150}},
+	{{300, 60}, {2250, 90}, {3000, 150}},
+	{{570, 70}, {840, 80}, {2410, 160}},
+	{{320, 60}, {870, 80}, {2240, 150}},
+}
+
+// Intonation: the pitch wavers by speechVibrato around the burst's f0 at
+// speechWaver Hz, as a speaker's does; a steady pitch sounds like a
+// machine's buzz.
+const (
+	speechVibrato = 0.12
+	speechWaver   = 1.3
+)
 
 // sample returns the scene's microphone signal at t, in [-1, 1], without
 // what the speaker adds.
@@ -143,23 +158,38 @@ func (s scene) sample(t time.Duration, index uint64) float64 {
 		return v
 	}
 	sec := in.Seconds()
-	// Syllables at about 4 Hz, with soft attack and release on the burst.
+	// Syllables at 4 Hz, each a vowel of its own, with soft attack and
+	// release on the burst.
 	env := math.Pow(math.Sin(math.Pi*4*sec), 2)
 	edge := math.Min(1, math.Min(sec, b.dur.Seconds()-sec)/0.05)
+	vowel := speechVowels[int(s.between(streamSpeech, k, 3+uint64(sec*4), 0, float64(len(speechVowels))))%len(speechVowels)]
+	// The pitch f0·(1 + v·sin(ωt)); its phase, the integral, in closed
+	// form, so that a sample needs nothing before it.
+	w := 2 * math.Pi * speechWaver
+	f0 := b.f0 * (1 + speechVibrato*math.Sin(w*sec))
+	phase := 2 * math.Pi * b.f0 * (sec + speechVibrato*(1-math.Cos(w*sec))/w)
 	var voiced float64
-	for h := 1; h <= 20; h++ {
-		f := b.f0 * float64(h)
+	for h := 1; h <= 40; h++ {
+		f := f0 * float64(h)
 		if f > 4000 {
 			break
 		}
-		var w float64
-		for _, fm := range speechFormants {
+		var g float64
+		for _, fm := range vowel {
 			d := (f - fm.f) / fm.bw
-			w += 1 / (1 + d*d)
+			g += 1 / (1 + d*d)
 		}
-		voiced += w * math.Sin(2*math.Pi*f*sec)
+		voiced += g * math.Sin(float64(h)*phase)
 	}
-	return v + speechAmplitude*env*edge*voiced/4
+	// A consonant leads every other syllable: a hiss over its first
+	// 60 ms, where the vowel is still quiet.
+	var hiss float64
+	if syl := sec * 4; int(syl)%2 == 1 && syl-math.Floor(syl) < 0.24 {
+		hiss = (s.rand(streamNoise, 1, index)*2 - 1) * math.Sin(math.Pi*(syl-math.Floor(syl))/0.24)
+	}
+	// And breath: a little noise in the voice.
+	breath := (s.rand(streamNoise, 2, index)*2 - 1) * 0.08
+	return v + speechAmplitude*(env*(voiced/4+breath)+0.15*hiss)*edge
 }
 
 // press is one press of a scripted button: down at start, up after dur.

@@ -1,22 +1,52 @@
 #!/bin/sh
-# Sound analysis cost: the CPU time sense/sound needs per second of audio,
-# pinned to one core (taskset -c 1, GOMAXPROCS=1). The test binary is
-# built first, on every core, and then run pinned.
+# Sound analysis: what sense/sound costs and how well it hears voice,
+# beside Silero VAD v5 as its authors run it (onnxruntime, under Node in
+# scripts/bench/silero: the peer, never part of the body).
 #
-#   scripts/bench/sound.sh                 # 3 s per benchmark
+# 1. Cost: the CPU time the Analyzer needs per second of audio with each
+#    voice detector (Silero VAD v5 in pure Go, the default, and the
+#    periodicity detector), pinned to one core (taskset -c 1,
+#    GOMAXPROCS=1), and its allocations. The test binary is built first,
+#    on every core, and then run pinned.
+#    The weights sense/sound/silero embeds are checked to be what
+#    scripts/silero-weights extracts from the peer's model file.
+# 2. Hearing: the corpus test's scenes (scripts/voice-corpus.sh: recorded
+#    speech over white noise and recorded city, country and forest
+#    ambiences at 10 dB SNR) through both detectors and through the peer
+#    (TestVoiceSideBySide writes the scenes, vad.mjs scores them pinned to
+#    the same core, TestVoiceSideBySide compares): phrases detected, split,
+#    merged and false, onset and when the end was told, frame precision,
+#    recall and ROC-AUC, CPU per second of audio.
+#
+#   scripts/bench/sound.sh                 # 3 s per benchmark; every noise at 20, 10 and 5 dB
 #   BENCHTIME=10s scripts/bench/sound.sh
-#   BENCH_SHORT=1 scripts/bench/sound.sh   # 100 ms per benchmark
+#   BENCH_SHORT=1 scripts/bench/sound.sh   # 100 ms per benchmark; the city at 10 dB
 #
-# Prints the benchmark lines, then the figures against the goal: under
-# 1 ms of CPU per second of 16 kHz mono audio, 0 allocations.
+# Goals: the periodicity detector under 1 ms of CPU per second of 16 kHz
+# mono audio; Silero under 12.5 ms here, a quarter of the 5 % of a core
+# the issue allows on a Pi (a Pi 4's core does scalar float about four
+# times slower than this machine's: an estimate, as no Pi is measured
+# here); 0 allocations; Silero in the body as good as the peer (ROC-AUC
+# ratio 0.99 or more) and, at 10 dB, no phrase split, none false, the
+# onset p99 within 150 ms.
 set -eu
 cd "$(dirname "$0")/../.."
 . scripts/bench/lib.sh
-benchtime=3s
-short && benchtime=100ms
+benchtime=3s scenes=-voice.table
+short && benchtime=100ms scenes=-voice.noise=city
 benchtime=${BENCHTIME:-$benchtime}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+
+corpus=$(scripts/voice-corpus.sh)
+export VOICE_CORPUS="$corpus"
+(cd scripts/bench/silero && [ -d node_modules/onnxruntime-node ] ||
+	ONNXRUNTIME_NODE_INSTALL=skip npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+
+# The weights the body embeds are the peer's model's, byte for byte.
+go run ./scripts/silero-weights -out "$out/weights.bin" >/dev/null
+cmp -s "$out/weights.bin" sense/sound/silero/weights.bin ||
+	{ echo "sound: sense/sound/silero/weights.bin is not what scripts/silero-weights extracts from the peer's model" >&2; exit 1; }
 
 go test -c -o "$out/sound.test" ./sense/sound
 pin="taskset -c 1"
@@ -27,6 +57,12 @@ fi
 GOMAXPROCS=1 $pin "$out/sound.test" -test.run '^$' -test.bench 'Analyze' \
 	-test.benchtime "$benchtime" -test.count 1 | tee "$out/bench" | grep Benchmark
 
+mkdir "$out/scenes"
+"$out/sound.test" -test.run '^TestVoiceSideBySide$' -voice.export="$out/scenes" $scenes >/dev/null
+$pin node scripts/bench/silero/vad.mjs "$out/scenes" >/dev/null
+GOMAXPROCS=1 $pin "$out/sound.test" -test.run '^TestVoiceSideBySide$' -test.v -voice.silero="$out/scenes" $scenes >"$out/side"
+sed -n '/^    sidebyside_test.go.*side by side/,/^---/p' "$out/side" | sed -e '1d' -e '$d' -e 's/^        //'
+
 echo
 awk '
 /^BenchmarkAnalyze/ {
@@ -35,21 +71,42 @@ awk '
 		if ($(i+1) == "cpu-ns/audio-s") cpu[name] = $i
 		if ($(i+1) == "ns/audio-s") wall[name] = $i
 		if ($(i+1) == "allocs/op") allocs[name] = $i
-		if ($(i+1) == "spectra/window") spectra[name] = $i
 	}
 	order[++n] = name
+}
+FILENAME ~ /side$/ && /^voice: / {
+	delete f
+	for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+	if (f["scene"] !~ /-10dB$/) next
+	d = f["detector"]
+	scenes[d]++; auc[d] += f["auc"]; vcpu[d] += f["cpu_us_per_s"]
+	split_[d] += f["split"]; false_[d] += f["false"]; missed[d] += f["phrases"] - f["detected"]
+	if (f["onset_p99_ms"] > onset[d] || !(d in onset)) onset[d] = f["onset_p99_ms"]
 }
 END {
 	for (k = 1; k <= n; k++) {
 		m = order[k]
-		printf "%-12s %7.1f µs CPU per second of audio (%.3f%% of a core), wall %7.1f µs, %s allocs, %.2f spectra/window\n",
-			m, cpu[m] / 1000, cpu[m] / 1e7, wall[m] / 1000, allocs[m], spectra[m]
+		printf "%-26s %8.1f µs CPU per second of audio (%.3f%% of a core), wall %8.1f µs, %s allocs\n",
+			m, cpu[m] / 1000, cpu[m] / 1e7, wall[m] / 1000, allocs[m]
 	}
-	print "goal: 16kMono under 1000 µs CPU per second of audio, 0 allocs"
+	peer = "silero-onnx"
+	if (!(peer in scenes) || !("silero" in scenes)) { print "sound: no side-by-side figures" > "/dev/stderr"; exit 1 }
 	for (k = 1; k <= n; k++) {
-		m = order[k]; goal = m == "16kMono" ? "value<=1000" : "-"
-		printf "sound.cpu.%s %.1f µs/audio-s - %s\n", tolower(m), cpu[m] / 1000, goal > figs
-		printf "sound.allocs.%s %s allocs/op - %s\n", tolower(m), allocs[m], m == "16kMono" ? "value<=0" : "-" > figs
+		m = order[k]; name = tolower(m); gsub("/", ".", name)
+		goal = "-"; p = "-"; vs = "-"
+		if (m == "16kMono/periodicity") goal = "value<=1000"
+		if (m == "16kMono/silero") { goal = "value<=12500"; p = vcpu[peer] / scenes[peer]; vs = peer }
+		printf "sound.cpu.%s %.1f µs/audio-s %s %s %s\n", name, cpu[m] / 1000, p, goal, vs > figs
+		printf "sound.allocs.%s %s allocs/op - %s\n", name, allocs[m], m ~ /^16kMono\// ? "value<=0" : "-" > figs
 	}
-}' figs="$out/figures" "$out/bench"
+	split("silero periodicity", ds, " ")
+	for (j = 1; j <= 2; j++) {
+		d = ds[j]
+		printf "voice.auc.%s %.4f x %.4f %s %s\n", d, auc[d] / scenes[d], auc[peer] / scenes[peer], d == "silero" ? "ratio>=0.99" : "-", peer > figs
+		printf "voice.missed.%s %d phrases %d %s %s\n", d, missed[d], missed[peer], d == "silero" ? "value<=0" : "-", peer > figs
+		printf "voice.split.%s %d phrases %d %s %s\n", d, split_[d], split_[peer], d == "silero" ? "value<=0" : "-", peer > figs
+		printf "voice.false.%s %d segments %d %s %s\n", d, false_[d], false_[peer], d == "silero" ? "value<=0" : "-", peer > figs
+		printf "voice.onset_p99.%s %d ms %d %s %s\n", d, onset[d], onset[peer], d == "silero" ? "value<=150" : "-", peer > figs
+	}
+}' figs="$out/figures" "$out/bench" "$out/side"
 figures <"$out/figures"

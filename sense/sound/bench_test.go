@@ -9,9 +9,9 @@ import (
 )
 
 // BenchmarkAnalyze16kMono measures what the Analyzer costs for a second
-// of 16 kHz mono audio in 20 ms frames. The audio is a scene like the
-// sim's, looped: speech bursts of 0.5–2 s, one every few seconds, over
-// pink noise. One op is one second of audio.
+// of 16 kHz mono audio in 20 ms frames, with each voice detector. The
+// audio is a scene like the sim's, looped: speech bursts of 0.5–2 s, one
+// every few seconds, over pink noise. One op is one second of audio.
 //
 // cpu-ns/audio-s is the CPU time the process used per second of audio
 // (getrusage: user and system), which a shared machine does not inflate
@@ -19,22 +19,28 @@ import (
 // goroutine's. ns/audio-s is the wall time. spectra/window is the share
 // of windows that needed a spectrum.
 func BenchmarkAnalyze16kMono(b *testing.B) {
-	benchAnalyze(b, 16000, 1, false)
+	benchDetectors(b, 16000, 1, false)
 }
 
 // BenchmarkAnalyze16kMonoSpeech is the same on speech without pauses
 // between bursts, where every window needs a spectrum: the most a second
 // of audio costs.
 func BenchmarkAnalyze16kMonoSpeech(b *testing.B) {
-	benchAnalyze(b, 16000, 1, true)
+	benchDetectors(b, 16000, 1, true)
 }
 
 // BenchmarkAnalyze48kStereo is the sim scene at 48 kHz, two channels.
 func BenchmarkAnalyze48kStereo(b *testing.B) {
-	benchAnalyze(b, 48000, 2, false)
+	benchDetectors(b, 48000, 2, false)
 }
 
-func benchAnalyze(b *testing.B, fs, ch int, busy bool) {
+func benchDetectors(b *testing.B, fs, ch int, busy bool) {
+	for _, v := range []VoiceDetector{VoiceSilero, VoicePeriodicity} {
+		b.Run(string(v), func(b *testing.B) { benchAnalyze(b, v, fs, ch, busy) })
+	}
+}
+
+func benchAnalyze(b *testing.B, voice VoiceDetector, fs, ch int, busy bool) {
 	r := rand.New(rand.NewPCG(1, 1))
 	const length = 30 * time.Second
 	sc := newScene(fs, length)
@@ -47,7 +53,7 @@ func benchAnalyze(b *testing.B, fs, ch int, busy bool) {
 		sc.addSpeech(r, -45, at, d)
 	}
 	pcm := sc.pcm(ch)
-	a, err := New(Config{}, format(fs, ch))
+	a, err := New(Config{Voice: voice}, format(fs, ch))
 	if err != nil {
 		b.Fatal(err)
 	}

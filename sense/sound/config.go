@@ -41,11 +41,27 @@ type Config struct {
 	// ends; pauses between syllables and words shorter than this stay
 	// inside one segment. Up to 5 s.
 	Hangover time.Duration
+	// Voice is the voice activity detector: VoiceSilero or
+	// VoicePeriodicity.
+	Voice VoiceDetector
 	// FloorRise is the time constant with which the noise floors rise
 	// toward a louder steady noise (they fall within tens of milliseconds
 	// when the sound gets quieter). 100 ms..5 min.
 	FloorRise time.Duration
 }
+
+// VoiceDetector names a voice activity detector.
+type VoiceDetector string
+
+// The voice activity detectors.
+const (
+	// VoiceSilero is Silero VAD v5 (sense/sound/silero), a small neural
+	// network judging 32 ms chunks of 16 kHz audio: see the package doc.
+	VoiceSilero VoiceDetector = "silero"
+	// VoicePeriodicity is the periodicity of the speech band at a
+	// voice's pitch: see the package doc.
+	VoicePeriodicity VoiceDetector = "periodicity"
+)
 
 // Defaults of Config.
 const (
@@ -58,6 +74,7 @@ const (
 	DefaultMinVoice       = 100 * time.Millisecond
 	DefaultHangover       = 700 * time.Millisecond
 	DefaultFloorRise      = 2 * time.Second
+	DefaultVoice          = VoiceSilero
 )
 
 // Validate reports the first field outside its range, by name. The
@@ -74,12 +91,22 @@ func (c Config) Validate() error {
 		durIn("MinVoice", c.MinVoice, time.Nanosecond, 2*time.Second),
 		durIn("Hangover", c.Hangover, time.Nanosecond, 5*time.Second),
 		durIn("FloorRise", c.FloorRise, 100*time.Millisecond, 5*time.Minute),
+		voiceIn(c.Voice),
 	} {
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// voiceIn checks Voice: empty or a detector's name.
+func voiceIn(v VoiceDetector) error {
+	switch v {
+	case "", VoiceSilero, VoicePeriodicity:
+		return nil
+	}
+	return fmt.Errorf("%w: Voice is %q, want %q or %q (or empty for the default)", ErrConfig, v, VoiceSilero, VoicePeriodicity)
 }
 
 // durIn checks a duration field: zero, or in lo..hi.
@@ -124,5 +151,8 @@ func (c Config) withDefaults() Config {
 	def(&c.MinVoice, DefaultMinVoice)
 	def(&c.Hangover, DefaultHangover)
 	def(&c.FloorRise, DefaultFloorRise)
+	if c.Voice == "" {
+		c.Voice = DefaultVoice
+	}
 	return c
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -17,15 +18,21 @@ var (
 	voiceNoise = flag.String("voice.noise", "", "TestVoiceOnRecordedSpeech: only this noise (white, city, country, forest)")
 )
 
-// voiceSegments runs an Analyzer with cfg over a scene and returns its voice
-// segments, each with when its end was told.
+// voiceSegments runs an Analyzer with cfg over a scene and returns its
+// voice segments, each with when its end was told.
 func voiceSegments(t testing.TB, cfg Config, sc voicetest.Scene) []voicetest.Span {
+	return voiceSegmentsAt(t, cfg, sc.Samples, voicetest.Rate, 1)
+}
+
+// voiceSegmentsAt is voiceSegments over interleaved samples of ch
+// channels at rate.
+func voiceSegmentsAt(t testing.TB, cfg Config, samples []int16, rate, ch int) []voicetest.Span {
 	t.Helper()
-	a, err := New(cfg, format(voicetest.Rate, 1))
+	a, err := New(cfg, format(rate, ch))
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs, at := feedTimed(a, sc.Samples, voicetest.Rate/50)
+	evs, at := feedTimed(a, samples, rate/50)
 	var out []voicetest.Span
 	for i, e := range evs {
 		if e.Kind == VoiceEnded {
@@ -82,13 +89,59 @@ func TestVoiceOnRecordedSpeech(t *testing.T) {
 			if snr != 10 {
 				continue
 			}
-			if s.Detected != s.Phrases || s.Split > 0 || s.Merged > 0 || s.False > 0 {
-				t.Errorf("%s at 10 dB: %d of %d phrases found, %d split, %d merged, %d false", n.name, s.Detected, s.Phrases, s.Split, s.Merged, s.False)
-			}
-			if p99 := voicetest.Quantile(s.Onset, 0.99); p99 > 150*time.Millisecond || p99 < -150*time.Millisecond {
-				t.Errorf("%s at 10 dB: onset p99 %v, want within 150 ms", n.name, p99)
-			}
+			t.Run(n.name, func(t *testing.T) { checkGoals(t, s) })
 		}
 	}
 	t.Logf("%d phrases of %d recordings and joined pairs:\n%s", len(items), len(c.Speech), table.String())
+
+	// The same speech 30 dB quieter (speech at -56 dBFS, the city at
+	// -66): a far microphone, or one with little gain. Silero alone
+	// misses most phrases there; the gain the Analyzer gives it keeps
+	// the goals.
+	t.Run("Quiet", func(t *testing.T) {
+		var city []int16
+		for _, n := range c.Noise {
+			if n.Name == "city" {
+				city = n.Samples
+			}
+		}
+		if city == nil {
+			t.Fatal("no city in the corpus")
+		}
+		sc := voicetest.Build(items, city, 10)
+		for i, v := range sc.Samples {
+			sc.Samples[i] = int16(math.Round(float64(v) / math.Sqrt(1000)))
+		}
+		s := voicetest.Judge(sc, voiceSegments(t, Config{}, sc))
+		t.Logf("city at 10 dB, speech at -56 dBFS: %s", s.Row())
+		checkGoals(t, s)
+	})
+
+	// The same speech as a USB microphone gives it, at 48 kHz in two
+	// channels (one at half the level), through the resampler to
+	// Silero's 16 kHz: the same goals.
+	t.Run("48kHzStereo", func(t *testing.T) {
+		sc := voicetest.Build(items, voicetest.White(60*voicetest.Rate, 1), 10)
+		up := voicetest.Upsample3(sc.Samples)
+		st := make([]int16, 2*len(up))
+		for i, v := range up {
+			st[2*i], st[2*i+1] = v, v/2
+		}
+		s := voicetest.Judge(sc, voiceSegmentsAt(t, Config{}, st, 48000, 2))
+		t.Logf("white at 10 dB, 48 kHz stereo: %s", s.Row())
+		checkGoals(t, s)
+	})
+}
+
+// checkGoals holds a score to the goals at 10 dB SNR: every phrase found
+// once, none split, none merged, nothing false, the onset p99 within
+// voicetest.OnsetGoal.
+func checkGoals(t *testing.T, s voicetest.Score) {
+	t.Helper()
+	if s.Detected != s.Phrases || s.Split > 0 || s.Merged > 0 || s.False > 0 {
+		t.Errorf("%d of %d phrases found, %d split, %d merged, %d false; missed %v, split %v, false %v", s.Detected, s.Phrases, s.Split, s.Merged, s.False, s.Misses, s.Splits, s.Falses)
+	}
+	if p99 := voicetest.Quantile(s.Onset, 0.99); p99 > voicetest.OnsetGoal || p99 < -voicetest.OnsetGoal {
+		t.Errorf("onset p99 %v, want within %v", p99, voicetest.OnsetGoal)
+	}
 }

@@ -32,6 +32,70 @@ func butterworth(f float64, fs int, high bool) biquad {
 
 func (q *biquad) reset() { q.z1, q.z2 = 0, 0 }
 
+func (q *biquad) step(x float64) float64 {
+	y := q.b0*x + q.z1
+	q.z1 = q.b1*x - q.a1*y + q.z2
+	q.z2 = q.b2*x - q.a2*y
+	return y
+}
+
+// resampler converts a stream from one rate to another by linear
+// interpolation, after an eighth-order Butterworth low-pass at 7 kHz when
+// the input is faster than 16 kHz (what folds back over 7 kHz is 17 dB
+// down or more): enough for a voice detector, not for listening. pos is
+// where the next output sample lies, in input samples after prev, the
+// last input sample.
+type resampler struct {
+	step, pos, prev float64
+	filter          bool
+	lp              [4]biquad
+}
+
+func newResampler(from, to int) resampler {
+	r := resampler{step: float64(from) / float64(to), pos: 1}
+	if from > 16000 {
+		r.filter = true
+		for k := range r.lp {
+			// The sections' Qs of an eighth-order Butterworth.
+			q := 1 / (2 * math.Cos(math.Pi*float64(2*k+1)/16))
+			r.lp[k] = lowPassQ(7000, from, q)
+		}
+	}
+	return r
+}
+
+// lowPassQ is a second-order low-pass at f Hz for rate fs with quality
+// q (the audio EQ cookbook's).
+func lowPassQ(f float64, fs int, q float64) biquad {
+	sin, cos := math.Sincos(2 * math.Pi * f / float64(fs))
+	alpha := sin / (2 * q)
+	a0 := 1 + alpha
+	return biquad{b0: (1 - cos) / 2 / a0, b1: (1 - cos) / a0, b2: (1 - cos) / 2 / a0, a1: -2 * cos / a0, a2: (1 - alpha) / a0}
+}
+
+// push takes the next input sample and appends the output samples it
+// completes to out.
+func (r *resampler) push(x float64, out []float32) []float32 {
+	if r.filter {
+		for k := range r.lp {
+			x = r.lp[k].step(x)
+		}
+	}
+	for ; r.pos <= 1; r.pos += r.step {
+		out = append(out, float32(r.prev+(x-r.prev)*r.pos))
+	}
+	r.pos--
+	r.prev = x
+	return out
+}
+
+func (r *resampler) reset() {
+	r.pos, r.prev = 1, 0
+	for k := range r.lp {
+		r.lp[k].reset()
+	}
+}
+
 // floor is an adaptive noise floor in dB: it falls toward a quieter input
 // quickly and rises toward a louder one slowly.
 type floor struct {

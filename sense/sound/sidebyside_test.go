@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tobe-body/tobe-body/hal"
 	"github.com/tobe-body/tobe-body/sense/sound/voicetest"
 )
 
@@ -58,21 +59,38 @@ func voiceScenes(t *testing.T) (names []string, scenes []voicetest.Scene) {
 	return names, scenes
 }
 
-// ours runs the Analyzer over a scene and returns its segments, its
-// frame decisions (inside a segment) and scores (the periodicity of the
-// window a frame is in, 0 where it had not the energy to look), and the
+// ours runs the Analyzer with a detector over a scene and returns its
+// segments, its frame decisions (inside a segment) and scores (the
+// periodicity or Silero's probability in the window a frame is in, 0
+// where the periodicity detector had not the energy to look), and the
 // CPU time the analysis took.
-func ours(t *testing.T, sc voicetest.Scene) (segs []voicetest.Span, decided []bool, score []float64, cpu time.Duration) {
+func ours(t *testing.T, voice VoiceDetector, sc voicetest.Scene) (segs []voicetest.Span, decided []bool, score []float64, cpu time.Duration) {
 	t.Helper()
-	a, err := New(Config{}, format(voicetest.Rate, 1))
+	a, err := New(Config{Voice: voice}, format(voicetest.Rate, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Each frame's score is the window's or the chunk's its middle is
+	// in.
 	score = make([]float64, len(sc.Frames))
-	a.trace = func(w windowTrace) {
-		for k := int(since(w.start) / voicetest.FrameLen); k < len(score) && time.Duration(k)*voicetest.FrameLen < since(w.end); k++ {
-			score[k] = w.periodicity
+	mark := func(from, to time.Duration, v float64) {
+		for k := max(0, int(from/voicetest.FrameLen)); k < len(score); k++ {
+			mid := time.Duration(k)*voicetest.FrameLen + voicetest.FrameLen/2
+			if mid >= to {
+				break
+			}
+			if mid >= from {
+				score[k] = v
+			}
 		}
+	}
+	a.trace = func(w windowTrace) {
+		if voice == VoicePeriodicity {
+			mark(since(w.start), since(w.end), w.periodicity)
+		}
+	}
+	a.chunkTrace = func(end hal.Mono, p float32) {
+		mark(since(end)-sileroChunk, since(end), float64(p))
 	}
 	c0, _ := cpuTime()
 	evs, at := feedTimed(a, sc.Samples, voicetest.Rate/50)
@@ -100,14 +118,15 @@ func inside(segs []voicetest.Span, frames int) []bool {
 	return out
 }
 
-// Our voice detector and Silero VAD (v5, run by onnxruntime in
-// scripts/bench/silero) on the corpus test's scenes, side by side:
-// the phrases each finds, with Silero's probabilities made into segments
-// as its own VADIterator does (0.5 on, 0.35 off, 30 ms pad) with the
-// same hangover as ours; the frames inside those segments against the
-// labelled frames of speech (precision, recall); the ROC-AUC of each
-// one's per-frame score (Silero's probability, our periodicity); and the
-// CPU time per second of audio. scripts/bench/sound.sh runs it:
+// The Analyzer with each of its voice detectors (periodicity, and
+// Silero VAD v5 in pure Go) and the peer, Silero VAD v5 as its authors
+// run it (onnxruntime, in scripts/bench/silero), on the corpus test's
+// scenes, side by side: the phrases each finds, with the peer's
+// probabilities made into segments as its own VADIterator does (0.5 on,
+// 0.35 off, 30 ms pad) with the Analyzer's hangover; the frames inside
+// the segments against the labelled frames of speech (precision,
+// recall); the ROC-AUC of each one's per-frame score (the periodicity,
+// Silero's probability); and the CPU time per second of audio. scripts/bench/sound.sh runs it:
 // -voice.export writes the scenes, vad.mjs scores them, -voice.silero
 // compares.
 func TestVoiceSideBySide(t *testing.T) {
@@ -143,8 +162,10 @@ func TestVoiceSideBySide(t *testing.T) {
 	hangover := Config{}.withDefaults().Hangover
 	for i, sc := range scenes {
 		audio := float64(len(sc.Samples)) / voicetest.Rate
-		segs, decided, score, cpu := ours(t, sc)
-		row(names[i], "ours", sc, segs, decided, score, cpu.Seconds()/audio*1e6)
+		for _, v := range []VoiceDetector{VoicePeriodicity, VoiceSilero} {
+			segs, decided, score, cpu := ours(t, v, sc)
+			row(names[i], string(v), sc, segs, decided, score, cpu.Seconds()/audio*1e6)
+		}
 
 		b, err := os.ReadFile(filepath.Join(*voiceSilero, names[i]+".silero.json"))
 		if err != nil {
@@ -163,7 +184,7 @@ func TestVoiceSideBySide(t *testing.T) {
 		for k := range sscore {
 			sscore[k] = so.Probs[min(len(so.Probs)-1, int((time.Duration(k)*voicetest.FrameLen+voicetest.FrameLen/2)/chunk))]
 		}
-		row(names[i], "silero-v5", sc, ssegs, inside(ssegs, len(sc.Frames)), sscore, so.CPUS/so.AudioS*1e6)
+		row(names[i], "silero-onnx", sc, ssegs, inside(ssegs, len(sc.Frames)), sscore, so.CPUS/so.AudioS*1e6)
 	}
 	t.Logf("side by side, hangover %v:\n%s", hangover, table.String())
 }

@@ -237,3 +237,33 @@ func (s Score) Row() string {
 		ms(Quantile(s.Onset, 0.5)) + " / " + ms(Quantile(s.Onset, 0.99)), ms(Quantile(s.End, 0.5)) + " / " + ms(Quantile(s.End, 0.99)),
 		ms(Quantile(s.Told, 0.5)) + " / " + ms(Quantile(s.Told, 0.99))}, " | ")
 }
+
+// Upsample3 is s at three times its rate (48 kHz): zeros stuffed between
+// its samples and a windowed-sinc low-pass at 7.6 kHz (96 taps a phase's
+// 32, Blackman). For feeding a detector the rate a USB microphone gives.
+func Upsample3(s []int16) []int16 {
+	const taps, up = 96, 3
+	var h [taps]float64
+	for i := range h {
+		x := float64(i) - float64(taps-1)/2
+		w := 0.42 - 0.5*math.Cos(2*math.Pi*float64(i)/float64(taps-1)) + 0.08*math.Cos(4*math.Pi*float64(i)/float64(taps-1))
+		fc := 7600.0 / (Rate * up) // cycles a sample
+		sinc := 2 * fc
+		if x != 0 {
+			sinc = math.Sin(2*math.Pi*fc*x) / (math.Pi * x)
+		}
+		h[i] = up * sinc * w
+	}
+	out := make([]int16, len(s)*up)
+	for n := range out {
+		// y[n] = Σ h[k]·x_up[n-k], where x_up is s with zeros between.
+		var y float64
+		for k := n % up; k < taps; k += up {
+			if j := (n - k) / up; j >= 0 && j < len(s) {
+				y += h[k] * float64(s[j])
+			}
+		}
+		out[n] = clip(y)
+	}
+	return out
+}
