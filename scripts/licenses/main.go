@@ -165,25 +165,30 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // writeNotices writes the text of every license and notice file of lines
-// but the main module's (the body's own LICENSE ships beside it), each
-// under a header naming its module, version, file and license. std's
-// version is left out: the toolchain that builds an image may differ
-// from the one here, and its license does not.
+// but the main module's own LICENSE (it ships beside the binary), each
+// under a header naming its module, version, file and license. A license
+// file in one of the main module's packages is that package's embedded
+// work's (sense/sound/silero's: Silero's weights) and is written too.
+// std's version is left out: the toolchain that builds an image may
+// differ from the one here, and its license does not.
 func writeNotices(w io.Writer, lines []line, mainModule string) error {
-	fmt.Fprint(w, "The licenses and notices of the Go modules linked into tobe-body, and of\n"+
-		"the Go standard library, as each module ships them. tobe-body itself is\n"+
-		"under the Apache License 2.0 (LICENSE).\n")
+	fmt.Fprint(w, "The licenses and notices of the Go modules linked into tobe-body, of\n"+
+		"the Go standard library, as each module ships them, and of what tobe-body's\n"+
+		"own packages embed. tobe-body itself is under the Apache License 2.0 (LICENSE).\n")
 	type file struct{ header, path string }
 	var files []file
 	for _, l := range lines {
-		if l.module == mainModule {
+		header := fmt.Sprintf("%s %s: %s (%s)", l.module, l.version, l.file, l.license)
+		switch {
+		case l.module == mainModule && path.Dir(l.file) == ".":
 			continue
+		case l.module == mainModule:
+			header = fmt.Sprintf("tobe-body's own %s: %s (%s), the license of what that package embeds", path.Dir(l.file), l.file, l.license)
+		case l.module == "std":
+			header = fmt.Sprintf("the Go standard library: %s (%s)", l.file, l.license)
 		}
 		who := l.module + " " + l.version
-		if l.module == "std" {
-			who = "the Go standard library"
-		}
-		files = append(files, file{fmt.Sprintf("%s: %s (%s)", who, l.file, l.license), filepath.Join(l.dir, filepath.FromSlash(l.file))})
+		files = append(files, file{header, filepath.Join(l.dir, filepath.FromSlash(l.file))})
 		for _, n := range l.notices {
 			files = append(files, file{fmt.Sprintf("%s: %s (its notice)", who, n), filepath.Join(l.dir, filepath.FromSlash(n))})
 		}

@@ -199,6 +199,10 @@ func TestReport(t *testing.T) {
 	apache, _ := os.ReadFile("../../LICENSE")
 	write(goroot, "LICENSE", read("bsd3-go.txt"))
 	write(main, "LICENSE", string(apache))
+	// A package of the main module that embeds another's work (as
+	// sense/sound/silero embeds Silero's weights) keeps its license.
+	write(main, "embeds/LICENSE", read("mit-xid.txt"))
+	write(main, "embeds/embeds.go", "package embeds\n")
 	write(cache, "example.com/!good@v1.2.0/LICENSE.md", read("mit-xid.txt"))
 	write(cache, "example.com/!good@v1.2.0/sub/COPYING", read("isc.txt"))
 	write(cache, "example.com/!good@v1.2.0/sub/sub.go", "package sub\n")
@@ -229,6 +233,7 @@ func TestReport(t *testing.T) {
 	want := []string{
 		"std | go1.26.6 | BSD-3-Clause | LICENSE | LICENSE of go1.26.8, the toolchain here",
 		"example.com/main | (devel) | Apache-2.0 | LICENSE | ",
+		"example.com/main | (devel) | MIT | embeds/LICENSE | ",
 		"example.com/Good | v1.2.0 | MIT | LICENSE.md | notices: NOTICE",
 		"example.com/Good | v1.2.0 | ISC | sub/COPYING | ",
 		"example.com/gpl | v1.0.0 | GPL-3.0 | LICENSE | ",
@@ -244,13 +249,14 @@ func TestReport(t *testing.T) {
 	}
 	for _, w := range []string{"the Go standard library: LICENSE (BSD-3-Clause)\n\n" + read("bsd3-go.txt"),
 		"example.com/Good v1.2.0: LICENSE.md (MIT)\n\n" + read("mit-xid.txt"), "example.com/Good v1.2.0: NOTICE (its notice)\n\nExample\n",
-		"example.com/Good v1.2.0: sub/COPYING (ISC)"} {
+		"example.com/Good v1.2.0: sub/COPYING (ISC)",
+		"tobe-body's own embeds: embeds/LICENSE (MIT), the license of what that package embeds\n\n" + read("mit-xid.txt")} {
 		if !strings.Contains(notices.String(), w) {
 			t.Errorf("the notices lack %q", w)
 		}
 	}
-	if strings.Contains(notices.String(), "example.com/main") || strings.Contains(notices.String(), "go1.26") {
-		t.Errorf("the notices name the main module or std's version:\n%s", notices.String())
+	if strings.Contains(notices.String(), "TERMS AND CONDITIONS FOR USE") || strings.Contains(notices.String(), "go1.26") {
+		t.Errorf("the notices hold the main module's own license or std's version:\n%s", notices.String())
 	}
 	var msgs []string
 	for _, e := range errs {

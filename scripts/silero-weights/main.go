@@ -12,7 +12,7 @@
 // scripts/bench/silero/node_modules/@ricky0123/vad-web/dist/silero_vad_v5.onnx,
 // byte for byte the silero_vad.onnx of snakers4/silero-vad v5.1–v5.1.2
 // (SHA-256 2623a295…788f). Model and weights: MIT, Copyright (c) 2020-present
-// Silero Team; see sense/sound/silero/LICENSE-silero-vad.
+// Silero Team; see sense/sound/silero/LICENSE.
 //
 // Run it from the repository's root (the default paths are relative). Any
 // other model file is refused by its SHA-256: the package hard-codes the
@@ -649,7 +649,7 @@ func lstmWeights(g *graph, lstms []*node, all map[string]*tensor, add func(name,
 		var src string
 		for _, lstm := range lstms {
 			if len(lstm.inputs) < 4 {
-				return fmt.Errorf("LSTM %s has inputs %v, want X, W, R, B, ...", lstm.name, lstm.inputs)
+				return fmt.Errorf("the LSTM node %s has inputs %v, want X, W, R, B and more", lstm.name, lstm.inputs)
 			}
 			ti, err := f.eval(lstm.inputs[1+i])
 			if err != nil {
@@ -713,32 +713,32 @@ func (f folder) eval(name string) (*tensor, error) {
 			return nil, err
 		}
 		if axis, err := scalar(3); err != nil || axis != 0 {
-			return nil, fmt.Errorf("Slice %s: axis not 0", n.name)
+			return nil, fmt.Errorf("slice node %s: axis not 0", n.name)
 		}
 		if len(args) > 4 {
 			if step, err := scalar(4); err != nil || step != 1 {
-				return nil, fmt.Errorf("Slice %s: step not 1", n.name)
+				return nil, fmt.Errorf("slice node %s: step not 1", n.name)
 			}
 		}
 		if x.dtype != dtFloat || len(x.dims) == 0 || start < 0 || end > x.dims[0] || start >= end {
-			return nil, fmt.Errorf("Slice %s: [%d:%d] of %v", n.name, start, end, x.dims)
+			return nil, fmt.Errorf("slice node %s: [%d:%d] of %v", n.name, start, end, x.dims)
 		}
 		row := numel(x.dims[1:])
 		dims := append([]int64{end - start}, x.dims[1:]...)
 		return &tensor{name: name, dtype: dtFloat, dims: dims, floats: x.floats[start*row : end*row]}, nil
 	case "Concat":
 		if len(n.attrs) != 1 || n.attrs[0].name != "axis" || n.attrs[0].i != 0 {
-			return nil, fmt.Errorf("Concat %s: not on axis 0", n.name)
+			return nil, fmt.Errorf("concat node %s: not on axis 0", n.name)
 		}
 		t := &tensor{name: name, dtype: dtFloat}
 		for _, a := range args {
 			if a.dtype != dtFloat || len(a.dims) == 0 {
-				return nil, fmt.Errorf("Concat %s: input %v", n.name, a.dims)
+				return nil, fmt.Errorf("concat node %s: input %v", n.name, a.dims)
 			}
 			if t.dims == nil {
 				t.dims = append([]int64{0}, a.dims[1:]...)
 			} else if fmt.Sprint(t.dims[1:]) != fmt.Sprint(a.dims[1:]) {
-				return nil, fmt.Errorf("Concat %s: %v after %v", n.name, a.dims, t.dims)
+				return nil, fmt.Errorf("concat node %s: %v after %v", n.name, a.dims, t.dims)
 			}
 			t.dims[0] += a.dims[0]
 			t.floats = append(t.floats, a.floats...)
@@ -746,7 +746,7 @@ func (f folder) eval(name string) (*tensor, error) {
 		return t, nil
 	case "Unsqueeze":
 		if axis, err := scalar(1); err != nil || axis != 0 {
-			return nil, fmt.Errorf("Unsqueeze %s: axis not 0", n.name)
+			return nil, fmt.Errorf("unsqueeze node %s: axis not 0", n.name)
 		}
 		x := args[0]
 		return &tensor{name: name, dtype: x.dtype, dims: append([]int64{1}, x.dims...), floats: x.floats}, nil

@@ -2,7 +2,7 @@
 // activity detector (snakers4/silero-vad, silero_vad.onnx of v5.1–v5.1.2),
 // 16 kHz path only. The weights in weights.bin are Silero's, taken
 // unchanged from that model file: MIT licence, Copyright (c) 2020-present
-// Silero Team (LICENSE-silero-vad). scripts/silero-weights extracts them.
+// Silero Team (LICENSE). scripts/silero-weights extracts them.
 //
 // A Detector takes 512-sample chunks (32 ms) of 16 kHz mono audio and
 // returns, for each, the model's speech probability. It keeps what
@@ -81,6 +81,13 @@
 // order of the float32 sums differs from a plain loop. The sigmoids and
 // tanh are evaluated in float64 from a short exp polynomial and rounded
 // once: within an ulp of math's (TestActivations).
+//
+// The numeric kernels (the STFT, the convolutions, the dot products) are
+// marked //go:norace: they touch only the Detector's own buffers and the
+// read-only weights, from the one goroutine that calls Process, and the
+// race detector's instrumentation made the body's tests under -race
+// spend minutes in them. Process, Reset and the state they keep are
+// instrumented as usual.
 //
 // Out-of-contract input is made safe rather than propagated: samples are
 // clipped to [-1, 1] and NaN is read as 0, so one bad chunk cannot poison the

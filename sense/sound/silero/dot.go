@@ -34,6 +34,8 @@ type sparse struct {
 
 // set lists the nonzero entries of x, n rows of ch values (ch a multiple of
 // 4, at most 128).
+//
+//go:norace
 func (s *sparse) set(x []float32, ch int) {
 	s.n = len(x) / ch
 	k := 0 // entries so far, a multiple of 4 at each row's start

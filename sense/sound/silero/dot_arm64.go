@@ -10,6 +10,8 @@ package silero
 
 // dot4 adds to acc the dot products of x with four interleaved weight rows:
 // w[i][4m+r] is row r's weight for x[i][m].
+//
+//go:norace
 func dot4(acc *[4]float32, w [][16]float32, x [][4]float32) {
 	x = x[:len(w)]
 	s0, s1, s2, s3 := acc[0], acc[1], acc[2], acc[3]
@@ -32,6 +34,8 @@ func dot4(acc *[4]float32, w [][16]float32, x [][4]float32) {
 // dot4Sparse adds to acc the dot products of an input given as its nonzero
 // entries x with four interleaved weight rows: w[j][r] is row r's weight for
 // input j.
+//
+//go:norace
 func dot4Sparse(acc *[4]float32, w [][4]float32, x []nzQuad) {
 	s0, s1, s2, s3 := acc[0], acc[1], acc[2], acc[3]
 	var t0, t1, t2, t3 float32

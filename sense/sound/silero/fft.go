@@ -54,6 +54,8 @@ func newSTFTPlan() *stftPlan {
 
 // mag writes |X[k]|, k = 0…128, into dst[k/4][k%4], where X is the
 // 256-point DFT of the Hann-windowed frame; dst[32][1…3] are left alone.
+//
+//go:norace
 func (p *stftPlan) mag(dst *[binQuads][4]float32, frame *[nFFT]float32) {
 	var re, im [fftN]float32
 

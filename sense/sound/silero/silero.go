@@ -158,6 +158,8 @@ func (d *Detector) run() float32 {
 // frame is one dot4 over the taps that fall inside x. The frame loop is
 // inside the block loop, so a block's weights (6 KB) are still in L1 for
 // the next frame.
+//
+//go:norace
 func enc0ReLU(dst []float32, x [][4]float32, c *denseConv) {
 	const q, k, pad, out = binQuads, 3, 1, 128
 	tin := len(x) / q
@@ -181,6 +183,8 @@ func enc0ReLU(dst []float32, x [][4]float32, c *denseConv) {
 // convReLU computes ReLU(conv(x)) into time-major dst [tout][c.out] for an
 // input x [tin][c.in] given as its nonzero entries, zero padding c.pad on
 // each side.
+//
+//go:norace
 func convReLU(dst []float32, x *sparse, c *conv) {
 	tin := x.n
 	tout := (tin+2*c.pad-c.k)/c.stride + 1
