@@ -199,6 +199,8 @@ const (
 	// sileroFloorDBFS and sileroMaxGain: see Analyzer.window.
 	sileroFloorDBFS = -36.0
 	sileroMaxGain   = 40.0
+	sileroPeakDBFS  = -3.0
+	sileroPeakFall  = 6.0 // dB a second
 	sileroPad       = 30 * time.Millisecond
 	// sileroChunk is the audio a Silero chunk holds.
 	sileroChunk = time.Duration(silero.ChunkSize) * time.Second / silero.SampleRate
@@ -288,10 +290,11 @@ type Analyzer struct {
 
 	// Silero, when it is the voice detector: the network, the resampler
 	// to its 16 kHz, the chunk being filled and the last probability.
-	net   *silero.Detector
-	rs    resampler
-	chunk []float32
-	prob  float32
+	net      *silero.Detector
+	rs       resampler
+	chunk    []float32
+	prob     float32
+	peakHold float64 // dBFS: see window
 	// from is where the audio since the last cut began: no onset is
 	// dated before it.
 	from    hal.Mono
@@ -653,10 +656,14 @@ func (a *Analyzer) window(end hal.Mono) {
 		// Silero hears a quiet room louder: it misses speech under about
 		// -56 dBFS, whatever the noise. The noise floor is brought up
 		// to sileroFloorDBFS (sileroMaxGain at most), where speech 10 dB
-		// over the noise is well within its hearing.
+		// over the noise is well within its hearing, but never so far
+		// that the loudest of the last seconds (a peak held, falling
+		// sileroPeakFall a second) would pass sileroPeakDBFS: clipped
+		// speech is heard worse.
+		a.peakHold = max(peakDB(peak), a.peakHold-sileroPeakFall*end.Sub(st).Seconds())
 		gain := 1.0
 		if a.levelFloor.set {
-			gain = math.Pow(10, max(0, min(sileroMaxGain, sileroFloorDBFS-a.levelFloor.db))/20)
+			gain = math.Pow(10, max(0, min(sileroMaxGain, sileroFloorDBFS-a.levelFloor.db, sileroPeakDBFS-a.peakHold))/20)
 		}
 		a.listen(st, snr, gain)
 		a.bandFloor.update(bandDB)
