@@ -124,7 +124,7 @@ func (s scene) burst(k uint64) burst {
 // Amplitudes of the microphone scene, as fractions of full scale.
 const (
 	noiseAmplitude  = 0.004 // about -50 dBFS RMS
-	speechAmplitude = 0.25
+	speechAmplitude = 0.6
 )
 
 // speechVowels are formants (frequency, bandwidth) of a few vowels, which
@@ -168,6 +168,8 @@ func (s scene) sample(t time.Duration, index uint64) float64 {
 	w := 2 * math.Pi * speechWaver
 	f0 := b.f0 * (1 + speechVibrato*math.Sin(w*sec))
 	phase := 2 * math.Pi * b.f0 * (sec + speechVibrato*(1-math.Cos(w*sec))/w)
+	// Harmonics up to 4 kHz, falling 3 dB an octave, weighted by the
+	// vowel's formants.
 	var voiced float64
 	for h := 1; h <= 40; h++ {
 		f := f0 * float64(h)
@@ -179,7 +181,7 @@ func (s scene) sample(t time.Duration, index uint64) float64 {
 			d := (f - fm.f) / fm.bw
 			g += 1 / (1 + d*d)
 		}
-		voiced += g * math.Sin(float64(h)*phase)
+		voiced += g * math.Sin(float64(h)*phase) / math.Sqrt(float64(h))
 	}
 	// A consonant leads every other syllable: a hiss over its first
 	// 60 ms, where the vowel is still quiet.
