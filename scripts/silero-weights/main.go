@@ -1,8 +1,8 @@
-// Command silero-weights extracts the weights of the 16 kHz path of the
-// Silero VAD v5 ONNX model into sense/sound/silero/weights.bin, the file
-// that package embeds. It parses the ONNX protobuf directly with protowire
-// (no generated ONNX bindings), so the extraction is reproducible from the
-// model file alone:
+// Package main is silero-weights, which extracts the weights of the
+// 16 kHz path of the Silero VAD v5 ONNX model into
+// sense/sound/silero/weights.bin, the file that package embeds. It
+// parses the ONNX protobuf directly with protowire (no generated ONNX
+// bindings), so the extraction is reproducible from the model file alone:
 //
 //	go run ./scripts/silero-weights                       # writes sense/sound/silero/weights.bin
 //	go run ./scripts/silero-weights -dump                 # prints the graph (nodes, subgraphs, tensors)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tobe-body/tobe-body/hal"
+	"github.com/tobe-body/tobe-body/sense/sound/voicetest"
 )
 
 // BenchmarkAnalyze16kMono measures what the Analyzer costs for a second
@@ -73,7 +74,7 @@ func benchAnalyze(b *testing.B, voice VoiceDetector, fs, ch int, busy bool) {
 		next()
 	}
 	st0 := a.Stats()
-	cpu0, cpuOK := cpuTime()
+	cpu0, cpuOK := voicetest.CPUTime()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -82,7 +83,7 @@ func benchAnalyze(b *testing.B, voice VoiceDetector, fs, ch int, busy bool) {
 		}
 	}
 	b.StopTimer()
-	cpu1, _ := cpuTime()
+	cpu1, _ := voicetest.CPUTime()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/audio-s")
 	if cpuOK {
 		b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/audio-s")

@@ -12,22 +12,27 @@ type biquad struct {
 }
 
 // butterworth returns a second-order Butterworth high-pass (high) or
-// low-pass section at f Hz for rate fs (the audio EQ cookbook's).
+// low-pass section at f Hz for rate fs.
 func butterworth(f float64, fs int, high bool) biquad {
-	w := 2 * math.Pi * f / float64(fs)
-	sin, cos := math.Sincos(w)
-	alpha := sin / math.Sqrt2
+	return section(f, fs, math.Sqrt2/2, high)
+}
+
+// section is a second-order high-pass (high) or low-pass at f Hz for rate
+// fs with quality q (the audio EQ cookbook's).
+func section(f float64, fs int, q float64, high bool) biquad {
+	sin, cos := math.Sincos(2 * math.Pi * f / float64(fs))
+	alpha := sin / (2 * q)
 	a0 := 1 + alpha
-	q := biquad{a1: -2 * cos / a0, a2: (1 - alpha) / a0}
+	s := biquad{a1: -2 * cos / a0, a2: (1 - alpha) / a0}
 	if high {
-		q.b0 = (1 + cos) / 2 / a0
-		q.b1 = -(1 + cos) / a0
+		s.b0 = (1 + cos) / 2 / a0
+		s.b1 = -(1 + cos) / a0
 	} else {
-		q.b0 = (1 - cos) / 2 / a0
-		q.b1 = (1 - cos) / a0
+		s.b0 = (1 - cos) / 2 / a0
+		s.b1 = (1 - cos) / a0
 	}
-	q.b2 = q.b0
-	return q
+	s.b2 = s.b0
+	return s
 }
 
 func (q *biquad) reset() { q.z1, q.z2 = 0, 0 }
@@ -58,19 +63,10 @@ func newResampler(from, to int) resampler {
 		for k := range r.lp {
 			// The sections' Qs of an eighth-order Butterworth.
 			q := 1 / (2 * math.Cos(math.Pi*float64(2*k+1)/16))
-			r.lp[k] = lowPassQ(7000, from, q)
+			r.lp[k] = section(7000, from, q, false)
 		}
 	}
 	return r
-}
-
-// lowPassQ is a second-order low-pass at f Hz for rate fs with quality
-// q (the audio EQ cookbook's).
-func lowPassQ(f float64, fs int, q float64) biquad {
-	sin, cos := math.Sincos(2 * math.Pi * f / float64(fs))
-	alpha := sin / (2 * q)
-	a0 := 1 + alpha
-	return biquad{b0: (1 - cos) / 2 / a0, b1: (1 - cos) / a0, b2: (1 - cos) / 2 / a0, a1: -2 * cos / a0, a2: (1 - alpha) / a0}
 }
 
 // push takes the next input sample and appends the output samples it

@@ -92,9 +92,9 @@ func ours(t *testing.T, voice VoiceDetector, sc voicetest.Scene) (segs []voicete
 	a.chunkTrace = func(end hal.Mono, p float32) {
 		mark(since(end)-sileroChunk, since(end), float64(p))
 	}
-	c0, _ := cpuTime()
+	c0, _ := voicetest.CPUTime()
 	evs, at := feedTimed(a, sc.Samples, voicetest.Rate/50)
-	c1, _ := cpuTime()
+	c1, _ := voicetest.CPUTime()
 	for i, e := range evs {
 		if e.Kind == VoiceEnded {
 			segs = append(segs, voicetest.Span{From: since(e.Start), To: since(e.Time), Told: at[i]})

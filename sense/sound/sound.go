@@ -707,7 +707,11 @@ func (a *Analyzer) window(end hal.Mono) {
 		}
 		a.lead.end = end
 	}
-	a.voiceStep(st, end, energy && per >= periodicStart, energy && per >= periodicKeep, energy, snr)
+	// The onset reaches back over the sound that led to this window, a
+	// reach at most: the consonant or the weak syllable before the first
+	// clearly voiced one.
+	onset := max(a.lead.start, st.Add(-a.reach))
+	a.voiceStep(st, end, energy && per >= periodicStart, energy && per >= periodicKeep, energy, snr, onset)
 	a.bandFloor.update(bandDB)
 	if a.trace != nil {
 		a.trace(windowTrace{st, end, bandDB, floorDB, per, energy, energy && per >= periodicStart, a.voice.phase})
@@ -805,24 +809,13 @@ func (a *Analyzer) endLoud(cut bool) {
 
 // voiceStep advances the voice detector by one window (a chunk, for
 // Silero): start says the window may start voice, keep that it is voiced
-// enough to keep voice going, energy that it has the energy of voice.
-func (a *Analyzer) voiceStep(st, end hal.Mono, start, keep, energy bool, snr float64) {
+// enough to keep voice going, energy that it has the energy of voice, and
+// onset is where voice it starts is dated from.
+func (a *Analyzer) voiceStep(st, end hal.Mono, start, keep, energy bool, snr float64, onset hal.Mono) {
 	v := &a.voice
 	switch v.phase {
 	case voiceIdle:
 		if start {
-			// The onset reaches back over the sound that led to this
-			// window, a reach at most: the consonant or the weak
-			// syllable before the first clearly voiced one. Silero's
-			// chunks are dated as its own iterator dates them.
-			onset := max(a.lead.start, st.Add(-a.reach))
-			if a.net != nil {
-				onset = st
-				if a.lead.on {
-					onset = max(a.lead.start, st.Add(-a.reach))
-				}
-				onset = max(a.from, onset.Add(-sileroPad))
-			}
 			*v = voiceState{phase: voiceOnset, onset: onset, first: st, lastEnd: end, voiced: end.Sub(st), snr: snr, onsetFloor: a.bandFloor.db}
 			a.confirm()
 		}
@@ -882,7 +875,15 @@ func (a *Analyzer) listen(st hal.Mono, snr, gain float64) {
 		case !a.lead.on:
 			a.lead = lead{on: true, start: end.Add(-sileroChunk)}
 		}
-		a.voiceStep(end.Add(-sileroChunk), end, p >= sileroOn, p >= sileroOff, p >= sileroOff, snr)
+		// Dated as Silero's own iterator dates a chunk, a pad before the
+		// run rising to it.
+		from := end.Add(-sileroChunk)
+		onset := from
+		if a.lead.on {
+			onset = max(a.lead.start, from.Add(-a.reach))
+		}
+		onset = max(a.from, onset.Add(-sileroPad))
+		a.voiceStep(from, end, p >= sileroOn, p >= sileroOff, p >= sileroOff, snr, onset)
 	}
 }
 

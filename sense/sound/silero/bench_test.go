@@ -2,6 +2,8 @@ package silero
 
 import (
 	"testing"
+
+	"github.com/tobe-body/tobe-body/sense/sound/voicetest"
 )
 
 // BenchmarkDetector runs the detector over the test audio, one chunk (32 ms)
@@ -23,7 +25,7 @@ func BenchmarkDetector(b *testing.B) {
 	var i int
 	var sink float32
 	b.ReportAllocs()
-	cpu0, cpuOK := cpuTime()
+	cpu0, cpuOK := voicetest.CPUTime()
 	b.ResetTimer()
 	for b.Loop() {
 		sink += d.Process(chunks[i])
@@ -32,7 +34,7 @@ func BenchmarkDetector(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	cpu1, _ := cpuTime()
+	cpu1, _ := voicetest.CPUTime()
 	const chunksPerSecond = float64(SampleRate) / ChunkSize
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)*chunksPerSecond, "ns/audio-s")
 	if cpuOK {

@@ -3,13 +3,14 @@ package silero
 import (
 	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tobe-body/tobe-body/sense/sound/voicetest"
 )
 
 // The reference: testdata/mix.silero.json is what scripts/bench/silero's
@@ -32,65 +33,6 @@ const (
 	mixWAV       = "mix.wav"
 	mixRef       = "testdata/mix.silero.json"
 )
-
-// readWAV reads a 16 kHz mono signed 16-bit PCM WAV file.
-func readWAV(path string) ([]int16, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	if len(b) < 12 || string(b[:4]) != "RIFF" || string(b[8:12]) != "WAVE" {
-		return nil, fmt.Errorf("%s: not a RIFF/WAVE file", path)
-	}
-	var haveFmt bool
-	for off := 12; off+8 <= len(b); {
-		id, size := string(b[off:off+4]), int(binary.LittleEndian.Uint32(b[off+4:]))
-		body := b[off+8:]
-		if size > len(body) {
-			return nil, fmt.Errorf("%s: chunk %q truncated", path, id)
-		}
-		body = body[:size]
-		switch id {
-		case "fmt ":
-			if size < 16 || binary.LittleEndian.Uint16(body) != 1 || binary.LittleEndian.Uint16(body[2:]) != 1 ||
-				binary.LittleEndian.Uint32(body[4:]) != SampleRate || binary.LittleEndian.Uint16(body[14:]) != 16 {
-				return nil, fmt.Errorf("%s: not 16 kHz mono 16-bit PCM", path)
-			}
-			haveFmt = true
-		case "data":
-			if !haveFmt {
-				return nil, fmt.Errorf("%s: data before fmt", path)
-			}
-			s := make([]int16, size/2)
-			for i := range s {
-				s[i] = int16(binary.LittleEndian.Uint16(body[2*i:]))
-			}
-			return s, nil
-		}
-		off += 8 + size + size&1
-	}
-	return nil, fmt.Errorf("%s: no data chunk", path)
-}
-
-func writeWAV(path string, s []int16) error {
-	b := make([]byte, 44+2*len(s))
-	copy(b, "RIFF")
-	binary.LittleEndian.PutUint32(b[4:], uint32(36+2*len(s)))
-	copy(b[8:], "WAVEfmt ")
-	binary.LittleEndian.PutUint32(b[16:], 16)
-	binary.LittleEndian.PutUint16(b[20:], 1) // PCM
-	binary.LittleEndian.PutUint16(b[22:], 1) // mono
-	binary.LittleEndian.PutUint32(b[24:], SampleRate)
-	binary.LittleEndian.PutUint32(b[28:], 2*SampleRate)
-	binary.LittleEndian.PutUint16(b[32:], 2)
-	binary.LittleEndian.PutUint16(b[34:], 16)
-	copy(b[36:], "data")
-	binary.LittleEndian.PutUint32(b[40:], uint32(2*len(s)))
-	for i, v := range s {
-		binary.LittleEndian.PutUint16(b[44+2*i:], uint16(v))
-	}
-	return os.WriteFile(path, b, 0o644)
-}
 
 // rng is a small deterministic generator (64-bit LCG, Knuth's MMIX
 // constants, top bits), so the test audio is the same on every platform
@@ -131,7 +73,7 @@ func toInt16(x float64) int16 {
 //
 // then zero-padded to a whole number of 512-sample chunks.
 func testAudio(t testing.TB) []int16 {
-	speech, err := readWAV("testdata/speech.wav")
+	speech, err := voicetest.ReadWAV("testdata/speech.wav")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +130,7 @@ func TestWriteMix(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := testAudio(t)
-	if err := writeWAV(filepath.Join(dir, mixWAV), a); err != nil {
+	if err := voicetest.WriteWAV(filepath.Join(dir, mixWAV), a); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("wrote %s: %d samples, %.3f s", filepath.Join(dir, mixWAV), len(a), float64(len(a))/SampleRate)
@@ -287,7 +229,7 @@ func TestCorpus(t *testing.T) {
 	var worst float64
 	for _, r := range refs {
 		name := strings.TrimSuffix(filepath.Base(r), ".silero.json")
-		audio, err := readWAV(filepath.Join(dir, name+".wav"))
+		audio, err := voicetest.ReadWAV(filepath.Join(dir, name+".wav"))
 		if err != nil {
 			t.Error(err)
 			continue

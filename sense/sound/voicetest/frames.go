@@ -1,11 +1,15 @@
 package voicetest
 
 import (
-	"encoding/binary"
 	"fmt"
 	"os"
 	"slices"
 	"time"
+
+	"periph.io/x/conn/v3/physic"
+
+	"github.com/tobe-body/tobe-body/body/evidence"
+	"github.com/tobe-body/tobe-body/hal"
 )
 
 // FrameScore is a detector's frame-level result against a scene's
@@ -117,23 +121,9 @@ func Streaming(probs []float64, chunk time.Duration, on, off float64, minSilence
 	return out
 }
 
-// WriteWAV writes samples as a 16 kHz mono 16-bit PCM WAV file.
+// WriteWAV writes samples as a 16 kHz mono 16-bit PCM WAV file, as the
+// body's evidence store encodes a clip.
 func WriteWAV(path string, samples []int16) error {
-	b := make([]byte, 44+2*len(samples))
-	copy(b, "RIFF")
-	binary.LittleEndian.PutUint32(b[4:], uint32(36+2*len(samples)))
-	copy(b[8:], "WAVEfmt ")
-	binary.LittleEndian.PutUint32(b[16:], 16)
-	binary.LittleEndian.PutUint16(b[20:], 1)
-	binary.LittleEndian.PutUint16(b[22:], 1)
-	binary.LittleEndian.PutUint32(b[24:], Rate)
-	binary.LittleEndian.PutUint32(b[28:], 2*Rate)
-	binary.LittleEndian.PutUint16(b[32:], 2)
-	binary.LittleEndian.PutUint16(b[34:], 16)
-	copy(b[36:], "data")
-	binary.LittleEndian.PutUint32(b[40:], uint32(2*len(samples)))
-	for i, v := range samples {
-		binary.LittleEndian.PutUint16(b[44+2*i:], uint16(v))
-	}
-	return os.WriteFile(path, b, 0o644)
+	f := hal.AudioFormat{Rate: Rate * physic.Hertz, Channels: 1}
+	return os.WriteFile(path, evidence.EncodeWAV(f, samples), 0o644)
 }

@@ -1,14 +1,15 @@
 //go:build unix
 
-package sound
+package voicetest
 
 import (
 	"syscall"
 	"time"
 )
 
-// cpuTime is the CPU time the process has used, user and system.
-func cpuTime() (time.Duration, bool) {
+// CPUTime is the CPU time the process has used, user and system, for
+// the benchmarks' CPU per second of audio; false where it is not known.
+func CPUTime() (time.Duration, bool) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0, false

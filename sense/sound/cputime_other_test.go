@@ -1,8 +1,0 @@
-//go:build !unix
-
-package sound
-
-import "time"
-
-// cpuTime is not measured here.
-func cpuTime() (time.Duration, bool) { return 0, false }
