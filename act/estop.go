@@ -20,7 +20,9 @@ import (
 //
 //  1. latch: from here on every request is refused with estop_latched;
 //  2. drive every output the body owns to its safe level (Halt, which also
-//     latches each line against a racing write) and read each back; then
+//     latches each line against a racing write) and read each back, in as
+//     few calls as the drivers allow (hal.HaltSet: a GPIO chip's outputs,
+//     held in one request, take one write and one read); then
 //     silence every speaker (Halt drops what is queued and latches it
 //     until the reset; it takes only the speaker's own locks);
 //  3. cancel the running action and every queued one (reason estop);
@@ -250,6 +252,12 @@ type EStop struct {
 	covered     map[string]bool // outputs a line's tripwire halts
 	path        string
 	spare       []OutputState // the next trip's read-backs, allocated ahead
+	// all halts every output, rest those no tripwire covers, each in as
+	// few calls as their drivers allow (hal.HaltSet); made ahead, with
+	// their reports, so a trip allocates nothing before the outputs are
+	// safe.
+	all, rest       *hal.HaltSet
+	allRep, restRep []hal.HaltedOutput
 
 	// mu guards the lines' last levels and the wiring fault.
 	mu         sync.Mutex
@@ -285,7 +293,11 @@ func NewEStop(cfg EStopConfig) (*EStop, error) {
 	if cfg.MinPress >= cfg.MaxPress {
 		return nil, fmt.Errorf("act: e-stop: reset press %v..%v is empty", cfg.MinPress, cfg.MaxPress)
 	}
-	return &EStop{cfg: cfg, recWake: make(chan struct{}, 1)}, nil
+	e := &EStop{cfg: cfg, recWake: make(chan struct{}, 1)}
+	e.all = hal.NewHaltSet(cfg.Outputs)
+	e.allRep = make([]hal.HaltedOutput, len(cfg.Outputs))
+	e.rest, e.restRep = e.all, e.allRep
+	return e, nil
 }
 
 // SetRunner gives the e-stop what it cancels and revokes on a trip.
@@ -370,8 +382,13 @@ func (e *EStop) trip(cause string, ask Ask, edge hal.Mono, rep *hal.HaltReport) 
 	}
 	t := Trip{Cause: cause, Edge: edge, Already: already, AllSafe: true, Outputs: e.spare[:0], Attention: "max",
 		By: ask.By, Reason: ask.Reason, Key: ask.Key, Note: ask.Note}
+	// 2. every output safe, and read back: those a tripwire halted
+	// already are in rep; the others are halted here, a driver's call per
+	// group of them (one write and one read per request of a GPIO chip).
+	set, setRep := e.all, e.allRep
 	var done map[string]hal.HaltedOutput
 	if rep != nil {
+		set, setRep = e.rest, e.restRep
 		done = make(map[string]hal.HaltedOutput, len(rep.Outputs))
 		for _, h := range rep.Outputs {
 			if e.covered[h.Name] {
@@ -380,34 +397,31 @@ func (e *EStop) trip(cause string, ask Ask, edge hal.Mono, rep *hal.HaltReport) 
 		}
 	}
 	t.Safe = 0
-	for _, o := range e.cfg.Outputs { // 2. every output safe, and read back
-		st := OutputState{Name: o.Name(), Safe: levelName(o.Safe()), ReadBack: "unreadable"}
-		if h, ok := done[o.Name()]; ok { // halted by the tripwire already
-			if h.Err != nil {
-				st.Err, t.AllSafe = h.Err.Error(), false
-			} else {
-				st.ReadBack = levelName(h.ReadBack)
-				t.AllSafe = t.AllSafe && h.ReadBack == o.Safe()
-			}
+	if len(setRep) > 0 {
+		set.Halt(setRep)
+		t.Safe = e.cfg.Now()
+	}
+	j := 0 // the next of set's outputs
+	for _, o := range e.cfg.Outputs {
+		var h hal.HaltedOutput
+		if d, ok := done[o.Name()]; ok { // halted by the tripwire already
+			h = d
 			t.ByDriver++
-			t.Outputs = append(t.Outputs, st)
-			continue
+		} else if j < len(setRep) && set.Outputs()[j] == o {
+			h = setRep[j]
+			j++
+		} else { // covered, but not in the tripwire's report
+			h = hal.HaltOne(o)
+			t.Safe = e.cfg.Now()
 		}
-		err := o.Halt()
-		if l, rerr := o.ReadBack(); rerr == nil {
-			st.ReadBack = levelName(l)
-			if l != o.Safe() {
-				t.AllSafe = false
-			}
+		st := OutputState{Name: o.Name(), Safe: levelName(o.Safe()), ReadBack: "unreadable"}
+		if h.Err != nil {
+			st.Err, t.AllSafe = h.Err.Error(), false
 		} else {
-			err = errors.Join(err, rerr)
-		}
-		if err != nil {
-			st.Err = err.Error()
-			t.AllSafe = false
+			st.ReadBack = levelName(h.ReadBack)
+			t.AllSafe = t.AllSafe && h.ReadBack == o.Safe()
 		}
 		t.Outputs = append(t.Outputs, st)
-		t.Safe = e.cfg.Now()
 	}
 	if rep != nil && t.ByDriver > 0 && (t.Safe == 0 || rep.Safe > t.Safe) {
 		t.Safe = rep.Safe
@@ -655,8 +669,15 @@ func (e *EStop) arm() {
 	if len(paths) > 0 {
 		path = strings.Join(paths, "; ")
 	}
+	var rest []hal.LineOut
+	for _, o := range e.cfg.Outputs {
+		if !covered[o.Name()] {
+			rest = append(rest, o)
+		}
+	}
 	e.tripMu.Lock()
 	e.covered, e.path = covered, path
+	e.rest, e.restRep = hal.NewHaltSet(rest), make([]hal.HaltedOutput, len(rest))
 	e.tripMu.Unlock()
 }
 

@@ -144,6 +144,17 @@ func newLabRig(t *testing.T, resetHeld bool) *labRig {
 		}
 	})
 	cfg := EStopConfig{}
+	// The outputs together, as board.Walk claims them: one request.
+	var outReqs []hal.OutRequest
+	for _, l := range p.Lines() {
+		if l.Kind == "gpio-out" {
+			outReqs = append(outReqs, hal.OutRequest{Line: l.Line, Config: *l.Out})
+		}
+	}
+	outs, errs := chip.Outs(outReqs)
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
 	for _, l := range p.Lines() {
 		switch l.Kind {
 		case "estop":
@@ -161,10 +172,7 @@ func newLabRig(t *testing.T, resetHeld bool) *labRig {
 			}
 			r.sims[l.Line] = simAttrs(t, l.Line)
 		case "gpio-out":
-			o, err := chip.Out(l.Line, *l.Out)
-			if err != nil {
-				t.Fatal(err)
-			}
+			o := outs[len(cfg.Outputs)]
 			cfg.Outputs = append(cfg.Outputs, o)
 			r.outs[l.Line] = o
 			r.sims[l.Line] = simAttrs(t, l.Line)

@@ -134,6 +134,21 @@ func Walk(p *Profile, d hal.Drivers, f Finder, keep func(Opened) bool) []Report 
 		case d.OpenChip != nil:
 			chip, err := d.OpenChip(p.GPIO.Chip)
 			add("gpio-chip", p.GPIO.Chip, "chip labelled "+p.GPIO.Chip, p.GPIO.Chip, err)
+			// The outputs are claimed together, so that the driver may hold
+			// them in one request: an e-stop then drives them all safe with
+			// one write and reads them back with one read.
+			var outReqs []hal.OutRequest
+			for _, r := range reqs {
+				if r.Out != nil {
+					outReqs = append(outReqs, hal.OutRequest{Line: r.Line, Config: *r.Out})
+				}
+			}
+			var outs []hal.LineOut
+			var outErrs []error
+			if err == nil && len(outReqs) > 0 {
+				outs, outErrs = chip.Outs(outReqs)
+			}
+			nOut := 0
 			for i, r := range reqs {
 				if errors.Is(err, hal.ErrAbsent) {
 					add(r.Kind, r.Name, target(r), "", fmt.Errorf("its chip %s is absent: %w", p.GPIO.Chip, hal.ErrAbsent))
@@ -147,7 +162,8 @@ func Walk(p *Profile, d hal.Drivers, f Finder, keep func(Opened) bool) []Report 
 				if r.In != nil {
 					o.LineIn, lerr = chip.In(r.Line, *r.In)
 				} else {
-					o.LineOut, lerr = chip.Out(r.Line, *r.Out)
+					o.LineOut, lerr = outs[nOut], outErrs[nOut]
+					nOut++
 				}
 				opened(o, r.Line, lerr)
 			}

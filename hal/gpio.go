@@ -60,6 +60,13 @@ type OutConfig struct {
 	Safe Level
 }
 
+// OutRequest is one line of a Chip's Outs: its name and how it is
+// requested.
+type OutRequest struct {
+	Line   string
+	Config OutConfig
+}
+
 // EdgeEvent is one change of an input line.
 type EdgeEvent struct {
 	Line  string
@@ -180,6 +187,14 @@ type Chip interface {
 	In(line string, cfg InConfig) (LineIn, error)
 	// Out requests the named line as an output at cfg.Safe.
 	Out(line string, cfg OutConfig) (LineOut, error)
+	// Outs requests the named lines as outputs, each at its own safe
+	// level, together: a driver that can holds them in one request of the
+	// kernel's, so that halting them all is one write and reading them
+	// back one read (their LineOuts are Grouped). outs[i] is reqs[i]'s
+	// line, or nil and errs[i] says why (ErrAbsent, ErrBusy naming the
+	// holder, a line named twice); a line refused keeps none of the
+	// others from being claimed.
+	Outs(reqs []OutRequest) (outs []LineOut, errs []error)
 	// Close halts and releases every line requested from the chip.
 	Close() error
 }

@@ -8,20 +8,18 @@ package gpio
 import "C"
 
 import (
-	"errors"
-	"fmt"
 	"os"
 	"syscall"
 
 	"github.com/tobe-body/tobe-body/hal"
 )
 
-// gate is an output's latch, kept in C memory so that the tripwire's
-// thread can halt the line without Go: Out and Halt exclude each other
-// with the line's own lock (priority-inheriting), held only for the write.
+// gate is an output request's latch, kept in C memory so that the
+// tripwire's thread can halt its lines without Go: writes and halts
+// exclude each other with the request's own lock (priority-inheriting),
+// held only for the call.
 type gate struct {
-	name string
-	c    *C.tb_out
+	c *C.tb_req
 }
 
 // rawFd is the descriptor's number, without f.Fd()'s switch to blocking
@@ -38,43 +36,56 @@ func rawFd(f *os.File) (int, error) {
 	return fd, nil
 }
 
-func newGate(name string, f *os.File, safe hal.Level) (*gate, error) {
+// newGate is the latch of the request f of n lines, whose safe levels are
+// the bits of safe.
+func newGate(f *os.File, n int, safe uint64) (*gate, error) {
 	fd, err := rawFd(f)
 	if err != nil {
-		return nil, fmt.Errorf("gpio: line %s: %w", name, err)
+		return nil, err
 	}
-	c := C.tb_out_new(C.int(fd), C.int(levelBit(safe)))
+	c := C.tb_req_new(C.int(fd), C.int(n), C.uint64_t(safe))
 	if c == nil {
-		return nil, fmt.Errorf("gpio: line %s: %w", name, syscall.ENOMEM)
+		return nil, syscall.ENOMEM
 	}
-	return &gate{name: name, c: c}, nil
+	return &gate{c: c}, nil
 }
 
-func (g *gate) err(r C.int) error {
+func gateErr(r C.int) error {
 	switch r {
 	case 0:
 		return nil
 	case C.TB_EHALTED:
-		return fmt.Errorf("gpio: line %s: %w", g.name, hal.ErrHalted)
+		return hal.ErrHalted
 	case C.TB_ECLOSED:
-		return fmt.Errorf("gpio: line %s: %w", g.name, hal.ErrClosed)
+		return hal.ErrClosed
 	}
-	return fmt.Errorf("gpio: line %s: %w", g.name, os.NewSyscallError("ioctl GPIO_V2_LINE_SET_VALUES", syscall.Errno(r)))
+	return syscall.Errno(r)
 }
 
-func (g *gate) out(v hal.Level) error { return g.err(C.tb_out_set(g.c, C.int(levelBit(v)))) }
-
-func (g *gate) halt() error {
-	if err := g.err(C.tb_out_halt(g.c)); err != nil && !errors.Is(err, syscall.EBADF) {
-		return err
-	}
-	return nil // a closed line was left at its safe level
+// out drives line i to v, unless the line is latched.
+func (g *gate) out(i int, v hal.Level) error {
+	return setErr(gateErr(C.tb_req_set(g.c, C.int(i), C.int(levelBit(v)))))
 }
 
-func (g *gate) rearm() error { return g.err(C.tb_out_rearm(g.c)) }
+// halt drives the lines of mask safe and latches them, in one call. A
+// closed request was left at its safe levels: hal.ErrClosed.
+func (g *gate) halt(mask uint64) error {
+	return setErr(closedErr(gateErr(C.tb_req_halt(g.c, C.uint64_t(mask)))))
+}
 
-// close halts the line for good; the caller closes the file after it.
-func (g *gate) close() { C.tb_out_close(g.c) }
+// get reads the lines of mask back, in one call.
+func (g *gate) get(mask uint64) (uint64, error) {
+	var bits C.uint64_t
+	if err := closedErr(gateErr(C.tb_req_get(g.c, C.uint64_t(mask), &bits))); err != nil {
+		return 0, getErr(err)
+	}
+	return uint64(bits), nil
+}
+
+func (g *gate) rearm(i int) error { return gateErr(C.tb_req_rearm(g.c, C.int(i))) }
+
+// close halts every line for good; the caller closes the file after it.
+func (g *gate) close() { C.tb_req_close(g.c) }
 
 // release drops Go's reference; a tripwire may still hold one.
-func (g *gate) release() { C.tb_out_release(g.c) }
+func (g *gate) release() { C.tb_req_release(g.c) }

@@ -3,7 +3,6 @@
 package gpio
 
 import (
-	"fmt"
 	"os"
 	"sync"
 	"unsafe"
@@ -12,67 +11,87 @@ import (
 	"github.com/tobe-body/tobe-body/hal/internal/uapi"
 )
 
-// gate is an output's latch without cgo: Out and Halt exclude each other
-// with the line's own lock, held only for the write.
+// gate is an output request's latch without cgo: writes and halts
+// exclude each other with the request's own lock, held only for the call.
 type gate struct {
-	name   string
 	f      *os.File
-	safe   hal.Level
+	lines  uint64 // every line of the request
+	safe   uint64
 	mu     sync.Mutex
-	halted bool
+	halted uint64
 	closed bool
 }
 
-func newGate(name string, f *os.File, safe hal.Level) (*gate, error) {
-	return &gate{name: name, f: f, safe: safe}, nil
-}
-
-func (g *gate) write(v hal.Level) error {
-	lv := uapi.GPIOV2LineValues{Bits: levelBit(v), Mask: 1}
-	if err := uapi.FileIoctl(g.f, uapi.GPIOV2LineSetValues, unsafe.Pointer(&lv)); err != nil {
-		return fmt.Errorf("gpio: line %s: %w", g.name, os.NewSyscallError("ioctl GPIO_V2_LINE_SET_VALUES", err))
+func newGate(f *os.File, n int, safe uint64) (*gate, error) {
+	lines := ^uint64(0)
+	if n < 64 {
+		lines = 1<<n - 1
 	}
-	return nil
+	return &gate{f: f, lines: lines, safe: safe & lines}, nil
 }
 
-func (g *gate) out(v hal.Level) error {
+func (g *gate) set(mask, bits uint64) error {
+	lv := uapi.GPIOV2LineValues{Bits: bits & mask, Mask: mask}
+	return uapi.FileIoctl(g.f, uapi.GPIOV2LineSetValues, unsafe.Pointer(&lv))
+}
+
+func (g *gate) out(i int, v hal.Level) error {
+	bit := uint64(1) << i
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch {
 	case g.closed:
-		return fmt.Errorf("gpio: line %s: %w", g.name, hal.ErrClosed)
-	case g.halted:
-		return fmt.Errorf("gpio: line %s: %w", g.name, hal.ErrHalted)
+		return hal.ErrClosed
+	case g.halted&bit != 0:
+		return hal.ErrHalted
 	}
-	return g.write(v)
+	return setErr(g.set(bit, levelBit(v)<<i))
 }
 
-func (g *gate) halt() error {
+func (g *gate) halt(mask uint64) error {
+	mask &= g.lines
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.halted |= mask
+	if g.closed {
+		return hal.ErrClosed
+	}
+	return setErr(g.set(mask, g.safe))
+}
+
+func (g *gate) get(mask uint64) (uint64, error) {
+	mask &= g.lines
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
-		return nil
+		return 0, hal.ErrClosed
 	}
-	g.halted = true
-	return g.write(g.safe)
+	lv := uapi.GPIOV2LineValues{Mask: mask}
+	if err := uapi.FileIoctl(g.f, uapi.GPIOV2LineGetValues, unsafe.Pointer(&lv)); err != nil {
+		return 0, getErr(err)
+	}
+	return lv.Bits & mask, nil
 }
 
-func (g *gate) rearm() error {
+func (g *gate) rearm(i int) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
-		return fmt.Errorf("gpio: line %s: %w", g.name, hal.ErrClosed)
+		return hal.ErrClosed
 	}
-	g.halted = false
+	g.halted &^= 1 << i
 	return nil
 }
 
-// close halts the line for good; the caller closes the file after it.
+// close halts every line for good; the caller closes the file after it.
 func (g *gate) close() {
-	g.halt()
 	g.mu.Lock()
-	g.closed = true
-	g.mu.Unlock()
+	defer g.mu.Unlock()
+	if !g.closed {
+		g.halted = g.lines
+		g.set(g.lines, g.safe)
+		g.closed = true
+	}
 }
 
 func (g *gate) release() {}

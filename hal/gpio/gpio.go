@@ -22,7 +22,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -43,9 +45,9 @@ const Consumer = "tobe-body"
 type Chip struct {
 	label, path string
 
-	mu    sync.Mutex
-	lines []hal.Halter // requested lines, to halt and close
-	outs  []*lineOut
+	mu   sync.Mutex
+	ins  []*lineIn     // requested inputs, to halt and close
+	reqs []*outRequest // requested outputs, to halt and close
 }
 
 // Open finds the chip labelled label.
@@ -60,34 +62,46 @@ func Open(label string) (hal.Chip, error) {
 func (c *Chip) Label() string { return c.label }
 
 // request claims one line by name with the config.
-func (c *Chip) request(name string, cfg uapi.GPIOV2LineConfig) (*os.File, uint32, error) {
+func (c *Chip) request(name string, cfg uapi.GPIOV2LineConfig) (*os.File, error) {
 	off, err := probe.Finder{Root: "/"}.LineOffset(c.path, name)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
+	return c.requestLines([]string{name}, []uint32{off}, cfg)
+}
+
+// requestLines claims the lines at offs (named names) in one request with
+// the config. A line another consumer holds is named with its holder.
+func (c *Chip) requestLines(names []string, offs []uint32, cfg uapi.GPIOV2LineConfig) (*os.File, error) {
 	chip, err := os.Open(c.path)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	defer chip.Close()
-	req := uapi.GPIOV2LineRequest{NumLines: 1, EventBufferSize: eventBuffer, Config: cfg}
-	req.Offsets[0] = off
+	req := uapi.GPIOV2LineRequest{NumLines: uint32(len(offs)), EventBufferSize: eventBuffer, Config: cfg}
+	copy(req.Offsets[:], offs)
 	copy(req.Consumer[:], Consumer)
+	what := "line " + strings.Join(names, ", ")
+	if len(names) > 1 {
+		what = "lines " + strings.Join(names, ", ")
+	}
 	if err := uapi.Ioctl(int(chip.Fd()), uapi.GPIOV2GetLine, unsafe.Pointer(&req)); err != nil {
 		if errors.Is(err, unix.EBUSY) {
 			// Say who holds it.
-			if perr := (probe.Finder{Root: "/"}).Line(c.path, name); perr != nil {
-				return nil, 0, perr
+			for _, name := range names {
+				if perr := (probe.Finder{Root: "/"}).Line(c.path, name); perr != nil {
+					return nil, perr
+				}
 			}
-			return nil, 0, fmt.Errorf("gpio: line %s on %s: %w", name, c.label, hal.ErrBusy)
+			return nil, fmt.Errorf("gpio: %s on %s: %w", what, c.label, hal.ErrBusy)
 		}
-		return nil, 0, fmt.Errorf("gpio: request line %s on %s: %w", name, c.label, os.NewSyscallError("ioctl GPIO_V2_GET_LINE", err))
+		return nil, fmt.Errorf("gpio: request %s on %s: %w", what, c.label, os.NewSyscallError("ioctl GPIO_V2_GET_LINE", err))
 	}
 	if err := unix.SetNonblock(int(req.Fd), true); err != nil {
 		unix.Close(int(req.Fd))
-		return nil, 0, err
+		return nil, err
 	}
-	return os.NewFile(uintptr(req.Fd), c.label+":"+name), off, nil
+	return os.NewFile(uintptr(req.Fd), c.label+":"+strings.Join(names, ",")), nil
 }
 
 func bias(p hal.Pull) uint64 {
@@ -117,7 +131,7 @@ func (c *Chip) In(name string, cfg hal.InConfig) (hal.LineIn, error) {
 		lc.Attrs[0] = uapi.GPIOV2LineConfigAttribute{Attr: uapi.GPIOV2LineAttribute{ID: uapi.GPIOV2LineAttrIDDebounce, Value: uint64(cfg.Debounce / time.Microsecond)}, Mask: 1}
 		lc.NumAttrs = 1
 	}
-	f, _, err := c.request(name, lc)
+	f, err := c.request(name, lc)
 	if err != nil {
 		return nil, err
 	}
@@ -136,30 +150,119 @@ func (c *Chip) In(name string, cfg hal.InConfig) (hal.LineIn, error) {
 		}
 	}
 	c.mu.Lock()
-	c.lines = append(c.lines, in)
+	c.ins = append(c.ins, in)
 	c.mu.Unlock()
 	return in, nil
 }
 
 // Out requests a line as an output driven to cfg.Safe by the request.
 func (c *Chip) Out(name string, cfg hal.OutConfig) (hal.LineOut, error) {
+	outs, errs := c.Outs([]hal.OutRequest{{Line: name, Config: cfg}})
+	return outs[0], errs[0]
+}
+
+// maxLines is how many lines one request of the kernel's holds.
+const maxLines = len(uapi.GPIOV2LineRequest{}.Offsets)
+
+// Outs requests the lines as outputs, each driven to its safe level by
+// the request that claims it: up to maxLines in one request. A line the
+// kernel refuses is found and named (a line another consumer holds, by
+// its line info; any other refusal, by claiming the lines one by one),
+// and the others are claimed without it.
+func (c *Chip) Outs(reqs []hal.OutRequest) ([]hal.LineOut, []error) {
+	outs, errs := make([]hal.LineOut, len(reqs)), make([]error, len(reqs))
+	var todo []int // indices of reqs still to claim
+	offs := make([]uint32, len(reqs))
+	seen := map[string]int{}
+	for i, r := range reqs {
+		if j, ok := seen[r.Line]; ok {
+			errs[i] = fmt.Errorf("gpio: line %s on %s is asked for twice (outputs %d and %d)", r.Line, c.label, j, i)
+			continue
+		}
+		seen[r.Line] = i
+		off, err := probe.Finder{Root: "/"}.LineOffset(c.path, r.Line)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		offs[i] = off
+		todo = append(todo, i)
+	}
+	for len(todo) > 0 {
+		n := min(len(todo), maxLines)
+		batch := todo[:n]
+		q, err := c.claim(reqs, offs, batch)
+		if err == nil {
+			for j, i := range batch {
+				outs[i] = &lineOut{name: reqs[i].Line, safe: reqs[i].Config.Safe, req: q, i: j}
+			}
+			todo = todo[n:]
+			continue
+		}
+		if len(batch) == 1 {
+			errs[batch[0]] = err
+			todo = todo[1:]
+			continue
+		}
+		// Name the refused: lines held by another consumer say so in their
+		// line info; without one, each line is claimed on its own.
+		var rest []int
+		for _, i := range batch {
+			if perr := (probe.Finder{Root: "/"}).Line(c.path, reqs[i].Line); perr != nil {
+				errs[i] = perr
+			} else {
+				rest = append(rest, i)
+			}
+		}
+		if len(rest) == len(batch) {
+			for _, i := range batch {
+				q, err := c.claim(reqs, offs, []int{i})
+				if err != nil {
+					errs[i] = err
+					continue
+				}
+				outs[i] = &lineOut{name: reqs[i].Line, safe: reqs[i].Config.Safe, req: q}
+			}
+			rest = nil
+		}
+		todo = append(rest, todo[n:]...)
+	}
+	return outs, errs
+}
+
+// claim requests the lines reqs[at...] as outputs at their safe levels,
+// in one request, and keeps it.
+func (c *Chip) claim(reqs []hal.OutRequest, offs []uint32, at []int) (*outRequest, error) {
+	names, lineOffs := make([]string, len(at)), make([]uint32, len(at))
+	var safe uint64
+	for j, i := range at {
+		names[j], lineOffs[j] = reqs[i].Line, offs[i]
+		safe |= levelBit(reqs[i].Config.Safe) << j
+	}
 	lc := uapi.GPIOV2LineConfig{Flags: uapi.GPIOV2LineFlagOutput, NumAttrs: 1}
-	lc.Attrs[0] = uapi.GPIOV2LineConfigAttribute{Attr: uapi.GPIOV2LineAttribute{ID: uapi.GPIOV2LineAttrIDOutputValues, Value: levelBit(cfg.Safe)}, Mask: 1}
-	f, _, err := c.request(name, lc)
+	lc.Attrs[0] = uapi.GPIOV2LineConfigAttribute{Attr: uapi.GPIOV2LineAttribute{ID: uapi.GPIOV2LineAttrIDOutputValues, Value: safe}, Mask: lineMask(len(at))}
+	f, err := c.requestLines(names, lineOffs, lc)
 	if err != nil {
 		return nil, err
 	}
-	g, err := newGate(name, f, cfg.Safe)
+	g, err := newGate(f, len(at), safe)
 	if err != nil {
 		f.Close()
-		return nil, err
+		return nil, fmt.Errorf("gpio: lines %s on %s: %w", strings.Join(names, ", "), c.label, err)
 	}
-	o := &lineOut{name: name, f: f, safe: cfg.Safe, g: g}
+	q := &outRequest{chip: c.label, names: names, f: f, g: g}
 	c.mu.Lock()
-	c.lines = append(c.lines, o)
-	c.outs = append(c.outs, o)
+	c.reqs = append(c.reqs, q)
 	c.mu.Unlock()
-	return o, nil
+	return q, nil
+}
+
+// lineMask is the bits of a request's first n lines.
+func lineMask(n int) uint64 {
+	if n >= 64 {
+		return ^uint64(0)
+	}
+	return 1<<n - 1
 }
 
 func levelBit(l hal.Level) uint64 {
@@ -169,14 +272,15 @@ func levelBit(l hal.Level) uint64 {
 	return 0
 }
 
-// Halt drives every output safe and latches it; inputs go on.
+// Halt drives every output safe and latches it, one call per request;
+// inputs go on.
 func (c *Chip) Halt() error {
 	c.mu.Lock()
-	outs := append([]*lineOut(nil), c.outs...)
+	reqs := append([]*outRequest(nil), c.reqs...)
 	c.mu.Unlock()
 	var first error
-	for _, o := range outs {
-		if err := o.Halt(); err != nil && first == nil {
+	for _, q := range reqs {
+		if err := q.halt(lineMask(len(q.names))); err != nil && first == nil {
 			first = err
 		}
 	}
@@ -187,16 +291,14 @@ func (c *Chip) Halt() error {
 func (c *Chip) Close() error {
 	err := c.Halt()
 	c.mu.Lock()
-	lines := c.lines
-	c.lines, c.outs = nil, nil
+	ins, reqs := c.ins, c.reqs
+	c.ins, c.reqs = nil, nil
 	c.mu.Unlock()
-	for _, l := range lines {
-		switch l := l.(type) {
-		case *lineIn:
-			l.close()
-		case *lineOut:
-			l.close()
-		}
+	for _, in := range ins {
+		in.close()
+	}
+	for _, q := range reqs {
+		q.close()
 	}
 	return err
 }
@@ -386,30 +488,140 @@ func (in *lineIn) reconcileOnce() error {
 	return nil
 }
 
-// lineOut is a requested output line. Its gate is its latch: Out and
-// Halt exclude each other with the gate's own lock and nothing else.
-type lineOut struct {
-	name string
-	f    *os.File
-	safe hal.Level
-	g    *gate
-	once sync.Once
+// outRequest is the kernel's request of one or more of a chip's outputs:
+// one write drives any of its lines, one read reads them back. Its gate
+// is its latch: writes and halts exclude each other with the gate's own
+// lock and nothing else.
+type outRequest struct {
+	chip  string
+	names []string // the request's lines, in its order
+	f     *os.File
+	g     *gate
+	once  sync.Once
 }
 
-func (o *lineOut) Name() string                 { return o.name }
-func (o *lineOut) Safe() hal.Level              { return o.safe }
-func (o *lineOut) Out(v hal.Level) error        { return o.g.out(v) }
-func (o *lineOut) ReadBack() (hal.Level, error) { return getValue(o.f) }
-func (o *lineOut) Halt() error                  { return o.g.halt() }
-func (o *lineOut) Rearm() error                 { return o.g.rearm() }
+// names of the lines of mask, for an error.
+func (q *outRequest) linesOf(mask uint64) string {
+	var ns []string
+	for i, n := range q.names {
+		if mask&(1<<i) != 0 {
+			ns = append(ns, n)
+		}
+	}
+	if len(ns) == 1 {
+		return "line " + ns[0]
+	}
+	return "lines " + strings.Join(ns, ", ")
+}
 
-func (o *lineOut) close() {
-	o.once.Do(func() {
-		o.g.close()
-		o.f.Close()
-		o.g.release()
+// halt drives the lines of mask safe and latches them, in one call. A
+// closed request was left at its safe levels.
+func (q *outRequest) halt(mask uint64) error {
+	if err := q.g.halt(mask); err != nil && !errors.Is(err, hal.ErrClosed) {
+		return fmt.Errorf("gpio: %s on %s: %w", q.linesOf(mask), q.chip, err)
+	}
+	return nil
+}
+
+// HaltOutputs halts outs, lines of this request, with one write and reads
+// them back with one read: see hal.OutputGroup.
+func (q *outRequest) HaltOutputs(outs []hal.LineOut, rep []hal.HaltedOutput) {
+	var mask uint64
+	for _, o := range outs {
+		if lo, ok := o.(*lineOut); ok && lo.req == q {
+			mask |= 1 << lo.i
+		}
+	}
+	err := q.g.halt(mask)
+	var bits uint64
+	if err == nil {
+		bits, err = q.g.get(mask)
+	}
+	for k, o := range outs {
+		lo, ok := o.(*lineOut)
+		switch {
+		case !ok || lo.req != q:
+			rep[k] = hal.HaltOne(o) // not of this request: halted by itself
+		case err != nil:
+			rep[k] = hal.HaltedOutput{Name: lo.name, Err: fmt.Errorf("gpio: line %s: %w", lo.name, err)}
+		default:
+			rep[k] = hal.HaltedOutput{Name: lo.name, ReadBack: hal.Level(bits&(1<<lo.i) != 0)}
+		}
+	}
+}
+
+// close halts the lines for good and releases them.
+func (q *outRequest) close() {
+	q.once.Do(func() {
+		q.g.close()
+		q.f.Close()
+		q.g.release()
 	})
 }
 
+// lineOut is one line of an output request.
+type lineOut struct {
+	name string
+	safe hal.Level
+	req  *outRequest
+	i    int // the line's place in its request
+}
+
+func (o *lineOut) Name() string    { return o.name }
+func (o *lineOut) Safe() hal.Level { return o.safe }
+
+func (o *lineOut) Out(v hal.Level) error {
+	if err := o.req.g.out(o.i, v); err != nil {
+		return fmt.Errorf("gpio: line %s: %w", o.name, err)
+	}
+	return nil
+}
+
+func (o *lineOut) ReadBack() (hal.Level, error) {
+	bits, err := o.req.g.get(1 << o.i)
+	if err != nil {
+		return hal.Low, fmt.Errorf("gpio: line %s: %w", o.name, err)
+	}
+	return hal.Level(bits != 0), nil
+}
+
+func (o *lineOut) Halt() error { return o.req.halt(1 << o.i) }
+
+func (o *lineOut) Rearm() error {
+	if err := o.req.g.rearm(o.i); err != nil {
+		return fmt.Errorf("gpio: line %s: %w", o.name, err)
+	}
+	return nil
+}
+
+// Group is the line's request: see hal.Grouped.
+func (o *lineOut) Group() hal.OutputGroup { return o.req }
+
+// setErr and getErr name the call a kernel's refusal came from.
+func setErr(err error) error {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return os.NewSyscallError("ioctl GPIO_V2_LINE_SET_VALUES", errno)
+	}
+	return err
+}
+
+func getErr(err error) error {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return os.NewSyscallError("ioctl GPIO_V2_LINE_GET_VALUES", errno)
+	}
+	return err
+}
+
+// closedErr is hal.ErrClosed for a request already closed (EBADF).
+func closedErr(err error) error {
+	if errors.Is(err, syscall.EBADF) {
+		return hal.ErrClosed
+	}
+	return err
+}
+
 var _ hal.Chip = (*Chip)(nil)
+var _ hal.Grouped = (*lineOut)(nil)
 var _ hal.Tripwire = (*lineIn)(nil)

@@ -3,10 +3,11 @@
 // The tripwire's thread. It polls the line's request and a wake-up
 // eventfd; on an edge to the stop level, or on a periodic read that finds
 // the line at stop with no event to explain it, it halts every covered
-// output (drive safe and latch, under the output's own lock), reads each
-// back, and only then writes a record of it to a pipe that Go reads. A
-// read error of the line is a stop too. It blocks every signal, so
-// nothing of Go's runs on it, and asks for SCHED_FIFO when it may.
+// output (drive safe and latch, under its request's own lock, one call
+// per request), reads them back (one call per request), and only then
+// writes a record of it to a pipe that Go reads. A read error of the line
+// is a stop too. It blocks every signal, so nothing of Go's runs on it,
+// and asks for SCHED_FIFO when it may.
 
 #include "tripwire.h"
 
@@ -28,8 +29,11 @@ struct tb_trip {
 	int in_fd, wake_fd, rec_fd;
 	int level, stop, reconcile_ms;
 	uint64_t seq;
-	int nouts;
-	tb_out *outs[TB_MAX_OUTS];
+	int nouts, nreqs;
+	tb_req *reqs[TB_MAX_OUTS];  // each request once
+	uint64_t masks[TB_MAX_OUTS]; // the covered lines of each
+	int out_req[TB_MAX_OUTS];    // output i is line out_line[i] of reqs[out_req[i]]
+	int out_line[TB_MAX_OUTS];
 	int policy, prio, sched_err;
 	tb_rec pending; // a record the pipe had no room for
 	int has_pending;
@@ -41,114 +45,127 @@ static uint64_t now_ns(void) {
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static int set_value(int fd, int v) {
+static int set_values(int fd, uint64_t mask, uint64_t bits) {
 	struct gpio_v2_line_values lv;
 	memset(&lv, 0, sizeof lv);
-	lv.bits = v ? 1 : 0;
-	lv.mask = 1;
+	lv.bits = bits & mask;
+	lv.mask = mask;
 	return ioctl(fd, GPIO_V2_LINE_SET_VALUES_IOCTL, &lv) < 0 ? errno : 0;
 }
 
-static int get_value(int fd, int *v) {
+static int get_values(int fd, uint64_t mask, uint64_t *bits) {
 	struct gpio_v2_line_values lv;
 	memset(&lv, 0, sizeof lv);
-	lv.mask = 1;
+	lv.mask = mask;
 	if (ioctl(fd, GPIO_V2_LINE_GET_VALUES_IOCTL, &lv) < 0)
 		return errno;
-	*v = (int)(lv.bits & 1);
+	*bits = lv.bits & mask;
 	return 0;
 }
 
-tb_out *tb_out_new(int fd, int safe) {
-	tb_out *o = calloc(1, sizeof *o);
-	if (o == NULL)
+tb_req *tb_req_new(int fd, int nlines, uint64_t safe) {
+	if (nlines < 1 || nlines > TB_MAX_OUTS)
+		return NULL;
+	tb_req *q = calloc(1, sizeof *q);
+	if (q == NULL)
 		return NULL;
 	pthread_mutexattr_t a;
 	pthread_mutexattr_init(&a);
 	pthread_mutexattr_setprotocol(&a, PTHREAD_PRIO_INHERIT);
-	int r = pthread_mutex_init(&o->mu, &a);
+	int r = pthread_mutex_init(&q->mu, &a);
 	pthread_mutexattr_destroy(&a);
 	if (r != 0) {
-		free(o);
+		free(q);
 		return NULL;
 	}
-	o->fd = fd;
-	o->safe = safe;
-	o->refs = 1;
-	return o;
+	q->fd = fd;
+	q->lines = nlines == 64 ? ~0ull : (1ull << nlines) - 1;
+	q->safe = safe & q->lines;
+	q->refs = 1;
+	return q;
 }
 
-int tb_out_set(tb_out *o, int v) {
+int tb_req_set(tb_req *q, int i, int v) {
+	uint64_t bit = 1ull << i;
 	int r;
-	pthread_mutex_lock(&o->mu);
-	if (o->fd < 0)
+	pthread_mutex_lock(&q->mu);
+	if (q->fd < 0)
 		r = TB_ECLOSED;
-	else if (o->halted)
+	else if (q->halted & bit)
 		r = TB_EHALTED;
 	else
-		r = set_value(o->fd, v);
-	pthread_mutex_unlock(&o->mu);
+		r = set_values(q->fd, bit, v ? bit : 0);
+	pthread_mutex_unlock(&q->mu);
 	return r;
 }
 
-int tb_out_halt(tb_out *o) {
+int tb_req_halt(tb_req *q, uint64_t mask) {
 	int r = EBADF;
-	pthread_mutex_lock(&o->mu);
-	o->halted = 1;
-	if (o->fd >= 0)
-		r = set_value(o->fd, o->safe);
-	pthread_mutex_unlock(&o->mu);
+	mask &= q->lines;
+	pthread_mutex_lock(&q->mu);
+	q->halted |= mask;
+	if (q->fd >= 0)
+		r = set_values(q->fd, mask, q->safe);
+	pthread_mutex_unlock(&q->mu);
 	return r;
 }
 
-static int out_read(tb_out *o, int *v) {
+int tb_req_get(tb_req *q, uint64_t mask, uint64_t *bits) {
 	int r = EBADF;
-	pthread_mutex_lock(&o->mu);
-	if (o->fd >= 0)
-		r = get_value(o->fd, v);
-	pthread_mutex_unlock(&o->mu);
+	mask &= q->lines;
+	pthread_mutex_lock(&q->mu);
+	if (q->fd >= 0)
+		r = get_values(q->fd, mask, bits);
+	pthread_mutex_unlock(&q->mu);
 	return r;
 }
 
-int tb_out_rearm(tb_out *o) {
+int tb_req_rearm(tb_req *q, int i) {
 	int r = 0;
-	pthread_mutex_lock(&o->mu);
-	if (o->fd < 0)
+	pthread_mutex_lock(&q->mu);
+	if (q->fd < 0)
 		r = TB_ECLOSED;
 	else
-		o->halted = 0;
-	pthread_mutex_unlock(&o->mu);
+		q->halted &= ~(1ull << i);
+	pthread_mutex_unlock(&q->mu);
 	return r;
 }
 
-void tb_out_close(tb_out *o) {
-	pthread_mutex_lock(&o->mu);
-	o->halted = 1;
-	if (o->fd >= 0)
-		set_value(o->fd, o->safe);
-	o->fd = -1; // Go closes the descriptor after this
-	pthread_mutex_unlock(&o->mu);
+void tb_req_close(tb_req *q) {
+	pthread_mutex_lock(&q->mu);
+	q->halted = q->lines;
+	if (q->fd >= 0)
+		set_values(q->fd, q->lines, q->safe);
+	q->fd = -1; // Go closes the descriptor after this
+	pthread_mutex_unlock(&q->mu);
 }
 
-void tb_out_release(tb_out *o) {
-	if (__atomic_sub_fetch(&o->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-		pthread_mutex_destroy(&o->mu);
-		free(o);
+void tb_req_release(tb_req *q) {
+	if (__atomic_sub_fetch(&q->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		pthread_mutex_destroy(&q->mu);
+		free(q);
 	}
 }
 
-// halt drives every output safe first, then reads each back: the outputs
-// are safe as early as they can be.
+// halt drives every output safe first, a call per request, then reads
+// them back, a call per request: the outputs are safe as early as they
+// can be.
 static void halt(tb_trip *t, tb_rec *r) {
+	int errs[TB_MAX_OUTS];
+	uint64_t bits[TB_MAX_OUTS];
 	r->flags |= TB_REC_HALTED;
 	r->nouts = (uint32_t)t->nouts;
-	for (int i = 0; i < t->nouts; i++)
-		r->errs[i] = tb_out_halt(t->outs[i]);
+	for (int k = 0; k < t->nreqs; k++)
+		errs[k] = tb_req_halt(t->reqs[k], t->masks[k]);
+	for (int k = 0; k < t->nreqs; k++) {
+		bits[k] = 0;
+		if (errs[k] == 0)
+			errs[k] = tb_req_get(t->reqs[k], t->masks[k], &bits[k]);
+	}
 	for (int i = 0; i < t->nouts; i++) {
-		int v = 0;
-		if (r->errs[i] == 0)
-			r->errs[i] = out_read(t->outs[i], &v);
-		r->readback[i] = (int8_t)v;
+		int k = t->out_req[i];
+		r->errs[i] = errs[k];
+		r->readback[i] = (int8_t)((bits[k] >> t->out_line[i]) & 1);
 	}
 	r->safe_ns = now_ns();
 }
@@ -231,10 +248,11 @@ static int events(tb_trip *t) {
 // other than the last edge's, an event queued meanwhile explains it, and
 // without one the level is an edge of its own.
 static int reconcile(tb_trip *t) {
-	int v;
-	int err = get_value(t->in_fd, &v);
+	uint64_t bits;
+	int err = get_values(t->in_fd, 1, &bits);
 	if (err != 0)
 		return err;
+	int v = (int)bits;
 	if (v == t->level)
 		return 0;
 	struct pollfd p = {.fd = t->in_fd, .events = POLLIN};
@@ -279,10 +297,16 @@ static void *run(void *arg) {
 	}
 }
 
-tb_trip *tb_trip_start(int in_fd, int level, int stop, int reconcile_ms, int rec_fd, tb_out **outs, int nouts, int *err) {
+tb_trip *tb_trip_start(int in_fd, int level, int stop, int reconcile_ms, int rec_fd, tb_req **reqs, const int *lines, int nouts, int *err) {
 	if (nouts < 0 || nouts > TB_MAX_OUTS) {
 		*err = EINVAL;
 		return NULL;
+	}
+	for (int i = 0; i < nouts; i++) {
+		if (lines[i] < 0 || lines[i] >= TB_MAX_OUTS || !(reqs[i]->lines & (1ull << lines[i]))) {
+			*err = EINVAL;
+			return NULL;
+		}
 	}
 	tb_trip *t = calloc(1, sizeof *t);
 	if (t == NULL) {
@@ -296,8 +320,16 @@ tb_trip *tb_trip_start(int in_fd, int level, int stop, int reconcile_ms, int rec
 	t->reconcile_ms = reconcile_ms;
 	t->nouts = nouts;
 	for (int i = 0; i < nouts; i++) {
-		__atomic_add_fetch(&outs[i]->refs, 1, __ATOMIC_ACQ_REL);
-		t->outs[i] = outs[i];
+		int k = 0;
+		while (k < t->nreqs && t->reqs[k] != reqs[i])
+			k++;
+		if (k == t->nreqs) {
+			__atomic_add_fetch(&reqs[i]->refs, 1, __ATOMIC_ACQ_REL);
+			t->reqs[t->nreqs++] = reqs[i];
+		}
+		t->masks[k] |= 1ull << lines[i];
+		t->out_req[i] = k;
+		t->out_line[i] = lines[i];
 	}
 	t->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (t->wake_fd < 0) {
@@ -330,8 +362,8 @@ tb_trip *tb_trip_start(int in_fd, int level, int stop, int reconcile_ms, int rec
 	t->prio = sp.sched_priority;
 	return t;
 fail:
-	for (int i = 0; i < nouts; i++)
-		tb_out_release(t->outs[i]);
+	for (int k = 0; k < t->nreqs; k++)
+		tb_req_release(t->reqs[k]);
 	free(t);
 	return NULL;
 }
@@ -348,7 +380,7 @@ void tb_trip_stop(tb_trip *t) {
 		;
 	pthread_join(t->thread, NULL);
 	close(t->wake_fd);
-	for (int i = 0; i < t->nouts; i++)
-		tb_out_release(t->outs[i]);
+	for (int k = 0; k < t->nreqs; k++)
+		tb_req_release(t->reqs[k]);
 	free(t);
 }

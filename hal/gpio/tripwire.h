@@ -11,28 +11,37 @@
 
 #define TB_MAX_OUTS 64
 
-// Errors of tb_out_set besides errno values.
+// Errors of tb_req_set besides errno values.
 #define TB_EHALTED (-1)
 #define TB_ECLOSED (-2)
 
-// An output line: its request's descriptor, its safe level and its latch.
-// Go's writes and the tripwire's halts exclude each other with mu (which
-// inherits priority: a writer holding it runs at the tripwire's priority
-// until it lets go). It is freed when its last reference is released.
+// An output request: the lines of one chip the body drives, held in one
+// request of the kernel's (up to 64), so that one GPIO_V2_LINE_SET_VALUES
+// drives any of them and one GET_VALUES reads them back. Bit i of each
+// mask is the request's line i. Go's writes and the tripwire's halts
+// exclude each other with mu (which inherits priority: a writer holding
+// it runs at the tripwire's priority until it lets go). It is freed when
+// its last reference is released.
 typedef struct {
 	pthread_mutex_t mu;
-	int fd; // -1 once closed
-	int safe;
-	int halted;
+	int fd;          // -1 once closed
+	uint64_t lines;  // every line of the request
+	uint64_t safe;   // each line's safe level
+	uint64_t halted; // the lines latched by a halt
 	int refs;
-} tb_out;
+} tb_req;
 
-tb_out *tb_out_new(int fd, int safe);
-int tb_out_set(tb_out *o, int v);
-int tb_out_halt(tb_out *o);
-int tb_out_rearm(tb_out *o);
-void tb_out_close(tb_out *o);
-void tb_out_release(tb_out *o);
+tb_req *tb_req_new(int fd, int nlines, uint64_t safe);
+// tb_req_set drives line i to v: 0, TB_EHALTED, TB_ECLOSED or an errno.
+int tb_req_set(tb_req *q, int i, int v);
+// tb_req_halt drives the lines of mask to their safe levels and latches
+// them, in one call: 0 or an errno (EBADF once closed).
+int tb_req_halt(tb_req *q, uint64_t mask);
+// tb_req_get reads the lines of mask back, in one call, into *bits.
+int tb_req_get(tb_req *q, uint64_t mask, uint64_t *bits);
+int tb_req_rearm(tb_req *q, int i);
+void tb_req_close(tb_req *q);
+void tb_req_release(tb_req *q);
 
 // Flags of a record.
 #define TB_REC_HIGH       0x1 // the level after the edge is high
@@ -59,9 +68,10 @@ typedef struct tb_trip tb_trip;
 // tb_trip_start starts the thread. in_fd is the line's request, level its
 // level now, stop the level that means stop, reconcile_ms the period of
 // the read when no event arrives (0: none), rec_fd the pipe the records
-// go to. It takes a reference on each output. NULL with *err set on
-// failure.
-tb_trip *tb_trip_start(int in_fd, int level, int stop, int reconcile_ms, int rec_fd, tb_out **outs, int nouts, int *err);
+// go to. Output i is line lines[i] of reqs[i]; a stop halts the outputs
+// of each request with one call and reads them back with one more. It
+// takes a reference on each request. NULL with *err set on failure.
+tb_trip *tb_trip_start(int in_fd, int level, int stop, int reconcile_ms, int rec_fd, tb_req **reqs, const int *lines, int nouts, int *err);
 // tb_trip_sched says how the thread runs: its policy and priority.
 void tb_trip_sched(tb_trip *t, int *policy, int *prio, int *err);
 // tb_trip_stop ends the thread, waits for it and frees it.

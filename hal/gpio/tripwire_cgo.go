@@ -56,18 +56,20 @@ func (in *lineIn) ArmTrip(stop hal.Level, outs []hal.LineOut) ([]hal.LineOut, er
 	case in.trip != nil:
 		return nil, fmt.Errorf("gpio: line %s: the tripwire is already armed", in.name)
 	}
-	var cs []*C.tb_out
+	var reqs []*C.tb_req
+	var lines []C.int
 	var covered []hal.LineOut
 	var names []string
 	for _, o := range outs {
 		if lo, ok := o.(*lineOut); ok {
-			cs = append(cs, lo.g.c)
+			reqs = append(reqs, lo.req.g.c)
+			lines = append(lines, C.int(lo.i))
 			covered = append(covered, o)
 			names = append(names, lo.name)
 		}
 	}
-	if len(cs) > C.TB_MAX_OUTS {
-		return nil, fmt.Errorf("gpio: line %s: a tripwire covers at most %d outputs, not %d", in.name, C.TB_MAX_OUTS, len(cs))
+	if len(reqs) > C.TB_MAX_OUTS {
+		return nil, fmt.Errorf("gpio: line %s: a tripwire covers at most %d outputs, not %d", in.name, C.TB_MAX_OUTS, len(reqs))
 	}
 	inFd, err := rawFd(in.f)
 	if err != nil {
@@ -89,16 +91,19 @@ func (in *lineIn) ArmTrip(stop hal.Level, outs []hal.LineOut) ([]hal.LineOut, er
 		w.Close()
 		return nil, err
 	}
-	var outp **C.tb_out
-	if len(cs) > 0 {
-		// C memory, not Go's: the thread keeps the pointers.
-		p := C.malloc(C.size_t(len(cs)) * C.size_t(unsafe.Sizeof(cs[0])))
+	var reqp **C.tb_req
+	var linep *C.int
+	if len(reqs) > 0 {
+		// C memory, not Go's: a Go slice of pointers to C memory may not
+		// be passed (cgo's rules); the thread copies what it keeps.
+		p := C.malloc(C.size_t(len(reqs)) * C.size_t(unsafe.Sizeof(reqs[0])))
 		defer C.free(p)
-		copy(unsafe.Slice((**C.tb_out)(p), len(cs)), cs)
-		outp = (**C.tb_out)(p)
+		copy(unsafe.Slice((**C.tb_req)(p), len(reqs)), reqs)
+		reqp = (**C.tb_req)(p)
+		linep = &lines[0]
 	}
 	var cerr C.int
-	t := C.tb_trip_start(C.int(inFd), C.int(levelBit(in.level)), C.int(levelBit(stop)), C.int(in.reconcile.Milliseconds()), C.int(wFd), outp, C.int(len(cs)), &cerr)
+	t := C.tb_trip_start(C.int(inFd), C.int(levelBit(in.level)), C.int(levelBit(stop)), C.int(in.reconcile.Milliseconds()), C.int(wFd), reqp, linep, C.int(len(reqs)), &cerr)
 	if t == nil {
 		r.Close()
 		w.Close()

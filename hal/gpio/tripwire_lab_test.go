@@ -5,6 +5,7 @@ package gpio
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -197,4 +198,87 @@ func TestLabTripwireRacingWrites(t *testing.T) {
 		}
 	}
 	t.Logf("100 stops with 4 writers racing each: %d writes landed before the halts, %d refused after", written.Load(), refused.Load())
+}
+
+// TestLabTripwireTwoChips arms ESTOP's tripwire over outputs of two
+// chips, each chip's in one request: a stop drives all six safe and reads
+// them back, with one write and one read a chip, before the edge is
+// delivered, and each read-back is named by its line. Then the paths that
+// release: the second chip closed while the tripwire holds its request
+// (its outputs are reported closed at the next stop, the first chip's
+// halted still), and the first chip closed, which ends the thread; after
+// it every line is free and every descriptor closed.
+func TestLabTripwireTwoChips(t *testing.T) {
+	base := fds(t)
+	c1, c2 := openLabel(t, "tobe-lab"), openLabel(t, "tobe-lab2")
+	setPull(t, "ESTOP", false)
+	in, err := c1.In("ESTOP", hal.InConfig{Edge: hal.BothEdges})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1 := []string{"RELAY1", "RELAY2", "LED", "BUZZER"}
+	n2 := []string{"RELAY3", "RELAY4"}
+	var r1, r2 []hal.OutRequest
+	for _, n := range n1 {
+		r1 = append(r1, hal.OutRequest{Line: n})
+	}
+	for _, n := range n2 {
+		r2 = append(r2, hal.OutRequest{Line: n})
+	}
+	o1, e1 := c1.Outs(r1)
+	o2, e2 := c2.Outs(r2)
+	if err := errors.Join(append(e1, e2...)...); err != nil {
+		t.Fatal(err)
+	}
+	outs := append(append([]hal.LineOut(nil), o1...), o2...)
+	names := append(append([]string(nil), n1...), n2...)
+	chips := []string{"tobe-lab", "tobe-lab", "tobe-lab", "tobe-lab", "tobe-lab2", "tobe-lab2"}
+	covered, err := in.(hal.Tripwire).ArmTrip(hal.High, outs)
+	if err != nil || len(covered) != len(outs) {
+		t.Fatalf("ArmTrip: %d covered, %v", len(covered), err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	stop := func() hal.EdgeEvent {
+		t.Helper()
+		for _, o := range outs {
+			o.Rearm()
+			o.Out(hal.High)
+		}
+		setPull(t, "ESTOP", true)
+		e, err := in.WaitForEdge(ctx)
+		if err != nil || e.Halted == nil || len(e.Halted.Outputs) != len(outs) {
+			t.Fatalf("stop: %v %+v %v", e, e.Halted, err)
+		}
+		setPull(t, "ESTOP", false)
+		if _, err := in.WaitForEdge(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	e := stop()
+	for i, h := range e.Halted.Outputs {
+		if h.Name != names[i] || h.Err != nil || h.ReadBack != hal.Low {
+			t.Errorf("read-back %d: %+v, want %s low", i, h, names[i])
+		}
+		if v := valueOn(t, chips[i], names[i]); v != "0" {
+			t.Errorf("%s on %s at %s after the stop", names[i], chips[i], v)
+		}
+	}
+	t.Logf("stop over two chips: edge -> %d outputs safe and read back in %v", len(outs), e.Halted.Safe.Sub(e.Time))
+
+	c2.Close() // the tripwire still holds its request
+	free(t, c2, n2...)
+	e = stop()
+	for i, h := range e.Halted.Outputs {
+		closed := i >= len(n1)
+		if closed != errors.Is(h.Err, hal.ErrClosed) || closed && !strings.Contains(h.Err.Error(), names[i]) || !closed && (h.Err != nil || h.ReadBack != hal.Low) {
+			t.Errorf("read-back %d with tobe-lab2 closed: %+v", i, h)
+		}
+	}
+	c1.Close()
+	free(t, c1, append([]string{"ESTOP"}, n1...)...)
+	if n := fds(t); n != base {
+		t.Errorf("%d descriptors after both chips closed, %d before", n, base)
+	}
 }

@@ -126,6 +126,9 @@ func (c *Chip) Out(name string, cfg hal.OutConfig) (hal.LineOut, error) {
 	return o, o.Out(cfg.Safe)
 }
 
+// Outs claims the lines one by one: a fake has no request to share.
+func (c *Chip) Outs(reqs []hal.OutRequest) ([]hal.LineOut, []error) { return hal.OutEach(c, reqs) }
+
 // Halt drives every output handed out to its safe level and latches it;
 // inputs go on reporting.
 func (c *Chip) Halt() error {

@@ -158,6 +158,9 @@ func (c *chip) Out(name string, cfg hal.OutConfig) (hal.LineOut, error) {
 	return o, nil
 }
 
+// Outs claims the lines one by one: a fake has no request to share.
+func (c *chip) Outs(reqs []hal.OutRequest) ([]hal.LineOut, []error) { return hal.OutEach(c, reqs) }
+
 // Halt drives every requested output to its safe level and latches it.
 // Inputs go on reporting: the e-stop and its reset must be read after a
 // halt more than ever.

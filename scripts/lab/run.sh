@@ -4,7 +4,8 @@
 # (gpio-sim, vivid, uinput, evdev, snd-aloop, softdog, i2c-stub with
 # i2c-dev, uleds with the timer trigger) and the test
 # binaries of the packages given (built with the lab tag; those with audio
-# tests with cgo and PortAudio). Prints what the tests print, then a summary,
+# tests with cgo and PortAudio; one with a driver of its own for a build
+# without cgo, once more without it). Prints what the tests print, then a summary,
 # and exits non-zero on any failure. Only the lab tests (TestLab*) run in
 # the VM; the unit tests run on the host, where their packages' sources are.
 # The VM has LAB_SMP CPUs (2 by default: the target boards have four, and
@@ -106,6 +107,7 @@ libs() {
 # libraries (ldd, the dynamic loader included) and ALSA's configuration.
 # A binary without a single lab test is refused rather than run: a tag
 # left out would otherwise pass by testing nothing.
+bins=0
 for pkg in "$@"; do
 	name=$(echo "$pkg" | sed 's|/*$||' | tr '/.' '__' | sed 's/^_*//')
 	bin="$ir/lab/$name.test"
@@ -130,6 +132,14 @@ for pkg in "$@"; do
 		# shellcheck disable=SC2086
 		env -u GOARM CGO_ENABLED=1 $goenv $cc go test -c -tags lab,netgo,osusergo -ldflags '-linkmode external -extldflags -static' -o "$bin" "$pkg"
 	fi
+	# A package with a driver of its own for a build without cgo (a file
+	# built only !cgo: hal/gpio's latch in Go) is tested that way too.
+	if grep -qs '^//go:build.*!cgo' "$pkg"/*.go; then
+		# shellcheck disable=SC2086
+		env -u GOARM CGO_ENABLED=0 $goenv go test -c -tags lab -o "$ir/lab/${name}_nocgo.test" "$pkg"
+		bins=$((bins + 1))
+	fi
+	bins=$((bins + 1))
 	# shellcheck disable=SC2086
 	if ! $user "$bin" -test.list '^TestLab' | grep -q '^TestLab'; then
 		echo "lab: $pkg has no lab tests in its binary (build tags?)" >&2
@@ -213,4 +223,4 @@ fail=$(grep -c -- '^--- FAIL' "$work/console.txt" || true)
 bad=$(grep -c '^lab: exit [1-9]' "$work/console.txt" || true)
 ran=$(grep -c '^lab: exit' "$work/console.txt" || true)
 echo "lab: $pass passed, $fail failed, $ran test binaries ($bad failed) in a ${took}s VM run ($arch, Linux $kver)"
-[ "$fail" -eq 0 ] && [ "$bad" -eq 0 ] && [ "$ran" -eq "$#" ] && [ "$lockup" -eq 0 ]
+[ "$fail" -eq 0 ] && [ "$bad" -eq 0 ] && [ "$ran" -eq "$bins" ] && [ "$lockup" -eq 0 ]
