@@ -157,9 +157,10 @@ type LineIn interface {
 //
 // Halt drives the line to its safe level and latches it: Out returns
 // ErrHalted until Rearm. Halt and Out exclude each other with a lock of the
-// line's own, held only for the write and shared with nothing slow, so an
-// Out racing an e-stop either completed before the Halt (which undoes it)
-// or is refused.
+// line's own (or of its request's, where the driver holds several lines in
+// one), held only for the write and shared with nothing slow, so an Out
+// racing an e-stop either completed before the Halt (which undoes it) or
+// is refused.
 type LineOut interface {
 	Halter
 	Name() string

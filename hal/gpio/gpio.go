@@ -6,7 +6,10 @@
 // timestamps and sequence numbers, and the kernel's debounce; outputs are
 // requested at their safe level in the same ioctl that claims them, so
 // there is no moment at an unknown level, and every write can be read
-// back. Halt drives an output safe and latches it until Rearm. A line
+// back. Outputs asked for together (Outs) share one request, so one
+// GPIO_V2_LINE_SET_VALUES drives them all safe and one GET_VALUES reads
+// them back; each line keeps its own latch, writes and errors. Halt
+// drives an output safe and latches it until Rearm. A line
 // watched for both edges is also read while it is idle, so an edge the
 // kernel never reported (a lost interrupt, an overflowed queue) still
 // reaches the consumer, marked Reconciled.
@@ -532,10 +535,12 @@ func (q *outRequest) HaltOutputs(outs []hal.LineOut, rep []hal.HaltedOutput) {
 			mask |= 1 << lo.i
 		}
 	}
-	err := q.g.halt(mask)
+	var err error
 	var bits uint64
-	if err == nil {
-		bits, err = q.g.get(mask)
+	if mask != 0 { // the kernel refuses a write of no line
+		if err = q.g.halt(mask); err == nil {
+			bits, err = q.g.get(mask)
+		}
 	}
 	for k, o := range outs {
 		lo, ok := o.(*lineOut)

@@ -11,9 +11,10 @@
 #    uncapped; a ledger on disk with a 100k outbox backlog being drained;
 #    agents offering 2,000 requests/s to a real runner), each next to a
 #    bare blocking read(2) of another line (a plain thread) in the same run
-#    and load; goal: the e-stop's p99 <= 1.5x the bare reader's. The
-#    e-stop's outputs are halted by hal/gpio's tripwire thread (real-time
-#    when the VM's root allows it); the path is printed.
+#    and load; goal: the e-stop's p99 <= 1.2x the bare reader's idle,
+#    1.5x under load. The e-stop's outputs are halted by hal/gpio's
+#    tripwire thread (real-time when the VM's root allows it), one write
+#    and one read for the chip's four; the path is printed.
 #
 #   scripts/bench/estop.sh
 #   ESTOP_LAB=1 scripts/bench/estop.sh
@@ -70,8 +71,10 @@ if [ "${ESTOP_LAB:-}" = 1 ]; then
 			run=$(echo "$line" | sed -n 's/^estop latency: \([a-z]*\).*/\1/p')
 			trip=$(p99 "$(echo "$line" | sed -n 's/.*read back \(p50 [^;]*\);.*/\1/p')")
 			bare=$(p99 "$(echo "$line" | sed -n 's/.*bare read(2) edge -> returned \(p50 [^;]*\);.*/\1/p')")
+			goal='ratio<=1.5'
+			[ "$run" = idle ] && goal='ratio<=1.2'
 			[ -n "$run" ] && [ -n "$trip" ] && [ -n "$bare" ] &&
-				figure "estop.lab.smp$smp.$run.p99" "$trip" µs "$bare" 'ratio<=1.5' bare-read
+				figure "estop.lab.smp$smp.$run.p99" "$trip" µs "$bare" "$goal" bare-read
 		done
 	done
 fi

@@ -55,6 +55,8 @@ line "e-stop idle, p99 ratio to bare" 's/.*estop latency: idle.*p99 ratio \([^ ]
 line "e-stop capped load, p99 ratio" 's/.*estop latency: capped.*p99 ratio \([^ ]*\) .*/\1/p'
 line "e-stop uncapped load, p99 ratio" 's/.*estop latency: uncapped.*p99 ratio \([^ ]*\) .*/\1/p'
 line "tripwire stop, edge -> 4 outputs safe" 's/.*stop (reconciled false): edge -> 4 outputs safe and read back in \(.*\)$/\1/p'
+line "e-stop trip, system calls of the tripwire" 's/.*trip syscalls: tripwire thread, [0-9]* outputs: \([0-9]*\) in all: \(.*\)$/\1: \2/p'
+line "e-stop trip, system calls of the goroutine" 's/.*trip syscalls: e-stop goroutine, [0-9]* outputs: \([0-9]*\) in all: \(.*\)$/\1: \2/p'
 line "tripwire thread" 's/.*tripwire_lab_test.go:[0-9]*: tripwire thread: \(.*\)$/\1/p'
 line "camera, 300 frames 640x480" 's/.*300 frames of 640x480 YUYV: \([0-9.]* frames\/s\) over [^;]*; \([0-9]*\) lost before dequeue.*/\1, \2 sequence gaps/p'
 line "input, resyncs after SYN_DROPPED" 's/.*resyncs after the flood: \(.*\)$/\1/p'
