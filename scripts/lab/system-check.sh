@@ -43,8 +43,9 @@ done
 mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config
 lab-gpio-sim || bad "the gpio-sim chip"
 udevadm settle
-set -- /sys/devices/platform/gpio-sim.*/gpiochip*
-sim=$1
+# The lab board's chip, tobe-lab (a second, tobe-lab2, is the hal tests').
+gs=/sys/kernel/config/gpio-sim/tobe-lab
+sim=/sys/devices/platform/$(cat $gs/dev_name)/$(cat $gs/bank0/chip_name)
 # The normally-closed e-stop and its second contact healthy (closed: low),
 # the reset button released (high). Once the body has requested the lines
 # (with its own bias) again.
