@@ -386,20 +386,22 @@ func (e *EStop) trip(cause string, ask Ask, edge hal.Mono, rep *hal.HaltReport) 
 	// already are in rep; the others are halted here, a driver's call per
 	// group of them (one write and one read per request of a GPIO chip).
 	set, setRep := e.all, e.allRep
-	var done map[string]hal.HaltedOutput
 	if rep != nil {
 		set, setRep = e.rest, e.restRep
+	}
+	t.Safe = 0
+	if len(setRep) > 0 {
+		set.Halt(setRep)
+		t.Safe = e.cfg.Now()
+	}
+	var done map[string]hal.HaltedOutput // made once every output is safe
+	if rep != nil {
 		done = make(map[string]hal.HaltedOutput, len(rep.Outputs))
 		for _, h := range rep.Outputs {
 			if e.covered[h.Name] {
 				done[h.Name] = h
 			}
 		}
-	}
-	t.Safe = 0
-	if len(setRep) > 0 {
-		set.Halt(setRep)
-		t.Safe = e.cfg.Now()
 	}
 	j := 0 // the next of set's outputs
 	for _, o := range e.cfg.Outputs {

@@ -642,3 +642,108 @@ func TestEStopAlive(t *testing.T) {
 		}
 	}
 }
+
+// tripLine is a stop line whose driver has a tripwire over the outputs
+// cover picks: on an edge to stop it halts them itself and reports them
+// (report edits what it says, to test what the e-stop does with a report
+// that lacks an output or tells a stuck one), as hal/gpio's thread does.
+type tripLine struct {
+	hal.LineIn
+	cover   func([]hal.LineOut) []hal.LineOut
+	report  func(*hal.HaltReport)
+	stop    hal.Level
+	covered []hal.LineOut
+}
+
+func (l *tripLine) ArmTrip(stop hal.Level, outs []hal.LineOut) ([]hal.LineOut, error) {
+	l.stop, l.covered = stop, l.cover(outs)
+	return l.covered, nil
+}
+
+func (l *tripLine) TripThread() string { return "a fake's" }
+
+func (l *tripLine) WaitForEdge(ctx context.Context) (hal.EdgeEvent, error) {
+	e, err := l.LineIn.WaitForEdge(ctx)
+	if err != nil || e.Level != l.stop {
+		return e, err
+	}
+	rep := &hal.HaltReport{Outputs: make([]hal.HaltedOutput, len(l.covered))}
+	for i, o := range l.covered {
+		rep.Outputs[i] = hal.HaltOne(o)
+	}
+	rep.Safe = e.Time.Add(time.Millisecond)
+	if l.report != nil {
+		l.report(rep)
+	}
+	e.Halted = rep
+	return e, nil
+}
+
+// What a tripwire halted and what the goroutine halted make one record:
+// the outputs in the configuration's order, those of the driver's report
+// counted ByDriver, the rest halted by the e-stop's own HaltSet, an
+// output the report lacks halted all the same, a stuck read-back in the
+// report not all safe, and a stop asked for (no edge, no report) halting
+// every output from the goroutine.
+func TestTripMergesTheTripwiresReport(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		report   func(*hal.HaltReport)
+		byDriver int
+		allSafe  bool
+		relay    string
+	}{
+		{"the relay by the driver, the LED by the goroutine", nil, 1, true, "low"},
+		{"a report without the relay", func(r *hal.HaltReport) { r.Outputs = nil }, 0, true, "low"},
+		{"a report of a stuck relay", func(r *hal.HaltReport) { r.Outputs[0].ReadBack = hal.High }, 1, false, "high"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newRig(t, false)
+				r.e.cfg.Main = &tripLine{LineIn: r.e.cfg.Main, report: tc.report,
+					cover: func(outs []hal.LineOut) []hal.LineOut { return outs[:1] }} // RELAY1
+				r.e.Check()
+				r.run(t)
+				synctest.Wait()
+				if p := r.e.Status().Path; !strings.Contains(p, "halts 1 of 2 outputs") {
+					t.Errorf("path %q", p)
+				}
+				r.drive(t)
+				edge := r.now()
+				r.main.Set(hal.High, edge)
+				synctest.Wait()
+				recs := r.records()
+				if got := types(recs); !slices.Equal(got, []string{"estop.checked", "estop.tripped"}) {
+					t.Fatalf("records %v", got)
+				}
+				trip := recs[1].Payload.(Trip)
+				want := []OutputState{{Name: "RELAY1", Safe: "low", ReadBack: tc.relay}, {Name: "LED", Safe: "high", ReadBack: "high"}}
+				if !slices.Equal(trip.Outputs, want) || trip.ByDriver != tc.byDriver || trip.AllSafe != tc.allSafe {
+					t.Errorf("trip outputs %+v, by driver %d, all safe %v; want %+v, %d, %v", trip.Outputs, trip.ByDriver, trip.AllSafe, want, tc.byDriver, tc.allSafe)
+				}
+				if r.relay.Level() != hal.Low || r.led.Level() != hal.High {
+					t.Errorf("relay %v, LED %v: want both safe", r.relay.Level(), r.led.Level())
+				}
+				if tc.byDriver > 0 && trip.Safe < edge.Add(time.Millisecond) {
+					t.Errorf("safe at %v, before the driver's report said (%v)", trip.Safe, edge.Add(time.Millisecond))
+				}
+				if len(r.runner.unsafe) > 0 {
+					t.Errorf("runner called with %q", r.runner.unsafe)
+				}
+				// A stop asked for while armed: no report, every output by
+				// the goroutine.
+				r.main.Set(hal.Low, r.now())
+				synctest.Wait()
+				if err := r.e.Reset(Principal{Kind: LocalAdmin, Subject: "admin:uid=0"}); err != nil {
+					t.Fatal(err)
+				}
+				r.drive(t)
+				asked := r.e.TripNow("requested by admin:uid=0")
+				if asked.ByDriver != 0 || !asked.AllSafe || len(asked.Outputs) != 2 || asked.Outputs[0].Name != "RELAY1" {
+					t.Errorf("a stop asked for: %+v", asked)
+				}
+				r.stop(t)
+			})
+		})
+	}
+}

@@ -285,12 +285,32 @@ func (r *labRig) healthy(t *testing.T) {
 	})
 }
 
+// opened waits until the e-stop has taken in that ESTOP is open. Its
+// record of the trip comes first (the outputs first, then the rest), so
+// a test that closes ESTOP at the record and then waits for healthy()
+// could see the main line "ok" from before the trip, and a reset then
+// race the watcher noting the stop (seen under emulation: a reset
+// refused, "the e-stop line still says stop", with ESTOP closed).
+func (r *labRig) opened(t *testing.T, lines ...string) {
+	t.Helper()
+	if len(lines) == 0 {
+		lines = []string{"ESTOP"}
+	}
+	for _, l := range lines {
+		waitFor(t, 10*time.Second, "the e-stop sees "+l+" open", func() bool {
+			s := r.e.Status()
+			return map[string]string{"ESTOP": s.Main, "ESTOP2": s.Second}[l] == "stop"
+		})
+	}
+}
+
 // latch trips the e-stop by opening ESTOP, then closes it again: latched
 // with a healthy line.
 func (r *labRig) latch(t *testing.T) {
 	t.Helper()
 	r.pull(t, "ESTOP", true)
 	r.next(t, "estop.tripped", 10*time.Second)
+	r.opened(t)
 	r.pull(t, "ESTOP", false)
 	r.healthy(t)
 	if !r.e.Latched() {
@@ -375,6 +395,7 @@ func TestLabEStopTrip(t *testing.T) {
 			t.Errorf("round %d: RELAY1 %s after a refused write", round, v)
 		}
 		// E2: the contacts close again; still latched.
+		r.opened(t, lines...)
 		for _, l := range lines {
 			r.pull(t, l, false)
 		}
@@ -889,6 +910,7 @@ func TestLabEStopLatency(t *testing.T) {
 			trips++
 			trip = append(trip, time.Duration(tr.LatencyNS))
 			tripW = append(tripW, tr.Safe.Sub(written))
+			r.opened(t)
 			r.pull(t, "ESTOP", false)
 			r.healthy(t)
 			if err := r.e.Reset(admin); err != nil {

@@ -7,8 +7,10 @@ import "fmt"
 // one request of the GPIO character device). A LineOut in one is Grouped.
 type OutputGroup interface {
 	// HaltOutputs halts outs, each of this group, as their Halt does, and
-	// reads each back: rep[i] is outs[i]'s (len(rep) == len(outs)). It
-	// allocates nothing unless an output fails (its Err).
+	// reads each back: rep[i] is outs[i]'s (len(rep) == len(outs)). An
+	// output that cannot be halted or read back has its Err, naming it
+	// (ErrClosed once its driver released it, which Halt alone takes for
+	// done). It allocates nothing unless an output fails.
 	HaltOutputs(outs []LineOut, rep []HaltedOutput)
 }
 
@@ -115,7 +117,9 @@ func HaltOne(o LineOut) HaltedOutput {
 func OutEach(c Chip, reqs []OutRequest) ([]LineOut, []error) {
 	outs, errs := make([]LineOut, len(reqs)), make([]error, len(reqs))
 	for i, r := range reqs {
-		outs[i], errs[i] = c.Out(r.Line, r.Config)
+		if outs[i], errs[i] = c.Out(r.Line, r.Config); errs[i] != nil {
+			outs[i] = nil
+		}
 	}
 	return outs, errs
 }

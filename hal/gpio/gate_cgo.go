@@ -3,12 +3,15 @@
 package gpio
 
 /*
+#cgo noescape tb_req_get
+#cgo nocallback tb_req_get
 #include "tripwire.h"
 */
 import "C"
 
 import (
 	"os"
+	"runtime"
 	"syscall"
 
 	"github.com/tobe-body/tobe-body/hal"
@@ -17,23 +20,11 @@ import (
 // gate is an output request's latch, kept in C memory so that the
 // tripwire's thread can halt its lines without Go: writes and halts
 // exclude each other with the request's own lock (priority-inheriting),
-// held only for the call.
+// held only for the call. The C memory is Go's to free once nothing of
+// Go's can reach the gate (a line kept after its chip was closed still
+// answers ErrClosed) and no tripwire holds it.
 type gate struct {
 	c *C.tb_req
-}
-
-// rawFd is the descriptor's number, without f.Fd()'s switch to blocking
-// mode. It stays valid while f is open.
-func rawFd(f *os.File) (int, error) {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return -1, err
-	}
-	fd := -1
-	if err := rc.Control(func(u uintptr) { fd = int(u) }); err != nil {
-		return -1, err
-	}
-	return fd, nil
 }
 
 // newGate is the latch of the request f of n lines, whose safe levels are
@@ -47,7 +38,9 @@ func newGate(f *os.File, n int, safe uint64) (*gate, error) {
 	if c == nil {
 		return nil, syscall.ENOMEM
 	}
-	return &gate{c: c}, nil
+	g := &gate{c: c}
+	runtime.AddCleanup(g, func(c *C.tb_req) { C.tb_req_release(c) }, c)
+	return g, nil
 }
 
 func gateErr(r C.int) error {
@@ -73,7 +66,9 @@ func (g *gate) halt(mask uint64) error {
 	return setErr(closedErr(gateErr(C.tb_req_halt(g.c, C.uint64_t(mask)))))
 }
 
-// get reads the lines of mask back, in one call.
+// get reads the lines of mask back, in one call. (bits stays on the
+// stack: tb_req_get is declared noescape, so a read-back allocates
+// nothing.)
 func (g *gate) get(mask uint64) (uint64, error) {
 	var bits C.uint64_t
 	if err := closedErr(gateErr(C.tb_req_get(g.c, C.uint64_t(mask), &bits))); err != nil {
@@ -85,7 +80,5 @@ func (g *gate) get(mask uint64) (uint64, error) {
 func (g *gate) rearm(i int) error { return gateErr(C.tb_req_rearm(g.c, C.int(i))) }
 
 // close halts every line for good; the caller closes the file after it.
+// The C memory stays until the gate is unreachable (newGate's cleanup).
 func (g *gate) close() { C.tb_req_close(g.c) }
-
-// release drops Go's reference; a tripwire may still hold one.
-func (g *gate) release() { C.tb_req_release(g.c) }

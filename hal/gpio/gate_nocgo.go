@@ -13,8 +13,11 @@ import (
 
 // gate is an output request's latch without cgo: writes and halts
 // exclude each other with the request's own lock, held only for the call.
+// It keeps the request's descriptor as a number, used only under mu and
+// only until close (after which the caller closes the file), so that a
+// call allocates nothing.
 type gate struct {
-	f      *os.File
+	fd     int
 	lines  uint64 // every line of the request
 	safe   uint64
 	mu     sync.Mutex
@@ -23,16 +26,17 @@ type gate struct {
 }
 
 func newGate(f *os.File, n int, safe uint64) (*gate, error) {
-	lines := ^uint64(0)
-	if n < 64 {
-		lines = 1<<n - 1
+	fd, err := rawFd(f)
+	if err != nil {
+		return nil, err
 	}
-	return &gate{f: f, lines: lines, safe: safe & lines}, nil
+	lines := lineMask(n)
+	return &gate{fd: fd, lines: lines, safe: safe & lines}, nil
 }
 
 func (g *gate) set(mask, bits uint64) error {
 	lv := uapi.GPIOV2LineValues{Bits: bits & mask, Mask: mask}
-	return uapi.FileIoctl(g.f, uapi.GPIOV2LineSetValues, unsafe.Pointer(&lv))
+	return uapi.Ioctl(g.fd, uapi.GPIOV2LineSetValues, unsafe.Pointer(&lv))
 }
 
 func (g *gate) out(i int, v hal.Level) error {
@@ -67,7 +71,7 @@ func (g *gate) get(mask uint64) (uint64, error) {
 		return 0, hal.ErrClosed
 	}
 	lv := uapi.GPIOV2LineValues{Mask: mask}
-	if err := uapi.FileIoctl(g.f, uapi.GPIOV2LineGetValues, unsafe.Pointer(&lv)); err != nil {
+	if err := uapi.Ioctl(g.fd, uapi.GPIOV2LineGetValues, unsafe.Pointer(&lv)); err != nil {
 		return 0, getErr(err)
 	}
 	return lv.Bits & mask, nil
@@ -93,5 +97,3 @@ func (g *gate) close() {
 		g.closed = true
 	}
 }
-
-func (g *gate) release() {}

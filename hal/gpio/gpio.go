@@ -84,10 +84,7 @@ func (c *Chip) requestLines(names []string, offs []uint32, cfg uapi.GPIOV2LineCo
 	req := uapi.GPIOV2LineRequest{NumLines: uint32(len(offs)), EventBufferSize: eventBuffer, Config: cfg}
 	copy(req.Offsets[:], offs)
 	copy(req.Consumer[:], Consumer)
-	what := "line " + strings.Join(names, ", ")
-	if len(names) > 1 {
-		what = "lines " + strings.Join(names, ", ")
-	}
+	what := lineWords(names)
 	if err := uapi.Ioctl(int(chip.Fd()), uapi.GPIOV2GetLine, unsafe.Pointer(&req)); err != nil {
 		if errors.Is(err, unix.EBUSY) {
 			// Say who holds it.
@@ -170,8 +167,8 @@ const maxLines = len(uapi.GPIOV2LineRequest{}.Offsets)
 // Outs requests the lines as outputs, each driven to its safe level by
 // the request that claims it: up to maxLines in one request. A line the
 // kernel refuses is found and named (a line another consumer holds, by
-// its line info; any other refusal, by claiming the lines one by one),
-// and the others are claimed without it.
+// its line info; any other refusal of a line's, by claiming the lines one
+// by one), and the others are claimed without it.
 func (c *Chip) Outs(reqs []hal.OutRequest) ([]hal.LineOut, []error) {
 	outs, errs := make([]hal.LineOut, len(reqs)), make([]error, len(reqs))
 	var todo []int // indices of reqs still to claim
@@ -202,9 +199,14 @@ func (c *Chip) Outs(reqs []hal.OutRequest) ([]hal.LineOut, []error) {
 			todo = todo[n:]
 			continue
 		}
-		if len(batch) == 1 {
-			errs[batch[0]] = err
-			todo = todo[1:]
+		if len(batch) == 1 || errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) || errors.Is(err, unix.ENOMEM) {
+			// One line, or a refusal of the process's (out of descriptors
+			// or memory), not of a line's: a request per line would only
+			// need more of what is short.
+			for _, i := range batch {
+				errs[i] = err
+			}
+			todo = todo[n:]
 			continue
 		}
 		// Name the refused: lines held by another consumer say so in their
@@ -251,7 +253,7 @@ func (c *Chip) claim(reqs []hal.OutRequest, offs []uint32, at []int) (*outReques
 	g, err := newGate(f, len(at), safe)
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("gpio: lines %s on %s: %w", strings.Join(names, ", "), c.label, err)
+		return nil, fmt.Errorf("gpio: %s on %s: %w", lineWords(names), c.label, err)
 	}
 	q := &outRequest{chip: c.label, names: names, f: f, g: g}
 	c.mu.Lock()
@@ -304,6 +306,20 @@ func (c *Chip) Close() error {
 		q.close()
 	}
 	return err
+}
+
+// rawFd is the descriptor's number, without f.Fd()'s switch to blocking
+// mode. It stays valid while f is open.
+func rawFd(f *os.File) (int, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd := -1
+	if err := rc.Control(func(u uintptr) { fd = int(u) }); err != nil {
+		return -1, err
+	}
+	return fd, nil
 }
 
 func getValue(f *os.File) (hal.Level, error) {
@@ -503,7 +519,7 @@ type outRequest struct {
 	once  sync.Once
 }
 
-// names of the lines of mask, for an error.
+// linesOf names the lines of mask, for an error.
 func (q *outRequest) linesOf(mask uint64) string {
 	var ns []string
 	for i, n := range q.names {
@@ -511,10 +527,15 @@ func (q *outRequest) linesOf(mask uint64) string {
 			ns = append(ns, n)
 		}
 	}
-	if len(ns) == 1 {
-		return "line " + ns[0]
+	return lineWords(ns)
+}
+
+// lineWords is "line A" or "lines A, B".
+func lineWords(names []string) string {
+	if len(names) == 1 {
+		return "line " + names[0]
 	}
-	return "lines " + strings.Join(ns, ", ")
+	return "lines " + strings.Join(names, ", ")
 }
 
 // halt drives the lines of mask safe and latches them, in one call. A
@@ -560,7 +581,6 @@ func (q *outRequest) close() {
 	q.once.Do(func() {
 		q.g.close()
 		q.f.Close()
-		q.g.release()
 	})
 }
 
@@ -602,18 +622,18 @@ func (o *lineOut) Rearm() error {
 // Group is the line's request: see hal.Grouped.
 func (o *lineOut) Group() hal.OutputGroup { return o.req }
 
-// setErr and getErr name the call a kernel's refusal came from.
+// setErr and getErr name the call a kernel's refusal (an errno, as the
+// gates return it) came from. No error costs nothing: a halt allocates
+// only when it fails.
 func setErr(err error) error {
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
+	if errno, ok := err.(syscall.Errno); ok {
 		return os.NewSyscallError("ioctl GPIO_V2_LINE_SET_VALUES", errno)
 	}
 	return err
 }
 
 func getErr(err error) error {
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
+	if errno, ok := err.(syscall.Errno); ok {
 		return os.NewSyscallError("ioctl GPIO_V2_LINE_GET_VALUES", errno)
 	}
 	return err
@@ -621,7 +641,7 @@ func getErr(err error) error {
 
 // closedErr is hal.ErrClosed for a request already closed (EBADF).
 func closedErr(err error) error {
-	if errors.Is(err, syscall.EBADF) {
+	if errno, ok := err.(syscall.Errno); ok && errno == syscall.EBADF {
 		return hal.ErrClosed
 	}
 	return err

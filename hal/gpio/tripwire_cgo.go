@@ -3,7 +3,6 @@
 package gpio
 
 /*
-#include <stdlib.h>
 #include "tripwire.h"
 */
 import "C"
@@ -94,13 +93,9 @@ func (in *lineIn) ArmTrip(stop hal.Level, outs []hal.LineOut) ([]hal.LineOut, er
 	var reqp **C.tb_req
 	var linep *C.int
 	if len(reqs) > 0 {
-		// C memory, not Go's: a Go slice of pointers to C memory may not
-		// be passed (cgo's rules); the thread copies what it keeps.
-		p := C.malloc(C.size_t(len(reqs)) * C.size_t(unsafe.Sizeof(reqs[0])))
-		defer C.free(p)
-		copy(unsafe.Slice((**C.tb_req)(p), len(reqs)), reqs)
-		reqp = (**C.tb_req)(p)
-		linep = &lines[0]
+		// Go memory holding C pointers and numbers: cgo lets C read it
+		// during the call, and the thread copies what it keeps.
+		reqp, linep = &reqs[0], &lines[0]
 	}
 	var cerr C.int
 	t := C.tb_trip_start(C.int(inFd), C.int(levelBit(in.level)), C.int(levelBit(stop)), C.int(in.reconcile.Milliseconds()), C.int(wFd), reqp, linep, C.int(len(reqs)), &cerr)

@@ -16,6 +16,20 @@ import (
 	"github.com/tobe-body/tobe-body/hal/internal/uapi"
 )
 
+// labOuts claims the lines together, at safe Low: one request.
+func labOuts(t *testing.T, c hal.Chip, names ...string) []hal.LineOut {
+	t.Helper()
+	var reqs []hal.OutRequest
+	for _, n := range names {
+		reqs = append(reqs, hal.OutRequest{Line: n, Config: hal.OutConfig{Safe: hal.Low}})
+	}
+	outs, errs := c.Outs(reqs)
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return outs
+}
+
 // TestLabTripwire arms ESTOP's tripwire over the relays, the LED and the
 // buzzer, drives them high, and opens the line: every output must be low
 // on gpio-sim's value attribute and latched before the edge is delivered,
@@ -30,14 +44,7 @@ func TestLabTripwire(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := []string{"RELAY1", "RELAY2", "LED", "BUZZER"}
-	var outs []hal.LineOut
-	for _, n := range names {
-		o, err := c.Out(n, hal.OutConfig{Safe: hal.Low})
-		if err != nil {
-			t.Fatal(err)
-		}
-		outs = append(outs, o)
-	}
+	outs := labOuts(t, c, names...) // one request, as the body claims them
 	covered, err := in.(hal.Tripwire).ArmTrip(hal.High, outs)
 	if err != nil || len(covered) != len(outs) {
 		t.Fatalf("ArmTrip: %d covered, %v", len(covered), err)
@@ -128,7 +135,8 @@ func TestLabTripwire(t *testing.T) {
 }
 
 // TestLabTripwireRacingWrites: writers drive every output high as fast as
-// they can while the line opens, 100 times. Each write either lands
+// they can while the line opens, 100 times; the outputs share a request,
+// so the writers contend for its lock with each other and the halt. Each write either lands
 // before the tripwire's halt (which undoes it) or is refused, so after
 // every stop each output reads low on gpio-sim and stays low.
 func TestLabTripwireRacingWrites(t *testing.T) {
@@ -139,14 +147,7 @@ func TestLabTripwireRacingWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := []string{"RELAY1", "RELAY2", "LED", "BUZZER"}
-	var outs []hal.LineOut
-	for _, n := range names {
-		o, err := c.Out(n, hal.OutConfig{Safe: hal.Low})
-		if err != nil {
-			t.Fatal(err)
-		}
-		outs = append(outs, o)
-	}
+	outs := labOuts(t, c, names...) // one request, as the body claims them
 	if _, err := in.(hal.Tripwire).ArmTrip(hal.High, outs); err != nil {
 		t.Fatal(err)
 	}
@@ -218,18 +219,7 @@ func TestLabTripwireTwoChips(t *testing.T) {
 	}
 	n1 := []string{"RELAY1", "RELAY2", "LED", "BUZZER"}
 	n2 := []string{"RELAY3", "RELAY4"}
-	var r1, r2 []hal.OutRequest
-	for _, n := range n1 {
-		r1 = append(r1, hal.OutRequest{Line: n})
-	}
-	for _, n := range n2 {
-		r2 = append(r2, hal.OutRequest{Line: n})
-	}
-	o1, e1 := c1.Outs(r1)
-	o2, e2 := c2.Outs(r2)
-	if err := errors.Join(append(e1, e2...)...); err != nil {
-		t.Fatal(err)
-	}
+	o1, o2 := labOuts(t, c1, n1...), labOuts(t, c2, n2...)
 	outs := append(append([]hal.LineOut(nil), o1...), o2...)
 	names := append(append([]string(nil), n1...), n2...)
 	chips := []string{"tobe-lab", "tobe-lab", "tobe-lab", "tobe-lab", "tobe-lab2", "tobe-lab2"}
@@ -239,11 +229,19 @@ func TestLabTripwireTwoChips(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
+	closed := 0 // outputs at the end of outs whose chip was closed
 	stop := func() hal.EdgeEvent {
 		t.Helper()
-		for _, o := range outs {
-			o.Rearm()
-			o.Out(hal.High)
+		for i, o := range outs[:len(outs)-closed] {
+			if err := o.Rearm(); err != nil {
+				t.Fatal(err)
+			}
+			if err := o.Out(hal.High); err != nil {
+				t.Fatal(err)
+			}
+			if v := valueOn(t, chips[i], names[i]); v != "1" {
+				t.Fatalf("%s on %s at %s after Out(high)", names[i], chips[i], v)
+			}
 		}
 		setPull(t, "ESTOP", true)
 		e, err := in.WaitForEdge(ctx)
@@ -268,6 +266,7 @@ func TestLabTripwireTwoChips(t *testing.T) {
 	t.Logf("stop over two chips: edge -> %d outputs safe and read back in %v", len(outs), e.Halted.Safe.Sub(e.Time))
 
 	c2.Close() // the tripwire still holds its request
+	closed = len(n2)
 	free(t, c2, n2...)
 	e = stop()
 	for i, h := range e.Halted.Outputs {

@@ -134,17 +134,20 @@ for pkg in "$@"; do
 	fi
 	# A package with a driver of its own for a build without cgo (a file
 	# built only !cgo: hal/gpio's latch in Go) is tested that way too.
+	tests="$bin"
 	if grep -qs '^//go:build.*!cgo' "$pkg"/*.go; then
 		# shellcheck disable=SC2086
 		env -u GOARM CGO_ENABLED=0 $goenv go test -c -tags lab -o "$ir/lab/${name}_nocgo.test" "$pkg"
+		tests="$tests $ir/lab/${name}_nocgo.test"
+	fi
+	for b in $tests; do
 		bins=$((bins + 1))
-	fi
-	bins=$((bins + 1))
-	# shellcheck disable=SC2086
-	if ! $user "$bin" -test.list '^TestLab' | grep -q '^TestLab'; then
-		echo "lab: $pkg has no lab tests in its binary (build tags?)" >&2
-		exit 1
-	fi
+		# shellcheck disable=SC2086
+		if ! $user "$b" -test.list '^TestLab' | grep -q '^TestLab'; then
+			echo "lab: $pkg has no lab tests in its binary $(basename "$b") (build tags?)" >&2
+			exit 1
+		fi
+	done
 done
 
 cat > "$ir/init" <<'INIT'
