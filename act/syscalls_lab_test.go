@@ -94,7 +94,7 @@ var (
 	sysNames = map[string]map[int]string{
 		"amd64": {0: "read", 1: "write", 3: "close", 7: "poll", 72: "fcntl", 233: "epoll_ctl", 257: "openat", 202: "futex", 228: "clock_gettime", 271: "ppoll", 14: "rt_sigprocmask", 186: "gettid", 39: "getpid", 24: "sched_yield"},
 		"arm64": {63: "read", 64: "write", 57: "close", 73: "ppoll", 25: "fcntl", 21: "epoll_ctl", 56: "openat", 98: "futex", 113: "clock_gettime", 135: "rt_sigprocmask", 178: "gettid", 172: "getpid", 124: "sched_yield"},
-		"arm":   {3: "read", 4: "write", 6: "close", 168: "poll", 55: "fcntl", 221: "fcntl64", 251: "epoll_ctl", 322: "openat", 336: "ppoll", 240: "futex", 263: "clock_gettime", 403: "clock_gettime64", 175: "rt_sigprocmask", 224: "gettid", 20: "getpid", 158: "sched_yield"},
+		"arm":   {3: "read", 4: "write", 6: "close", 168: "poll", 55: "fcntl", 221: "fcntl64", 251: "epoll_ctl", 322: "openat", 336: "ppoll", 240: "futex", 422: "futex_time64", 263: "clock_gettime", 403: "clock_gettime64", 175: "rt_sigprocmask", 224: "gettid", 20: "getpid", 158: "sched_yield"},
 	}[runtime.GOARCH]
 )
 
