@@ -52,6 +52,7 @@ func TestLabTripSyscalls(t *testing.T) {
 		}
 	}
 	t.Logf("trip syscalls: tripwire thread, %d outputs: %s", len(r.outs), summarize(most))
+	t.Logf("trip syscalls: tripwire thread, in order: %s", order(most))
 	checkHalted(t, "tripwire", most)
 	r.opened(t)
 	r.pull(t, "ESTOP", false)
@@ -132,6 +133,15 @@ func summarize(calls []call) string {
 		parts[i] = fmt.Sprintf("%d %s", n[k], k)
 	}
 	return fmt.Sprintf("%d in all: %s", len(calls), strings.Join(parts, ", "))
+}
+
+// order names the calls in the order they were entered.
+func order(calls []call) string {
+	names := make([]string, len(calls))
+	for i, c := range calls {
+		names[i] = c.name()
+	}
+	return strings.Join(names, " -> ")
 }
 
 func checkHalted(t *testing.T, path string, calls []call) {

@@ -5,7 +5,10 @@
 // the line at stop with no event to explain it, it halts every covered
 // output (drive safe and latch, under its request's own lock, one call
 // per request), reads them back (one call per request), and only then
-// writes a record of it to a pipe that Go reads. A read error of the line
+// writes a record of it to a pipe that Go reads. While the line is not at
+// stop, any event means it left that level (to stop, or through stop and
+// back), so the outputs are halted the moment the event is signalled,
+// before it is read: a stop costs the two calls a chip and nothing more. A read error of the line
 // is a stop too. It blocks every signal, so nothing of Go's runs on it,
 // and asks for SCHED_FIFO when it may.
 
@@ -231,17 +234,54 @@ static void fail(tb_trip *t, int err) {
 	flush(t);
 }
 
-// events reads what the kernel queued for the line: 0, or an errno.
-static int events(tb_trip *t) {
+static void lost_stop(tb_trip *t, tb_rec *pre);
+
+// events reads what the kernel queued for the line: 0, or an errno. pre
+// is a halt made before the read (see run), or NULL: the first edge to
+// stop carries it; an edge away from stop before any is a stop the
+// kernel's queue lost, and the halt is reported as that stop, reconciled,
+// before it; and so is a read that finds nothing (the thread is the
+// line's only reader, so it does not), for the outputs are latched.
+static int events(tb_trip *t, tb_rec *pre) {
 	struct gpio_v2_line_event ev[16];
 	ssize_t n = read(t->in_fd, ev, sizeof ev);
-	if (n < 0)
-		return (errno == EAGAIN || errno == EINTR) ? 0 : errno;
-	for (ssize_t i = 0; i < n / (ssize_t)sizeof ev[0]; i++) {
-		t->seq = ev[i].line_seqno;
-		edge(t, ev[i].timestamp_ns, ev[i].id == GPIO_V2_LINE_EVENT_RISING_EDGE, 0);
+	int err = 0;
+	if (n < 0) {
+		if (errno != EAGAIN && errno != EINTR)
+			err = errno;
+		n = 0;
 	}
-	return 0;
+	for (ssize_t i = 0; i < n / (ssize_t)sizeof ev[0]; i++) {
+		int level = ev[i].id == GPIO_V2_LINE_EVENT_RISING_EDGE;
+		if (pre != NULL && level == t->stop) {
+			t->seq = ev[i].line_seqno;
+			t->level = level;
+			pre->edge_ns = ev[i].timestamp_ns;
+			pre->seq = t->seq;
+			pre->flags |= level ? TB_REC_HIGH : 0;
+			emit(t, pre);
+			pre = NULL;
+			continue;
+		}
+		if (pre != NULL)
+			lost_stop(t, pre);
+		pre = NULL;
+		t->seq = ev[i].line_seqno;
+		edge(t, ev[i].timestamp_ns, level, 0);
+	}
+	if (pre != NULL && err == 0)
+		lost_stop(t, pre);
+	return err;
+}
+
+// lost_stop reports a halt made for a stop no event was read of, as a
+// stop found by a read (reconciled), at the time of the halt.
+static void lost_stop(tb_trip *t, tb_rec *pre) {
+	t->level = t->stop;
+	pre->edge_ns = pre->safe_ns;
+	pre->seq = t->seq;
+	pre->flags |= TB_REC_RECONCILED | (t->stop ? TB_REC_HIGH : 0);
+	emit(t, pre);
 }
 
 // reconcile reads the line when no event came for a while; at a level
@@ -257,7 +297,7 @@ static int reconcile(tb_trip *t) {
 		return 0;
 	struct pollfd p = {.fd = t->in_fd, .events = POLLIN};
 	if (poll(&p, 1, 0) > 0 && (p.revents & POLLIN))
-		return events(t);
+		return events(t, NULL);
 	edge(t, now_ns(), v, TB_REC_RECONCILED);
 	return 0;
 }
@@ -282,8 +322,16 @@ static void *run(void *arg) {
 		int err = 0;
 		if (p[0].revents & (POLLERR | POLLHUP | POLLNVAL))
 			err = (p[0].revents & POLLNVAL) ? EBADF : EIO;
-		else if (p[0].revents & POLLIN)
-			err = events(t);
+		else if (p[0].revents & POLLIN && t->level != t->stop) {
+			// An event from a level that is not stop: the line left it,
+			// to stop or through it and back, so the outputs are halted
+			// before the event is read, one call sooner.
+			tb_rec r;
+			memset(&r, 0, sizeof r);
+			halt(t, &r);
+			err = events(t, &r);
+		} else if (p[0].revents & POLLIN)
+			err = events(t, NULL);
 		else if (n == 0)
 			err = reconcile(t);
 		if (err != 0) {
