@@ -5,10 +5,11 @@
 // the line at stop with no event to explain it, it halts every covered
 // output (drive safe and latch, under its request's own lock, one call
 // per request), reads them back (one call per request), and only then
-// writes a record of it to a pipe that Go reads. While the line is not at
-// stop, any event means it left that level (to stop, or through stop and
-// back), so the outputs are halted the moment the event is signalled,
-// before it is read: a stop costs the two calls a chip and nothing more. A read error of the line
+// writes a record of it to a pipe that Go reads. While the line is at a
+// level an event told of, and not at stop, any event means it left that
+// level (to stop, or through stop and back), so the outputs are halted
+// the moment the event is signalled, before it is read: a stop costs the
+// two calls a chip and nothing more. A read error of the line
 // is a stop too. It blocks every signal, so nothing of Go's runs on it,
 // and asks for SCHED_FIFO when it may.
 
@@ -31,6 +32,7 @@ struct tb_trip {
 	pthread_t thread;
 	int in_fd, wake_fd, rec_fd;
 	int level, stop, reconcile_ms;
+	int known; // level is an event's of the kernel's, not a read's (see run)
 	uint64_t seq;
 	int nouts, nreqs;
 	tb_req *reqs[TB_MAX_OUTS];  // each request once
@@ -212,6 +214,7 @@ static void edge(tb_trip *t, uint64_t at, int level, uint32_t flags) {
 	tb_rec r;
 	memset(&r, 0, sizeof r);
 	t->level = level;
+	t->known = !(flags & TB_REC_RECONCILED);
 	r.edge_ns = at;
 	r.seq = t->seq;
 	r.flags = flags | (level ? TB_REC_HIGH : 0);
@@ -234,14 +237,17 @@ static void fail(tb_trip *t, int err) {
 	flush(t);
 }
 
-static void lost_stop(tb_trip *t, tb_rec *pre);
+static void lost_stop(tb_trip *t, tb_rec *h, uint64_t at);
 
 // events reads what the kernel queued for the line: 0, or an errno. pre
 // is a halt made before the read (see run), or NULL: the first edge to
-// stop carries it; an edge away from stop before any is a stop the
-// kernel's queue lost, and the halt is reported as that stop, reconciled,
-// before it; and so is a read that finds nothing (the thread is the
-// line's only reader, so it does not), for the outputs are latched.
+// stop carries it. An edge from a level that is not stop (an event's) to
+// one that is not stop either means the line was at stop between them,
+// and the kernel's queue lost that edge or the line was back before the
+// kernel read it: that is a stop, halted (by pre, or here) and reported
+// before the edge as one found by a read (reconciled). So is a read that
+// finds nothing after pre (the thread is the line's only reader, so it
+// does not happen), for the outputs are latched.
 static int events(tb_trip *t, tb_rec *pre) {
 	struct gpio_v2_line_event ev[16];
 	ssize_t n = read(t->in_fd, ev, sizeof ev);
@@ -253,35 +259,45 @@ static int events(tb_trip *t, tb_rec *pre) {
 	}
 	for (ssize_t i = 0; i < n / (ssize_t)sizeof ev[0]; i++) {
 		int level = ev[i].id == GPIO_V2_LINE_EVENT_RISING_EDGE;
+		uint64_t at = ev[i].timestamp_ns;
 		if (pre != NULL && level == t->stop) {
 			t->seq = ev[i].line_seqno;
 			t->level = level;
-			pre->edge_ns = ev[i].timestamp_ns;
+			t->known = 1;
+			pre->edge_ns = at;
 			pre->seq = t->seq;
 			pre->flags |= level ? TB_REC_HIGH : 0;
 			emit(t, pre);
 			pre = NULL;
 			continue;
 		}
-		if (pre != NULL)
-			lost_stop(t, pre);
-		pre = NULL;
+		if (pre != NULL) {
+			lost_stop(t, pre, at);
+			pre = NULL;
+		} else if (t->known && t->level != t->stop && level != t->stop) {
+			tb_rec r;
+			memset(&r, 0, sizeof r);
+			halt(t, &r);
+			lost_stop(t, &r, at);
+		}
 		t->seq = ev[i].line_seqno;
-		edge(t, ev[i].timestamp_ns, level, 0);
+		edge(t, at, level, 0);
 	}
 	if (pre != NULL && err == 0)
-		lost_stop(t, pre);
+		lost_stop(t, pre, pre->safe_ns);
 	return err;
 }
 
-// lost_stop reports a halt made for a stop no event was read of, as a
-// stop found by a read (reconciled), at the time of the halt.
-static void lost_stop(tb_trip *t, tb_rec *pre) {
+// lost_stop reports the halt h, made for a stop no event was read of, as
+// a stop found by a read (reconciled) no later than at, after the last
+// event read.
+static void lost_stop(tb_trip *t, tb_rec *h, uint64_t at) {
 	t->level = t->stop;
-	pre->edge_ns = pre->safe_ns;
-	pre->seq = t->seq;
-	pre->flags |= TB_REC_RECONCILED | (t->stop ? TB_REC_HIGH : 0);
-	emit(t, pre);
+	t->known = 0;
+	h->edge_ns = at;
+	h->seq = t->seq;
+	h->flags |= TB_REC_RECONCILED | (t->stop ? TB_REC_HIGH : 0);
+	emit(t, h);
 }
 
 // reconcile reads the line when no event came for a while; at a level
@@ -322,10 +338,13 @@ static void *run(void *arg) {
 		int err = 0;
 		if (p[0].revents & (POLLERR | POLLHUP | POLLNVAL))
 			err = (p[0].revents & POLLNVAL) ? EBADF : EIO;
-		else if (p[0].revents & POLLIN && t->level != t->stop) {
-			// An event from a level that is not stop: the line left it,
-			// to stop or through it and back, so the outputs are halted
-			// before the event is read, one call sooner.
+		else if ((p[0].revents & POLLIN) && t->known && t->level != t->stop) {
+			// An event after an event's level that is not stop: the line
+			// left that level, to stop or through it and back (see
+			// events), so the outputs are halted before the event is
+			// read, one call sooner. After a level found by a read (at
+			// arming, or a reconcile) the event may be that same change,
+			// told late: it is read first.
 			tb_rec r;
 			memset(&r, 0, sizeof r);
 			halt(t, &r);

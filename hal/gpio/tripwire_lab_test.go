@@ -281,3 +281,67 @@ func TestLabTripwireTwoChips(t *testing.T) {
 		t.Errorf("%d descriptors after both chips closed, %d before", n, base)
 	}
 }
+
+// TestLabTripwireLostStop: after a level an event told of, an event to a
+// level that is not stop either means the line was at stop between them
+// and its edge was lost (here: edge detection switched off while the
+// line opens, and on again before it closes, with no periodic read to
+// find it). The tripwire halts on the event's signal and delivers the
+// lost stop, reconciled, with its read-backs, before the closing edge.
+func TestLabTripwireLostStop(t *testing.T) {
+	c := openChip(t)
+	setPull(t, "ESTOP", false)
+	in, err := c.In("ESTOP", hal.InConfig{Edge: hal.BothEdges, Reconcile: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"RELAY1", "RELAY2"}
+	outs := labOuts(t, c, names...)
+	if _, err := in.(hal.Tripwire).ArmTrip(hal.High, outs); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	// A stop and a close the kernel tells of: the level is an event's.
+	setPull(t, "ESTOP", true)
+	if e, err := in.WaitForEdge(ctx); err != nil || e.Halted == nil {
+		t.Fatalf("stop: %v %v", e, err)
+	}
+	setPull(t, "ESTOP", false)
+	if e, err := in.WaitForEdge(ctx); err != nil || e.Level != hal.Low {
+		t.Fatalf("close: %v %v", e, err)
+	}
+	for _, o := range outs {
+		if err := o.Rearm(); err != nil {
+			t.Fatal(err)
+		}
+		if err := o.Out(hal.High); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setFlags := func(flags uint64) {
+		cfg := uapi.GPIOV2LineConfig{Flags: flags}
+		if err := uapi.FileIoctl(in.(*lineIn).f, uapi.GPIOV2LineSetConfig, unsafe.Pointer(&cfg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setFlags(uapi.GPIOV2LineFlagInput)
+	setPull(t, "ESTOP", true) // the stop no event tells of
+	setFlags(uapi.GPIOV2LineFlagInput | uapi.GPIOV2LineFlagEdgeRising | uapi.GPIOV2LineFlagEdgeFalling)
+	setPull(t, "ESTOP", false)
+	e, err := in.WaitForEdge(ctx)
+	if err != nil || e.Level != hal.High || !e.Reconciled || e.Halted == nil || len(e.Halted.Outputs) != len(outs) {
+		t.Fatalf("after a lost stop: %v, halted %+v, %v; want the stop, reconciled, with read-backs", e, e.Halted, err)
+	}
+	for i, h := range e.Halted.Outputs {
+		if h.Name != names[i] || h.Err != nil || h.ReadBack != hal.Low || simValue(t, names[i]) != "0" {
+			t.Errorf("read-back %d: %+v, line at %s", i, h, simValue(t, names[i]))
+		}
+		if err := outs[i].Out(hal.High); !errors.Is(err, hal.ErrHalted) {
+			t.Errorf("%s after the lost stop: %v, want ErrHalted", names[i], err)
+		}
+	}
+	if e, err = in.WaitForEdge(ctx); err != nil || e.Level != hal.Low || e.Reconciled {
+		t.Fatalf("the close after the lost stop: %v %v", e, err)
+	}
+}
