@@ -55,15 +55,22 @@ func gateErr(r C.int) error {
 	return syscall.Errno(r)
 }
 
+// Each call below keeps g alive until C returns: g.c is freed by g's
+// cleanup, which may otherwise run while C still uses it.
+
 // out drives line i to v, unless the line is latched.
 func (g *gate) out(i int, v hal.Level) error {
-	return setErr(gateErr(C.tb_req_set(g.c, C.int(i), C.int(levelBit(v)))))
+	r := C.tb_req_set(g.c, C.int(i), C.int(levelBit(v)))
+	runtime.KeepAlive(g)
+	return setErr(gateErr(r))
 }
 
 // halt drives the lines of mask safe and latches them, in one call. A
 // closed request was left at its safe levels: hal.ErrClosed.
 func (g *gate) halt(mask uint64) error {
-	return setErr(closedErr(gateErr(C.tb_req_halt(g.c, C.uint64_t(mask)))))
+	r := C.tb_req_halt(g.c, C.uint64_t(mask))
+	runtime.KeepAlive(g)
+	return setErr(closedErr(gateErr(r)))
 }
 
 // get reads the lines of mask back, in one call. (bits stays on the
@@ -71,14 +78,23 @@ func (g *gate) halt(mask uint64) error {
 // nothing.)
 func (g *gate) get(mask uint64) (uint64, error) {
 	var bits C.uint64_t
-	if err := closedErr(gateErr(C.tb_req_get(g.c, C.uint64_t(mask), &bits))); err != nil {
+	r := C.tb_req_get(g.c, C.uint64_t(mask), &bits)
+	runtime.KeepAlive(g)
+	if err := closedErr(gateErr(r)); err != nil {
 		return 0, getErr(err)
 	}
 	return uint64(bits), nil
 }
 
-func (g *gate) rearm(i int) error { return gateErr(C.tb_req_rearm(g.c, C.int(i))) }
+func (g *gate) rearm(i int) error {
+	r := C.tb_req_rearm(g.c, C.int(i))
+	runtime.KeepAlive(g)
+	return gateErr(r)
+}
 
 // close halts every line for good; the caller closes the file after it.
 // The C memory stays until the gate is unreachable (newGate's cleanup).
-func (g *gate) close() { C.tb_req_close(g.c) }
+func (g *gate) close() {
+	C.tb_req_close(g.c)
+	runtime.KeepAlive(g)
+}

@@ -10,6 +10,7 @@ import "C"
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"syscall"
 	"unsafe"
 
@@ -99,6 +100,7 @@ func (in *lineIn) ArmTrip(stop hal.Level, outs []hal.LineOut) ([]hal.LineOut, er
 	}
 	var cerr C.int
 	t := C.tb_trip_start(C.int(inFd), C.int(levelBit(in.level)), C.int(levelBit(stop)), C.int(in.reconcile.Milliseconds()), C.int(wFd), reqp, linep, C.int(len(reqs)), &cerr)
+	runtime.KeepAlive(covered) // their requests' C memory, until the thread holds it
 	if t == nil {
 		r.Close()
 		w.Close()
