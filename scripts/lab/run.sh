@@ -181,27 +181,35 @@ echo "^TestLab${LAB_RUN:+.*(}${LAB_RUN:-}${LAB_RUN:+)}" > "$ir/lab/run"
 # One VM run: a fresh data disk, the tests, the console in console.log.
 # A kernel that locks up under emulation (the soft-lockup watchdog fires:
 # a CPU of the VM stuck in the kernel, seen now and then under TCG on a
-# loaded host) ends the run at once instead of at the timeout, and says
-# so: lockup=1.
+# loaded host) ends the run at once instead of at the time limit, and
+# says so: lockup=1. QEMU itself is waited for, not a wrapper around it:
+# the next run's QEMU cannot open the data disk while this one still
+# holds its lock.
 vm() {
 	PATH="$PATH:/usr/sbin:/sbin" mkfs.ext4 -q -F "$work/data.img" 64M
 	: > "$work/console.log"
 	# shellcheck disable=SC2086
-	timeout "${LAB_TIMEOUT:-$limit}" $qemu -m 768 -smp "${LAB_SMP:-2}" -nographic -no-reboot \
+	$qemu -m 768 -smp "${LAB_SMP:-2}" -nographic -no-reboot \
 		-kernel "$cache/vmlinuz" -initrd "$work/initrd.gz" \
 		-drive file="$work/data.img",format=raw,if=virtio \
 		-append "console=$console quiet panic=-1" > "$work/console.log" 2>&1 &
-	qemu=$!
+	pid=$!
 	lockup=0
-	while kill -0 "$qemu" 2>/dev/null; do
+	end=$(( $(date +%s) + ${LAB_TIMEOUT:-$limit} ))
+	while kill -0 "$pid" 2>/dev/null; do
 		if grep -q 'BUG: soft lockup' "$work/console.log"; then
 			lockup=1
-			kill "$qemu" 2>/dev/null || true
+			kill "$pid" 2>/dev/null || true
+			break
+		fi
+		if [ "$(date +%s)" -ge "$end" ]; then
+			echo "lab: the VM ran past its ${LAB_TIMEOUT:-$limit} s and was stopped" >&2
+			kill "$pid" 2>/dev/null || true
 			break
 		fi
 		sleep 2
 	done
-	wait "$qemu" || true
+	wait "$pid" || true
 }
 
 start=$(date +%s)
