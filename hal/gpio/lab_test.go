@@ -63,6 +63,20 @@ func openChip(t *testing.T) hal.Chip {
 	return c
 }
 
+// watchEdges switches the kernel's edge detection on a requested input
+// off or on (both edges): with it off the line changes unseen, as with a
+// lost interrupt.
+func watchEdges(t *testing.T, in hal.LineIn, on bool) {
+	t.Helper()
+	cfg := uapi.GPIOV2LineConfig{Flags: uapi.GPIOV2LineFlagInput}
+	if on {
+		cfg.Flags |= uapi.GPIOV2LineFlagEdgeRising | uapi.GPIOV2LineFlagEdgeFalling
+	}
+	if err := uapi.FileIoctl(in.(*lineIn).f, uapi.GPIOV2LineSetConfig, unsafe.Pointer(&cfg)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestLabEdges(t *testing.T) {
 	c := openChip(t)
 	setPull(t, "BUTTON", false)
@@ -173,16 +187,9 @@ func TestLabReconcile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := in.(*lineIn)
-	setFlags := func(flags uint64) {
-		cfg := uapi.GPIOV2LineConfig{Flags: flags}
-		if err := uapi.FileIoctl(l.f, uapi.GPIOV2LineSetConfig, unsafe.Pointer(&cfg)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	setFlags(uapi.GPIOV2LineFlagInput)
+	watchEdges(t, in, false)
 	setPull(t, "BUTTON", true)
-	setFlags(uapi.GPIOV2LineFlagInput | uapi.GPIOV2LineFlagEdgeRising | uapi.GPIOV2LineFlagEdgeFalling)
+	watchEdges(t, in, true)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	start := hal.MonoNow()

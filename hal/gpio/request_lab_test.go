@@ -71,6 +71,20 @@ func free(t *testing.T, c *Chip, lines ...string) {
 
 func reqOf(o hal.LineOut) *outRequest { return o.(*lineOut).req }
 
+// haltAll halts outs as the e-stop's goroutine does, through a HaltSet
+// that must group them in groups calls, and returns the set and its
+// report.
+func haltAll(t *testing.T, outs []hal.LineOut, groups int) (*hal.HaltSet, []hal.HaltedOutput) {
+	t.Helper()
+	set := hal.NewHaltSet(outs)
+	if set.Groups() != groups {
+		t.Errorf("%d groups for %d requests", set.Groups(), groups)
+	}
+	rep := make([]hal.HaltedOutput, len(outs))
+	set.Halt(rep)
+	return set, rep
+}
+
 // TestLabSharedRequest: four outputs in one request (one descriptor),
 // each driven, read back, halted and rearmed on its own without
 // disturbing the others; halted together by their group in one write;
@@ -145,12 +159,7 @@ func TestLabSharedRequest(t *testing.T) {
 	want("1101")
 
 	// Together: one group, halted in one write and read in one read.
-	set := hal.NewHaltSet(outs)
-	if set.Groups() != 1 {
-		t.Errorf("%d groups for one request", set.Groups())
-	}
-	rep := make([]hal.HaltedOutput, len(outs))
-	set.Halt(rep)
+	set, rep := haltAll(t, outs, 1)
 	for i, h := range rep {
 		if h.Name != names[i] || h.Err != nil || h.ReadBack != safe[i] {
 			t.Errorf("halted %d: %+v, want %s at %v", i, h, names[i], safe[i])
@@ -277,12 +286,7 @@ func TestLabHaltSetTwoChips(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	set := hal.NewHaltSet(outs)
-	if set.Groups() != 2 {
-		t.Errorf("%d groups for two chips' requests", set.Groups())
-	}
-	rep := make([]hal.HaltedOutput, len(outs))
-	set.Halt(rep)
+	set, rep := haltAll(t, outs, 2)
 	for i, h := range rep {
 		if h.Name != outs[i].Name() || h.Err != nil || h.ReadBack != hal.Low {
 			t.Errorf("halted %d: %+v, want %s low", i, h, outs[i].Name())

@@ -10,10 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/tobe-body/tobe-body/hal"
-	"github.com/tobe-body/tobe-body/hal/internal/uapi"
 )
 
 // labOuts claims the lines together, at safe Low: one request.
@@ -104,19 +102,13 @@ func TestLabTripwire(t *testing.T) {
 
 	// A stop no event tells of.
 	on()
-	setFlags := func(flags uint64) {
-		cfg := uapi.GPIOV2LineConfig{Flags: flags}
-		if err := uapi.FileIoctl(in.(*lineIn).f, uapi.GPIOV2LineSetConfig, unsafe.Pointer(&cfg)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	setFlags(uapi.GPIOV2LineFlagInput)
+	watchEdges(t, in, false)
 	setPull(t, "ESTOP", true)
 	if e, err = in.WaitForEdge(ctx); err != nil {
 		t.Fatal(err)
 	}
 	check(e, true)
-	setFlags(uapi.GPIOV2LineFlagInput | uapi.GPIOV2LineFlagEdgeRising | uapi.GPIOV2LineFlagEdgeFalling)
+	watchEdges(t, in, true)
 	setPull(t, "ESTOP", false)
 	if e, err = in.WaitForEdge(ctx); err != nil || e.Level != hal.Low {
 		t.Fatalf("closing again: %v %v", e, err)
@@ -319,15 +311,9 @@ func TestLabTripwireLostStop(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	setFlags := func(flags uint64) {
-		cfg := uapi.GPIOV2LineConfig{Flags: flags}
-		if err := uapi.FileIoctl(in.(*lineIn).f, uapi.GPIOV2LineSetConfig, unsafe.Pointer(&cfg)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	setFlags(uapi.GPIOV2LineFlagInput)
+	watchEdges(t, in, false)
 	setPull(t, "ESTOP", true) // the stop no event tells of
-	setFlags(uapi.GPIOV2LineFlagInput | uapi.GPIOV2LineFlagEdgeRising | uapi.GPIOV2LineFlagEdgeFalling)
+	watchEdges(t, in, true)
 	setPull(t, "ESTOP", false)
 	e, err := in.WaitForEdge(ctx)
 	if err != nil || e.Level != hal.High || !e.Reconciled || e.Halted == nil || len(e.Halted.Outputs) != len(outs) {
